@@ -1,0 +1,107 @@
+// gpuman's command table and wiring, in the spirit of mold's main: read it top to bottom
+// to see every subcommand and which real implementation backs each seam.
+#include "cli/app.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/config.h"
+#include "cli/context.h"
+#include "cli/exit_codes.h"
+#include "cli/simulation.h"
+#include "cli/status_command.h"
+
+#ifndef GPUMAN_VERSION
+#define GPUMAN_VERSION "0.0.0"
+#endif
+
+namespace gpuman::cli {
+namespace {
+
+std::string ExeDir() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : exe.parent_path().string();
+}
+
+int Fail(const Error& error) {
+  std::cerr << "gpuman: error: " << error.message << "\n";
+  return ExitCodeFor(error.code);
+}
+
+int RunGpuman(int argc, char** argv) {
+  CLI::App app{"gpuman: GPU resource manager for shared multi-GPU machines", "gpuman"};
+  app.set_version_flag("--version", "gpuman " GPUMAN_VERSION);
+  app.require_subcommand(1);
+  app.fallthrough();  // global options may also follow the subcommand
+
+  std::string simulate;
+  std::optional<std::string> config_path;
+  std::string nvml_library;
+  app.add_option("--simulate", simulate,
+                 "Run against a simulated node (scenario name or .json file); also $GPUMAN_SIMULATE");
+  app.add_option("--config", config_path, "Config file (default: $GPUMAN_CONFIG, ~/.config/gpuman/config.toml, /etc/gpuman/config.toml)");
+  app.add_option("--nvml-library", nvml_library, "NVML library to load (default libnvidia-ml.so.1; also $GPUMAN_NVML_LIBRARY)");
+
+  StatusArgs status_args;
+  CLI::App* status = AddStatusCommand(app, status_args);
+  CLI::App* scenarios = app.add_subcommand("scenarios", "List the simulated nodes usable with --simulate");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "gpuman: error: " << e.what() << "\n"
+              << "Run 'gpuman --help' for usage.\n";
+    return kExitUsage;
+  }
+
+  Environment env = Environment::FromProcess();
+  auto config = LoadConfig(env, config_path);
+  if (!config) return Fail(config.error());
+  if (!nvml_library.empty()) config->nvml_library = nvml_library;
+
+  const std::string exe_dir = ExeDir();
+  if (simulate.empty()) simulate = env.Get("GPUMAN_SIMULATE").value_or("");
+  std::optional<Simulation> sim;
+  if (!simulate.empty()) {
+    auto resolved = ResolveSimulation(simulate, env, exe_dir);
+    if (!resolved) return Fail(resolved.error());
+    sim = std::move(*resolved);
+    // The stand-in library reads its scenario from here; main is the one place that
+    // touches the process environment.
+    setenv("GPUMAN_FAKE_NVML_SCENARIO", sim->scenario_path.c_str(), 1);
+  }
+
+  Context ctx(std::move(env), std::move(*config), std::move(sim), std::cout, std::cerr);
+  if (*status) return RunStatus(status_args, ctx);
+  if (*scenarios) {
+    for (const auto& name : ListScenarios(ctx.env(), exe_dir)) std::cout << name << "\n";
+    return kExitOk;
+  }
+  return kExitUsage;
+}
+
+}  // namespace
+
+int Main(int argc, char** argv) {
+  try {
+    return RunGpuman(argc, argv);
+  } catch (const std::exception& e) {
+    // Backstop: nothing below should throw, but a user must never see a stack trace.
+    std::cerr << "gpuman: internal error: " << e.what() << "\n";
+    return kExitError;
+  }
+}
+
+}  // namespace gpuman::cli

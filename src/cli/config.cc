@@ -1,0 +1,102 @@
+#include "cli/config.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
+
+extern char** environ;
+
+namespace gpuman::cli {
+
+std::optional<std::string> Environment::Get(const std::string& name) const {
+  auto it = vars.find(name);
+  if (it == vars.end()) return std::nullopt;
+  return it->second;
+}
+
+Environment Environment::FromProcess() {
+  Environment env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    std::string kv(*e);
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos) continue;
+    env.vars.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+  }
+  return env;
+}
+
+Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
+  Config config;
+  config.config_path = origin;
+  toml::table table;
+  try {
+    table = toml::parse(text, origin);
+  } catch (const toml::parse_error& err) {
+    const auto& where = err.source().begin;
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "config " + origin + ":" + std::to_string(where.line) + ":" +
+                         std::to_string(where.column) + ": " + std::string(err.description()));
+  }
+  static const std::set<std::string> kKnown = {"nvml_library"};
+  for (const auto& [key, value] : table) {
+    std::string k(key.str());
+    if (!kKnown.count(k)) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "config " + origin + ": unknown key '" + k + "' (known: nvml_library)");
+    }
+  }
+  if (auto* node = table.get("nvml_library")) {
+    auto value = node->value<std::string>();
+    if (!value || value->empty()) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "config " + origin + ": nvml_library must be a non-empty string");
+    }
+    config.nvml_library = *value;
+  }
+  return config;
+}
+
+Result<Config> LoadConfig(const Environment& env, const std::optional<std::string>& explicit_path) {
+  std::optional<std::string> path = explicit_path;
+  bool must_exist = path.has_value();
+  if (!path) {
+    if (auto p = env.Get("GPUMAN_CONFIG"); p && !p->empty()) {
+      path = *p;
+      must_exist = true;
+    }
+  }
+  if (!path) {
+    std::string base;
+    if (auto x = env.Get("XDG_CONFIG_HOME"); x && !x->empty()) base = *x;
+    else if (auto h = env.Get("HOME"); h && !h->empty()) base = *h + "/.config";
+    for (const std::string& candidate :
+         {base.empty() ? std::string() : base + "/gpuman/config.toml", std::string("/etc/gpuman/config.toml")}) {
+      if (!candidate.empty() && access(candidate.c_str(), F_OK) == 0) {
+        path = candidate;
+        break;
+      }
+    }
+  }
+  Config config;
+  if (path) {
+    std::ifstream in(*path);
+    if (!in) {
+      if (must_exist || access(path->c_str(), F_OK) == 0) {
+        return MakeError(ErrorCode::kInvalidArgument, "config " + *path + ": cannot read file");
+      }
+    } else {
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      auto parsed = ParseConfig(ss.str(), *path);
+      if (!parsed) return parsed.error();
+      config = *parsed;
+    }
+  }
+  if (auto lib = env.Get("GPUMAN_NVML_LIBRARY"); lib && !lib->empty()) config.nvml_library = *lib;
+  return config;
+}
+
+}  // namespace gpuman::cli

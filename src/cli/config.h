@@ -1,0 +1,37 @@
+// Configuration: one struct built in main from the config file, the environment and the
+// command line, then passed down (code below main never calls getenv). See docs/cli.md
+// "Configuration" for the file format and precedence.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "base/result.h"
+
+namespace gpuman::cli {
+
+struct Config {
+  std::string nvml_library = "libnvidia-ml.so.1";
+  std::string config_path;  // the file that was read, "" if none
+};
+
+/// The environment variables gpuman reads, captured once in main.
+struct Environment {
+  std::map<std::string, std::string> vars;
+  std::optional<std::string> Get(const std::string& name) const;
+  static Environment FromProcess();
+};
+
+/// Where the config file is looked for, first match wins: `explicit_path` (--config),
+/// $GPUMAN_CONFIG, $XDG_CONFIG_HOME/gpuman/config.toml (or ~/.config/...),
+/// /etc/gpuman/config.toml. Explicit paths must exist; the defaults may be absent.
+/// Then $GPUMAN_NVML_LIBRARY overrides the file's nvml_library.
+/// Errors: kInvalidArgument for an unreadable explicit file, TOML syntax errors (with
+/// file, line and column), unknown keys, or values of the wrong type.
+Result<Config> LoadConfig(const Environment& env, const std::optional<std::string>& explicit_path);
+
+/// Parses config text (exposed for tests). `origin` names the source in messages.
+Result<Config> ParseConfig(const std::string& text, const std::string& origin);
+
+}  // namespace gpuman::cli

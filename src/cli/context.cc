@@ -1,0 +1,53 @@
+#include "cli/context.h"
+
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include "base/strings.h"
+#include "nvml/nvml_device_source.h"
+
+namespace gpuman::cli {
+
+Context::Context(Environment env, Config config, std::optional<Simulation> sim, std::ostream& out,
+                 std::ostream& err)
+    : env_(std::move(env)), config_(std::move(config)), sim_(std::move(sim)), out_(out), err_(err) {
+  stdout_is_tty_ = isatty(STDOUT_FILENO) == 1;
+  procfs_ = std::make_unique<devices::ProcfsInspector>("/proc");
+  if (sim_) {
+    inspector_ = std::make_unique<devices::StaticProcessTable>(sim_->host_processes, procfs_.get());
+  }
+}
+
+Context::~Context() = default;
+
+Result<devices::DeviceSource*> Context::Devices() {
+  if (source_) return source_.get();
+  std::string path = sim_ ? sim_->library_path : config_.nvml_library;
+  auto lib = nvml::NvmlLibrary::Load(path);
+  if (!lib) return lib.error();
+  nvml_ = std::move(*lib);
+  source_ = std::make_unique<nvml::NvmlDeviceSource>(*nvml_, clock_);
+  return source_.get();
+}
+
+devices::ProcessInspector& Context::Inspector() {
+  return inspector_ ? *inspector_ : *procfs_;
+}
+
+render::TerminalInfo Context::Terminal(bool no_color) const {
+  render::TerminalInfo term;
+  term.width = 80;
+  winsize ws{};
+  if (stdout_is_tty_ && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
+    term.width = ws.ws_col;
+  } else if (auto cols = env_.Get("COLUMNS")) {
+    if (auto n = ParseInt(*cols); n && *n > 0 && *n < 10000) term.width = static_cast<int>(*n);
+  }
+  auto no_color_env = env_.Get("NO_COLOR");
+  auto term_env = env_.Get("TERM");
+  term.use_color = stdout_is_tty_ && !no_color && !(no_color_env && !no_color_env->empty()) &&
+                   !(term_env && *term_env == "dumb");
+  return term;
+}
+
+}  // namespace gpuman::cli

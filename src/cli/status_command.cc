@@ -1,0 +1,108 @@
+#include "cli/status_command.h"
+
+#include <csignal>
+#include <thread>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/exit_codes.h"
+#include "devices/gpu_ids.h"
+
+namespace gpuman::cli {
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;  // set by SIGINT/SIGTERM during --watch
+void OnStopSignal(int) { g_stop = 1; }
+
+// One snapshot, enriched and filtered. Errors as from DeviceSource and ResolveGpuIds.
+Result<model::MachineSnapshot> Collect(const StatusArgs& args, Context& ctx) {
+  auto source = ctx.Devices();
+  if (!source) return source.error();
+  auto snap = (*source)->Snapshot();
+  if (!snap) return snap.error();
+  if (!args.gpus.empty()) {
+    auto picked = devices::ResolveGpuIds(args.gpus, snap->gpus);
+    if (!picked) return picked.error();
+    std::vector<model::DeviceSnapshot> kept;
+    for (size_t i : *picked) kept.push_back(std::move(snap->gpus[i]));
+    snap->gpus = std::move(kept);
+  }
+  if (!args.no_processes) devices::EnrichProcesses(*snap, ctx.Inspector());
+  return snap;
+}
+
+}  // namespace
+
+CLI::App* AddStatusCommand(CLI::App& app, StatusArgs& args) {
+  CLI::App* cmd = app.add_subcommand("status", "Show every GPU: memory, load, health and who holds it");
+  cmd->add_flag("--json", args.json, "Print one JSON object (with --watch: one per line)");
+  cmd->add_option("--watch", args.watch_seconds, "Refresh every SECONDS until interrupted")
+      ->check(CLI::Range(0.1, 86400.0));
+  cmd->add_option("--iterations", args.iterations, "With --watch: stop after N refreshes")
+      ->check(CLI::Range(1, 1000000000));
+  cmd->add_option("--gpus", args.gpus, "Only these GPUs: indices or UUIDs, comma-separated");
+  cmd->add_flag("--no-processes", args.no_processes, "Do not list processes");
+  cmd->add_flag("--no-color", args.no_color, "Never use colour");
+  return cmd;
+}
+
+int RunStatus(const StatusArgs& args, Context& ctx) {
+  render::StatusOptions opts;
+  opts.show_processes = !args.no_processes;
+  opts.simulated = ctx.is_simulated();
+  if (ctx.simulation()) opts.scenario = ctx.simulation()->scenario_name;
+  const render::TerminalInfo term = ctx.Terminal(args.no_color);
+
+  if (args.watch_seconds <= 0) {
+    auto snap = Collect(args, ctx);
+    if (!snap) {
+      ctx.err() << "gpuman: error: " << snap.error().message << "\n";
+      return ExitCodeFor(snap.error().code);
+    }
+    if (args.json) {
+      ctx.out() << render::StatusToJson(*snap, opts).dump(2) << "\n";
+    } else {
+      ctx.out() << render::RenderStatusText(*snap, opts, term);
+    }
+    return ctx.out().good() ? kExitOk : kExitError;
+  }
+
+  g_stop = 0;
+  std::signal(SIGINT, OnStopSignal);
+  std::signal(SIGTERM, OnStopSignal);
+  const bool clear_screen = !args.json && ctx.stdout_is_tty();
+  const auto period = std::chrono::duration<double>(args.watch_seconds);
+  int last_error_exit = kExitOk;
+  for (int n = 0; !g_stop && (args.iterations == 0 || n < args.iterations); ++n) {
+    auto started = std::chrono::steady_clock::now();
+    auto snap = Collect(args, ctx);
+    if (!snap) {
+      // Bad arguments will not get better; a driver hiccup might.
+      if (snap.error().code == ErrorCode::kInvalidArgument || n == 0) {
+        ctx.err() << "gpuman: error: " << snap.error().message << "\n";
+        return ExitCodeFor(snap.error().code);
+      }
+      ctx.err() << "gpuman: warning: " << snap.error().message << "\n";
+      last_error_exit = ExitCodeFor(snap.error().code);
+    } else {
+      last_error_exit = kExitOk;
+      if (args.json) {
+        ctx.out() << render::StatusToJson(*snap, opts).dump() << "\n";
+      } else {
+        if (clear_screen) ctx.out() << "\x1b[H\x1b[2J";
+        else if (n > 0) ctx.out() << "\n";
+        ctx.out() << render::RenderStatusText(*snap, opts, term);
+      }
+      ctx.out().flush();
+      if (!ctx.out().good()) return kExitError;  // e.g. the reader of a pipe went away
+    }
+    if (args.iterations != 0 && n + 1 >= args.iterations) break;
+    auto deadline = started + period;
+    while (!g_stop && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  return last_error_exit;
+}
+
+}  // namespace gpuman::cli

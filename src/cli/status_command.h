@@ -1,0 +1,30 @@
+// `gpuman status`: one snapshot (or a stream of them with --watch), rendered as text or
+// JSON. Registered into the CLI11 app by app.cc; runs on the main thread.
+#pragma once
+
+#include <string>
+
+#include "cli/context.h"
+
+namespace CLI {
+class App;
+}
+
+namespace gpuman::cli {
+
+struct StatusArgs {
+  bool json = false;
+  double watch_seconds = 0;  // 0 = once
+  int iterations = 0;        // with --watch: stop after this many refreshes (0 = forever)
+  std::string gpus;          // --gpus filter, "" = all
+  bool no_processes = false;
+  bool no_color = false;
+};
+
+/// Adds the `status` subcommand; `args` is filled when it is parsed.
+CLI::App* AddStatusCommand(CLI::App& app, StatusArgs& args);
+
+/// Runs it. Returns the process exit code; prints errors itself as one line.
+int RunStatus(const StatusArgs& args, Context& ctx);
+
+}  // namespace gpuman::cli

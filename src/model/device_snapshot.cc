@@ -1,0 +1,53 @@
+#include "model/device_snapshot.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace gpuman::model {
+
+const char* ProcessTypeName(ProcessType type) {
+  switch (type) {
+    case ProcessType::kCompute: return "compute";
+    case ProcessType::kGraphics: return "graphics";
+    case ProcessType::kComputeAndGraphics: return "compute+graphics";
+  }
+  return "compute";
+}
+
+std::vector<std::string> ClockEventReasonNames(uint64_t mask) {
+  // Bit values from NVML's nvmlClocksEventReason* constants.
+  static constexpr std::pair<uint64_t, const char*> kNames[] = {
+      {0x1, "gpu_idle"},
+      {0x2, "applications_clocks_setting"},
+      {0x4, "sw_power_cap"},
+      {0x8, "hw_slowdown"},
+      {0x10, "sync_boost"},
+      {0x20, "sw_thermal_slowdown"},
+      {0x40, "hw_thermal_slowdown"},
+      {0x80, "hw_power_brake_slowdown"},
+      {0x100, "display_clock_setting"},
+  };
+  std::vector<std::string> names;
+  for (const auto& [bit, name] : kNames) {
+    if (mask & bit) names.emplace_back(name);
+  }
+  return names;
+}
+
+std::string FormatCpuList(const std::vector<int>& cpus_in) {
+  std::vector<int> cpus = cpus_in;
+  std::sort(cpus.begin(), cpus.end());
+  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+  std::string out;
+  for (size_t i = 0; i < cpus.size();) {
+    size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += std::to_string(cpus[i]);
+    if (j > i) out += '-' + std::to_string(cpus[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+}  // namespace gpuman::model

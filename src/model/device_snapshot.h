@@ -1,0 +1,103 @@
+// Plain value types describing what the machine's GPUs look like at one instant.
+// Produced by a devices::DeviceSource (NVML or a fake), consumed by render/, policy/ and
+// the daemon. No I/O here. std::optional means "the driver did not say" (not supported,
+// no permission, or the query failed); it is never silently 0.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpuman::model {
+
+enum class ProcessType { kCompute, kGraphics, kComputeAndGraphics };
+
+/// "compute", "graphics" or "compute+graphics".
+const char* ProcessTypeName(ProcessType type);
+
+struct GpuProcess {
+  uint32_t pid = 0;
+  ProcessType type = ProcessType::kCompute;
+  std::optional<int64_t> used_memory_bytes;     // absent when NVML reports "not available"
+  std::optional<uint32_t> gpu_instance_id;      // MIG only
+  std::optional<uint32_t> compute_instance_id;  // MIG only
+  // Filled from /proc by a devices::ProcessInspector; all absent when the pid is not
+  // visible in our PID namespace (is_visible == false).
+  bool is_visible = false;
+  std::optional<uint32_t> uid;
+  std::optional<std::string> user;
+  std::optional<std::string> command;
+  std::optional<int64_t> start_time_unix;  // seconds since the epoch
+};
+
+struct ClockInfo {
+  std::optional<int64_t> sm_mhz;
+  std::optional<int64_t> sm_max_mhz;
+  std::optional<int64_t> memory_mhz;
+  std::optional<int64_t> memory_max_mhz;
+};
+
+/// One GPU at one instant. `index` is NVML's enumeration index (PCI order on Linux);
+/// `uuid` is its identity. A device that NVML cannot reach stays in the list with
+/// is_healthy == false and the reason in health_problems.
+struct DeviceSnapshot {
+  int index = 0;
+  std::optional<std::string> uuid;
+  std::optional<std::string> name;
+  std::optional<std::string> pci_bus_id;  // NVML form "00000000:07:00.0"
+  std::optional<std::string> serial;
+
+  std::optional<int64_t> memory_total_bytes;
+  std::optional<int64_t> memory_used_bytes;
+  std::optional<int64_t> memory_free_bytes;
+  std::optional<int64_t> memory_reserved_bytes;  // only from nvmlDeviceGetMemoryInfo_v2
+
+  std::optional<int> gpu_utilization_percent;
+  std::optional<int> memory_utilization_percent;
+  std::optional<int> temperature_c;
+  std::optional<double> power_usage_w;
+  std::optional<double> power_limit_w;
+  std::optional<int> fan_percent;
+  ClockInfo clocks;
+  std::optional<int> performance_state;  // 0 = P0 (max performance) .. 15
+  std::optional<std::string> compute_capability;  // "8.0"
+  std::optional<std::string> compute_mode;  // default, exclusive_thread, prohibited, exclusive_process
+  std::optional<bool> persistence_mode;
+  std::optional<bool> mig_mode_current;
+  std::optional<bool> mig_mode_pending;
+  std::optional<int64_t> ecc_volatile_corrected;
+  std::optional<int64_t> ecc_volatile_uncorrected;
+  std::optional<bool> retired_pages_pending;
+  std::optional<bool> remapped_rows_pending;
+  std::optional<bool> remapped_rows_failure;
+  std::optional<uint64_t> clock_event_reasons;  // NVML bit mask
+  std::vector<int> cpu_affinity;                // logical CPU ids; empty when unknown
+  std::optional<int> numa_node;
+
+  std::vector<GpuProcess> processes;
+
+  bool is_healthy = true;
+  std::vector<std::string> health_problems;  // why is_healthy is false
+  std::vector<std::string> warnings;         // noteworthy but not unhealthy (throttling, …)
+};
+
+struct SystemInfo {
+  std::optional<std::string> driver_version;
+  std::optional<std::string> nvml_version;
+  std::optional<std::string> cuda_driver_version;  // "12.4"
+};
+
+struct MachineSnapshot {
+  SystemInfo system;
+  std::vector<DeviceSnapshot> gpus;
+  int64_t taken_at_unix_ms = 0;
+};
+
+/// Names of the bits set in an NVML clock event reason mask ("gpu_idle", "sw_power_cap", ...).
+std::vector<std::string> ClockEventReasonNames(uint64_t mask);
+
+/// Formats a CPU list compactly: {0,1,2,3,8} -> "0-3,8".
+std::string FormatCpuList(const std::vector<int>& cpus);
+
+}  // namespace gpuman::model
