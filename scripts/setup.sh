@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Sets up gpuman on a fresh Debian 12 machine: installs the Debian packages it needs,
+# builds it into build/, and runs its main job, `gpuman status`. Without an NVIDIA driver
+# the status comes from the simulated node that ships with gpuman, and says so.
+# Usage: scripts/setup.sh [--no-run]      (as root, or with sudo available)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake pkg-config
+  libsqlite3-dev nlohmann-json3-dev libcli11-dev libfmt-dev libncurses-dev
+  libcpp-httplib-dev libtomlplusplus-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+)
+
+missing=()
+for pkg in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  echo "==> installing Debian packages: ${missing[*]}"
+  SUDO=()
+  if [ "$(id -u)" -ne 0 ]; then SUDO=(sudo); fi
+  "${SUDO[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+echo "==> building gpuman in build/"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+cmake --build build -j"$(nproc)"
+
+if [ "${1:-}" = "--no-run" ]; then exit 0; fi
+
+echo "==> gpuman status"
+set +e
+build/gpuman status
+rc=$?
+set -e
+if [ "$rc" -eq 3 ]; then
+  echo
+  echo "==> no usable NVIDIA driver on this machine: showing the simulated 4x A100 node instead"
+  build/gpuman --simulate a100-4 status
+elif [ "$rc" -ne 0 ]; then
+  exit "$rc"
+fi

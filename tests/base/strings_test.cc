@@ -1,0 +1,51 @@
+#include "base/strings.h"
+
+#include <gtest/gtest.h>
+
+#include "base/result.h"
+
+namespace gpuman {
+namespace {
+
+TEST(SplitTest, KeepsEmptyFields) {
+  EXPECT_EQ(Split("a,,b", ','), (std::vector<std::string>{"a", "", "b"}));
+  EXPECT_EQ(Split("", ','), (std::vector<std::string>{""}));
+  EXPECT_EQ(Split("x", ','), (std::vector<std::string>{"x"}));
+}
+
+TEST(ParseIntTest, RejectsJunk) {
+  struct Case {
+    const char* text;
+    std::optional<int64_t> want;
+  } cases[] = {
+      {"0", 0}, {"42", 42}, {"-3", -3}, {"", std::nullopt}, {"4x", std::nullopt},
+      {" 4", std::nullopt}, {"99999999999999999999", std::nullopt}, {"0x10", std::nullopt},
+  };
+  for (const auto& c : cases) EXPECT_EQ(ParseInt(c.text), c.want) << c.text;
+}
+
+TEST(TrimTest, StripsBothEnds) {
+  EXPECT_EQ(Trim("  a b \n"), "a b");
+  EXPECT_EQ(Trim("   "), "");
+}
+
+TEST(FormatIsoUtcTest, FormatsEpochSeconds) {
+  EXPECT_EQ(FormatIsoUtc(0), "1970-01-01T00:00:00Z");
+  EXPECT_EQ(FormatIsoUtc(1764400000), "2025-11-29T07:06:40Z");
+}
+
+TEST(ResultTest, CarriesValueOrError) {
+  Result<int> ok = 5;
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_EQ(*ok, 5);
+  Result<int> bad = MakeError(ErrorCode::kNotFound, "lease 7: not found");
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(bad.error().WithContext("release").message, "release: lease 7: not found");
+  EXPECT_STREQ(ErrorCodeName(ErrorCode::kUnavailable), "unavailable");
+  Status fine;
+  EXPECT_TRUE(fine.has_value());
+}
+
+}  // namespace
+}  // namespace gpuman
