@@ -1,0 +1,430 @@
+// RenderStatusText: the human `gpuman status` view.
+//
+// Layout, top to bottom: a header line (simulated marker first so it can never be cut
+// off, then driver, CUDA and snapshot time), a column-title line, and per GPU one
+// table row followed by indented detail lines: health problems, warnings, processes.
+//
+// The GPU table is laid out from content widths. Mandatory columns always show; NAME
+// shrinks (down to kNameMinWidth) and HEALTH, the last column, takes what is left and
+// is cut with "…". Optional columns (fan, performance state, bars, PCI bus) are added
+// in priority order only while the full names still fit, so an 80-column terminal gets
+// the compact table and a wide one the rich table. Widths are computed on plain text;
+// colour escapes are wrapped around already-padded cells so they never shift columns.
+#include <algorithm>
+#include <cctype>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "render/format.h"
+#include "render/status_view.h"
+
+namespace gpuman::render {
+namespace {
+
+constexpr int kMinWidth = 80;
+constexpr int kSeparator = 2;        // spaces between columns
+constexpr int kNameMinWidth = 8;
+constexpr int kNameMaxWidth = 24;    // longer names are cut so extra columns can show
+constexpr int kHealthReserve = 9;    // "UNHEALTHY"
+constexpr int kBarInnerWidth = 10;
+constexpr int kUserMaxWidth = 12;
+constexpr int kElapsedMinWidth = 100;  // terminal width from which processes show ELAPSED
+constexpr std::string_view kIndent = "    ";
+constexpr std::string_view kUnknown = "-";
+constexpr int64_t kGiB = int64_t{1} << 30;
+constexpr int64_t kMiB = int64_t{1} << 20;
+
+struct Cell {
+  std::string text;
+  Color color = Color::kNone;
+};
+
+struct Column {
+  std::string header;
+  bool right_align = false;
+  int priority = 0;  // 0: always shown; 1, 2, ...: optional, lower is added first
+  int gap = kSeparator;  // spaces before this column (ignored for the first)
+  std::vector<Cell> cells;
+  int width = 0;
+  bool visible = false;
+};
+
+// ---- Cell formatting -------------------------------------------------------------
+
+std::string ShortName(const std::optional<std::string>& name) {
+  if (!name) return std::string(kUnknown);
+  std::string_view n = *name;
+  if (n.starts_with("NVIDIA ")) n.remove_prefix(7);
+  return std::string(n);
+}
+
+// "GPU-3f2a9c1d-…" -> "GPU-3f2a9c1d": enough to tell GPUs apart and to grep for.
+std::string ShortUuid(const std::optional<std::string>& uuid) {
+  if (!uuid) return std::string(kUnknown);
+  const std::string& u = *uuid;
+  if (u.starts_with("GPU-") || u.starts_with("MIG-")) {
+    std::string out = u.substr(0, 4);
+    for (size_t i = 4; i < u.size() && out.size() < 12; ++i) {
+      if (u[i] != '-') out += u[i];
+    }
+    return out;
+  }
+  return u.substr(0, 12);
+}
+
+// "00000000:07:00.0" -> "0000:07:00.0", the form lspci prints.
+std::string ShortBusId(const std::optional<std::string>& bus) {
+  if (!bus) return std::string(kUnknown);
+  if (bus->size() == 16 && bus->starts_with("0000")) return bus->substr(4);
+  return *bus;
+}
+
+Cell PercentCell(const std::optional<int>& percent) {
+  if (!percent) return {std::string(kUnknown)};
+  return {fmt::format("{}%", *percent), PercentColor(*percent)};
+}
+
+Cell BarCell(std::optional<double> percent) {
+  if (!percent) return {std::string(kUnknown)};
+  const double clamped = std::clamp(*percent, 0.0, 100.0);
+  const int filled = static_cast<int>(clamped * kBarInnerWidth / 100.0 + 0.5);
+  std::string bar = "[";
+  bar.append(static_cast<size_t>(filled), '|');
+  bar.append(static_cast<size_t>(kBarInnerWidth - filled), ' ');
+  bar += "]";
+  return {bar, PercentColor(clamped)};
+}
+
+std::optional<double> MemoryPercent(const model::DeviceSnapshot& d) {
+  if (!d.memory_used_bytes || !d.memory_total_bytes || *d.memory_total_bytes <= 0) {
+    return std::nullopt;
+  }
+  return 100.0 * static_cast<double>(*d.memory_used_bytes) /
+         static_cast<double>(*d.memory_total_bytes);
+}
+
+// "12.3/80.0 GiB"; the unit follows the total (or the used value when the total is
+// unknown). A missing half prints as "-".
+Cell MemoryCell(const model::DeviceSnapshot& d) {
+  const auto& used = d.memory_used_bytes;
+  const auto& total = d.memory_total_bytes;
+  if (!used && !total) return {std::string(kUnknown)};
+  const int64_t reference = total ? *total : *used;
+  const bool gib = reference >= kGiB;
+  const double unit = static_cast<double>(gib ? kGiB : kMiB);
+  auto part = [&](const std::optional<int64_t>& v) {
+    if (!v) return std::string(kUnknown);
+    return gib ? fmt::format("{:.1f}", static_cast<double>(*v) / unit)
+               : fmt::format("{:.0f}", static_cast<double>(*v) / unit);
+  };
+  Cell cell{fmt::format("{}/{} {}", part(used), part(total), gib ? "GiB" : "MiB")};
+  if (auto percent = MemoryPercent(d)) cell.color = PercentColor(*percent);
+  return cell;
+}
+
+Cell PowerCell(const model::DeviceSnapshot& d) {
+  if (!d.power_usage_w && !d.power_limit_w) return {std::string(kUnknown)};
+  auto part = [](const std::optional<double>& w) {
+    return w ? fmt::format("{:.0f}", *w) : std::string(kUnknown);
+  };
+  return {fmt::format("{}/{} W", part(d.power_usage_w), part(d.power_limit_w))};
+}
+
+bool MentionsLost(const std::string& problem) {
+  std::string lower = problem;
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return lower.find("lost") != std::string::npos;
+}
+
+bool IsLost(const model::DeviceSnapshot& d) {
+  return !d.is_healthy && std::any_of(d.health_problems.begin(), d.health_problems.end(),
+                                      MentionsLost);
+}
+
+Cell HealthCell(const model::DeviceSnapshot& d) {
+  if (d.is_healthy) return {"ok", Color::kGreen};
+  if (IsLost(d)) return {"LOST", Color::kRed};
+  if (d.health_problems.empty()) return {"UNHEALTHY", Color::kRed};
+  return {"UNHEALTHY: " + d.health_problems.front(), Color::kRed};
+}
+
+// "45s", "12m05s", "3h04m", "2d03h"; "-" when unknown or in the future.
+std::string FormatElapsed(const model::GpuProcess& p, int64_t now_unix_s) {
+  if (!p.start_time_unix || *p.start_time_unix > now_unix_s) return std::string(kUnknown);
+  const int64_t s = now_unix_s - *p.start_time_unix;
+  if (s < 60) return fmt::format("{}s", s);
+  if (s < 3600) return fmt::format("{}m{:02}s", s / 60, s % 60);
+  if (s < 86400) return fmt::format("{}h{:02}m", s / 3600, s / 60 % 60);
+  return fmt::format("{}d{:02}h", s / 86400, s / 3600 % 24);
+}
+
+const char* ShortProcessType(model::ProcessType type) {
+  // nvidia-smi's letters, to leave the width to the command line.
+  switch (type) {
+    case model::ProcessType::kCompute: return "C";
+    case model::ProcessType::kGraphics: return "G";
+    case model::ProcessType::kComputeAndGraphics: return "C+G";
+  }
+  return "C";
+}
+
+std::string ProcessUser(const model::GpuProcess& p) {
+  if (p.user) return *p.user;
+  if (p.uid) return "uid " + std::to_string(*p.uid);
+  return "?";
+}
+
+// ---- Layout ----------------------------------------------------------------------
+
+std::vector<Column> BuildColumns(const model::MachineSnapshot& snap) {
+  // A one-space gap where the neighbours cannot run together: after the index, and
+  // before UTIL, whose title is wider than its cells.
+  auto col = [](const char* header, bool right_align, int priority, int gap = kSeparator) {
+    Column c;
+    c.header = header;
+    c.right_align = right_align;
+    c.priority = priority;
+    c.gap = gap;
+    return c;
+  };
+  std::vector<Column> cols = {
+      col("GPU", true, 0, 0), col("NAME", false, 0, 1), col("BUS", false, 3),
+      col("UUID", false, 0),  col("UTIL", true, 0, 1),  col("", false, 4),
+      col("MEMORY", true, 0), col("", false, 5),        col("TEMP", true, 0),
+      col("FAN", true, 1),    col("PERF", true, 2),     col("POWER", true, 0),
+      col("HEALTH", false, 0),
+  };
+  for (const model::DeviceSnapshot& d : snap.gpus) {
+    std::optional<double> util;
+    if (d.gpu_utilization_percent) util = *d.gpu_utilization_percent;
+    const Cell cells[] = {
+        {std::to_string(d.index)},
+        {ShortName(d.name)},
+        {ShortBusId(d.pci_bus_id)},
+        {ShortUuid(d.uuid)},
+        PercentCell(d.gpu_utilization_percent),
+        BarCell(util),
+        MemoryCell(d),
+        BarCell(MemoryPercent(d)),
+        {d.temperature_c ? fmt::format("{}C", *d.temperature_c) : std::string(kUnknown)},
+        {d.fan_percent ? fmt::format("{}%", *d.fan_percent) : std::string(kUnknown)},
+        {d.performance_state ? fmt::format("P{}", *d.performance_state)
+                             : std::string(kUnknown)},
+        PowerCell(d),
+        HealthCell(d),
+    };
+    for (size_t i = 0; i < cols.size(); ++i) cols[i].cells.push_back(cells[i]);
+  }
+  for (Column& c : cols) {
+    c.width = DisplayWidth(c.header);
+    for (const Cell& cell : c.cells) c.width = std::max(c.width, DisplayWidth(cell.text));
+  }
+  return cols;
+}
+
+// Decides which columns show and how wide NAME and HEALTH are (see the file comment).
+void LayoutColumns(std::vector<Column>& cols, int avail) {
+  Column& name = cols[1];
+  Column& health = cols.back();
+  const int name_natural = std::min(name.width, kNameMaxWidth);
+  const int health_reserve = std::min(health.width, kHealthReserve);
+
+  // Width of the visible columns other than NAME and HEALTH, gaps included.
+  auto fixed_width = [&]() {
+    int w = 0;
+    bool first = true;
+    for (const Column& c : cols) {
+      if (!c.visible) continue;
+      if (!first) w += c.gap;
+      first = false;
+      if (&c != &name && &c != &health) w += c.width;
+    }
+    return w;
+  };
+  for (Column& c : cols) c.visible = c.priority == 0;
+
+  std::vector<Column*> optional;
+  for (Column& c : cols) {
+    if (c.priority > 0) optional.push_back(&c);
+  }
+  std::sort(optional.begin(), optional.end(),
+            [](const Column* a, const Column* b) { return a->priority < b->priority; });
+  for (Column* c : optional) {
+    if (fixed_width() + c->gap + c->width + name_natural + health_reserve <= avail) {
+      c->visible = true;
+    }
+  }
+  const int room = avail - fixed_width() - health_reserve;
+  name.width = std::clamp(room, kNameMinWidth, name_natural);
+  health.width = std::max(1, avail - fixed_width() - name.width);
+
+  // "UNHEALTHY: <problem>" that does not fit becomes "UNHEALTHY"; the problem is then
+  // printed beneath the row instead.
+  for (Cell& cell : health.cells) {
+    if (cell.text.starts_with("UNHEALTHY: ") && DisplayWidth(cell.text) > health.width) {
+      cell.text = "UNHEALTHY";
+    }
+  }
+}
+
+std::string RenderCell(const Column& col, const Cell& cell, bool last, bool color) {
+  const std::string text = TruncateToWidth(cell.text, col.width);
+  const std::string colored = Colorize(text, cell.color, color);
+  // Padding stays outside the escapes so only the value itself is coloured.
+  const std::string pad(last ? 0 : static_cast<size_t>(col.width - DisplayWidth(text)), ' ');
+  return col.right_align ? pad + colored : colored + pad;
+}
+
+std::string RenderRow(const std::vector<Column>& cols, std::optional<size_t> row, bool color) {
+  std::string line;
+  size_t first_visible = cols.size();
+  size_t last_visible = 0;
+  for (size_t i = 0; i < cols.size(); ++i) {
+    if (!cols[i].visible) continue;
+    first_visible = std::min(first_visible, i);
+    last_visible = i;
+  }
+  for (size_t i = 0; i < cols.size(); ++i) {
+    const Column& c = cols[i];
+    if (!c.visible) continue;
+    if (i != first_visible) line.append(static_cast<size_t>(c.gap), ' ');
+    const Cell cell = row ? c.cells[*row] : Cell{c.header, Color::kNone};
+    line += RenderCell(c, cell, i == last_visible, color);
+  }
+  // Column titles and empty trailing cells could leave trailing blanks.
+  while (!line.empty() && line.back() == ' ') line.pop_back();
+  return line;
+}
+
+// ---- Sections --------------------------------------------------------------------
+
+std::string HeaderLine(const model::MachineSnapshot& snap, const StatusOptions& opts,
+                       const TerminalInfo& term, int avail) {
+  std::string marker;
+  int marker_width = 0;
+  if (opts.simulated) {
+    std::string plain = opts.scenario.empty()
+                            ? std::string("[SIMULATED]")
+                            : "[SIMULATED: " + TruncateToWidth(opts.scenario, avail / 2) + "]";
+    marker_width = DisplayWidth(plain) + kSeparator;
+    marker = Colorize(plain, Color::kYellowInverse, term.use_color) + "  ";
+  }
+  const auto& sys = snap.system;
+  std::string rest = fmt::format(
+      "driver {}  CUDA {}  {}", sys.driver_version.value_or(std::string(kUnknown)),
+      sys.cuda_driver_version.value_or(std::string(kUnknown)),
+      FormatIsoUtcSeconds(snap.taken_at_unix_ms / 1000 -
+                          (snap.taken_at_unix_ms % 1000 < 0 ? 1 : 0)));
+  return marker + TruncateToWidth(rest, avail - marker_width);
+}
+
+void AppendDetailLine(std::vector<std::string>& lines, std::string_view prefix,
+                      const std::string& text, Color color, bool use_color, int avail) {
+  const std::string plain =
+      TruncateToWidth(std::string(kIndent) + std::string(prefix) + text, avail);
+  lines.push_back(Colorize(plain, color, use_color));
+}
+
+struct ProcessWidths {
+  int user = 1;
+  int pid = 1;
+  int memory = 1;
+  int type = 1;
+  int elapsed = 0;  // 0: column hidden
+};
+
+ProcessWidths MeasureProcesses(const model::MachineSnapshot& snap, int avail) {
+  ProcessWidths w;
+  const int64_t now = snap.taken_at_unix_ms / 1000;
+  for (const model::DeviceSnapshot& d : snap.gpus) {
+    for (const model::GpuProcess& p : d.processes) {
+      w.user = std::max(w.user, std::min(kUserMaxWidth, DisplayWidth(ProcessUser(p))));
+      w.pid = std::max(w.pid, DisplayWidth(std::to_string(p.pid)));
+      w.memory = std::max(
+          w.memory, DisplayWidth(p.used_memory_bytes ? FormatBytes(*p.used_memory_bytes)
+                                                     : std::string(kUnknown)));
+      w.type = std::max(w.type, DisplayWidth(ShortProcessType(p.type)));
+      if (avail >= kElapsedMinWidth) {
+        w.elapsed = std::max(w.elapsed, DisplayWidth(FormatElapsed(p, now)));
+      }
+    }
+  }
+  return w;
+}
+
+std::string ProcessLine(const model::GpuProcess& p, const ProcessWidths& w, int64_t now,
+                        bool use_color, int avail) {
+  const std::string sep(kSeparator, ' ');
+  std::string line(kIndent);
+  line += PadRight(TruncateToWidth(ProcessUser(p), w.user), w.user) + sep;
+  line += PadLeft(std::to_string(p.pid), w.pid) + sep;
+  line += PadLeft(p.used_memory_bytes ? FormatBytes(*p.used_memory_bytes)
+                                      : std::string(kUnknown),
+                  w.memory) +
+          sep;
+  line += PadRight(ShortProcessType(p.type), w.type) + sep;
+  if (w.elapsed > 0) line += PadLeft(FormatElapsed(p, now), w.elapsed) + sep;
+  const int room = avail - DisplayWidth(line);
+  if (!p.is_visible) {
+    return line + Colorize(TruncateToWidth("(not in this PID namespace)", room), Color::kDim,
+                           use_color);
+  }
+  return line + TruncateToWidth(p.command.value_or(std::string(kUnknown)), room);
+}
+
+}  // namespace
+
+std::string RenderStatusText(const model::MachineSnapshot& snap, const StatusOptions& opts,
+                             const TerminalInfo& term) {
+  const int avail = std::max(term.width, kMinWidth);
+  const bool color = term.use_color;
+  std::vector<std::string> lines;
+  lines.push_back(HeaderLine(snap, opts, term, avail));
+
+  if (snap.gpus.empty()) {
+    lines.push_back("no GPUs found");
+  } else {
+    std::vector<Column> cols = BuildColumns(snap);
+    LayoutColumns(cols, avail);
+    lines.push_back(Colorize(RenderRow(cols, std::nullopt, false), Color::kBold, color));
+
+    const ProcessWidths pw = MeasureProcesses(snap, avail);
+    const int64_t now = snap.taken_at_unix_ms / 1000;
+    for (size_t row = 0; row < snap.gpus.size(); ++row) {
+      const model::DeviceSnapshot& d = snap.gpus[row];
+      lines.push_back(RenderRow(cols, row, color));
+
+      // Problem text the row could not show in full goes beneath it.
+      const Column& health = cols.back();
+      const bool first_shown = health.cells[row].text.starts_with("UNHEALTHY: ") &&
+                               DisplayWidth(health.cells[row].text) <= health.width;
+      if (!d.is_healthy) {
+        for (size_t i = first_shown ? 1 : 0; i < d.health_problems.size(); ++i) {
+          AppendDetailLine(lines, "problem: ", d.health_problems[i], Color::kRed, color,
+                           avail);
+        }
+      }
+      for (const std::string& warning : d.warnings) {
+        AppendDetailLine(lines, "warning: ", warning, Color::kYellow, color, avail);
+      }
+      if (opts.show_processes) {
+        for (const model::GpuProcess& p : d.processes) {
+          lines.push_back(ProcessLine(p, pw, now, color, avail));
+        }
+      }
+    }
+  }
+
+  std::string out;
+  for (const std::string& line : lines) {
+    out += line;
+    out += '\n';
+  }
+  return out;
+}
+
+}  // namespace gpuman::render

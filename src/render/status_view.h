@@ -1,0 +1,41 @@
+// The `gpuman status` views: a MachineSnapshot rendered as a JSON object (the
+// machine-readable contract, documented in docs/json.md) or as human text.
+// Pure functions: no I/O, no environment; the caller passes terminal facts in.
+// Safe to call from any thread.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "model/device_snapshot.h"
+#include "render/format.h"  // FormatBytes, used across the CLI
+
+namespace gpuman::render {
+
+/// Facts about the output terminal, decided by the CLI (isatty, $COLUMNS, NO_COLOR...).
+struct TerminalInfo {
+  int width = 80;  // display columns; values below 80 are treated as 80
+  bool use_color = false;
+};
+
+struct StatusOptions {
+  bool show_processes = true;
+  bool simulated = false;  // data comes from the stand-in NVML
+  std::string scenario;    // name shown with the simulated marker
+};
+
+/// The JSON contract of `gpuman status --json` (schema_version 1). Every unknown
+/// value is null, never 0. With show_processes == false each GPU object has no
+/// "processes" key at all; with simulated == true the top level gains "scenario".
+nlohmann::json StatusToJson(const model::MachineSnapshot& snap, const StatusOptions& opts);
+
+/// Human view: a header line, a column-title line, one line per GPU, then indented
+/// problem / warning / process lines under it. Lines are joined with '\n' and the
+/// result ends with '\n'. No line is wider than max(term.width, 80) display columns
+/// (ANSI escapes, present only with use_color, are not counted). Unknown values print
+/// as "-". Wider terminals get extra columns (fan, performance state, bars, PCI bus).
+std::string RenderStatusText(const model::MachineSnapshot& snap, const StatusOptions& opts,
+                             const TerminalInfo& term);
+
+}  // namespace gpuman::render

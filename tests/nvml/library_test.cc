@@ -1,0 +1,101 @@
+// The loader against the stand-in NVML, through the real dlopen path: symbol choice,
+// fallbacks in the legacy variant, and init failures.
+#include "nvml/library.h"
+
+#include <gtest/gtest.h>
+
+#include "nvml/nvml_test_util.h"
+
+namespace gpuman::nvml {
+namespace {
+
+using gpuman::testing::TempDir;
+using gpuman::testing::TestScenario;
+using gpuman::testing::UseScenario;
+
+TEST(NvmlLibraryTest, MissingLibraryNamesPathAndReason) {
+  auto lib = NvmlLibrary::Load("/nonexistent/libnvidia-ml.so.1");
+  ASSERT_FALSE(lib.has_value());
+  EXPECT_EQ(lib.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(lib.error().message.find("/nonexistent/libnvidia-ml.so.1"), std::string::npos);
+  EXPECT_NE(lib.error().message.find("No such file"), std::string::npos) << lib.error().message;
+}
+
+TEST(NvmlLibraryTest, NotNvmlAtAllIsRejected) {
+  auto lib = NvmlLibrary::Load("libc.so.6");
+  ASSERT_FALSE(lib.has_value());
+  EXPECT_NE(lib.error().message.find("does not export nvmlInit_v2"), std::string::npos)
+      << lib.error().message;
+}
+
+TEST(NvmlLibraryTest, DriverNotLoadedIsOneClearError) {
+  unsetenv("GPUMAN_FAKE_NVML_SCENARIO");
+  auto lib = NvmlLibrary::Load(GPUMAN_TEST_FAKE_NVML);
+  ASSERT_FALSE(lib.has_value());
+  EXPECT_EQ(lib.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(lib.error().message.find("nvmlInit_v2: driver not loaded"), std::string::npos)
+      << lib.error().message;
+  EXPECT_EQ(lib.error().message.find('\n'), std::string::npos);
+}
+
+TEST(NvmlLibraryTest, ShippedNoDriverScenario) {
+  setenv("GPUMAN_FAKE_NVML_SCENARIO", GPUMAN_TEST_SCENARIO_DIR "/no-driver.json", 1);
+  auto lib = NvmlLibrary::Load(GPUMAN_TEST_FAKE_NVML);
+  ASSERT_FALSE(lib.has_value());
+  EXPECT_NE(lib.error().message.find("driver not loaded"), std::string::npos) << lib.error().message;
+}
+
+TEST(NvmlLibraryTest, PrefersNewestSymbols) {
+  TempDir dir;
+  UseScenario(dir, TestScenario(2));
+  auto lib = NvmlLibrary::Load(GPUMAN_TEST_FAKE_NVML);
+  ASSERT_TRUE(lib.has_value()) << lib.error().message;
+  EXPECT_STREQ((*lib)->SymbolName(Sym::kInit), "nvmlInit_v2");
+  EXPECT_STREQ((*lib)->SymbolName(Sym::kDeviceGetCount), "nvmlDeviceGetCount_v2");
+  EXPECT_STREQ((*lib)->SymbolName(Sym::kDeviceGetHandleByIndex), "nvmlDeviceGetHandleByIndex_v2");
+  EXPECT_STREQ((*lib)->SymbolName(Sym::kDeviceGetPciInfo), "nvmlDeviceGetPciInfo_v3");
+  EXPECT_STREQ((*lib)->SymbolName(Sym::kDeviceGetComputeRunningProcesses),
+               "nvmlDeviceGetComputeRunningProcesses_v3");
+  EXPECT_STREQ((*lib)->SymbolName(Sym::kDeviceGetClocksEventReasons),
+               "nvmlDeviceGetCurrentClocksEventReasons");
+  EXPECT_EQ((*lib)->process_entry_size(), 24u);
+}
+
+TEST(NvmlLibraryTest, LegacyLibraryFallsBackToUnsuffixedSymbols) {
+  TempDir dir;
+  UseScenario(dir, TestScenario(2));
+  auto lib = NvmlLibrary::Load(GPUMAN_TEST_FAKE_NVML_LEGACY);
+  ASSERT_TRUE(lib.has_value()) << lib.error().message;
+  EXPECT_STREQ((*lib)->SymbolName(Sym::kInit), "nvmlInit");
+  EXPECT_STREQ((*lib)->SymbolName(Sym::kDeviceGetCount), "nvmlDeviceGetCount");
+  EXPECT_STREQ((*lib)->SymbolName(Sym::kDeviceGetHandleByIndex), "nvmlDeviceGetHandleByIndex");
+  EXPECT_STREQ((*lib)->SymbolName(Sym::kDeviceGetPciInfo), "nvmlDeviceGetPciInfo");
+  EXPECT_STREQ((*lib)->SymbolName(Sym::kDeviceGetMemoryInfoV2), "");
+  EXPECT_STREQ((*lib)->SymbolName(Sym::kDeviceGetComputeRunningProcesses),
+               "nvmlDeviceGetComputeRunningProcesses");
+  EXPECT_STREQ((*lib)->SymbolName(Sym::kDeviceGetClocksEventReasons),
+               "nvmlDeviceGetCurrentClocksThrottleReasons");
+  EXPECT_FALSE((*lib)->Has(Sym::kDeviceGetNumaNodeId));
+  EXPECT_EQ((*lib)->process_entry_size(), 16u);
+}
+
+TEST(NvmlLibraryTest, ShutdownOnDestructionAllowsReload) {
+  TempDir dir;
+  UseScenario(dir, TestScenario(1));
+  for (int i = 0; i < 3; ++i) {
+    auto lib = NvmlLibrary::Load(GPUMAN_TEST_FAKE_NVML);
+    ASSERT_TRUE(lib.has_value()) << "load " << i << ": " << lib.error().message;
+  }
+}
+
+TEST(NvmlLibraryTest, ErrorStringIsLowerCaseAndKeepsAcronyms) {
+  TempDir dir;
+  UseScenario(dir, TestScenario(1));
+  auto lib = NvmlLibrary::Load(GPUMAN_TEST_FAKE_NVML);
+  ASSERT_TRUE(lib.has_value());
+  EXPECT_EQ((*lib)->ErrorString(NVML_ERROR_GPU_IS_LOST), "GPU is lost");
+  EXPECT_EQ((*lib)->ErrorString(NVML_ERROR_NOT_SUPPORTED), "not supported");
+}
+
+}  // namespace
+}  // namespace gpuman::nvml

@@ -1,0 +1,76 @@
+#include "render/format.h"
+
+#include <limits>
+
+#include <gtest/gtest.h>
+
+namespace gpuman::render {
+namespace {
+
+TEST(FormatBytesTest, Table) {
+  struct Case {
+    int64_t bytes;
+    const char* want;
+  } cases[] = {
+      {0, "0 B"},
+      {1, "1 B"},
+      {1023, "1023 B"},
+      {1024, "1 KiB"},
+      {1536, "1.5 KiB"},
+      {512LL << 20, "512 MiB"},
+      {(1LL << 30) + (1LL << 29), "1.5 GiB"},
+      {80LL << 30, "80 GiB"},
+      {static_cast<int64_t>(12.34 * (1LL << 30)), "12.3 GiB"},
+      {(1LL << 30) - 1, "1 GiB"},  // rounding carries into the next unit
+      {141LL << 30, "141 GiB"},
+      {2LL << 40, "2 TiB"},
+      {-(512LL << 20), "-512 MiB"},
+      {std::numeric_limits<int64_t>::min(), "-8 EiB"},
+      {std::numeric_limits<int64_t>::max(), "8 EiB"},
+  };
+  for (const Case& c : cases) EXPECT_EQ(FormatBytes(c.bytes), c.want) << c.bytes;
+}
+
+TEST(FormatTimeTest, IsoUtc) {
+  EXPECT_EQ(FormatIsoUtcMillis(0), "1970-01-01T00:00:00.000Z");
+  EXPECT_EQ(FormatIsoUtcMillis(1714564800250), "2024-05-01T12:00:00.250Z");
+  EXPECT_EQ(FormatIsoUtcMillis(-1), "1969-12-31T23:59:59.999Z");
+  EXPECT_EQ(FormatIsoUtcSeconds(1709251199), "2024-02-29T23:59:59Z");
+  EXPECT_EQ(FormatIsoUtcSeconds(951782400), "2000-02-29T00:00:00Z");
+}
+
+TEST(DisplayWidthTest, CountsCodePoints) {
+  EXPECT_EQ(DisplayWidth(""), 0);
+  EXPECT_EQ(DisplayWidth("abc"), 3);
+  EXPECT_EQ(DisplayWidth("ab\xE2\x80\xA6"), 3);
+}
+
+TEST(TruncateToWidthTest, Table) {
+  EXPECT_EQ(TruncateToWidth("hello", 5), "hello");
+  EXPECT_EQ(TruncateToWidth("hello", 4), "hel\xE2\x80\xA6");
+  EXPECT_EQ(TruncateToWidth("hello", 1), "\xE2\x80\xA6");
+  EXPECT_EQ(TruncateToWidth("hello", 0), "");
+  EXPECT_EQ(TruncateToWidth("hello", -3), "");
+  // Never splits a multi-byte sequence.
+  EXPECT_EQ(TruncateToWidth("a\xE2\x80\xA6" "bcd", 3), "a\xE2\x80\xA6\xE2\x80\xA6");
+  EXPECT_EQ(DisplayWidth(TruncateToWidth("a\xE2\x80\xA6" "bcd", 3)), 3);
+}
+
+TEST(PadTest, LeftAndRight) {
+  EXPECT_EQ(PadRight("ab", 4), "ab  ");
+  EXPECT_EQ(PadLeft("ab", 4), "  ab");
+  EXPECT_EQ(PadLeft("abcdef", 4), "abcdef");
+}
+
+TEST(ColorTest, OnlyWhenEnabled) {
+  EXPECT_EQ(Colorize("x", Color::kRed, false), "x");
+  EXPECT_EQ(Colorize("x", Color::kNone, true), "x");
+  EXPECT_EQ(Colorize("x", Color::kRed, true), "\x1b[31mx\x1b[0m");
+  EXPECT_EQ(PercentColor(49.9), Color::kGreen);
+  EXPECT_EQ(PercentColor(50), Color::kYellow);
+  EXPECT_EQ(PercentColor(89), Color::kYellow);
+  EXPECT_EQ(PercentColor(90), Color::kRed);
+}
+
+}  // namespace
+}  // namespace gpuman::render

@@ -1,0 +1,184 @@
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "render/format.h"
+#include "render/status_fixtures.h"
+#include "render/status_view.h"
+#include "support/golden.h"
+
+namespace gpuman::render {
+namespace {
+
+using namespace testing_fixtures;
+using test_support::MatchesGolden;
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+std::string Render(int width, bool color, StatusOptions opts = {}) {
+  return RenderStatusText(FourGpuMachine(), opts, TerminalInfo{width, color});
+}
+
+StatusOptions Simulated() {
+  StatusOptions opts;
+  opts.simulated = true;
+  opts.scenario = "busy-node";
+  return opts;
+}
+
+// ---- Golden files ----------------------------------------------------------------
+
+TEST(StatusTextGoldenTest, Width80) {
+  EXPECT_TRUE(MatchesGolden("render/golden/status_w80.txt", Render(80, false)));
+}
+
+TEST(StatusTextGoldenTest, Width140) {
+  EXPECT_TRUE(MatchesGolden("render/golden/status_w140.txt", Render(140, false)));
+}
+
+TEST(StatusTextGoldenTest, Width80Color) {
+  EXPECT_TRUE(MatchesGolden("render/golden/status_w80_color.txt", Render(80, true)));
+}
+
+TEST(StatusTextGoldenTest, Width140ColorSimulated) {
+  EXPECT_TRUE(MatchesGolden("render/golden/status_w140_color_simulated.txt",
+                            Render(140, true, Simulated())));
+}
+
+TEST(StatusTextGoldenTest, Width80Simulated) {
+  EXPECT_TRUE(
+      MatchesGolden("render/golden/status_w80_simulated.txt", Render(80, false, Simulated())));
+}
+
+TEST(StatusTextGoldenTest, Width80NoProcesses) {
+  StatusOptions opts;
+  opts.show_processes = false;
+  EXPECT_TRUE(MatchesGolden("render/golden/status_w80_no_processes.txt", Render(80, false, opts)));
+}
+
+TEST(StatusTextGoldenTest, NoGpus) {
+  model::MachineSnapshot snap;
+  snap.taken_at_unix_ms = kTakenAtMs;
+  EXPECT_TRUE(MatchesGolden("render/golden/status_no_gpus.txt",
+                            RenderStatusText(snap, {}, TerminalInfo{80, false})));
+}
+
+// ---- Properties ------------------------------------------------------------------
+
+TEST(StatusTextTest, NoLineExceedsTerminalWidth) {
+  for (int width : {80, 90, 100, 119, 120, 140, 200}) {
+    for (const StatusOptions& opts : {StatusOptions{}, Simulated()}) {
+      const std::string text = Render(width, false, opts);
+      ASSERT_FALSE(text.empty());
+      EXPECT_EQ(text.back(), '\n');
+      for (const std::string& line : Lines(text)) {
+        EXPECT_LE(DisplayWidth(line), width) << "width " << width << ": " << line;
+      }
+    }
+  }
+}
+
+TEST(StatusTextTest, NarrowTerminalIsTreatedAs80Columns) {
+  EXPECT_EQ(Render(40, false), Render(80, false));
+}
+
+TEST(StatusTextTest, OnlyAsciiAndEllipsis) {
+  std::string text = Render(80, false) + Render(140, false);
+  for (size_t pos; (pos = text.find("\xE2\x80\xA6")) != std::string::npos;) {
+    text.erase(pos, 3);
+  }
+  for (char c : text) {
+    EXPECT_TRUE(static_cast<unsigned char>(c) < 0x80 && (c >= 0x20 || c == '\n'))
+        << "byte " << static_cast<int>(static_cast<unsigned char>(c));
+  }
+}
+
+TEST(StatusTextTest, ColourOnlyWhenAsked) {
+  EXPECT_EQ(Render(80, false).find('\x1b'), std::string::npos);
+  EXPECT_EQ(Render(140, false, Simulated()).find('\x1b'), std::string::npos);
+  const std::string colored = Render(80, true, Simulated());
+  EXPECT_NE(colored.find("\x1b[33;7m[SIMULATED: busy-node]\x1b[0m"), std::string::npos);
+  EXPECT_NE(colored.find("\x1b[31m"), std::string::npos);  // busy GPU and unhealthy GPUs
+}
+
+TEST(StatusTextTest, SimulatedMarker) {
+  EXPECT_EQ(Render(80, false).find("SIMULATED"), std::string::npos);
+  const std::vector<std::string> lines = Lines(Render(80, false, Simulated()));
+  EXPECT_TRUE(lines.at(0).starts_with("[SIMULATED: busy-node]")) << lines.at(0);
+
+  // A very long scenario name does not push the marker out or the line past the width.
+  StatusOptions opts = Simulated();
+  opts.scenario = std::string(200, 'x');
+  const std::vector<std::string> long_lines = Lines(Render(80, false, opts));
+  EXPECT_TRUE(long_lines.at(0).starts_with("[SIMULATED: xxx")) << long_lines.at(0);
+  EXPECT_LE(DisplayWidth(long_lines.at(0)), 80);
+}
+
+TEST(StatusTextTest, UnknownValuesPrintAsDash) {
+  // The lost GPU knows only its identity: every metric column is "-", never 0.
+  const std::vector<std::string> lines = Lines(Render(80, false));
+  std::string lost;
+  for (const std::string& line : lines) {
+    if (line.starts_with("  2 ")) lost = line;
+  }
+  ASSERT_FALSE(lost.empty());
+  EXPECT_NE(lost.find("GPU-c0ffee00"), std::string::npos) << lost;
+  EXPECT_NE(lost.find("  -  "), std::string::npos) << lost;
+  EXPECT_EQ(lost.find('0' + std::string("%")), std::string::npos) << lost;
+  EXPECT_EQ(lost.find("0C"), std::string::npos) << lost;
+  EXPECT_EQ(lost.find(" W"), std::string::npos) << lost;
+  EXPECT_NE(lost.find("LOST"), std::string::npos) << lost;
+}
+
+TEST(StatusTextTest, LostGpuShowsProblemText) {
+  const std::string text = Render(80, false);
+  EXPECT_NE(text.find("    problem: nvmlDeviceGetMemoryInfo_v2: GPU is lost"), std::string::npos)
+      << text;
+}
+
+TEST(StatusTextTest, ProcessDetails) {
+  const std::string text = Render(80, false);
+  EXPECT_NE(text.find("(not in this PID namespace)"), std::string::npos);
+  EXPECT_NE(text.find("alice"), std::string::npos);
+  EXPECT_NE(text.find("python train.py --epochs 100"), std::string::npos);
+  // User unknown but uid known: the uid stands in; nothing known: "?".
+  EXPECT_NE(text.find("    uid 1234 "), std::string::npos) << text;
+  EXPECT_NE(text.find("    ?  "), std::string::npos) << text;
+  // The long command line is cut with an ellipsis.
+  EXPECT_NE(text.find("\xE2\x80\xA6\n"), std::string::npos);
+  // Processes off: no process lines at all.
+  StatusOptions opts;
+  opts.show_processes = false;
+  EXPECT_EQ(Render(80, false, opts).find("alice"), std::string::npos);
+}
+
+TEST(StatusTextTest, UnhealthyProblemOnTheRowWhenItFits) {
+  model::MachineSnapshot snap = FourGpuMachine();
+  snap.gpus = {SparseGpu()};
+  const std::string text = RenderStatusText(snap, {}, TerminalInfo{200, false});
+  EXPECT_NE(text.find("UNHEALTHY: 2 retired pages pending: reset the GPU\n"), std::string::npos)
+      << text;
+  EXPECT_EQ(text.find("problem: 2 retired pages"), std::string::npos) << text;
+  EXPECT_NE(text.find("    problem: uncorrectable ECC errors since boot: 3"), std::string::npos);
+}
+
+TEST(StatusTextTest, WideTerminalShowsMoreColumns) {
+  const std::string narrow = Render(80, false);
+  const std::string wide = Render(140, false);
+  EXPECT_EQ(narrow.find("FAN"), std::string::npos);
+  EXPECT_NE(wide.find("FAN"), std::string::npos);
+  EXPECT_NE(wide.find("PERF"), std::string::npos);
+  EXPECT_NE(wide.find("0000:07:00.0"), std::string::npos);
+  // The long command gets more of the line when there is room.
+  EXPECT_NE(wide.find("--nproc_per_node=8"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpuman::render
