@@ -11,7 +11,7 @@
 namespace gpuman::render {
 namespace {
 
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 
 // An empty optional becomes null: unknown must never read as 0 or false.
 template <typename T>
@@ -97,7 +97,7 @@ json GpuToJson(const model::DeviceSnapshot& d, const StatusOptions& opts) {
 
 }  // namespace
 
-nlohmann::json StatusToJson(const model::MachineSnapshot& snap, const StatusOptions& opts) {
+nlohmann::ordered_json StatusToJson(const model::MachineSnapshot& snap, const StatusOptions& opts) {
   json gpus = json::array();
   for (const model::DeviceSnapshot& d : snap.gpus) gpus.push_back(GpuToJson(d, opts));
   json out = {

@@ -28,7 +28,7 @@ struct StatusOptions {
 /// The JSON contract of `gpuman status --json` (schema_version 1). Every unknown
 /// value is null, never 0. With show_processes == false each GPU object has no
 /// "processes" key at all; with simulated == true the top level gains "scenario".
-nlohmann::json StatusToJson(const model::MachineSnapshot& snap, const StatusOptions& opts);
+nlohmann::ordered_json StatusToJson(const model::MachineSnapshot& snap, const StatusOptions& opts);
 
 /// Human view: a header line, a column-title line, one line per GPU, then indented
 /// problem / warning / process lines under it. Lines are joined with '\n' and the

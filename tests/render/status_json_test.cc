@@ -8,7 +8,7 @@ namespace gpuman::render {
 namespace {
 
 using namespace testing_fixtures;
-using nlohmann::json;
+using json = nlohmann::ordered_json;
 using test_support::MatchesGolden;
 
 TEST(StatusJsonGoldenTest, FourGpuMachine) {
