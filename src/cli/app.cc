@@ -52,6 +52,25 @@ int RunGpuman(int argc, char** argv) {
   CLI::App* status = AddStatusCommand(app, status_args);
   CLI::App* scenarios = app.add_subcommand("scenarios", "List the simulated nodes usable with --simulate");
 
+  // CLI11 reports an unknown command as "a subcommand is required"; say what was meant.
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--simulate" || arg == "--config" || arg == "--nvml-library") {
+      ++i;
+      continue;
+    }
+    if (arg.empty() || arg[0] == '-') continue;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->get_name() == arg;
+    if (!known) {
+      std::string names;
+      for (const CLI::App* sub : app.get_subcommands({})) names += (names.empty() ? "" : ", ") + sub->get_name();
+      std::cerr << "gpuman: error: unknown command '" << arg << "' (commands: " << names << ")\n";
+      return kExitUsage;
+    }
+    break;
+  }
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

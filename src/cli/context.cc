@@ -24,7 +24,12 @@ Result<devices::DeviceSource*> Context::Devices() {
   if (source_) return source_.get();
   std::string path = sim_ ? sim_->library_path : config_.nvml_library;
   auto lib = nvml::NvmlLibrary::Load(path);
-  if (!lib) return lib.error();
+  if (!lib) {
+    if (sim_) return lib.error();
+    // One line that says what failed and what to do next.
+    return MakeError(lib.error().code,
+                     lib.error().message + " (no NVIDIA driver? try: gpuman --simulate a100-4 status)");
+  }
   nvml_ = std::move(*lib);
   source_ = std::make_unique<nvml::NvmlDeviceSource>(*nvml_, clock_);
   return source_.get();

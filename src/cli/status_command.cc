@@ -20,8 +20,8 @@ Result<model::MachineSnapshot> Collect(const StatusArgs& args, Context& ctx) {
   if (!source) return source.error();
   auto snap = (*source)->Snapshot();
   if (!snap) return snap.error();
-  if (!args.gpus.empty()) {
-    auto picked = devices::ResolveGpuIds(args.gpus, snap->gpus);
+  if (args.gpus) {
+    auto picked = devices::ResolveGpuIds(*args.gpus, snap->gpus);
     if (!picked) return picked.error();
     std::vector<model::DeviceSnapshot> kept;
     for (size_t i : *picked) kept.push_back(std::move(snap->gpus[i]));

@@ -2,6 +2,7 @@
 // JSON. Registered into the CLI11 app by app.cc; runs on the main thread.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "cli/context.h"
@@ -16,7 +17,7 @@ struct StatusArgs {
   bool json = false;
   double watch_seconds = 0;  // 0 = once
   int iterations = 0;        // with --watch: stop after this many refreshes (0 = forever)
-  std::string gpus;          // --gpus filter, "" = all
+  std::optional<std::string> gpus;  // --gpus filter; unset = all
   bool no_processes = false;
   bool no_color = false;
 };

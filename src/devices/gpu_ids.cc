@@ -31,7 +31,8 @@ Result<std::vector<size_t>> ResolveGpuIds(std::string_view list,
     } else {
       std::string want = ToLower(item);
       if (want.rfind("gpu-", 0) != 0) want = "gpu-" + want;
-      if (want.size() < 8) {
+      bool hex = want.find_first_not_of("0123456789abcdef-", 4) == std::string::npos;
+      if (want.size() < 8 || !hex) {
         return MakeError(ErrorCode::kInvalidArgument,
                          "GPU id '" + item + "' is neither an index nor a UUID (prefix of at least 4 hex digits)");
       }
