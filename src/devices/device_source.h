@@ -8,6 +8,10 @@
 
 namespace gpuman::devices {
 
+struct SnapshotOptions {
+  bool topology = false;  // also read NVLink and PCIe topology (n^2 queries)
+};
+
 class DeviceSource {
  public:
   virtual ~DeviceSource() = default;
@@ -15,7 +19,8 @@ class DeviceSource {
   /// Returns the state of every GPU and of the driver. Per-device failures are reported
   /// inside the snapshot (DeviceSnapshot::is_healthy), not as an error.
   /// Errors: kUnavailable when the driver cannot be queried at all.
-  virtual Result<model::MachineSnapshot> Snapshot() = 0;
+  virtual Result<model::MachineSnapshot> Snapshot(const SnapshotOptions& options) = 0;
+  Result<model::MachineSnapshot> Snapshot() { return Snapshot(SnapshotOptions{}); }
 };
 
 }  // namespace gpuman::devices

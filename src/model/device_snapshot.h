@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "model/topology.h"
+
 namespace gpuman::model {
 
 enum class ProcessType { kCompute, kGraphics, kComputeAndGraphics };
@@ -92,6 +94,9 @@ struct MachineSnapshot {
   SystemInfo system;
   std::vector<DeviceSnapshot> gpus;
   int64_t taken_at_unix_ms = 0;
+  /// Filled only when asked for (devices::SnapshotOptions::topology); indices are
+  /// positions in `gpus`.
+  std::optional<Topology> topology;
 };
 
 /// Names of the bits set in an NVML clock event reason mask ("gpu_idle", "sw_power_cap", ...).

@@ -308,12 +308,64 @@ void ReadDevice(const NvmlLibrary& lib, nvmlDevice_t dev, const std::string& sys
   for (auto& [pid, proc] : procs) s.processes.push_back(std::move(proc));
 }
 
+model::PcieLevel PcieLevelFromNvml(nvmlGpuTopologyLevel_t level) {
+  switch (level) {
+    case NVML_TOPOLOGY_INTERNAL: return model::PcieLevel::kSelf;
+    case NVML_TOPOLOGY_SINGLE: return model::PcieLevel::kSingleSwitch;
+    case NVML_TOPOLOGY_MULTIPLE: return model::PcieLevel::kMultipleSwitch;
+    case NVML_TOPOLOGY_HOSTBRIDGE: return model::PcieLevel::kHostBridge;
+    case NVML_TOPOLOGY_NODE: return model::PcieLevel::kNumaNode;
+    case NVML_TOPOLOGY_SYSTEM: return model::PcieLevel::kSystem;
+    default: return model::PcieLevel::kUnknown;
+  }
+}
+
+// NVLink counts from each GPU's active links and the PCI address at their far end, and
+// the common PCIe ancestor of every pair. Links to NVSwitches (no GPU at the far end)
+// are not counted as GPU-to-GPU links.
+model::Topology ReadTopology(const NvmlLibrary& lib, const std::vector<nvmlDevice_t>& handles,
+                             const std::vector<model::DeviceSnapshot>& gpus) {
+  const size_t n = handles.size();
+  model::Topology topo;
+  topo.nvlinks.assign(n, std::vector<int>(n, 0));
+  topo.pcie.assign(n, std::vector<model::PcieLevel>(n, model::PcieLevel::kUnknown));
+  auto ancestor = lib.Get<nvmlDeviceGetTopologyCommonAncestor_fn>(Sym::kDeviceGetTopologyCommonAncestor);
+  auto link_state = lib.Get<nvmlDeviceGetNvLinkState_fn>(Sym::kDeviceGetNvLinkState);
+  auto remote_pci = lib.Get<nvmlDeviceGetNvLinkRemotePciInfo_fn>(Sym::kDeviceGetNvLinkRemotePciInfo);
+  for (size_t i = 0; i < n; ++i) {
+    topo.pcie[i][i] = model::PcieLevel::kSelf;
+    if (handles[i] == nullptr || !gpus[i].is_healthy) continue;
+    for (size_t j = i + 1; j < n && ancestor; ++j) {
+      if (handles[j] == nullptr) continue;
+      nvmlGpuTopologyLevel_t level = 0;
+      if (ancestor(handles[i], handles[j], &level) == NVML_SUCCESS) {
+        topo.pcie[i][j] = topo.pcie[j][i] = PcieLevelFromNvml(level);
+      }
+    }
+    if (!link_state || !remote_pci) continue;
+    for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
+      nvmlEnableState_t active = NVML_FEATURE_DISABLED;
+      nvmlReturn_t rc = link_state(handles[i], link, &active);
+      if (rc == NVML_ERROR_NOT_SUPPORTED) break;  // no NVLink on this GPU
+      if (rc != NVML_SUCCESS || active != NVML_FEATURE_ENABLED) continue;
+      nvmlPciInfo_t pci{};
+      if (remote_pci(handles[i], link, &pci) != NVML_SUCCESS) continue;
+      char bus[32];
+      std::snprintf(bus, sizeof bus, "%08X:%02X:%02X.0", pci.domain, pci.bus, pci.device);
+      for (size_t j = 0; j < n; ++j) {
+        if (j != i && gpus[j].pci_bus_id == std::string(bus)) ++topo.nvlinks[i][j];
+      }
+    }
+  }
+  return topo;
+}
+
 }  // namespace
 
 NvmlDeviceSource::NvmlDeviceSource(const NvmlLibrary& lib, const Clock& clock, std::string sysfs_root)
     : lib_(lib), clock_(clock), sysfs_root_(std::move(sysfs_root)) {}
 
-Result<model::MachineSnapshot> NvmlDeviceSource::Snapshot() {
+Result<model::MachineSnapshot> NvmlDeviceSource::Snapshot(const devices::SnapshotOptions& options) {
   model::MachineSnapshot snap;
   snap.taken_at_unix_ms = clock_.NowUnixMs();
 
@@ -340,6 +392,7 @@ Result<model::MachineSnapshot> NvmlDeviceSource::Snapshot() {
   }
   auto get_handle = lib_.Get<nvmlDeviceGetHandleByIndex_fn>(Sym::kDeviceGetHandleByIndex);
   snap.gpus.resize(count);
+  std::vector<nvmlDevice_t> handles(count, nullptr);
   for (unsigned i = 0; i < count; ++i) {
     model::DeviceSnapshot& dev = snap.gpus[i];
     dev.index = static_cast<int>(i);
@@ -352,9 +405,11 @@ Result<model::MachineSnapshot> NvmlDeviceSource::Snapshot() {
                                     ": " + lib_.ErrorString(rc));
       continue;
     }
+    handles[i] = handle;
     ReadDevice(lib_, handle, sysfs_root_, dev);
     devices::AssessHealth(dev);
   }
+  if (options.topology) snap.topology = ReadTopology(lib_, handles, snap.gpus);
   return snap;
 }
 

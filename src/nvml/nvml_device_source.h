@@ -19,7 +19,8 @@ class NvmlDeviceSource final : public devices::DeviceSource {
   NvmlDeviceSource(const NvmlLibrary& lib, const Clock& clock, std::string sysfs_root = "/sys");
 
   /// Errors: kUnavailable when the device count cannot be read.
-  Result<model::MachineSnapshot> Snapshot() override;
+  Result<model::MachineSnapshot> Snapshot(const devices::SnapshotOptions& options) override;
+  using devices::DeviceSource::Snapshot;
 
  private:
   const NvmlLibrary& lib_;

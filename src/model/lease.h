@@ -1,0 +1,31 @@
+// Leases: which GPUs (by UUID) are held by whom, for which processes. Plain values shared
+// by the lease store, the selection policy and the CLI. No I/O.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpuman::model {
+
+/// A process that keeps a lease alive. The start time disambiguates a recycled pid:
+/// a lease is alive while at least one of its processes exists with the same start time.
+struct LeaseProcess {
+  int32_t pid = 0;
+  int64_t start_time_ticks = 0;  // field 22 of /proc/<pid>/stat (clock ticks since boot)
+  bool operator==(const LeaseProcess&) const = default;
+};
+
+struct Lease {
+  int64_t id = 0;                      // assigned by the store, increasing
+  std::vector<std::string> gpu_uuids;  // identity of the GPUs; never indices
+  uint32_t uid = 0;
+  std::string user;
+  std::string command;                 // what it was taken for, e.g. "python train.py"
+  std::string kind;                    // "run" (gpuman run) or "select" (select --lease)
+  int64_t created_unix_ms = 0;
+  std::vector<LeaseProcess> processes;
+};
+
+}  // namespace gpuman::model
