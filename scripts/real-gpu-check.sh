@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# Compares `gpuman status --json` with nvidia-smi on a machine with a real NVIDIA GPU,
+# field by field, and prints a table of matches and differences. Needs python3.
+# Usage: scripts/real-gpu-check.sh [path/to/gpuman]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+GPUMAN=${1:-build/gpuman}
+out=${OUT:-/tmp}
+"$GPUMAN" status --json > "$out/gpuman.json"
+nvidia-smi --query-gpu=index,uuid,name,pci.bus_id,serial,memory.total,memory.used,memory.free,memory.reserved,utilization.gpu,utilization.memory,temperature.gpu,power.draw,power.limit,fan.speed,clocks.sm,clocks.max.sm,clocks.mem,clocks.max.mem,pstate,compute_cap,compute_mode,persistence_mode,mig.mode.current,ecc.errors.corrected.volatile.total,ecc.errors.uncorrected.volatile.total,driver_version \
+  --format=csv,noheader,nounits > "$out/smi-gpu.csv" || true
+nvidia-smi --query-compute-apps=gpu_uuid,pid,used_memory,process_name --format=csv,noheader,nounits > "$out/smi-apps.csv" || true
+python3 - "$out" <<'PY'
+import csv, json, sys
+out = sys.argv[1]
+g = json.load(open(f"{out}/gpuman.json"))
+rows = list(csv.reader(open(f"{out}/smi-gpu.csv"), skipinitialspace=True))
+MiB = 1024 * 1024
+def num(s):
+    try: return float(s)
+    except ValueError: return None
+checks = 0; diffs = 0
+for row in rows:
+    idx = int(row[0]); gpu = next(x for x in g["gpus"] if x["index"] == idx)
+    pairs = [
+      ("uuid", row[1], gpu["uuid"]), ("name", row[2], gpu["name"]),
+      ("pci_bus_id", row[3].upper(), (gpu["pci_bus_id"] or "").upper()),
+      ("serial", row[4], gpu["serial"]),
+      ("memory.total MiB", num(row[5]), gpu["memory"]["total_bytes"] and gpu["memory"]["total_bytes"] // MiB),
+      ("memory.used MiB", num(row[6]), gpu["memory"]["used_bytes"] is not None and gpu["memory"]["used_bytes"] // MiB),
+      ("memory.free MiB", num(row[7]), gpu["memory"]["free_bytes"] is not None and gpu["memory"]["free_bytes"] // MiB),
+      ("memory.reserved MiB", num(row[8]), gpu["memory"]["reserved_bytes"] is not None and gpu["memory"]["reserved_bytes"] // MiB),
+      ("utilization.gpu", num(row[9]), gpu["utilization"]["gpu_percent"]),
+      ("temperature", num(row[11]), gpu["temperature_c"]),
+      ("power.draw W", num(row[12]), gpu["power_usage_w"]),
+      ("power.limit W", num(row[13]), gpu["power_limit_w"]),
+      ("fan %", num(row[14]), gpu["fan_percent"]),
+      ("clocks.max.sm", num(row[16]), gpu["clocks"]["sm_max_mhz"]),
+      ("clocks.max.mem", num(row[18]), gpu["clocks"]["memory_max_mhz"]),
+      ("pstate", row[19], gpu["performance_state"]),
+      ("compute_cap", row[20], gpu["compute_capability"]),
+      ("persistence", row[22], {True: "Enabled", False: "Disabled", None: None}[gpu["persistence_mode"]]),
+      ("ecc.uncorrected.volatile", num(row[25]), gpu["ecc"]["volatile_uncorrected"]),
+      ("driver_version", row[26], g["driver_version"]),
+    ]
+    for name, smi, ours in pairs:
+        checks += 1
+        same = smi == ours
+        if isinstance(smi, float) and isinstance(ours, (int, float)) and not isinstance(ours, bool):
+            same = abs(smi - ours) <= max(1.0, 0.02 * abs(smi))  # live values move between calls
+        if smi is None and ours is None: same = True
+        diffs += not same
+        print(f"GPU {idx} {name:26} nvidia-smi={smi!s:42} gpuman={ours!s:42} {'ok' if same else 'DIFF'}")
+apps = list(csv.reader(open(f"{out}/smi-apps.csv"), skipinitialspace=True))
+ours = {(gpu["uuid"], p["pid"]) for gpu in g["gpus"] for p in gpu.get("processes", [])}
+for a in apps:
+    if not a: continue
+    checks += 1; ok = (a[0], int(a[1])) in ours; diffs += not ok
+    print(f"process {a[1]} on {a[0]}: {'ok' if ok else 'MISSING in gpuman'}")
+print(f"{checks} checks, {diffs} differences")
+PY
