@@ -1,0 +1,22 @@
+// `gpuman topo`: the GPU connection matrix as `nvidia-smi topo -m` shows it (X, NV#, PIX,
+// PXB, PHB, NODE, SYS) with CPU affinity and NUMA node per GPU, as text or JSON.
+// Pure functions; the snapshot must carry a topology.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "model/device_snapshot.h"
+#include "render/status_view.h"
+
+namespace gpuman::render {
+
+/// {"schema_version": 1, "simulated", "gpus": [{index, uuid, name, cpu_affinity, numa_node}],
+///  "matrix": [["X", "NV12", ...], ...], "pairs": [{"a", "b", "nvlinks", "pcie", "connection"}]}
+nlohmann::ordered_json TopoToJson(const model::MachineSnapshot& snap, const StatusOptions& opts);
+
+/// The matrix, one row per GPU, then a legend.
+std::string RenderTopoText(const model::MachineSnapshot& snap, const StatusOptions& opts,
+                           const TerminalInfo& term);
+
+}  // namespace gpuman::render

@@ -1,0 +1,58 @@
+// ChildProcess: a job started by `gpuman run`, as a forked child in its own process group
+// that waits at a barrier until the parent has recorded it (so no job runs without a lease),
+// then execs argv directly (never through a shell). Owned by the runner's main thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+
+namespace gpuman::sched {
+
+struct JobSpec {
+  std::vector<std::string> argv;           // argv[0] is looked up in PATH
+  std::vector<std::string> env;            // the job's complete environment, "KEY=VALUE"
+  std::vector<int> cpu_affinity;           // empty: inherit
+  std::optional<int> preferred_numa_node;  // set_mempolicy(MPOL_PREFERRED) before exec
+  bool foreground_tty = false;             // give the job the controlling terminal (interactive use)
+};
+
+class ChildProcess {
+ public:
+  /// Forks the child. It puts itself in a new process group, applies CPU/memory affinity and
+  /// blocks until Start(). If the parent dies first, the child exits without running the job.
+  /// Errors: kInvalidArgument for an empty argv; kIo when fork or pipe fails.
+  static Result<std::unique_ptr<ChildProcess>> Fork(const JobSpec& spec);
+
+  ~ChildProcess();  // a child that never started is killed and reaped
+  ChildProcess(const ChildProcess&) = delete;
+  ChildProcess& operator=(const ChildProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+
+  /// Lets the child exec the job. Errors: kNotFound ("cannot run the command: no such file
+  /// or directory") or kPermissionDenied when exec fails; the child is then reaped.
+  Status Start();
+
+  /// Waits for the job, forwarding SIGINT, SIGTERM and SIGHUP that reach this process to the
+  /// job's process group. Returns the job's exit code, or 128+N if signal N killed it.
+  /// When the main process ends, what remains of its process group gets SIGTERM and, after
+  /// `grace_ms`, SIGKILL (as Slurm ends a step).
+  int WaitForwardingSignals(int grace_ms = 5000);
+
+ private:
+  ChildProcess() = default;
+  pid_t pid_ = -1;
+  int go_fd_ = -1;    // parent's end of the barrier pipe
+  int exec_fd_ = -1;  // CLOEXEC pipe: the child writes errno here if exec fails
+  bool started_ = false;
+  bool reaped_ = false;
+  bool took_terminal_ = false;
+};
+
+}  // namespace gpuman::sched
