@@ -14,6 +14,9 @@
 #include "cli/context.h"
 #include "cli/exit_codes.h"
 #include "cli/simulation.h"
+#include "cli/inspect_commands.h"
+#include "cli/lease_commands.h"
+#include "cli/run_command.h"
 #include "cli/status_command.h"
 
 #ifndef GPUMAN_VERSION
@@ -50,6 +53,18 @@ int RunGpuman(int argc, char** argv) {
 
   StatusArgs status_args;
   CLI::App* status = AddStatusCommand(app, status_args);
+  SelectArgs select_args;
+  CLI::App* select = AddSelectCommand(app, select_args);
+  RunArgs run_args;
+  CLI::App* run = AddRunCommand(app, run_args);
+  LeasesArgs leases_args;
+  CLI::App* leases = AddLeasesCommand(app, leases_args);
+  ReleaseArgs release_args;
+  CLI::App* release = AddReleaseCommand(app, release_args);
+  TopoArgs topo_args;
+  CLI::App* topo = AddTopoCommand(app, topo_args);
+  ExplainArgs explain_args;
+  CLI::App* explain = AddExplainCommand(app, explain_args);
   CLI::App* scenarios = app.add_subcommand("scenarios", "List the simulated nodes usable with --simulate");
 
   // CLI11 reports an unknown command as "a subcommand is required"; say what was meant.
@@ -104,6 +119,12 @@ int RunGpuman(int argc, char** argv) {
 
   Context ctx(std::move(env), std::move(*config), std::move(sim), std::cout, std::cerr);
   if (*status) return RunStatus(status_args, ctx);
+  if (*select) return RunSelect(select_args, ctx);
+  if (*run) return RunRun(run_args, ctx);
+  if (*leases) return RunLeases(leases_args, ctx);
+  if (*release) return RunRelease(release_args, ctx);
+  if (*topo) return RunTopo(topo_args, ctx);
+  if (*explain) return RunExplain(explain_args, ctx);
   if (*scenarios) {
     for (const auto& name : ListScenarios(ctx.env(), exe_dir)) std::cout << name << "\n";
     return kExitOk;

@@ -13,6 +13,13 @@ Context::Context(Environment env, Config config, std::optional<Simulation> sim, 
     : env_(std::move(env)), config_(std::move(config)), sim_(std::move(sim)), out_(out), err_(err) {
   stdout_is_tty_ = isatty(STDOUT_FILENO) == 1;
   procfs_ = std::make_unique<devices::ProcfsInspector>("/proc");
+  if (auto d = env_.Get("GPUMAN_STATE_DIR"); d && !d->empty()) {
+    state_dir_ = *d;
+  } else if (auto x = env_.Get("XDG_STATE_HOME"); x && !x->empty()) {
+    state_dir_ = *x + "/gpuman";
+  } else {
+    state_dir_ = env_.Get("HOME").value_or("/tmp") + "/.local/state/gpuman";
+  }
   if (sim_) {
     inspector_ = std::make_unique<devices::StaticProcessTable>(sim_->host_processes, procfs_.get());
   }
@@ -33,6 +40,14 @@ Result<devices::DeviceSource*> Context::Devices() {
   nvml_ = std::move(*lib);
   source_ = std::make_unique<nvml::NvmlDeviceSource>(*nvml_, clock_);
   return source_.get();
+}
+
+Result<store::LeaseStore*> Context::Leases() {
+  if (leases_) return leases_.get();
+  auto opened = store::LeaseStore::Open(state_dir_ + "/leases.db");
+  if (!opened) return opened.error();
+  leases_ = std::move(*opened);
+  return leases_.get();
 }
 
 devices::ProcessInspector& Context::Inspector() {

@@ -15,6 +15,7 @@
 #include "devices/process_inspector.h"
 #include "nvml/library.h"
 #include "render/status_view.h"
+#include "store/lease_store.h"
 
 namespace gpuman::cli {
 
@@ -28,6 +29,11 @@ class Context {
   /// first use. Errors: kUnavailable when NVML cannot be loaded or initialised.
   Result<devices::DeviceSource*> Devices();
   devices::ProcessInspector& Inspector();
+
+  /// The lease store in state_dir(), opened on first use. Errors: as LeaseStore::Open.
+  Result<store::LeaseStore*> Leases();
+  /// $GPUMAN_STATE_DIR, else $XDG_STATE_HOME/gpuman, else ~/.local/state/gpuman.
+  const std::string& state_dir() const { return state_dir_; }
   const Clock& clock() const { return clock_; }
 
   const Environment& env() const { return env_; }
@@ -55,6 +61,8 @@ class Context {
   std::unique_ptr<devices::DeviceSource> source_;
   std::unique_ptr<devices::ProcessInspector> procfs_;
   std::unique_ptr<devices::ProcessInspector> inspector_;
+  std::string state_dir_;
+  std::unique_ptr<store::LeaseStore> leases_;
 };
 
 }  // namespace gpuman::cli

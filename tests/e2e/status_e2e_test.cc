@@ -29,7 +29,7 @@ RunResult Gpuman(std::vector<std::string> args, std::map<std::string, std::strin
   std::map<std::string, std::string> base = {
       {"GPUMAN_SIMULATE", ""}, {"GPUMAN_NVML_LIBRARY", ""}, {"GPUMAN_CONFIG", ""},
       {"GPUMAN_FAKE_NVML_SCENARIO", ""}, {"XDG_CONFIG_HOME", empty_config_home.path()},
-      {"NO_COLOR", ""}, {"COLUMNS", ""},
+      {"NO_COLOR", ""}, {"COLUMNS", ""}, {"GPUMAN_STATE_DIR", empty_config_home.path() + "/state"},
   };
   for (auto& [k, v] : env) base[k] = v;
   args.insert(args.begin(), kGpuman);

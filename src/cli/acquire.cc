@@ -1,0 +1,121 @@
+#include "cli/acquire.h"
+
+#include <poll.h>
+#include <pwd.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <random>
+
+#include "base/duration.h"
+#include "store/proc_liveness.h"
+
+namespace gpuman::cli {
+namespace {
+
+// Wakes on writes in the state directory (a lease released or taken), or after `ms`.
+class ChangeWaiter {
+ public:
+  explicit ChangeWaiter(const std::string& dir) {
+    fd_ = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (fd_ >= 0) inotify_add_watch(fd_, dir.c_str(), IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE);
+  }
+  ~ChangeWaiter() {
+    if (fd_ >= 0) close(fd_);
+  }
+  void Wait(int ms) {
+    if (fd_ < 0) {
+      usleep(static_cast<useconds_t>(ms) * 1000);
+      return;
+    }
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, ms) > 0) {
+      char buf[4096];
+      while (read(fd_, buf, sizeof buf) > 0) {
+      }
+    }
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace
+
+Result<model::Lease> DraftLease(Context& ctx, int holder_pid, std::string kind, std::string command) {
+  model::Lease draft;
+  draft.uid = getuid();
+  passwd* pw = getpwuid(draft.uid);
+  draft.user = pw ? pw->pw_name : std::to_string(draft.uid);
+  draft.kind = std::move(kind);
+  draft.command = std::move(command);
+  draft.created_unix_ms = ctx.clock().NowUnixMs();
+  auto holder = store::CurrentLeaseProcess(holder_pid);
+  if (!holder) {
+    return MakeError(ErrorCode::kNotFound, "cannot read the start time of process " + std::to_string(holder_pid));
+  }
+  draft.processes.push_back(*holder);
+  return draft;
+}
+
+Result<Acquired> AcquireLease(Context& ctx, const SelectionArgs& args, model::Lease draft,
+                              const AcquireOptions& options) {
+  auto source = ctx.Devices();
+  if (!source) return source.error();
+  auto leases = ctx.Leases();
+  if (!leases) return leases.error();
+  const auto alive = store::ProcLivenessCheck();
+
+  const auto started = std::chrono::steady_clock::now();
+  auto next_note = started;
+  std::unique_ptr<ChangeWaiter> waiter;
+  std::mt19937 jitter(static_cast<unsigned>(getpid()));
+  while (true) {
+    devices::SnapshotOptions snap_options;
+    // Even one GPU is placed by topology: it should come from a group already in use.
+    snap_options.topology = true;
+    auto snap = (*source)->Snapshot(snap_options);
+    if (!snap) return snap.error();
+    auto req = BuildSelectionRequest(args, *snap, ctx.env().vars);
+    if (!req) return req.error();
+
+    std::optional<policy::Selection> chosen;
+    auto lease = (*leases)->Acquire(
+        draft,
+        [&](const std::vector<model::Lease>& live) -> Result<std::vector<std::string>> {
+          auto selection = policy::Select(*snap, live, *req);
+          if (!selection) return selection.error();
+          chosen = *selection;
+          return selection->uuids;
+        },
+        alive);
+    if (lease) return Acquired{std::move(*lease), std::move(*chosen), std::move(*snap)};
+
+    const Error& err = lease.error();
+    bool retryable = err.code == ErrorCode::kBusy || err.code == ErrorCode::kConflict;
+    if (!retryable || !options.wait_ms) return err;
+    auto now = std::chrono::steady_clock::now();
+    int64_t waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - started).count();
+    if (*options.wait_ms >= 0 && waited_ms >= *options.wait_ms) {
+      return MakeError(ErrorCode::kBusy, "gave up after " + FormatDurationMs(waited_ms) + ": " + err.message);
+    }
+    if (now >= next_note) {
+      if (waited_ms < 1000) {
+        ctx.err() << "gpuman: waiting for " << options.waiting_for << ": " << err.message << "\n";
+      } else {
+        ctx.err() << "gpuman: still waiting (" << FormatDurationMs(waited_ms) << ") for "
+                  << options.waiting_for << ": " << err.message << "\n";
+      }
+      next_note = now + std::chrono::seconds(10);
+    }
+    if (!waiter) waiter = std::make_unique<ChangeWaiter>(ctx.state_dir());
+    int budget = 1000;
+    if (*options.wait_ms >= 0) budget = static_cast<int>(std::min<int64_t>(budget, *options.wait_ms - waited_ms));
+    waiter->Wait(std::max(budget, 1));
+    // A little jitter so that many waiters woken by one release do not all collide.
+    usleep(std::uniform_int_distribution<int>(0, 20000)(jitter));
+  }
+}
+
+}  // namespace gpuman::cli

@@ -1,0 +1,106 @@
+#include "cli/inspect_commands.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <sstream>
+
+#include "cli/exit_codes.h"
+#include "render/explain_view.h"
+#include "render/topo_view.h"
+#include "store/proc_liveness.h"
+#include "visibility/resolver.h"
+
+namespace gpuman::cli {
+
+CLI::App* AddTopoCommand(CLI::App& app, TopoArgs& args) {
+  CLI::App* cmd = app.add_subcommand("topo", "GPU connection matrix (NVLink, PCIe) with CPU affinity and NUMA node");
+  cmd->add_flag("--json", args.json, "Print JSON");
+  cmd->add_flag("--no-color", args.no_color, "Never use colour");
+  return cmd;
+}
+
+int RunTopo(const TopoArgs& args, Context& ctx) {
+  auto source = ctx.Devices();
+  if (!source) {
+    ctx.err() << "gpuman: error: " << source.error().message << "\n";
+    return ExitCodeFor(source.error().code);
+  }
+  devices::SnapshotOptions options;
+  options.topology = true;
+  auto snap = (*source)->Snapshot(options);
+  if (!snap) {
+    ctx.err() << "gpuman: error: " << snap.error().message << "\n";
+    return ExitCodeFor(snap.error().code);
+  }
+  render::StatusOptions opts;
+  opts.simulated = ctx.is_simulated();
+  if (ctx.simulation()) opts.scenario = ctx.simulation()->scenario_name;
+  if (args.json) {
+    ctx.out() << render::TopoToJson(*snap, opts).dump(2) << "\n";
+  } else {
+    ctx.out() << render::RenderTopoText(*snap, opts, ctx.Terminal(args.no_color));
+  }
+  return kExitOk;
+}
+
+Result<std::map<std::string, std::string>> ParseEnvAssignments(const std::vector<std::string>& values) {
+  std::map<std::string, std::string> env;
+  for (const auto& value : values) {
+    std::istringstream words(value);
+    for (std::string word; words >> word;) {
+      size_t eq = word.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        return MakeError(ErrorCode::kInvalidArgument, "--env: '" + word + "' is not NAME=VALUE");
+      }
+      env[word.substr(0, eq)] = word.substr(eq + 1);
+    }
+  }
+  return env;
+}
+
+CLI::App* AddExplainCommand(CLI::App& app, ExplainArgs& args) {
+  CLI::App* cmd = app.add_subcommand(
+      "explain", "What a CUDA process will see through container, Slurm, CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER");
+  cmd->add_flag("--json", args.json, "Print JSON");
+  cmd->add_flag("--no-color", args.no_color, "Never use colour");
+  cmd->add_option("--env", args.env, "Explain this environment instead of the current one: 'K=V K2=V2'");
+  return cmd;
+}
+
+int RunExplain(const ExplainArgs& args, Context& ctx) {
+  visibility::Environment env = ctx.env().vars;
+  if (!args.env.empty()) {
+    auto parsed = ParseEnvAssignments(args.env);
+    if (!parsed) {
+      ctx.err() << "gpuman: error: " << parsed.error().message << "\n";
+      return kExitUsage;
+    }
+    env = *parsed;
+  }
+  visibility::VisibilityReport report;
+  auto source = ctx.Devices();
+  Result<model::MachineSnapshot> snap = source ? (*source)->Snapshot() : Result<model::MachineSnapshot>(source.error());
+  if (!snap) {
+    // The doctor case: still explain the variables, and say why there are no GPUs.
+    report = visibility::ExplainWithoutDriver(env, snap.error().message);
+  } else {
+    visibility::ResolveOptions options;
+    options.current_uid = getuid();
+    if (auto leases = ctx.Leases()) {
+      if (auto live = (*leases)->List(store::ProcLivenessCheck())) options.leases = *live;
+    }
+    report = visibility::Resolve(env, snap->gpus, options);
+  }
+  if (args.json) {
+    auto doc = render::ExplainToJson(report);
+    doc["simulated"] = ctx.is_simulated();
+    ctx.out() << doc.dump(2) << "\n";
+  } else {
+    if (ctx.simulation()) ctx.out() << "[SIMULATED: " << ctx.simulation()->scenario_name << "]\n";
+    ctx.out() << render::RenderExplainText(report, ctx.Terminal(args.no_color));
+  }
+  return kExitOk;
+}
+
+}  // namespace gpuman::cli

@@ -1,0 +1,35 @@
+// `gpuman topo` and `gpuman explain`: read-only views of how GPUs connect and what a
+// process will see through containers, Slurm and CUDA's variables. Main thread only.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cli/context.h"
+
+namespace CLI {
+class App;
+}
+
+namespace gpuman::cli {
+
+struct TopoArgs {
+  bool json = false;
+  bool no_color = false;
+};
+CLI::App* AddTopoCommand(CLI::App& app, TopoArgs& args);
+int RunTopo(const TopoArgs& args, Context& ctx);
+
+struct ExplainArgs {
+  bool json = false;
+  bool no_color = false;
+  std::vector<std::string> env;  // "K=V K2=V2" strings; replaces the current environment
+};
+CLI::App* AddExplainCommand(CLI::App& app, ExplainArgs& args);
+int RunExplain(const ExplainArgs& args, Context& ctx);
+
+/// Parses `--env` values ("CUDA_VISIBLE_DEVICES=0,1 CUDA_DEVICE_ORDER=PCI_BUS_ID").
+/// Errors: kInvalidArgument for a word without '=' or with an empty name.
+Result<std::map<std::string, std::string>> ParseEnvAssignments(const std::vector<std::string>& values);
+
+}  // namespace gpuman::cli

@@ -1,0 +1,223 @@
+#include "cli/lease_commands.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <map>
+#include <nlohmann/json.hpp>
+
+#include "base/duration.h"
+#include "base/strings.h"
+#include "cli/acquire.h"
+#include "cli/exit_codes.h"
+#include "render/format.h"
+#include "store/proc_liveness.h"
+#include "visibility/cuda_visible_devices.h"
+
+namespace gpuman::cli {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+int Fail(Context& ctx, const Error& error) {
+  ctx.err() << "gpuman: error: " << error.message << "\n";
+  if (error.code == ErrorCode::kBusy || error.code == ErrorCode::kNotFound) return kExitNotEnoughGpus;
+  return ExitCodeFor(error.code);
+}
+
+std::string Join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : sep) + item;
+  return out;
+}
+
+}  // namespace
+
+Result<std::optional<int64_t>> ParseWait(const std::optional<std::string>& wait) {
+  if (!wait) return std::optional<int64_t>();
+  if (wait->empty() || *wait == "forever") return std::optional<int64_t>(-1);
+  auto ms = ParseDurationMs(*wait);
+  if (!ms) return ms.error().WithContext("--wait");
+  return std::optional<int64_t>(*ms);
+}
+
+CLI::App* AddSelectCommand(CLI::App& app, SelectArgs& args) {
+  CLI::App* cmd = app.add_subcommand("select", "Pick free GPUs and print them (leases only with --lease)");
+  AddSelectionOptions(*cmd, args.selection);
+  cmd->add_option("--format", args.format, "index | uuid | env | docker | json (default uuid)")
+      ->check(CLI::IsMember({"index", "uuid", "env", "docker", "json"}));
+  cmd->add_flag("--lease", args.lease,
+                "Also lease the GPUs, for as long as the calling shell lives (or until `gpuman release`)");
+  cmd->add_option("--wait", args.wait, "With --lease: wait until GPUs fit (optionally at most DURATION)")
+      ->expected(0, 1);
+  return cmd;
+}
+
+int RunSelect(const SelectArgs& args, Context& ctx) {
+  auto wait = ParseWait(args.wait);
+  if (!wait) return Fail(ctx, wait.error());
+  policy::Selection selection;
+  std::optional<int64_t> lease_id;
+  model::MachineSnapshot snap;
+  if (args.lease) {
+    // The lease lives as long as the shell that ran us (our parent), like an exported variable.
+    auto draft = DraftLease(ctx, getppid(), "select", "gpuman select --lease");
+    if (!draft) return Fail(ctx, draft.error());
+    AcquireOptions options;
+    options.wait_ms = *wait;
+    options.waiting_for = std::to_string(args.selection.count) + " GPU(s)";
+    auto acquired = AcquireLease(ctx, args.selection, *draft, options);
+    if (!acquired) return Fail(ctx, acquired.error());
+    selection = acquired->selection;
+    lease_id = acquired->lease.id;
+    snap = acquired->snapshot;
+  } else {
+    auto source = ctx.Devices();
+    if (!source) return Fail(ctx, source.error());
+    devices::SnapshotOptions options;
+    options.topology = true;
+    auto got = (*source)->Snapshot(options);
+    if (!got) return Fail(ctx, got.error());
+    snap = *got;
+    auto req = BuildSelectionRequest(args.selection, snap, ctx.env().vars);
+    if (!req) return Fail(ctx, req.error());
+    std::vector<model::Lease> live;
+    if (auto leases = ctx.Leases()) {
+      auto listed = (*leases)->List(store::ProcLivenessCheck());
+      if (!listed) return Fail(ctx, listed.error());
+      live = *listed;
+    } else {
+      return Fail(ctx, leases.error());
+    }
+    auto chosen = policy::Select(snap, live, *req);
+    if (!chosen) return Fail(ctx, chosen.error());
+    selection = *chosen;
+  }
+
+  std::vector<std::string> indices;
+  for (int i : selection.indices) indices.push_back(std::to_string(i));
+  const std::string uuids = visibility::FormatCudaVisibleDevices(selection.uuids);
+  auto& out = ctx.out();
+  if (args.format == "index") {
+    out << Join(indices, ",") << "\n";
+  } else if (args.format == "uuid") {
+    out << uuids << "\n";
+  } else if (args.format == "env") {
+    out << "export CUDA_VISIBLE_DEVICES=" << uuids << "\n"
+        << "export CUDA_DEVICE_ORDER=PCI_BUS_ID\n";
+    if (lease_id) out << "export GPUMAN_LEASE_ID=" << *lease_id << "\n";
+  } else if (args.format == "docker") {
+    out << "--gpus '\"device=" << uuids << "\"'\n";
+  } else {
+    json doc = {{"schema_version", 1}, {"simulated", ctx.is_simulated()}};
+    json gpus = json::array();
+    for (size_t k = 0; k < selection.uuids.size(); ++k) {
+      json g = {{"index", selection.indices[k]}, {"uuid", selection.uuids[k]}, {"name", nullptr}};
+      for (const auto& d : snap.gpus) {
+        if (d.uuid == selection.uuids[k] && d.name) g["name"] = *d.name;
+      }
+      gpus.push_back(g);
+    }
+    doc["gpus"] = gpus;
+    doc["placement"] = selection.placement;
+    doc["cuda_visible_devices"] = uuids;
+    doc["lease_id"] = lease_id ? json(*lease_id) : json(nullptr);
+    out << doc.dump(2) << "\n";
+  }
+  return kExitOk;
+}
+
+CLI::App* AddLeasesCommand(CLI::App& app, LeasesArgs& args) {
+  CLI::App* cmd = app.add_subcommand("leases", "List the GPU leases on this machine");
+  cmd->add_flag("--json", args.json, "Print JSON");
+  return cmd;
+}
+
+int RunLeases(const LeasesArgs& args, Context& ctx) {
+  auto leases = ctx.Leases();
+  if (!leases) return Fail(ctx, leases.error());
+  auto live = (*leases)->List(store::ProcLivenessCheck());
+  if (!live) return Fail(ctx, live.error());
+  // GPU indices are a convenience: shown when the driver can be asked, UUIDs otherwise.
+  std::map<std::string, int> index_of;
+  if (auto source = ctx.Devices()) {
+    if (auto snap = (*source)->Snapshot()) {
+      for (const auto& g : snap->gpus) {
+        if (g.uuid) index_of[*g.uuid] = g.index;
+      }
+    }
+  }
+  const int64_t now = ctx.clock().NowUnixMs();
+  if (args.json) {
+    json list = json::array();
+    for (const auto& l : *live) {
+      json gpus = json::array();
+      for (const auto& u : l.gpu_uuids) {
+        gpus.push_back({{"uuid", u}, {"index", index_of.count(u) ? json(index_of[u]) : json(nullptr)}});
+      }
+      json procs = json::array();
+      for (const auto& p : l.processes) procs.push_back({{"pid", p.pid}, {"start_time_ticks", p.start_time_ticks}});
+      list.push_back({{"id", l.id}, {"uid", l.uid}, {"user", l.user}, {"kind", l.kind}, {"command", l.command},
+                      {"created", render::FormatIsoUtcMillis(l.created_unix_ms)},
+                      {"created_unix_ms", l.created_unix_ms}, {"gpus", gpus}, {"processes", procs}});
+    }
+    ctx.out() << json{{"schema_version", 1}, {"leases", list}}.dump(2) << "\n";
+    return kExitOk;
+  }
+  if (live->empty()) {
+    ctx.out() << "no leases\n";
+    return kExitOk;
+  }
+  ctx.out() << render::PadLeft("ID", 5) << "  " << render::PadRight("USER", 10) << "  "
+            << render::PadRight("GPUS", 14) << "  " << render::PadRight("AGE", 8) << "  "
+            << render::PadRight("KIND", 6) << "  COMMAND\n";
+  for (const auto& l : *live) {
+    std::vector<std::string> gpus;
+    for (const auto& u : l.gpu_uuids) {
+      gpus.push_back(index_of.count(u) ? std::to_string(index_of[u]) : u.substr(0, 12));
+    }
+    std::string line = render::PadLeft(std::to_string(l.id), 5) + "  " + render::PadRight(render::TruncateToWidth(l.user, 10), 10) +
+                       "  " + render::PadRight(Join(gpus, ","), 14) + "  " +
+                       render::PadRight(FormatDurationMs(now - l.created_unix_ms), 8) + "  " +
+                       render::PadRight(l.kind, 6) + "  " + l.command;
+    ctx.out() << render::TruncateToWidth(line, std::max(80, ctx.Terminal(true).width)) << "\n";
+  }
+  return kExitOk;
+}
+
+CLI::App* AddReleaseCommand(CLI::App& app, ReleaseArgs& args) {
+  CLI::App* cmd = app.add_subcommand("release", "Free a lease of yours, or a stale one");
+  cmd->add_option("ID", args.ids, "Lease id(s), as `gpuman leases` shows them")->required();
+  return cmd;
+}
+
+int RunRelease(const ReleaseArgs& args, Context& ctx) {
+  auto leases = ctx.Leases();
+  if (!leases) return Fail(ctx, leases.error());
+  const auto alive = store::ProcLivenessCheck();
+  int rc = kExitOk;
+  for (int64_t id : args.ids) {
+    auto lease = (*leases)->Get(id);
+    if (!lease) return Fail(ctx, lease.error());
+    if (!*lease) {
+      ctx.err() << "gpuman: error: no lease " << id << " (see `gpuman leases`)\n";
+      rc = kExitUsage;
+      continue;
+    }
+    const model::Lease& l = **lease;
+    bool is_live = false;
+    for (const auto& p : l.processes) is_live = is_live || alive(p);
+    if (l.uid != getuid() && getuid() != 0 && is_live) {
+      ctx.err() << "gpuman: error: lease " << id << " belongs to " << l.user
+                << " and is in use; only its owner or root may release it\n";
+      rc = kExitPermission;
+      continue;
+    }
+    auto released = (*leases)->Release(id);
+    if (!released) return Fail(ctx, released.error());
+    ctx.err() << "gpuman: released lease " << id << (is_live ? "" : " (stale)") << "\n";
+  }
+  return rc;
+}
+
+}  // namespace gpuman::cli

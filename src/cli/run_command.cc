@@ -1,0 +1,183 @@
+#include "cli/run_command.h"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <fstream>
+#include <set>
+
+#include "base/strings.h"
+#include "cli/acquire.h"
+#include "cli/exit_codes.h"
+#include "cli/lease_commands.h"
+#include "render/format.h"
+#include "sched/child_process.h"
+#include "store/proc_liveness.h"
+#include "visibility/cuda_visible_devices.h"
+
+namespace gpuman::cli {
+namespace {
+
+std::string Join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (const auto& item : items) out += (out.empty() ? "" : sep) + item;
+  return out;
+}
+
+std::optional<int> ProcessGroupOf(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t close = text.rfind(')');
+  if (close == std::string::npos) return std::nullopt;
+  auto fields = Split(Trim(std::string_view(text).substr(close + 1)), ' ');
+  if (fields.size() < 3) return std::nullopt;
+  auto pgrp = ParseInt(fields[2]);
+  return pgrp ? std::optional<int>(static_cast<int>(*pgrp)) : std::nullopt;
+}
+
+// CPUs of the chosen GPUs that this process may use, and their common NUMA node.
+void PlanNumaBinding(const Acquired& acquired, sched::JobSpec& spec, Context& ctx) {
+  std::set<int> gpu_cpus;
+  std::set<int> nodes;
+  for (const auto& uuid : acquired.selection.uuids) {
+    for (const auto& g : acquired.snapshot.gpus) {
+      if (g.uuid != uuid) continue;
+      gpu_cpus.insert(g.cpu_affinity.begin(), g.cpu_affinity.end());
+      if (g.numa_node) nodes.insert(*g.numa_node);
+    }
+  }
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  sched_getaffinity(0, sizeof allowed, &allowed);
+  for (int cpu : gpu_cpus) {
+    if (cpu < CPU_SETSIZE && CPU_ISSET(cpu, &allowed)) spec.cpu_affinity.push_back(cpu);
+  }
+  if (spec.cpu_affinity.empty()) {
+    ctx.err() << "gpuman: warning: --bind-numa: none of the GPUs' CPUs ("
+              << model::FormatCpuList({gpu_cpus.begin(), gpu_cpus.end()})
+              << ") is available to this process; not binding\n";
+    return;
+  }
+  if (nodes.size() == 1) spec.preferred_numa_node = *nodes.begin();
+  else if (nodes.size() > 1) ctx.err() << "gpuman: warning: --bind-numa: the GPUs span NUMA nodes; binding CPUs only\n";
+}
+
+}  // namespace
+
+CLI::App* AddRunCommand(CLI::App& app, RunArgs& args) {
+  CLI::App* cmd = app.add_subcommand("run", "Lease GPUs and run a command on them: gpuman run -n 2 -- CMD ARGS...");
+  AddSelectionOptions(*cmd, args.selection);
+  cmd->add_option("--wait", args.wait, "When no GPUs fit, wait (optionally at most DURATION, e.g. 30m)")
+      ->expected(0, 1);
+  cmd->add_flag("--index", args.index,
+                "Give the job PCI-ordered indices plus CUDA_DEVICE_ORDER=PCI_BUS_ID instead of UUIDs");
+  cmd->add_flag("--bind-numa", args.bind_numa, "Bind the job's CPUs and memory to the GPUs' NUMA node");
+  cmd->add_flag("-q,--quiet", args.quiet, "Do not say which GPUs were leased");
+  cmd->add_option("command", args.command, "The command and its arguments (after --)")->required();
+  cmd->positionals_at_end();
+  return cmd;
+}
+
+int RunRun(const RunArgs& args, Context& ctx) {
+  auto fail = [&](const Error& error) {
+    ctx.err() << "gpuman: error: " << error.message << "\n";
+    if (error.code == ErrorCode::kBusy || error.code == ErrorCode::kNotFound) return int{kExitNotEnoughGpus};
+    return ExitCodeFor(error.code);
+  };
+  if (args.selection.count < 1) return fail(MakeError(ErrorCode::kInvalidArgument, "run needs at least one GPU (-n 1 or more)"));
+  auto wait = ParseWait(args.wait);
+  if (!wait) return fail(wait.error());
+
+  const std::string command_text = Join(args.command, " ");
+  auto draft = DraftLease(ctx, getpid(), "run", command_text);
+  if (!draft) return fail(draft.error());
+  AcquireOptions options;
+  options.wait_ms = *wait;
+  options.waiting_for = std::to_string(args.selection.count) + " GPU(s) for '" +
+                        render::TruncateToWidth(command_text, 40) + "'";
+  auto acquired = AcquireLease(ctx, args.selection, *draft, options);
+  if (!acquired) return fail(acquired.error());
+  auto leases = ctx.Leases();
+  store::LeaseStore& store = **leases;
+  const int64_t lease_id = acquired->lease.id;
+  auto release = [&] {
+    if (auto r = store.Release(lease_id); !r && r.error().code != ErrorCode::kNotFound) {
+      ctx.err() << "gpuman: warning: releasing lease " << lease_id << ": " << r.error().message << "\n";
+    }
+  };
+
+  // The job's environment: ours, with the GPUs it was given.
+  std::map<std::string, std::string> env = ctx.env().vars;
+  const auto& sel = acquired->selection;
+  if (args.index) {
+    std::vector<int> sorted = sel.indices;  // NVML order is PCI bus order
+    std::sort(sorted.begin(), sorted.end());
+    std::vector<std::string> text;
+    for (int i : sorted) text.push_back(std::to_string(i));
+    env["CUDA_VISIBLE_DEVICES"] = Join(text, ",");
+  } else {
+    env["CUDA_VISIBLE_DEVICES"] = visibility::FormatCudaVisibleDevices(sel.uuids);
+  }
+  env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
+  env["NVIDIA_VISIBLE_DEVICES"] = visibility::FormatCudaVisibleDevices(sel.uuids);
+  env["GPUMAN_LEASE_ID"] = std::to_string(lease_id);
+  if (ctx.simulation()) env["GPUMAN_SIMULATE"] = ctx.simulation()->scenario_path;  // nested gpuman sees the same node
+
+  sched::JobSpec spec;
+  spec.argv = args.command;
+  for (const auto& [k, v] : env) spec.env.push_back(k + "=" + v);
+  spec.foreground_tty = true;
+  if (args.bind_numa) PlanNumaBinding(*acquired, spec, ctx);
+
+  if (!args.quiet && isatty(STDERR_FILENO)) {
+    std::vector<std::string> idx;
+    for (int i : sel.indices) idx.push_back(std::to_string(i));
+    ctx.err() << "gpuman: lease " << lease_id << ": GPU " << Join(idx, ",") << " (" << sel.placement << ")\n";
+  }
+
+  auto child = sched::ChildProcess::Fork(spec);
+  if (!child) {
+    release();
+    return fail(child.error());
+  }
+  // Record the job before it may run: if we die now, it never starts (it waits on us).
+  auto job = store::CurrentLeaseProcess((*child)->pid());
+  Status recorded = job ? store.AddProcesses(lease_id, {*job})
+                        : Status(MakeError(ErrorCode::kInternal, "cannot read the job's start time"));
+  if (!recorded) {
+    child->reset();
+    release();
+    return fail(recorded.error().WithContext("recording the job in lease " + std::to_string(lease_id)));
+  }
+  if (auto started = (*child)->Start(); !started) {
+    release();
+    ctx.err() << "gpuman: error: " << args.command[0] << ": " << started.error().message << "\n";
+    return started.error().code == ErrorCode::kPermissionDenied ? 126 : 127;
+  }
+  const pid_t job_pid = (*child)->pid();
+  int exit_code = (*child)->WaitForwardingSignals();
+  child->reset();
+  release();
+
+  // Did the GPUs come back? Processes of the job's group that still hold GPU memory.
+  if (auto source = ctx.Devices()) {
+    if (auto snap = (*source)->Snapshot()) {
+      for (const auto& g : snap->gpus) {
+        if (!g.uuid || std::find(sel.uuids.begin(), sel.uuids.end(), *g.uuid) == sel.uuids.end()) continue;
+        for (const auto& p : g.processes) {
+          auto pgrp = ProcessGroupOf(static_cast<int>(p.pid));
+          if (static_cast<pid_t>(p.pid) == job_pid || (pgrp && *pgrp == job_pid)) {
+            ctx.err() << "gpuman: warning: process " << p.pid << " of the job still holds "
+                      << (p.used_memory_bytes ? render::FormatBytes(*p.used_memory_bytes) : std::string("memory"))
+                      << " on GPU " << g.index << "\n";
+          }
+        }
+      }
+    }
+  }
+  return exit_code;
+}
+
+}  // namespace gpuman::cli

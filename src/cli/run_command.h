@@ -1,0 +1,30 @@
+// `gpuman run`: lease GPUs atomically, run a command on them with the right environment,
+// forward signals, release the lease when the job ends. Main thread only.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/context.h"
+#include "cli/selection_options.h"
+
+namespace CLI {
+class App;
+}
+
+namespace gpuman::cli {
+
+struct RunArgs {
+  SelectionArgs selection;
+  std::optional<std::string> wait;
+  bool index = false;       // CUDA_VISIBLE_DEVICES as PCI-ordered indices instead of UUIDs
+  bool bind_numa = false;   // CPU and memory affinity to the GPUs' NUMA node
+  bool quiet = false;
+  std::vector<std::string> command;
+};
+
+CLI::App* AddRunCommand(CLI::App& app, RunArgs& args);
+int RunRun(const RunArgs& args, Context& ctx);
+
+}  // namespace gpuman::cli

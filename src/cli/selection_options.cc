@@ -1,0 +1,75 @@
+#include "cli/selection_options.h"
+
+#include <CLI/CLI.hpp>
+
+#include "base/strings.h"
+#include "devices/gpu_ids.h"
+#include "policy/byte_size.h"
+#include "visibility/allocation.h"
+
+namespace gpuman::cli {
+
+void AddSelectionOptions(CLI::App& cmd, SelectionArgs& args) {
+  cmd.add_option("-n,--count", args.count, "Number of GPUs (default 1)")->check(CLI::Range(0, 4096));
+  cmd.add_option("--gpus", args.gpus, "Only these GPUs (indices or UUIDs, comma-separated), or 'none'");
+  cmd.add_option("--min-free-memory", args.min_free_memory, "Each GPU needs this much free memory, e.g. 20GiB");
+  cmd.add_option("--max-utilization", args.max_utilization, "Each GPU at most this busy (percent)")
+      ->check(CLI::Range(0, 100));
+  cmd.add_option("--model", args.model, "GPU name contains this (case-insensitive), e.g. A100");
+  cmd.add_option("--min-compute-capability", args.min_compute_capability, "e.g. 8.0");
+  cmd.add_option("--exclude", args.exclude, "Never these GPUs (indices or UUIDs)")->delimiter(',');
+  cmd.add_flag("--allow-shared", args.allow_shared,
+               "Count a GPU as free although processes not started by gpuman use it");
+}
+
+namespace {
+
+Result<std::vector<std::string>> ToUuids(const std::string& list, const model::MachineSnapshot& snap) {
+  auto picked = devices::ResolveGpuIds(list, snap.gpus);
+  if (!picked) return picked.error();
+  std::vector<std::string> uuids;
+  for (size_t i : *picked) {
+    if (!snap.gpus[i].uuid) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "GPU " + std::to_string(snap.gpus[i].index) + " has no known UUID (is it lost?)");
+    }
+    uuids.push_back(*snap.gpus[i].uuid);
+  }
+  return uuids;
+}
+
+}  // namespace
+
+Result<policy::SelectionRequest> BuildSelectionRequest(const SelectionArgs& args,
+                                                       const model::MachineSnapshot& snap,
+                                                       const visibility::Environment& env) {
+  policy::SelectionRequest req;
+  req.count = args.count;
+  if (args.gpus) {
+    if (ToLower(Trim(*args.gpus)) == "none") {
+      req.gpus = std::vector<std::string>{};
+    } else {
+      auto uuids = ToUuids(*args.gpus, snap);
+      if (!uuids) return uuids.error().WithContext("--gpus");
+      req.gpus = *uuids;
+    }
+  }
+  if (args.min_free_memory) {
+    auto bytes = policy::ParseByteSize(*args.min_free_memory);
+    if (!bytes) return bytes.error().WithContext("--min-free-memory");
+    req.min_free_memory_bytes = *bytes;
+  }
+  req.max_utilization_percent = args.max_utilization;
+  req.model = args.model;
+  req.min_compute_capability = args.min_compute_capability;
+  for (const auto& item : args.exclude) {
+    auto uuids = ToUuids(item, snap);
+    if (!uuids) return uuids.error().WithContext("--exclude");
+    req.exclude.insert(req.exclude.end(), uuids->begin(), uuids->end());
+  }
+  req.allow_shared = args.allow_shared;
+  req.allowed = visibility::AllowedGpus(env, snap.gpus);
+  return req;
+}
+
+}  // namespace gpuman::cli

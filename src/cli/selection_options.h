@@ -1,0 +1,39 @@
+// The GPU selection options shared by `select`, `run` (and later `submit`), and turning them
+// into a policy::SelectionRequest against a snapshot. Main thread only.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "model/device_snapshot.h"
+#include "policy/selection.h"
+#include "visibility/ids.h"
+
+namespace CLI {
+class App;
+}
+
+namespace gpuman::cli {
+
+struct SelectionArgs {
+  int count = 1;
+  std::optional<std::string> gpus;              // indices/UUIDs, or "none"
+  std::optional<std::string> min_free_memory;   // "20GiB"
+  std::optional<int> max_utilization;
+  std::optional<std::string> model;
+  std::optional<std::string> min_compute_capability;
+  std::vector<std::string> exclude;             // indices/UUIDs (comma lists allowed)
+  bool allow_shared = false;
+};
+
+void AddSelectionOptions(CLI::App& cmd, SelectionArgs& args);
+
+/// Resolves ids against `snap` and the enclosing allocation in `env` (Slurm, container,
+/// outer CUDA_VISIBLE_DEVICES). Errors: kInvalidArgument (unknown ids, bad sizes).
+Result<policy::SelectionRequest> BuildSelectionRequest(const SelectionArgs& args,
+                                                       const model::MachineSnapshot& snap,
+                                                       const visibility::Environment& env);
+
+}  // namespace gpuman::cli

@@ -1,0 +1,409 @@
+// Selection: which GPUs may a new job have, and which does it get.
+//
+// Eligibility. A GPU is judged by three kinds of test, and every failed test becomes a
+// reason in its verdict, so `gpuman select --explain` can say exactly why not:
+//
+//   * Permanent filters, which no amount of waiting changes: the driver reported no
+//     UUID (we hand out UUIDs only), the request's --gpus list, the enclosing
+//     allocation (`allowed`: Slurm, a container, an outer CUDA_VISIBLE_DEVICES),
+//     --exclude, --model, --min-compute-capability, and a total memory below
+//     --min-free-memory. When fewer than `count` GPUs pass them the answer is kNotFound:
+//     `--wait` would wait forever, so callers stop.
+//   * Occupancy: a GPU is *taken* when any lease names its UUID, and *busy* when a
+//     process runs on it that no lease of that GPU covers ("foreign"). Covered means
+//     the process's pid is one of the pids recorded in a lease of that same GPU. We
+//     cannot see descendants: a child the leaseholder forked after the lease was
+//     written shows up as foreign on every GPU, which is harmless on the leased GPU
+//     (it is taken anyway) and right everywhere else (the job escaped its GPUs).
+//     allow_shared ignores foreign processes but never leases. This is the rule that
+//     fixes the pain point every peer tool has (two jobs land on one GPU): memory
+//     thresholds such as task-spooler's 90 % or GPUtil's 50 % see a job that has not
+//     allocated yet as free; a lease or a process does not lie.
+//   * Momentary state: unhealthy GPUs are never eligible; --min-free-memory needs a
+//     known memory_free_bytes at or above the bound; --max-utilization a known
+//     utilization at or below it. An unknown value fails the test ("free memory
+//     unknown"): a filter the user asked for is not waived because the driver was
+//     silent. Occupancy and these are "now" reasons: the answer is kBusy and waiting
+//     makes sense. Unhealthy counts as "now" because a reset can bring a GPU back.
+//
+// Placement of the eligible GPUs (topology first, then the least fragmentation, then
+// the lowest indices) is explained in placement.cc.
+
+#include "policy/selection.h"
+
+#include <algorithm>
+#include <set>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+
+#include "base/strings.h"
+#include "policy/byte_size.h"
+#include "policy/placement.h"
+
+namespace gpuman::policy {
+namespace {
+
+struct Reason {
+  std::string text;   // the verdict's line, e.g. "utilization 97% > 50%"
+  std::string label;  // how the summary groups it, e.g. "utilization above 50%"
+  bool is_permanent = false;
+};
+
+struct GpuState {
+  std::vector<Reason> reasons;
+  bool is_free = false;    // machine-wide: healthy, allowed, not leased, no foreign process
+  bool is_shared = false;  // has foreign processes that allow_shared let through
+
+  bool is_eligible() const { return reasons.empty(); }
+  bool passes_permanent() const {
+    return std::none_of(reasons.begin(), reasons.end(),
+                        [](const Reason& r) { return r.is_permanent; });
+  }
+};
+
+struct ComputeCapability {
+  int64_t major = 0;
+  int64_t minor = 0;
+  auto operator<=>(const ComputeCapability&) const = default;
+};
+
+std::optional<ComputeCapability> ParseComputeCapability(std::string_view text) {
+  text = Trim(text);
+  size_t dot = text.find('.');
+  std::optional<int64_t> major = ParseInt(text.substr(0, dot));
+  if (!major || *major < 0) return std::nullopt;
+  if (dot == std::string_view::npos) return ComputeCapability{*major, 0};
+  std::optional<int64_t> minor = ParseInt(text.substr(dot + 1));
+  if (!minor || *minor < 0) return std::nullopt;
+  return ComputeCapability{*major, *minor};
+}
+
+std::string Plural(int64_t n, const char* one, const char* many) {
+  return std::to_string(n) + " " + (n == 1 ? one : many);
+}
+
+Error Invalid(std::string message) {
+  return MakeError(ErrorCode::kInvalidArgument, std::move(message));
+}
+
+struct ValidRequest {
+  std::set<std::string> gpus;
+  std::set<std::string> allowed;
+  std::set<std::string> exclude;
+  std::optional<ComputeCapability> min_cc;
+};
+
+Result<ValidRequest> Validate(const model::MachineSnapshot& snap, const SelectionRequest& req) {
+  bool gpus_none = req.gpus && req.gpus->empty();
+  if (req.count < 0) return Invalid("count must be at least 1, got " + std::to_string(req.count));
+  if (req.count == 0 && !gpus_none) {
+    return Invalid("count must be at least 1 (0 only with --gpus none)");
+  }
+  if (req.count > 0 && gpus_none) {
+    return Invalid("--gpus none selects no GPU, but count is " + std::to_string(req.count));
+  }
+  if (req.min_free_memory_bytes && *req.min_free_memory_bytes < 0) {
+    return Invalid("minimum free memory must not be negative");
+  }
+  if (req.max_utilization_percent &&
+      (*req.max_utilization_percent < 0 || *req.max_utilization_percent > 100)) {
+    return Invalid("maximum utilization must be 0..100%, got " +
+                   std::to_string(*req.max_utilization_percent));
+  }
+  ValidRequest valid;
+  if (req.min_compute_capability) {
+    valid.min_cc = ParseComputeCapability(*req.min_compute_capability);
+    if (!valid.min_cc) {
+      return Invalid("invalid compute capability \"" + *req.min_compute_capability +
+                     "\": expected major.minor, e.g. 8.0");
+    }
+  }
+  std::set<std::string> known;
+  for (const auto& gpu : snap.gpus) {
+    if (gpu.uuid) known.insert(*gpu.uuid);
+  }
+  if (req.gpus) {
+    for (const auto& uuid : *req.gpus) {
+      if (!known.contains(uuid)) return Invalid("unknown GPU " + uuid + " in --gpus");
+      valid.gpus.insert(uuid);
+    }
+  }
+  for (const auto& uuid : req.exclude) {
+    if (!known.contains(uuid)) return Invalid("unknown GPU " + uuid + " in --exclude");
+    valid.exclude.insert(uuid);
+  }
+  if (req.allowed) valid.allowed.insert(req.allowed->begin(), req.allowed->end());
+  return valid;
+}
+
+std::string LeaseHolder(const model::Lease& lease) {
+  if (!lease.user.empty()) return lease.user;
+  return "uid " + std::to_string(lease.uid);
+}
+
+std::string ForeignProcessText(const std::vector<const model::GpuProcess*>& foreign) {
+  constexpr size_t kShown = 3;
+  std::string text = Plural(static_cast<int64_t>(foreign.size()), "foreign process",
+                            "foreign processes") + ": ";
+  for (size_t i = 0; i < foreign.size() && i < kShown; ++i) {
+    if (i > 0) text += ", ";
+    text += "pid " + std::to_string(foreign[i]->pid);
+    if (foreign[i]->user) text += " (" + *foreign[i]->user + ")";
+  }
+  if (foreign.size() > kShown) text += ", ...";
+  return text;
+}
+
+using LeasesByUuid = std::unordered_map<std::string, std::vector<const model::Lease*>>;
+
+GpuState Judge(const model::DeviceSnapshot& gpu, const LeasesByUuid& leases,
+               const SelectionRequest& req, const ValidRequest& valid) {
+  GpuState state;
+  auto permanent = [&](std::string text, std::string label) {
+    state.reasons.push_back({std::move(text), std::move(label), true});
+  };
+  auto now = [&](std::string text, std::string label) {
+    state.reasons.push_back({std::move(text), std::move(label), false});
+  };
+
+  // Permanent filters.
+  bool is_allowed = true;
+  if (!gpu.uuid) {
+    permanent("uuid unknown", "uuid unknown");
+    is_allowed = false;
+  } else {
+    if (req.gpus && !valid.gpus.contains(*gpu.uuid)) {
+      permanent("not among the requested GPUs", "not among the requested GPUs");
+    }
+    if (req.allowed && !valid.allowed.contains(*gpu.uuid)) {
+      permanent("outside the enclosing allocation", "outside the enclosing allocation");
+      is_allowed = false;
+    }
+    if (valid.exclude.contains(*gpu.uuid)) permanent("excluded", "excluded");
+  }
+  if (req.model) {
+    std::string wanted = "model \"" + *req.model + "\"";
+    if (!gpu.name) {
+      permanent("name unknown, cannot match " + wanted, "name unknown");
+    } else if (ToLower(*gpu.name).find(ToLower(*req.model)) == std::string::npos) {
+      permanent("\"" + *gpu.name + "\" does not match " + wanted, "not " + wanted);
+    }
+  }
+  if (valid.min_cc) {
+    std::optional<ComputeCapability> cc;
+    if (gpu.compute_capability) cc = ParseComputeCapability(*gpu.compute_capability);
+    const std::string& bound = *req.min_compute_capability;
+    if (!cc) {
+      permanent("compute capability unknown", "compute capability unknown");
+    } else if (*cc < *valid.min_cc) {
+      permanent("compute capability " + *gpu.compute_capability + " < " + bound,
+                "compute capability below " + bound);
+    }
+  }
+  bool total_too_small = req.min_free_memory_bytes && gpu.memory_total_bytes &&
+                         *gpu.memory_total_bytes < *req.min_free_memory_bytes;
+  if (total_too_small) {
+    std::string bound = FormatByteSize(*req.min_free_memory_bytes);
+    permanent("total memory " + FormatByteSize(*gpu.memory_total_bytes) + " < " + bound,
+              "total memory below " + bound);
+  }
+
+  // Occupancy and momentary state.
+  if (!gpu.is_healthy) {
+    std::string text = "unhealthy";
+    for (size_t i = 0; i < gpu.health_problems.size(); ++i) {
+      text += (i == 0 ? ": " : "; ") + gpu.health_problems[i];
+    }
+    now(text, "unhealthy");
+  }
+  std::set<int64_t> covered;
+  bool is_leased = false;
+  if (gpu.uuid) {
+    auto it = leases.find(*gpu.uuid);
+    if (it != leases.end()) {
+      for (const model::Lease* lease : it->second) {
+        is_leased = true;
+        std::string text =
+            "leased to " + LeaseHolder(*lease) + " (lease " + std::to_string(lease->id) + ")";
+        now(text, text);
+        for (const auto& process : lease->processes) covered.insert(process.pid);
+      }
+    }
+  }
+  std::vector<const model::GpuProcess*> foreign;
+  for (const auto& process : gpu.processes) {
+    if (!covered.contains(static_cast<int64_t>(process.pid))) foreign.push_back(&process);
+  }
+  if (!foreign.empty() && !req.allow_shared) {
+    now(ForeignProcessText(foreign), "busy: foreign processes");
+  }
+  if (req.min_free_memory_bytes && !total_too_small) {
+    std::string bound = FormatByteSize(*req.min_free_memory_bytes);
+    if (!gpu.memory_free_bytes) {
+      now("free memory unknown", "free memory unknown");
+    } else if (*gpu.memory_free_bytes < *req.min_free_memory_bytes) {
+      now("free memory " + FormatByteSize(*gpu.memory_free_bytes) + " < " + bound,
+          "free memory below " + bound);
+    }
+  }
+  if (req.max_utilization_percent) {
+    std::string bound = std::to_string(*req.max_utilization_percent) + "%";
+    if (!gpu.gpu_utilization_percent) {
+      now("utilization unknown", "utilization unknown");
+    } else if (*gpu.gpu_utilization_percent > *req.max_utilization_percent) {
+      now("utilization " + std::to_string(*gpu.gpu_utilization_percent) + "% > " + bound,
+          "utilization above " + bound);
+    }
+  }
+
+  state.is_free = gpu.uuid && is_allowed && gpu.is_healthy && !is_leased && foreign.empty();
+  state.is_shared = !foreign.empty();
+  return state;
+}
+
+struct Evaluation {
+  std::vector<GpuState> states;  // per position in snap.gpus
+  std::vector<GpuVerdict> verdicts;
+};
+
+Result<Evaluation> Evaluate(const model::MachineSnapshot& snap,
+                            const std::vector<model::Lease>& leases,
+                            const SelectionRequest& req) {
+  Result<ValidRequest> valid = Validate(snap, req);
+  if (!valid) return valid.error();
+  LeasesByUuid by_uuid;
+  for (const auto& lease : leases) {
+    std::set<std::string> seen;  // a lease naming a GPU twice is still one lease
+    for (const auto& uuid : lease.gpu_uuids) {
+      if (seen.insert(uuid).second) by_uuid[uuid].push_back(&lease);
+    }
+  }
+  Evaluation eval;
+  for (const auto& gpu : snap.gpus) {
+    GpuState state = Judge(gpu, by_uuid, req, *valid);
+    GpuVerdict verdict{gpu.uuid.value_or(""), gpu.index, state.is_eligible(), {}};
+    for (const auto& reason : state.reasons) verdict.reasons.push_back(reason.text);
+    eval.verdicts.push_back(std::move(verdict));
+    eval.states.push_back(std::move(state));
+  }
+  return eval;
+}
+
+// "0,1" for two, "0-3,7" for runs of three or more (FormatCpuList would say "0-1").
+std::string FormatIndexList(std::vector<int> indices) {
+  std::sort(indices.begin(), indices.end());
+  std::string text;
+  for (size_t i = 0; i < indices.size();) {
+    size_t j = i;
+    while (j + 1 < indices.size() && indices[j + 1] == indices[j] + 1) ++j;
+    if (!text.empty()) text += ",";
+    if (j - i >= 2) {
+      text += std::to_string(indices[i]) + "-" + std::to_string(indices[j]);
+    } else {
+      text += std::to_string(indices[i]);
+      if (j > i) text += "," + std::to_string(indices[j]);
+    }
+    i = j + 1;
+  }
+  return text;
+}
+
+// "GPU 1 leased to alice (lease 3); GPU 2,3 busy: foreign processes": the first reason
+// of each GPU that `include` accepts, grouped by label in order of first appearance.
+template <typename Pred>
+std::string Summarize(const model::MachineSnapshot& snap, const std::vector<GpuState>& states,
+                      Pred include) {
+  constexpr size_t kMaxGroups = 6;
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (size_t p = 0; p < states.size(); ++p) {
+    if (!include(states[p])) continue;
+    const Reason* reason = nullptr;
+    for (const auto& r : states[p].reasons) {
+      if (!reason || (r.is_permanent && !reason->is_permanent)) reason = &r;
+    }
+    if (!reason) continue;
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const auto& g) { return g.first == reason->label; });
+    if (it == groups.end()) {
+      groups.emplace_back(reason->label, std::vector<int>{});
+      it = groups.end() - 1;
+    }
+    it->second.push_back(snap.gpus[p].index);
+  }
+  std::string text;
+  for (size_t i = 0; i < groups.size() && i < kMaxGroups; ++i) {
+    if (i > 0) text += "; ";
+    text += "GPU " + FormatIndexList(groups[i].second) + " " + groups[i].first;
+  }
+  if (groups.size() > kMaxGroups) {
+    text += "; " + Plural(static_cast<int64_t>(groups.size() - kMaxGroups), "more reason",
+                          "more reasons");
+  }
+  return text;
+}
+
+}  // namespace
+
+Result<std::vector<GpuVerdict>> EvaluateGpus(const model::MachineSnapshot& snap,
+                                             const std::vector<model::Lease>& leases,
+                                             const SelectionRequest& req) {
+  Result<Evaluation> eval = Evaluate(snap, leases, req);
+  if (!eval) return eval.error();
+  return std::move(eval->verdicts);
+}
+
+Result<Selection> Select(const model::MachineSnapshot& snap,
+                         const std::vector<model::Lease>& leases,
+                         const SelectionRequest& req) {
+  Result<Evaluation> eval = Evaluate(snap, leases, req);
+  if (!eval) return eval.error();
+  Selection selection;
+  if (req.count == 0) {
+    selection.placement = "none";
+    selection.verdicts = std::move(eval->verdicts);
+    return selection;
+  }
+
+  const std::vector<GpuState>& states = eval->states;
+  int64_t possible = std::count_if(states.begin(), states.end(),
+                                   [](const GpuState& s) { return s.passes_permanent(); });
+  int64_t eligible = std::count_if(states.begin(), states.end(),
+                                   [](const GpuState& s) { return s.is_eligible(); });
+  std::string need = "need " + Plural(req.count, "GPU", "GPUs");
+  if (possible < req.count) {
+    std::string message = need + ", only " + std::to_string(possible) + " of " +
+                          std::to_string(snap.gpus.size()) + " can ever be eligible";
+    std::string why = Summarize(snap, states, [](const GpuState& s) {
+      return !s.passes_permanent();
+    });
+    if (!why.empty()) message += ": " + why;
+    return MakeError(ErrorCode::kNotFound, message);
+  }
+  if (eligible < req.count) {
+    std::string message = need + ", " + std::to_string(eligible) + " eligible";
+    std::string why = Summarize(snap, states, [](const GpuState& s) {
+      return s.passes_permanent() && !s.is_eligible();
+    });
+    if (!why.empty()) message += ": " + why;
+    return MakeError(ErrorCode::kBusy, message);
+  }
+
+  std::vector<PlacementGpu> gpus;
+  gpus.reserve(states.size());
+  for (const auto& s : states) {
+    gpus.push_back({s.is_eligible(), s.is_free, s.is_eligible() && s.is_shared});
+  }
+  Placement placement = Place(snap, gpus, req.count);
+  std::sort(placement.positions.begin(), placement.positions.end(),
+            [&](int a, int b) { return snap.gpus[a].index < snap.gpus[b].index; });
+  for (int p : placement.positions) {
+    selection.uuids.push_back(*snap.gpus[p].uuid);
+    selection.indices.push_back(snap.gpus[p].index);
+  }
+  selection.placement = std::move(placement.description);
+  selection.verdicts = std::move(eval->verdicts);
+  return selection;
+}
+
+}  // namespace gpuman::policy

@@ -1,0 +1,78 @@
+// GPU selection: which GPUs a new job may have and which of them it should get, with
+// the reasons behind every no. Pure: the caller passes the snapshot and the leases it
+// read (and resolves indices to UUIDs first); nothing here reads a clock, a file or
+// NVML. Thread-compatible value types; Select() may be called from any thread.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "model/device_snapshot.h"
+#include "model/lease.h"
+
+namespace gpuman::policy {
+
+/// What a caller asks for. Every filter is optional; the defaults ask for one idle GPU.
+struct SelectionRequest {
+  int count = 1;  // -n/--count (>= 1); 0 only together with gpus == none (empty vector)
+  std::optional<std::vector<std::string>> gpus;  // --gpus: only these UUIDs; empty = "none"
+  std::optional<int64_t> min_free_memory_bytes;  // --min-free-memory
+  std::optional<int> max_utilization_percent;    // --max-utilization, 0..100
+  std::optional<std::string> model;              // --model: case-insensitive substring of name
+  std::optional<std::string> min_compute_capability;  // "8.0"; compared as major.minor
+  std::vector<std::string> exclude;                   // --exclude UUIDs
+  bool allow_shared = false;  // foreign processes do not make a GPU busy (leases still do)
+  /// Enclosing allocation (Slurm, container, outer CUDA_VISIBLE_DEVICES): only these
+  /// UUIDs. UUIDs that are not on this machine are ignored.
+  std::optional<std::vector<std::string>> allowed;
+};
+
+/// One GPU's answer: eligible, or every reason why not ("leased to bob (lease 12)",
+/// "2 foreign processes: pid 4242 (alice), pid 4243", "utilization 97% > 50%").
+struct GpuVerdict {
+  std::string uuid;  // "" when the driver did not report one
+  int index = 0;     // DeviceSnapshot::index
+  bool eligible = false;
+  std::vector<std::string> reasons;  // empty exactly when eligible
+};
+
+struct Selection {
+  std::vector<std::string> uuids;  // the chosen GPUs, in index order
+  std::vector<int> indices;        // their DeviceSnapshot::index, same order
+  /// How the chosen GPUs connect: "single GPU", "NVLink (NV12)", "same PCIe switch (PIX)",
+  /// "same NUMA node (NODE)", "across NUMA nodes (SYS)", ...; "none" for count 0.
+  std::string placement;
+  std::vector<GpuVerdict> verdicts;  // every GPU of the snapshot, in snapshot order
+};
+
+/// Picks req.count GPUs among the eligible ones, best connected first, then the set
+/// that fragments the machine least, then lowest indices (see selection.cc and
+/// placement.cc for the rules and the reasons behind them).
+/// Errors:
+///   kInvalidArgument  count < 0, count 0 without gpus == none, count > 0 with gpus ==
+///                     none, a UUID in gpus/exclude that is not on this machine, a
+///                     malformed min_compute_capability, max_utilization outside 0..100,
+///                     negative min_free_memory.
+///   kNotFound         the request can never be met here: fewer GPUs than count pass
+///                     the filters that do not change over time (uuid known, gpus,
+///                     allowed, exclude, model, compute capability, total memory).
+///                     Callers waiting with --wait should give up.
+///   kBusy             it could be met, but not enough GPUs are eligible now (unhealthy,
+///                     leased, foreign processes, free memory, utilization). The message
+///                     says how many are eligible and why the others are not, e.g.
+///                     "need 2 GPUs, 1 eligible: GPU 1 leased to alice (lease 3);
+///                     GPU 2,3 busy: foreign processes".
+Result<Selection> Select(const model::MachineSnapshot& snap,
+                         const std::vector<model::Lease>& leases,
+                         const SelectionRequest& req);
+
+/// The verdicts Select() would report, without choosing; useful to explain a kBusy or
+/// kNotFound answer GPU by GPU. Errors: kInvalidArgument as for Select().
+Result<std::vector<GpuVerdict>> EvaluateGpus(const model::MachineSnapshot& snap,
+                                             const std::vector<model::Lease>& leases,
+                                             const SelectionRequest& req);
+
+}  // namespace gpuman::policy

@@ -1,0 +1,327 @@
+// Resolve(): the layers of a process environment, applied outermost first, and the
+// warnings `gpuman explain` prints. The CUDA rules themselves are in
+// cuda_visible_devices.cc; this file composes them with the enclosing allocations and
+// the machine's state (health, leases, MIG mode).
+//
+// Composition, in the host's numbering:
+//   1. container (NVIDIA_VISIBLE_DEVICES) and Slurm (SLURM_STEP_GPUS/SLURM_JOB_GPUS)
+//      each restrict the set of GPUs; their intersection is "the allocation";
+//   2. CUDA_DEVICE_ORDER fixes the enumeration order (estimated on mixed machines);
+//   3. CUDA_VISIBLE_DEVICES, if set, picks and orders devices from the host enumeration;
+//      if unset, CUDA sees the allocation (or every GPU) in enumeration order.
+// A GPU that CUDA_VISIBLE_DEVICES names outside the allocation stays in the visible list
+// marked is_outside_allocation: whether CUDA can really open it depends on cgroup device
+// confinement we cannot see, so we show it and warn instead of guessing.
+#include "visibility/resolver.h"
+
+#include <algorithm>
+#include <set>
+
+#include "visibility/allocation.h"
+#include "visibility/resolver_text.h"
+
+namespace gpuman::visibility {
+namespace {
+
+using detail::GpuLabel;
+using detail::JoinIndices;
+
+void Warn(VisibilityReport& report, WarningCode code, std::string message) {
+  report.warnings.push_back(Warning{code, std::move(message)});
+}
+
+struct Allocation {
+  std::optional<std::set<int>> gpus;  // nullopt: nothing restricts
+  std::vector<std::string> sources;   // "SLURM_STEP_GPUS=1,2"
+
+  void Restrict(const std::vector<PhysicalIndex>& list, std::string source) {
+    std::set<int> set;
+    for (PhysicalIndex i : list) set.insert(i.value);
+    if (gpus) {
+      std::set<int> both;
+      std::set_intersection(gpus->begin(), gpus->end(), set.begin(), set.end(),
+                            std::inserter(both, both.begin()));
+      set = std::move(both);
+    }
+    gpus = std::move(set);
+    sources.push_back(std::move(source));
+  }
+  bool Allows(PhysicalIndex i) const { return !gpus || gpus->count(i.value) > 0; }
+};
+
+void AddContainerLayer(const Environment& env, const std::vector<model::DeviceSnapshot>& gpus,
+                       VisibilityReport& report, Allocation& allocation) {
+  const auto value = GetVar(env, "NVIDIA_VISIBLE_DEVICES");
+  if (!value) return;
+  const ContainerDevices container = ParseNvidiaVisibleDevices(value, gpus);
+  Layer layer{"container", "NVIDIA_VISIBLE_DEVICES", std::string(*value), ""};
+  switch (container.mode) {
+    case ContainerMode::kUnrestricted:
+      layer.effect = "void/empty: plain runc, the container toolkit restricts nothing";
+      break;
+    case ContainerMode::kAll:
+      layer.effect = "all: every host GPU is injected into the container";
+      break;
+    case ContainerMode::kNone:
+      layer.effect = "none: driver libraries only, no GPU";
+      allocation.Restrict({}, "NVIDIA_VISIBLE_DEVICES=none");
+      break;
+    case ContainerMode::kList:
+      layer.effect = "injects host GPU(s) " + JoinIndices(container.devices) +
+                     "; inside the container they are renumbered from 0";
+      allocation.Restrict(container.devices, "NVIDIA_VISIBLE_DEVICES=" + std::string(*value));
+      break;
+  }
+  for (const std::string& problem : container.problems) {
+    Warn(report, WarningCode::kInvalidEntry,
+         "NVIDIA_VISIBLE_DEVICES " + problem + "; the container runtime would refuse it");
+  }
+  report.layers.push_back(std::move(layer));
+}
+
+void AddSlurmLayer(const Environment& env, const std::vector<model::DeviceSnapshot>& gpus,
+                   VisibilityReport& report, Allocation& allocation) {
+  const auto slurm = ParseSlurmGpus(env, gpus);
+  if (!slurm) return;
+  Layer layer{"slurm", slurm->variable, slurm->value, ""};
+  layer.effect = "allocation: host GPU(s) " + JoinIndices(slurm->devices) +
+                 " (Slurm indices read as NVML indices)";
+  allocation.Restrict(slurm->devices, slurm->variable + "=" + slurm->value);
+  for (const std::string& problem : slurm->problems) {
+    Warn(report, WarningCode::kInvalidEntry, slurm->variable + " " + problem);
+  }
+  report.layers.push_back(std::move(layer));
+}
+
+// The classic mix-up: "CUDA_VISIBLE_DEVICES=0" read as nvidia-smi's GPU 0.
+void WarnIndexMixup(const CudaVisibleDevices& cvd, const std::vector<LexedEntry>& lexed,
+                    const std::vector<model::DeviceSnapshot>& gpus,
+                    const CudaEnumeration& enumeration, VisibilityReport& report) {
+  std::string differences;
+  std::set<std::string> said;  // "0,1,0": explain "0" once
+  for (const EntryDiagnostic& entry : cvd.entries) {
+    if (!entry.device || !said.insert(entry.text).second) continue;
+    const uint64_t n = *lexed[static_cast<size_t>(entry.position)].number;
+    const PhysicalIndex meant{static_cast<int>(n)};
+    if (meant == *entry.device || FindGpu(gpus, meant) == nullptr) continue;
+    if (!differences.empty()) differences += "; ";
+    differences += "\"" + entry.text + "\" is nvidia-smi's " + GpuLabel(gpus, meant) +
+                   " but CUDA " + (enumeration.order_is_estimate ? "probably " : "") +
+                   "gives " + GpuLabel(gpus, *entry.device);
+  }
+  std::string message =
+      "CUDA_VISIBLE_DEVICES uses integer indices, CUDA_DEVICE_ORDER is not PCI_BUS_ID and "
+      "the GPUs are not all the same model, so indices follow CUDA's FASTEST_FIRST order, "
+      "not nvidia-smi's: ";
+  message += differences.empty()
+                 ? "our estimate maps them to the same GPUs, but CUDA's heuristic is "
+                   "undocumented"
+                 : differences;
+  message += ". Set CUDA_DEVICE_ORDER=PCI_BUS_ID or use UUIDs";
+  Warn(report, WarningCode::kIndexWithoutPciBusOrder, std::move(message));
+}
+
+void WarnCvdEntries(const CudaVisibleDevices& cvd, VisibilityReport& report) {
+  if (cvd.truncated_at) {
+    const EntryDiagnostic& bad = cvd.entries[static_cast<size_t>(*cvd.truncated_at)];
+    const size_t dropped = cvd.entries.size() - static_cast<size_t>(*cvd.truncated_at) - 1;
+    Warn(report, WarningCode::kInvalidEntry,
+         "CUDA_VISIBLE_DEVICES is cut at entry " + std::to_string(bad.position + 1) + " \"" +
+             bad.text + "\" (" + bad.reason + "): CUDA ignores it" +
+             (dropped > 0 ? " and the " + std::to_string(dropped) + " entr" +
+                                (dropped == 1 ? "y" : "ies") + " after it"
+                          : std::string()));
+  }
+  if (cvd.duplicate_at) {
+    const EntryDiagnostic& dup = cvd.entries[static_cast<size_t>(*cvd.duplicate_at)];
+    Warn(report, WarningCode::kDuplicateEntry,
+         "CUDA_VISIBLE_DEVICES entry " + std::to_string(dup.position + 1) + " \"" + dup.text +
+             "\" " + dup.reason.substr(0, dup.reason.find(':')) +
+             ": a duplicate makes CUDA expose no GPU at all");
+  }
+  if (cvd.mig_hidden_count > 0) {
+    Warn(report, WarningCode::kMigSingleDevice,
+         "CUDA exposes a single MIG device per process: only the first MIG entry is "
+         "visible, " + std::to_string(cvd.mig_hidden_count) + " more ignored");
+  }
+}
+
+std::string CvdEffect(const CudaVisibleDevices& cvd, const Allocation& allocation,
+                      size_t visible_count) {
+  if (!cvd.is_set) {
+    return allocation.gpus ? "unset: CUDA sees the allocation's GPUs"
+                           : "unset: CUDA sees every GPU";
+  }
+  if (cvd.entries.empty()) return "empty: CUDA sees no GPU (unset would mean all)";
+  std::string effect = std::to_string(visible_count) + " of " +
+                       std::to_string(cvd.entries.size()) + " entr" +
+                       (cvd.entries.size() == 1 ? "y" : "ies") + " visible";
+  if (cvd.truncated_at) {
+    effect += "; list ends at entry " + std::to_string(*cvd.truncated_at + 1);
+  }
+  if (cvd.duplicate_at) {
+    effect += "; entry " + std::to_string(*cvd.duplicate_at + 1) + " is a duplicate";
+  }
+  return effect;
+}
+
+// A listed physical GPU in MIG mode contributes only its first MIG device, and non-MIG
+// GPUs are dropped (the nvitop model of "only single MIG instance enumeration").
+void ApplyMigMode(const std::vector<model::DeviceSnapshot>& gpus,
+                  std::vector<ResolvedDevice>& devices, VisibilityReport& report) {
+  const auto is_mig_gpu = [&gpus](const ResolvedDevice& d) {
+    if (d.is_mig || !d.index) return false;
+    const model::DeviceSnapshot* gpu = FindGpu(gpus, *d.index);
+    return gpu != nullptr && gpu->mig_mode_current.value_or(false);
+  };
+  const auto first = std::find_if(devices.begin(), devices.end(), is_mig_gpu);
+  if (first == devices.end() || std::any_of(devices.begin(), devices.end(),
+                                            [](const ResolvedDevice& d) { return d.is_mig; })) {
+    return;
+  }
+  ResolvedDevice kept = *first;
+  kept.is_mig = true;
+  std::vector<PhysicalIndex> dropped;
+  for (const ResolvedDevice& d : devices) {
+    if (d.index && d.index != kept.index) dropped.push_back(*d.index);
+  }
+  devices = {kept};
+  std::string message = GpuLabel(gpus, *kept.index) +
+                        " has MIG enabled: CUDA exposes only its first MIG device";
+  if (!dropped.empty()) message += "; GPU(s) " + JoinIndices(dropped) + " are not visible";
+  Warn(report, WarningCode::kMigSingleDevice, std::move(message));
+}
+
+}  // namespace
+
+const char* WarningCodeName(WarningCode code) {
+  switch (code) {
+    case WarningCode::kInvalidEntry: return "invalid_entry";
+    case WarningCode::kDuplicateEntry: return "duplicate_entry";
+    case WarningCode::kIndexWithoutPciBusOrder: return "index_without_pci_bus_order";
+    case WarningCode::kOutsideAllocation: return "outside_allocation";
+    case WarningCode::kUnknownDeviceOrder: return "unknown_device_order";
+    case WarningCode::kNothingVisible: return "nothing_visible";
+    case WarningCode::kUnhealthyGpu: return "unhealthy_gpu";
+    case WarningCode::kMigSingleDevice: return "mig_single_device";
+    case WarningCode::kLeasedToOther: return "leased_to_other";
+    case WarningCode::kNoDriver: return "no_driver";
+  }
+  return "invalid_entry";
+}
+
+bool VisibilityReport::HasWarning(WarningCode code) const {
+  return std::any_of(warnings.begin(), warnings.end(),
+                     [code](const Warning& w) { return w.code == code; });
+}
+
+VisibilityReport Resolve(const Environment& env, const std::vector<model::DeviceSnapshot>& gpus,
+                         const ResolveOptions& options) {
+  VisibilityReport report;
+  report.gpu_count = static_cast<int>(gpus.size());
+  Allocation allocation;
+  AddContainerLayer(env, gpus, report, allocation);
+  AddSlurmLayer(env, gpus, report, allocation);
+
+  // CUDA_DEVICE_ORDER.
+  const auto order_value = GetVar(env, "CUDA_DEVICE_ORDER");
+  const DeviceOrderSetting order = ParseDeviceOrder(order_value);
+  const CudaEnumeration enumeration = EnumerateCuda(gpus, order.order);
+  report.device_order = order.order;
+  report.layers.push_back(Layer{"device_order", "CUDA_DEVICE_ORDER",
+                                order_value ? std::optional<std::string>(*order_value)
+                                            : std::nullopt,
+                                detail::OrderEffect(order, enumeration, gpus)});
+  if (!order.is_recognized) {
+    Warn(report, WarningCode::kUnknownDeviceOrder,
+         "CUDA_DEVICE_ORDER=\"" + std::string(*order_value) +
+             "\" is not PCI_BUS_ID or FASTEST_FIRST; CUDA uses FASTEST_FIRST");
+  }
+
+  // CUDA_VISIBLE_DEVICES.
+  const auto cvd_value = GetVar(env, "CUDA_VISIBLE_DEVICES");
+  const CudaVisibleDevices cvd = ParseCudaVisibleDevices(cvd_value, gpus, enumeration.order);
+  report.entries = cvd.entries;
+  std::vector<ResolvedDevice> devices;
+  for (const ResolvedDevice& d : cvd.devices) {
+    // Unset: CUDA sees what the allocation let through, in enumeration order.
+    if (cvd.is_set || allocation.Allows(*d.index)) devices.push_back(d);
+  }
+  WarnCvdEntries(cvd, report);
+  ApplyMigMode(gpus, devices, report);
+  report.layers.push_back(Layer{"visible_devices", "CUDA_VISIBLE_DEVICES",
+                                cvd_value ? std::optional<std::string>(*cvd_value) : std::nullopt,
+                                CvdEffect(cvd, allocation, devices.size())});
+
+  const bool uses_indices = cvd.is_set && cvd.kind == EntryKind::kIndex;
+  const bool any_on_mixup = std::any_of(cvd.entries.begin(), cvd.entries.end(),
+                                        [](const EntryDiagnostic& e) { return e.device; });
+  if (uses_indices && order.order != DeviceOrder::kPciBusId && !IsHomogeneous(gpus) &&
+      any_on_mixup) {
+    WarnIndexMixup(cvd, LexCudaVisibleDevices(*cvd_value), gpus, enumeration, report);
+  }
+
+  // The visible list, with per-GPU checks.
+  report.order_is_estimate = enumeration.order_is_estimate && !devices.empty() &&
+                             (!cvd.is_set || uses_indices);
+  std::vector<PhysicalIndex> outside;
+  for (size_t k = 0; k < devices.size(); ++k) {
+    const ResolvedDevice& d = devices[k];
+    VisibleDevice v;
+    v.cuda_index = VisibleOrdinal{static_cast<int>(k)};
+    v.index = d.index;
+    if (d.is_mig) v.mig = d.entry.starts_with("MIG-") ? d.entry : "first MIG device";
+    const model::DeviceSnapshot* gpu = d.index ? FindGpu(gpus, *d.index) : nullptr;
+    if (gpu != nullptr) {
+      v.uuid = gpu->uuid;
+      v.name = gpu->name;
+      v.is_healthy = gpu->is_healthy;
+      v.is_outside_allocation = !allocation.Allows(*d.index);
+      if (v.is_outside_allocation) outside.push_back(*d.index);
+      if (!gpu->is_healthy) {
+        std::string problems;
+        for (const std::string& p : gpu->health_problems) problems += (problems.empty() ? "" : "; ") + p;
+        Warn(report, WarningCode::kUnhealthyGpu,
+             "cuda:" + std::to_string(k) + " is " + GpuLabel(gpus, *d.index) +
+                 ", which is unhealthy" + (problems.empty() ? "" : ": " + problems));
+      }
+      for (const model::Lease& lease : options.leases) {
+        const bool holds = std::find(lease.gpu_uuids.begin(), lease.gpu_uuids.end(),
+                                     gpu->uuid.value_or("")) != lease.gpu_uuids.end();
+        if (!gpu->uuid || !holds || (options.current_uid && lease.uid == *options.current_uid)) {
+          continue;
+        }
+        v.leased_to_uids.push_back(lease.uid);
+        Warn(report, WarningCode::kLeasedToOther,
+             "cuda:" + std::to_string(k) + " is " + GpuLabel(gpus, *d.index) +
+                 ", leased to " + (lease.user.empty() ? "uid" : lease.user + " (uid") + " " +
+                 std::to_string(lease.uid) + (lease.user.empty() ? "" : ")") + ", lease " +
+                 std::to_string(lease.id) +
+                 (lease.command.empty() ? std::string() : ": " + lease.command));
+      }
+    }
+    report.visible.push_back(std::move(v));
+  }
+  if (!outside.empty()) {
+    std::string sources;
+    for (const std::string& s : allocation.sources) sources += (sources.empty() ? "" : ", ") + s;
+    std::string message = "CUDA_VISIBLE_DEVICES names GPU(s) " + JoinIndices(outside) +
+                          " outside the allocation (" + sources + ")";
+    if (uses_indices) {
+      message += "; if the job is device-constrained (Slurm ConstrainDevices=yes) or in a "
+                 "container, its indices restart at 0 and this may be intended; this report "
+                 "uses host numbering";
+    }
+    Warn(report, WarningCode::kOutsideAllocation, std::move(message));
+  }
+  if (report.visible.empty()) {
+    std::string why = gpus.empty() ? "this machine has no GPUs"
+                      : (cvd.is_set ? "see CUDA_VISIBLE_DEVICES=\"" + std::string(*cvd_value) + "\""
+                                    : "the allocation is empty");
+    Warn(report, WarningCode::kNothingVisible, "CUDA will see no GPU: " + why);
+  }
+  report.allowed_uuids = AllowedGpus(env, gpus);
+  return report;
+}
+
+}  // namespace gpuman::visibility

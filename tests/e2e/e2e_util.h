@@ -1,0 +1,58 @@
+// Shared helpers for end-to-end tests: run the real gpuman with a clean GPU-related
+// environment (no config file, no simulate, a private state dir) and small file helpers.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "support/subprocess.h"
+#include "support/temp_dir.h"
+
+namespace gpuman::e2e {
+
+inline const std::string kGpuman = GPUMAN_TEST_BINARY;
+inline const std::string kScenarios = GPUMAN_TEST_SCENARIO_DIR;
+
+/// The environment every test starts from: nothing GPU-related inherited.
+inline std::map<std::string, std::string> CleanEnv(const std::string& state_dir) {
+  static testing::TempDir empty_config_home;
+  return {
+      {"GPUMAN_SIMULATE", ""},        {"GPUMAN_NVML_LIBRARY", ""},   {"GPUMAN_CONFIG", ""},
+      {"GPUMAN_FAKE_NVML_SCENARIO", ""}, {"XDG_CONFIG_HOME", empty_config_home.path()},
+      {"NO_COLOR", ""},               {"COLUMNS", ""},               {"GPUMAN_STATE_DIR", state_dir},
+      {"CUDA_VISIBLE_DEVICES", ""},   {"CUDA_DEVICE_ORDER", ""},     {"NVIDIA_VISIBLE_DEVICES", ""},
+      {"SLURM_JOB_GPUS", ""},         {"SLURM_STEP_GPUS", ""},       {"GPUMAN_LEASE_ID", ""},
+  };
+}
+
+inline testing::RunResult RunGpuman(const std::string& state_dir, std::vector<std::string> args,
+                                    const std::map<std::string, std::string>& env = {}) {
+  auto base = CleanEnv(state_dir);
+  for (const auto& [k, v] : env) base[k] = v;
+  args.insert(args.begin(), kGpuman);
+  return testing::Run(args, base);
+}
+
+inline std::string Slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+/// A copy of a shipped scenario with every process removed (all GPUs idle).
+inline std::string IdleScenario(const testing::TempDir& dir, const std::string& name) {
+  std::ifstream in(kScenarios + "/" + name + ".json");
+  nlohmann::json s = nlohmann::json::parse(in);
+  for (auto& g : s["gpus"]) g["processes"] = nlohmann::json::array();
+  return dir.Write(name + "-idle.json", s.dump(2));
+}
+
+}  // namespace gpuman::e2e

@@ -1,0 +1,258 @@
+// End-to-end tests of select, run, leases, release, topo and explain: the real binary,
+// the stand-in NVML, a private state directory per test.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <thread>
+
+#include "e2e/e2e_util.h"
+
+namespace gpuman::e2e {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+
+class RunE2E : public ::testing::Test {
+ protected:
+  testing::RunResult Gpuman(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+    return RunGpuman(state_.path(), std::move(args), env);
+  }
+  json Leases() {
+    auto r = Gpuman({"--simulate", "a100-4", "leases", "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return json::parse(r.out)["leases"];
+  }
+  // Starts gpuman in the background (for jobs that must overlap); returns its pid.
+  pid_t Spawn(std::vector<std::string> args) {
+    auto env = CleanEnv(state_.path());
+    pid_t pid = fork();
+    if (pid == 0) {
+      for (const auto& [k, v] : env) {
+        if (v.empty()) unsetenv(k.c_str());
+        else setenv(k.c_str(), v.c_str(), 1);
+      }
+      args.insert(args.begin(), kGpuman);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    return pid;
+  }
+  bool WaitFor(const std::function<bool()>& cond, int ms = 10000) {
+    for (int waited = 0; waited < ms; waited += 50) {
+      if (cond()) return true;
+      usleep(50 * 1000);
+    }
+    return cond();
+  }
+  TempDir state_;
+  TempDir work_;
+};
+
+TEST_F(RunE2E, RunGivesUuidsAndPropagatesExitCodes) {
+  std::string out = work_.Join("env");
+  auto r = Gpuman({"--simulate", "a100-4", "run", "-n", "2", "--", "sh", "-c",
+                   "echo \"$CUDA_VISIBLE_DEVICES|$CUDA_DEVICE_ORDER|$NVIDIA_VISIBLE_DEVICES|$GPUMAN_LEASE_ID\" > \"$1\"; exit 7",
+                   "sh", out});
+  EXPECT_EQ(r.exit_code, 7) << r.err;
+  std::string env = Slurp(out);
+  // a100-4: GPU 1 is busy with foreign processes, so the free NVLink pair is 2,3.
+  EXPECT_EQ(env, "GPU-b7e6d5c4-3b2a-4190-8f7e-6d5c4b3a2918,GPU-0a1b2c3d-4e5f-4a6b-9c7d-8e9f0a1b2c3d|PCI_BUS_ID|"
+                 "GPU-b7e6d5c4-3b2a-4190-8f7e-6d5c4b3a2918,GPU-0a1b2c3d-4e5f-4a6b-9c7d-8e9f0a1b2c3d|1\n");
+  EXPECT_TRUE(Leases().empty()) << "the lease ends with the job";
+
+  auto killed = Gpuman({"--simulate", "a100-4", "run", "--", "sh", "-c", "kill -TERM $$"});
+  EXPECT_EQ(killed.exit_code, 128 + SIGTERM);
+}
+
+TEST_F(RunE2E, IndexModeGivesPciOrderedIndices) {
+  std::string out = work_.Join("env");
+  auto r = Gpuman({"--simulate", "a100-4", "run", "-n", "2", "--index", "--", "sh", "-c",
+                   "echo \"$CUDA_VISIBLE_DEVICES|$CUDA_DEVICE_ORDER\" > \"$1\"", "sh", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Slurp(out), "2,3|PCI_BUS_ID\n");
+}
+
+TEST_F(RunE2E, MissingCommandIs127AndReleases) {
+  auto r = Gpuman({"--simulate", "a100-4", "run", "--", "/nonexistent/cmd"});
+  EXPECT_EQ(r.exit_code, 127);
+  EXPECT_NE(r.err.find("no such file or directory"), std::string::npos) << r.err;
+  EXPECT_TRUE(Leases().empty());
+  auto none = Gpuman({"--simulate", "a100-4", "run"});
+  EXPECT_EQ(none.exit_code, 2);
+}
+
+TEST_F(RunE2E, SelectFormats) {
+  struct Case {
+    std::vector<std::string> extra;
+    std::string want;
+  } cases[] = {
+      {{"--format", "index"}, "2,3\n"},
+      {{}, "GPU-b7e6d5c4-3b2a-4190-8f7e-6d5c4b3a2918,GPU-0a1b2c3d-4e5f-4a6b-9c7d-8e9f0a1b2c3d\n"},
+      {{"--format", "docker"}, "--gpus '\"device=GPU-b7e6d5c4-3b2a-4190-8f7e-6d5c4b3a2918,GPU-0a1b2c3d-4e5f-4a6b-9c7d-8e9f0a1b2c3d\"'\n"},
+      {{"--format", "env"}, "export CUDA_VISIBLE_DEVICES=GPU-b7e6d5c4-3b2a-4190-8f7e-6d5c4b3a2918,GPU-0a1b2c3d-4e5f-4a6b-9c7d-8e9f0a1b2c3d\nexport CUDA_DEVICE_ORDER=PCI_BUS_ID\n"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args = {"--simulate", "a100-4", "select", "-n", "2"};
+    args.insert(args.end(), c.extra.begin(), c.extra.end());
+    auto r = Gpuman(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, c.want);
+  }
+  auto j = Gpuman({"--simulate", "a100-4", "select", "-n", "2", "--format", "json"});
+  json doc = json::parse(j.out);
+  EXPECT_EQ(doc["gpus"].size(), 2u);
+  EXPECT_EQ(doc["gpus"][0]["index"], 2);
+  EXPECT_EQ(doc["placement"].get<std::string>().find("NVLink"), 0u) << doc["placement"];
+  EXPECT_TRUE(doc["lease_id"].is_null());
+  EXPECT_TRUE(Leases().empty()) << "select without --lease leases nothing";
+
+  auto busy = Gpuman({"--simulate", "a100-4", "select", "-n", "4"});
+  EXPECT_EQ(busy.exit_code, 4);
+  EXPECT_NE(busy.err.find("foreign processes"), std::string::npos) << busy.err;
+  auto impossible = Gpuman({"--simulate", "a100-4", "select", "-n", "5"});
+  EXPECT_EQ(impossible.exit_code, 4);
+  auto shared = Gpuman({"--simulate", "a100-4", "select", "-n", "4", "--allow-shared", "--format", "index"});
+  EXPECT_EQ(shared.out, "0,1,2,3\n");
+  auto filtered = Gpuman({"--simulate", "workstation-mixed", "select", "--model", "4090", "--format", "index", "--allow-shared"});
+  EXPECT_EQ(filtered.exit_code, 0) << filtered.err;
+  EXPECT_EQ(filtered.out, "1\n");
+  auto bad = Gpuman({"--simulate", "a100-4", "select", "--min-free-memory", "lots"});
+  EXPECT_EQ(bad.exit_code, 2);
+}
+
+TEST_F(RunE2E, SelectLeaseLivesWithTheCallerAndCanBeReleased) {
+  // Our test process is gpuman's parent: the lease lives as long as we do.
+  auto r = Gpuman({"--simulate", "a100-4", "select", "--lease", "--format", "env"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("export GPUMAN_LEASE_ID=1"), std::string::npos) << r.out;
+  json leases = Leases();
+  ASSERT_EQ(leases.size(), 1u);
+  EXPECT_EQ(leases[0]["kind"], "select");
+  EXPECT_EQ(leases[0]["processes"][0]["pid"], getpid());
+  // The leased GPU is not handed out again.
+  auto again = Gpuman({"--simulate", "a100-4", "select", "-n", "3"});
+  EXPECT_EQ(again.exit_code, 4) << again.out;
+  auto rel = Gpuman({"--simulate", "a100-4", "release", "1"});
+  EXPECT_EQ(rel.exit_code, 0) << rel.err;
+  EXPECT_TRUE(Leases().empty());
+  auto unknown = Gpuman({"--simulate", "a100-4", "release", "99"});
+  EXPECT_EQ(unknown.exit_code, 2);
+}
+
+TEST_F(RunE2E, LeaseOfAShellThatExitedIsReclaimed) {
+  auto r = testing::Run({"/bin/sh", "-c", kGpuman + " --simulate a100-4 select --lease >/dev/null"},
+                        CleanEnv(state_.path()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(Leases().empty()) << "the shell that held it is gone";
+}
+
+TEST_F(RunE2E, SecondRunWaitsForTheFirst) {
+  pid_t first = Spawn({"--simulate", "a100-4", "run", "-n", "3", "--", "sleep", "1.5"});
+  ASSERT_TRUE(WaitFor([&] { return Leases().size() == 1; }));
+  auto no_wait = Gpuman({"--simulate", "a100-4", "run", "-n", "2", "--", "true"});
+  EXPECT_EQ(no_wait.exit_code, 4);
+  EXPECT_NE(no_wait.err.find("leased"), std::string::npos) << no_wait.err;
+
+  auto started = std::chrono::steady_clock::now();
+  auto waited = Gpuman({"--simulate", "a100-4", "run", "-n", "2", "--wait", "20s", "--", "true"});
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  EXPECT_EQ(waited.exit_code, 0) << waited.err;
+  EXPECT_NE(waited.err.find("waiting for 2 GPU(s)"), std::string::npos) << waited.err;
+  EXPECT_GT(seconds, 0.5);
+  int status = 0;
+  waitpid(first, &status, 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+
+  auto gave_up = Gpuman({"--simulate", "a100-4", "run", "-n", "4", "--wait", "1s", "--", "true"});
+  EXPECT_EQ(gave_up.exit_code, 4);
+  EXPECT_NE(gave_up.err.find("gave up after"), std::string::npos) << gave_up.err;
+}
+
+// kill -9 of the runner: the job goes on and keeps its lease; when the job ends the lease
+// is reclaimed on the next look. Never a job without a lease, never a lease without a job.
+TEST_F(RunE2E, KillNineOfTheRunner) {
+  std::string pidfile = work_.Join("job.pid");
+  pid_t runner = Spawn({"--simulate", "a100-4", "run", "--gpus", "0", "--", "sh", "-c",
+                        "echo $$ > \"$1\"; exec sleep 30", "sh", pidfile});
+  ASSERT_TRUE(WaitFor([&] { return !Slurp(pidfile).empty(); }));
+  pid_t job = std::stoi(Slurp(pidfile));
+  kill(runner, SIGKILL);
+  int status = 0;
+  waitpid(runner, &status, 0);
+  usleep(100 * 1000);
+  EXPECT_EQ(kill(job, 0), 0) << "the job survives its runner";
+  json leases = Leases();
+  ASSERT_EQ(leases.size(), 1u) << "the running job still holds its lease";
+  auto taken = Gpuman({"--simulate", "a100-4", "run", "--gpus", "0", "--", "true"});
+  EXPECT_EQ(taken.exit_code, 4) << "GPU 0 is still leased";
+
+  kill(job, SIGKILL);
+  ASSERT_TRUE(WaitFor([&] { return kill(job, 0) != 0 || Slurp("/proc/" + std::to_string(job) + "/stat").find(") Z") != std::string::npos; }));
+  ASSERT_TRUE(WaitFor([&] { return Leases().empty(); }, 3000)) << "a lease without a job is reclaimed";
+  auto free_again = Gpuman({"--simulate", "a100-4", "run", "--gpus", "0", "--", "true"});
+  EXPECT_EQ(free_again.exit_code, 0) << free_again.err;
+}
+
+TEST_F(RunE2E, StaysInsideTheEnclosingAllocation) {
+  std::string out = work_.Join("env");
+  auto r = Gpuman({"--simulate", "a100-4", "run", "--", "sh", "-c", "echo $CUDA_VISIBLE_DEVICES > \"$1\"", "sh", out},
+                  {{"CUDA_VISIBLE_DEVICES", "GPU-0a1b2c3d"}});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(Slurp(out), "GPU-0a1b2c3d-4e5f-4a6b-9c7d-8e9f0a1b2c3d\n");
+  auto slurm = Gpuman({"--simulate", "a100-4", "select", "-n", "2", "--format", "index"}, {{"SLURM_JOB_GPUS", "0,2"}});
+  EXPECT_EQ(slurm.exit_code, 0) << slurm.err;
+  EXPECT_EQ(slurm.out, "0,2\n");
+  auto too_many = Gpuman({"--simulate", "a100-4", "select", "-n", "3"}, {{"SLURM_JOB_GPUS", "0,2"}});
+  EXPECT_EQ(too_many.exit_code, 4);
+}
+
+TEST_F(RunE2E, TopoMatrix) {
+  auto r = Gpuman({"--simulate", "a100-4", "topo", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json doc = json::parse(r.out);
+  EXPECT_EQ(doc["matrix"][0][0], "X");
+  EXPECT_EQ(doc["matrix"][0][1], "NV12");
+  EXPECT_EQ(doc["matrix"][0][2], "SYS");
+  EXPECT_EQ(doc["matrix"][2][3], "NV12");
+  EXPECT_EQ(doc["gpus"][2]["numa_node"], 1);
+  auto ws = Gpuman({"--simulate", "workstation-mixed", "topo", "--json"});
+  ASSERT_EQ(ws.exit_code, 0);
+  for (const auto& pair : json::parse(ws.out)["pairs"]) {
+    EXPECT_EQ(pair["nvlinks"], 0) << "no NVLink on the workstation";
+  }
+  auto text = Gpuman({"--simulate", "a100-4", "topo"});
+  EXPECT_NE(text.out.find("GPU0   X     NV12  SYS   SYS"), std::string::npos) << text.out;
+}
+
+TEST_F(RunE2E, ExplainTheClassicMixUp) {
+  auto r = Gpuman({"--simulate", "workstation-mixed", "explain", "--json", "--env", "CUDA_VISIBLE_DEVICES=0"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json doc = json::parse(r.out);
+  EXPECT_EQ(doc["schema_version"], 1);
+  ASSERT_EQ(doc["visible"].size(), 1u);
+  bool mixup = false;
+  for (const auto& w : doc["warnings"]) mixup = mixup || w["code"] == "index_without_pci_bus_order";
+  EXPECT_TRUE(mixup) << doc.dump(2);
+
+  auto truncated = Gpuman({"--simulate", "a100-4", "explain", "--json", "--env",
+                           "CUDA_VISIBLE_DEVICES=0,2,-1,1 CUDA_DEVICE_ORDER=PCI_BUS_ID"});
+  json t = json::parse(truncated.out);
+  ASSERT_EQ(t["visible"].size(), 2u);
+  EXPECT_EQ(t["visible"][1]["index"], 2);
+  EXPECT_EQ(t["visible"][1]["cuda_index"], 1);
+
+  auto no_driver = Gpuman({"explain"}, {{"GPUMAN_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"}});
+  EXPECT_EQ(no_driver.exit_code, 0);
+  EXPECT_NE(no_driver.out.find("libnvidia-ml"), std::string::npos) << no_driver.out;
+  auto bad = Gpuman({"--simulate", "a100-4", "explain", "--env", "garbage"});
+  EXPECT_EQ(bad.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace gpuman::e2e

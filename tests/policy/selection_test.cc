@@ -1,0 +1,681 @@
+#include "policy/selection.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace gpuman::policy {
+namespace {
+
+using model::DeviceSnapshot;
+using model::Lease;
+using model::MachineSnapshot;
+using model::PcieLevel;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+std::string Uuid(int index) { return "GPU-" + std::to_string(index); }
+
+DeviceSnapshot Gpu(int index, const std::string& name, const std::string& cc,
+                   int64_t memory_gib, int numa) {
+  DeviceSnapshot gpu;
+  gpu.index = index;
+  gpu.uuid = Uuid(index);
+  gpu.name = name;
+  gpu.compute_capability = cc;
+  gpu.memory_total_bytes = memory_gib * kGiB;
+  gpu.memory_used_bytes = 0;
+  gpu.memory_free_bytes = memory_gib * kGiB;
+  gpu.gpu_utilization_percent = 0;
+  gpu.numa_node = numa;
+  return gpu;
+}
+
+// A topology from two functions of the pair (a < b).
+model::Topology MakeTopology(int n, const std::function<int(int, int)>& links,
+                             const std::function<PcieLevel(int, int)>& pcie) {
+  model::Topology t;
+  t.nvlinks.assign(n, std::vector<int>(n, 0));
+  t.pcie.assign(n, std::vector<PcieLevel>(n, PcieLevel::kSelf));
+  for (int a = 0; a < n; ++a) {
+    for (int b = a + 1; b < n; ++b) {
+      t.nvlinks[a][b] = t.nvlinks[b][a] = links(a, b);
+      t.pcie[a][b] = t.pcie[b][a] = pcie(a, b);
+    }
+  }
+  return t;
+}
+
+// 4 x A100: NVLink pairs 0-1 and 2-3 (NV12), pairs behind PCIe switches (PXB), NUMA 0/1.
+MachineSnapshot FourA100() {
+  MachineSnapshot snap;
+  for (int i = 0; i < 4; ++i) {
+    snap.gpus.push_back(Gpu(i, "NVIDIA A100-SXM4-80GB", "8.0", 80, i / 2));
+  }
+  snap.topology = MakeTopology(
+      4, [](int a, int b) { return a / 2 == b / 2 ? 12 : 0; },
+      [](int a, int b) {
+        return a / 2 == b / 2 ? PcieLevel::kMultipleSwitch : PcieLevel::kSystem;
+      });
+  return snap;
+}
+
+// 8 x H100 on NVSwitch: every pair NV18; GPUs 0-3 on NUMA 0, 4-7 on NUMA 1.
+MachineSnapshot EightH100() {
+  MachineSnapshot snap;
+  for (int i = 0; i < 8; ++i) snap.gpus.push_back(Gpu(i, "NVIDIA H100 80GB HBM3", "9.0", 80, i / 4));
+  snap.topology = MakeTopology(
+      8, [](int, int) { return 18; },
+      [](int a, int b) { return a / 4 == b / 4 ? PcieLevel::kNumaNode : PcieLevel::kSystem; });
+  return snap;
+}
+
+// A workstation of mixed cards without NVLink: 0-1 and 2-3 share a PCIe switch, all
+// four share one host bridge.
+MachineSnapshot Workstation() {
+  MachineSnapshot snap;
+  snap.gpus.push_back(Gpu(0, "NVIDIA GeForce RTX 4090", "8.9", 24, 0));
+  snap.gpus.push_back(Gpu(1, "NVIDIA RTX A6000", "8.6", 48, 0));
+  snap.gpus.push_back(Gpu(2, "NVIDIA GeForce RTX 3090", "8.6", 24, 0));
+  snap.gpus.push_back(Gpu(3, "Tesla T4", "7.5", 16, 0));
+  snap.topology = MakeTopology(
+      4, [](int, int) { return 0; },
+      [](int a, int b) {
+        return a / 2 == b / 2 ? PcieLevel::kSingleSwitch : PcieLevel::kHostBridge;
+      });
+  return snap;
+}
+
+// No topology matrix: only NUMA nodes (0, 1, 0, 1).
+MachineSnapshot NoTopology() {
+  MachineSnapshot snap;
+  for (int i = 0; i < 4; ++i) snap.gpus.push_back(Gpu(i, "NVIDIA L4", "8.9", 24, i % 2));
+  return snap;
+}
+
+// 512 GPUs: 64 NVSwitch groups of 8 (NV18); inside a group pairs share a switch (PIX),
+// the rest of the group is PXB; groups 0-31 are NUMA 0, 32-63 NUMA 1.
+MachineSnapshot Synthetic512() {
+  MachineSnapshot snap;
+  for (int i = 0; i < 512; ++i) snap.gpus.push_back(Gpu(i, "NVIDIA H100", "9.0", 80, i / 256));
+  snap.topology = MakeTopology(
+      512, [](int a, int b) { return a / 8 == b / 8 ? 18 : 0; },
+      [](int a, int b) {
+        if (a / 2 == b / 2) return PcieLevel::kSingleSwitch;
+        if (a / 8 == b / 8) return PcieLevel::kMultipleSwitch;
+        if (a / 256 == b / 256) return PcieLevel::kNumaNode;
+        return PcieLevel::kSystem;
+      });
+  return snap;
+}
+
+Lease MakeLease(int64_t id, const std::string& user, std::vector<int> gpus,
+                std::vector<int32_t> pids = {}) {
+  Lease lease;
+  lease.id = id;
+  lease.user = user;
+  lease.uid = 1000 + static_cast<uint32_t>(id);
+  for (int g : gpus) lease.gpu_uuids.push_back(Uuid(g));
+  for (int32_t pid : pids) lease.processes.push_back({pid, 1});
+  return lease;
+}
+
+void AddProcess(MachineSnapshot& snap, int gpu, uint32_t pid, const char* user = nullptr) {
+  model::GpuProcess process;
+  process.pid = pid;
+  if (user) process.user = user;
+  snap.gpus[gpu].processes.push_back(process);
+}
+
+SelectionRequest Count(int n) {
+  SelectionRequest req;
+  req.count = n;
+  return req;
+}
+
+// Selected indices, or a failure that prints the error.
+std::vector<int> Pick(const MachineSnapshot& snap, const std::vector<Lease>& leases,
+                      const SelectionRequest& req) {
+  Result<Selection> r = Select(snap, leases, req);
+  if (!r) {
+    ADD_FAILURE() << "select failed: " << r.error().message;
+    return {};
+  }
+  return r->indices;
+}
+
+// ---------------------------------------------------------------------------
+// Filters: one row per filter, with the reason a verdict gives.
+
+struct FilterCase {
+  const char* name;
+  std::function<void(MachineSnapshot&, std::vector<Lease>&, SelectionRequest&)> setup;
+  int gpu;  // the GPU whose verdict is checked (on the workstation)
+  std::vector<std::string> reasons;  // empty = eligible
+};
+
+TEST(SelectionFilterTest, EachFilterGivesItsReason) {
+  const FilterCase kCases[] = {
+      {"no filter", [](auto&, auto&, auto&) {}, 0, {}},
+      {"model matches case-insensitively",
+       [](auto&, auto&, auto& req) { req.model = "rtx 40"; }, 0, {}},
+      {"model mismatch", [](auto&, auto&, auto& req) { req.model = "a6000"; }, 0,
+       {"\"NVIDIA GeForce RTX 4090\" does not match model \"a6000\""}},
+      {"model with unknown name",
+       [](auto& snap, auto&, auto& req) {
+         snap.gpus[0].name.reset();
+         req.model = "4090";
+       },
+       0, {"name unknown, cannot match model \"4090\""}},
+      {"compute capability enough",
+       [](auto&, auto&, auto& req) { req.min_compute_capability = "8.6"; }, 1, {}},
+      {"compute capability too low",
+       [](auto&, auto&, auto& req) { req.min_compute_capability = "8.0"; }, 3,
+       {"compute capability 7.5 < 8.0"}},
+      {"compute capability compared numerically, 7.5 < 7.10",
+       [](auto&, auto&, auto& req) { req.min_compute_capability = "7.10"; }, 3,
+       {"compute capability 7.5 < 7.10"}},
+      {"compute capability unknown",
+       [](auto& snap, auto&, auto& req) {
+         snap.gpus[0].compute_capability.reset();
+         req.min_compute_capability = "8";
+       },
+       0, {"compute capability unknown"}},
+      {"free memory too low",
+       [](auto& snap, auto&, auto& req) {
+         snap.gpus[1].memory_free_bytes = 10 * kGiB;
+         req.min_free_memory_bytes = 20 * kGiB;
+       },
+       1, {"free memory 10 GiB < 20 GiB"}},
+      {"free memory unknown",
+       [](auto& snap, auto&, auto& req) {
+         snap.gpus[1].memory_free_bytes.reset();
+         req.min_free_memory_bytes = 20 * kGiB;
+       },
+       1, {"free memory unknown"}},
+      {"total memory too small",
+       [](auto&, auto&, auto& req) { req.min_free_memory_bytes = 20 * kGiB; }, 3,
+       {"total memory 16 GiB < 20 GiB"}},
+      {"utilization too high",
+       [](auto& snap, auto&, auto& req) {
+         snap.gpus[2].gpu_utilization_percent = 97;
+         req.max_utilization_percent = 50;
+       },
+       2, {"utilization 97% > 50%"}},
+      {"utilization at the bound",
+       [](auto& snap, auto&, auto& req) {
+         snap.gpus[2].gpu_utilization_percent = 50;
+         req.max_utilization_percent = 50;
+       },
+       2, {}},
+      {"utilization unknown",
+       [](auto& snap, auto&, auto& req) {
+         snap.gpus[2].gpu_utilization_percent.reset();
+         req.max_utilization_percent = 50;
+       },
+       2, {"utilization unknown"}},
+      {"excluded", [](auto&, auto&, auto& req) { req.exclude = {Uuid(2)}; }, 2, {"excluded"}},
+      {"not in --gpus",
+       [](auto&, auto&, auto& req) { req.gpus = std::vector<std::string>{Uuid(1)}; }, 2,
+       {"not among the requested GPUs"}},
+      {"in --gpus",
+       [](auto&, auto&, auto& req) { req.gpus = std::vector<std::string>{Uuid(1)}; }, 1, {}},
+      {"outside the enclosing allocation",
+       [](auto&, auto&, auto& req) {
+         req.allowed = std::vector<std::string>{Uuid(0), "GPU-elsewhere"};
+       },
+       1, {"outside the enclosing allocation"}},
+      {"unhealthy",
+       [](auto& snap, auto&, auto&) {
+         snap.gpus[1].is_healthy = false;
+         snap.gpus[1].health_problems = {"gpu is lost"};
+       },
+       1, {"unhealthy: gpu is lost"}},
+      {"uuid unknown", [](auto& snap, auto&, auto&) { snap.gpus[1].uuid.reset(); }, 1,
+       {"uuid unknown"}},
+      {"leased", [](auto&, auto& leases, auto&) { leases.push_back(MakeLease(12, "bob", {1})); },
+       1, {"leased to bob (lease 12)"}},
+      {"leased by a user without a name",
+       [](auto&, auto& leases, auto&) { leases.push_back(MakeLease(7, "", {1})); }, 1,
+       {"leased to uid 1007 (lease 7)"}},
+      {"foreign processes",
+       [](auto& snap, auto&, auto&) {
+         AddProcess(snap, 0, 4242, "alice");
+         AddProcess(snap, 0, 4243);
+       },
+       0, {"2 foreign processes: pid 4242 (alice), pid 4243"}},
+      {"foreign processes allowed with allow_shared",
+       [](auto& snap, auto&, auto& req) {
+         AddProcess(snap, 0, 4242, "alice");
+         req.allow_shared = true;
+       },
+       0, {}},
+      {"allow_shared does not override a lease",
+       [](auto& snap, auto& leases, auto& req) {
+         AddProcess(snap, 0, 4242, "alice");
+         leases.push_back(MakeLease(3, "alice", {0}));
+         req.allow_shared = true;
+       },
+       0, {"leased to alice (lease 3)"}},
+      {"several reasons, permanent ones first",
+       [](auto& snap, auto& leases, auto& req) {
+         snap.gpus[3].gpu_utilization_percent = 80;
+         leases.push_back(MakeLease(5, "carol", {3}));
+         req.max_utilization_percent = 10;
+         req.model = "rtx";
+       },
+       3,
+       {"\"Tesla T4\" does not match model \"rtx\"", "leased to carol (lease 5)",
+        "utilization 80% > 10%"}},
+  };
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(c.name);
+    MachineSnapshot snap = Workstation();
+    std::vector<Lease> leases;
+    SelectionRequest req;
+    c.setup(snap, leases, req);
+    Result<std::vector<GpuVerdict>> verdicts = EvaluateGpus(snap, leases, req);
+    ASSERT_TRUE(verdicts.has_value()) << verdicts.error().message;
+    ASSERT_EQ(verdicts->size(), 4u);
+    const GpuVerdict& v = (*verdicts)[c.gpu];
+    EXPECT_EQ(v.index, c.gpu);
+    EXPECT_EQ(v.reasons, c.reasons);
+    EXPECT_EQ(v.eligible, c.reasons.empty());
+  }
+}
+
+TEST(SelectionFilterTest, VerdictsListEveryGpuAlsoOnSuccess) {
+  MachineSnapshot snap = FourA100();
+  snap.gpus[3].uuid.reset();
+  std::vector<Lease> leases = {MakeLease(3, "alice", {0})};
+  Result<Selection> r = Select(snap, leases, Count(1));
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  ASSERT_EQ(r->verdicts.size(), 4u);
+  EXPECT_EQ(r->verdicts[0].uuid, Uuid(0));
+  EXPECT_THAT(r->verdicts[0].reasons, ElementsAre("leased to alice (lease 3)"));
+  EXPECT_TRUE(r->verdicts[1].eligible);
+  EXPECT_TRUE(r->verdicts[2].eligible);
+  EXPECT_EQ(r->verdicts[3].uuid, "");
+  EXPECT_FALSE(r->verdicts[3].eligible);
+}
+
+// ---------------------------------------------------------------------------
+// Occupancy, Given/When/Then.
+
+TEST(SelectionOccupancyTest, LeaseProcessesAreNotForeignOnTheLeasedGpu) {
+  // Given GPU 0 leased to alice for pid 100, which runs on GPU 0 and (escaped) on GPU 1.
+  MachineSnapshot snap = FourA100();
+  AddProcess(snap, 0, 100, "alice");
+  AddProcess(snap, 1, 100, "alice");
+  std::vector<Lease> leases = {MakeLease(3, "alice", {0}, {100})};
+
+  // When we ask for verdicts.
+  Result<std::vector<GpuVerdict>> v = EvaluateGpus(snap, leases, Count(1));
+  ASSERT_TRUE(v.has_value());
+
+  // Then GPU 0 is only leased, and the same pid is foreign on GPU 1, which no lease covers.
+  EXPECT_THAT((*v)[0].reasons, ElementsAre("leased to alice (lease 3)"));
+  EXPECT_THAT((*v)[1].reasons, ElementsAre("1 foreign process: pid 100 (alice)"));
+}
+
+TEST(SelectionOccupancyTest, ProcessOfAnotherLeaseIsForeign) {
+  // Given two leases of GPU 0 (one for pid 100) and an unknown pid 200 on it.
+  MachineSnapshot snap = FourA100();
+  AddProcess(snap, 0, 100);
+  AddProcess(snap, 0, 200);
+  std::vector<Lease> leases = {MakeLease(3, "alice", {0}, {100}), MakeLease(4, "bob", {2}, {200})};
+  // When / Then: pid 200 belongs to a lease of GPU 2, not GPU 0, so it is foreign here.
+  Result<std::vector<GpuVerdict>> v = EvaluateGpus(snap, leases, Count(1));
+  ASSERT_TRUE(v.has_value());
+  EXPECT_THAT((*v)[0].reasons,
+              ElementsAre("leased to alice (lease 3)", "1 foreign process: pid 200"));
+}
+
+TEST(SelectionOccupancyTest, ForeignProcessesBlockUnlessShared) {
+  // Given foreign processes on GPUs 0, 1 and 2 of the A100 box.
+  MachineSnapshot snap = FourA100();
+  AddProcess(snap, 0, 10);
+  AddProcess(snap, 1, 11);
+  AddProcess(snap, 2, 12);
+  // When asking for two GPUs, then only GPU 3 is eligible: busy.
+  Result<Selection> busy = Select(snap, {}, Count(2));
+  ASSERT_FALSE(busy.has_value());
+  EXPECT_EQ(busy.error().code, ErrorCode::kBusy);
+  // When sharing is allowed, then the NVLink pair 2-3 is chosen (one shared GPU beats two).
+  SelectionRequest shared = Count(2);
+  shared.allow_shared = true;
+  EXPECT_THAT(Pick(snap, {}, shared), ElementsAre(2, 3));
+  // And a single shared request prefers the idle GPU.
+  shared.count = 1;
+  EXPECT_THAT(Pick(snap, {}, shared), ElementsAre(3));
+}
+
+TEST(SelectionOccupancyTest, UnhealthyGpuIsNeverChosen) {
+  MachineSnapshot snap = FourA100();
+  snap.gpus[2].is_healthy = false;
+  SelectionRequest req = Count(1);
+  req.gpus = std::vector<std::string>{Uuid(2), Uuid(3)};
+  EXPECT_THAT(Pick(snap, {}, req), ElementsAre(3));
+  req.allow_shared = true;
+  EXPECT_THAT(Pick(snap, {}, req), ElementsAre(3));
+  req.count = 2;
+  Result<Selection> r = Select(snap, {}, req);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::kBusy);  // a reset may bring it back
+  EXPECT_EQ(r.error().message, "need 2 GPUs, 1 eligible: GPU 2 unhealthy");
+}
+
+// ---------------------------------------------------------------------------
+// Placement.
+
+struct PlacementCase {
+  const char* name;
+  std::function<MachineSnapshot()> machine;
+  std::vector<int> leased;  // GPUs held by one lease
+  int count;
+  std::vector<int> expected;
+  const char* placement;
+};
+
+TEST(SelectionPlacementTest, Table) {
+  const PlacementCase kCases[] = {
+      {"A100: -n 2 takes an NVLink pair", FourA100, {}, 2, {0, 1}, "NVLink (NV12)"},
+      {"A100: -n 1 on an idle box takes GPU 0", FourA100, {}, 1, {0}, "single GPU"},
+      {"A100: GPU 0 leased, -n 1 takes GPU 1 and keeps 2-3 whole", FourA100, {0}, 1, {1},
+       "single GPU"},
+      {"A100: GPU 0 leased, -n 2 takes the whole pair 2-3", FourA100, {0}, 2, {2, 3},
+       "NVLink (NV12)"},
+      {"A100: GPU 1 leased, -n 3 must cross NUMA nodes", FourA100, {1}, 3, {0, 2, 3},
+       "across NUMA nodes (SYS)"},
+      {"A100: -n 4 takes everything", FourA100, {}, 4, {0, 1, 2, 3}, "across NUMA nodes (SYS)"},
+      {"H100: -n 2 ties go to the lowest indices", EightH100, {}, 2, {0, 1}, "NVLink (NV18)"},
+      {"H100: GPU 0 leased, -n 4 stays on one NUMA node", EightH100, {0}, 4, {4, 5, 6, 7},
+       "NVLink (NV18)"},
+      {"H100: GPU 0 leased, -n 3 fills the partly used NUMA node", EightH100, {0}, 3,
+       {1, 2, 3}, "NVLink (NV18)"},
+      {"H100: GPU 5 leased, -n 2 packs into NUMA node 1", EightH100, {5}, 2, {4, 6},
+       "NVLink (NV18)"},
+      {"H100: GPU 5 leased, -n 1 packs into NUMA node 1", EightH100, {5}, 1, {4},
+       "single GPU"},
+      {"H100: -n 8", EightH100, {}, 8, {0, 1, 2, 3, 4, 5, 6, 7}, "NVLink (NV18)"},
+      {"workstation: -n 2 takes a PCIe switch pair", Workstation, {}, 2, {0, 1},
+       "same PCIe switch (PIX)"},
+      {"workstation: GPU 1 leased, -n 2 takes the other switch", Workstation, {1}, 2, {2, 3},
+       "same PCIe switch (PIX)"},
+      {"workstation: GPUs 1 and 2 leased, -n 2 crosses switches", Workstation, {1, 2}, 2,
+       {0, 3}, "same PCIe host bridge (PHB)"},
+      {"workstation: GPU 0 leased, -n 1 takes its switch partner", Workstation, {0}, 1, {1},
+       "single GPU"},
+      {"no topology: -n 2 takes one NUMA node", NoTopology, {}, 2, {0, 2}, "same NUMA node"},
+      {"no topology: GPU 0 leased, -n 1 takes its NUMA neighbour", NoTopology, {0}, 1, {2},
+       "single GPU"},
+      {"no topology: -n 3 spans nodes, lowest indices", NoTopology, {}, 3, {0, 1, 2},
+       "across NUMA nodes"},
+  };
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(c.name);
+    MachineSnapshot snap = c.machine();
+    std::vector<Lease> leases;
+    if (!c.leased.empty()) leases.push_back(MakeLease(1, "alice", c.leased));
+    Result<Selection> r = Select(snap, leases, Count(c.count));
+    ASSERT_TRUE(r.has_value()) << r.error().message;
+    EXPECT_EQ(r->indices, c.expected);
+    EXPECT_EQ(r->placement, c.placement);
+    ASSERT_EQ(r->uuids.size(), c.expected.size());
+    for (size_t i = 0; i < c.expected.size(); ++i) EXPECT_EQ(r->uuids[i], Uuid(c.expected[i]));
+  }
+}
+
+TEST(SelectionPlacementTest, SingleGpuPrefersLowUtilizationThenFreeMemory) {
+  // Given an idle NVSwitch box where GPUs differ only in load.
+  MachineSnapshot snap = EightH100();
+  for (auto& gpu : snap.gpus) gpu.gpu_utilization_percent = 30;
+  snap.gpus[5].gpu_utilization_percent = 5;
+  snap.gpus[6].gpu_utilization_percent = 5;
+  snap.gpus[6].memory_free_bytes = 81 * kGiB;
+  // When / Then: lowest utilization wins, then the most free memory.
+  EXPECT_THAT(Pick(snap, {}, Count(1)), ElementsAre(6));
+}
+
+TEST(SelectionPlacementTest, HigherLinkCountWins) {
+  // Given GPU 0 linked to 1 by NV4 and to 2 by NV12, all on one switch.
+  MachineSnapshot snap = FourA100();
+  snap.topology = MakeTopology(
+      4,
+      [](int a, int b) {
+        if (a == 0 && b == 1) return 4;
+        if (a == 0 && b == 2) return 12;
+        return 0;
+      },
+      [](int, int) { return PcieLevel::kSingleSwitch; });
+  Result<Selection> r = Select(snap, {}, Count(2));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_THAT(r->indices, ElementsAre(0, 2));
+  EXPECT_EQ(r->placement, "NVLink (NV12)");
+}
+
+TEST(SelectionPlacementTest, RaggedOrOneSidedTopologyIsReadSafely) {
+  // Given a matrix with NVLink only filled in one direction and a missing row tail.
+  MachineSnapshot snap = FourA100();
+  snap.topology->nvlinks = {{0, 0, 0, 0}, {0, 0, 0, 0}, {0, 0, 0, 8}};  // 2->3 only, no row 3
+  snap.topology->pcie[1].resize(2);                                    // 1->2, 1->3 unknown
+  // When / Then: 2-3 is an NVLink pair; GPU 1's unknown paths make it the worst partner.
+  Result<Selection> r = Select(snap, {}, Count(2));
+  ASSERT_TRUE(r.has_value());
+  EXPECT_THAT(r->indices, ElementsAre(2, 3));
+  EXPECT_EQ(r->placement, "NVLink (NV8)");
+}
+
+TEST(SelectionPlacementTest, DeterministicAcrossCalls) {
+  MachineSnapshot snap = EightH100();
+  std::vector<Lease> leases = {MakeLease(1, "alice", {2})};
+  std::vector<int> first = Pick(snap, leases, Count(3));
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(Pick(snap, leases, Count(3)), first);
+  EXPECT_THAT(first, ElementsAre(0, 1, 3));
+}
+
+TEST(SelectionPlacementTest, AllowedSetRestricts) {
+  MachineSnapshot snap = FourA100();
+  SelectionRequest req = Count(2);
+  req.allowed = std::vector<std::string>{Uuid(1), Uuid(2), Uuid(3)};
+  EXPECT_THAT(Pick(snap, {}, req), ElementsAre(2, 3));
+  req.count = 1;  // GPU 0 is outside, so pair 0-1 is already broken for us
+  EXPECT_THAT(Pick(snap, {}, req), ElementsAre(1));
+  req.allowed = std::vector<std::string>{Uuid(0), Uuid(2)};
+  req.count = 2;
+  Result<Selection> r = Select(snap, {}, req);
+  ASSERT_TRUE(r.has_value());
+  EXPECT_THAT(r->indices, ElementsAre(0, 2));
+  EXPECT_EQ(r->placement, "across NUMA nodes (SYS)");
+  req.count = 3;
+  r = Select(snap, {}, req);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::kNotFound);
+}
+
+TEST(SelectionPlacementTest, GpusNoneWithCountZeroSelectsNothing) {
+  SelectionRequest req = Count(0);
+  req.gpus = std::vector<std::string>{};
+  Result<Selection> r = Select(FourA100(), {}, req);
+  ASSERT_TRUE(r.has_value()) << r.error().message;
+  EXPECT_THAT(r->uuids, IsEmpty());
+  EXPECT_THAT(r->indices, IsEmpty());
+  EXPECT_EQ(r->placement, "none");
+  ASSERT_EQ(r->verdicts.size(), 4u);
+  EXPECT_THAT(r->verdicts[0].reasons, ElementsAre("not among the requested GPUs"));
+}
+
+// ---------------------------------------------------------------------------
+// Errors: invalid, busy (wait may help), not found (it never will).
+
+TEST(SelectionErrorTest, InvalidRequests) {
+  struct Case {
+    const char* name;
+    std::function<void(SelectionRequest&)> setup;
+    const char* message;
+  };
+  const Case kCases[] = {
+      {"count 0", [](auto& r) { r.count = 0; }, "count must be at least 1 (0 only with --gpus none)"},
+      {"negative count", [](auto& r) { r.count = -1; }, "count must be at least 1, got -1"},
+      {"--gpus none with count 1", [](auto& r) { r.gpus = std::vector<std::string>{}; },
+       "--gpus none selects no GPU, but count is 1"},
+      {"unknown uuid in gpus",
+       [](auto& r) { r.gpus = std::vector<std::string>{Uuid(0), "GPU-nope"}; },
+       "unknown GPU GPU-nope in --gpus"},
+      {"unknown uuid in exclude", [](auto& r) { r.exclude = {"GPU-nope"}; },
+       "unknown GPU GPU-nope in --exclude"},
+      {"bad compute capability", [](auto& r) { r.min_compute_capability = "eight"; },
+       "invalid compute capability \"eight\": expected major.minor, e.g. 8.0"},
+      {"utilization above 100", [](auto& r) { r.max_utilization_percent = 101; },
+       "maximum utilization must be 0..100%, got 101"},
+      {"negative memory", [](auto& r) { r.min_free_memory_bytes = -1; },
+       "minimum free memory must not be negative"},
+  };
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(c.name);
+    SelectionRequest req;
+    c.setup(req);
+    Result<Selection> r = Select(FourA100(), {}, req);
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_EQ(r.error().message, c.message);
+  }
+}
+
+TEST(SelectionErrorTest, BusySummarizesWhy) {
+  // Given GPU 0 leased to alice and foreign processes on GPUs 2 and 3.
+  MachineSnapshot snap = FourA100();
+  AddProcess(snap, 2, 20);
+  AddProcess(snap, 3, 30);
+  std::vector<Lease> leases = {MakeLease(3, "alice", {0})};
+  // When asking for two GPUs.
+  Result<Selection> r = Select(snap, leases, Count(2));
+  // Then it is busy, and the message says which GPUs are held and why.
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::kBusy);
+  EXPECT_EQ(r.error().message,
+            "need 2 GPUs, 1 eligible: GPU 0 leased to alice (lease 3); "
+            "GPU 2,3 busy: foreign processes");
+}
+
+TEST(SelectionErrorTest, BusyLeavesOutGpusThatCanNeverQualify) {
+  MachineSnapshot snap = Workstation();
+  snap.gpus[1].memory_free_bytes = 30 * kGiB;
+  SelectionRequest req = Count(2);
+  req.min_free_memory_bytes = 40 * kGiB;  // only the A6000 (48 GiB) could ever do
+  req.min_compute_capability = "8.0";
+  Result<Selection> r = Select(snap, {}, req);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(r.error().message,
+            "need 2 GPUs, only 1 of 4 can ever be eligible: GPU 0,2 total memory below 40 GiB; "
+            "GPU 3 compute capability below 8.0");
+  req.count = 1;
+  r = Select(snap, {}, req);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::kBusy);
+  EXPECT_EQ(r.error().message, "need 1 GPU, 0 eligible: GPU 1 free memory below 40 GiB");
+}
+
+TEST(SelectionErrorTest, NotFoundWhenTheMachineCanNeverMeetIt) {
+  struct Case {
+    const char* name;
+    std::function<void(SelectionRequest&)> setup;
+    const char* message;
+  };
+  const Case kCases[] = {
+      {"more GPUs than the machine has", [](auto& r) { r.count = 5; },
+       "need 5 GPUs, only 4 of 4 can ever be eligible"},
+      {"wrong model", [](auto& r) { r.model = "h100"; },
+       "need 1 GPU, only 0 of 4 can ever be eligible: GPU 0-3 not model \"h100\""},
+      {"too new compute capability", [](auto& r) { r.min_compute_capability = "9.0"; },
+       "need 1 GPU, only 0 of 4 can ever be eligible: GPU 0-3 compute capability below 9.0"},
+      {"excluded and not requested",
+       [](auto& r) {
+         r.count = 2;
+         r.gpus = std::vector<std::string>{Uuid(0), Uuid(1)};
+         r.exclude = {Uuid(1)};
+       },
+       "need 2 GPUs, only 1 of 4 can ever be eligible: GPU 1 excluded; "
+       "GPU 2,3 not among the requested GPUs"},
+  };
+  for (const auto& c : kCases) {
+    SCOPED_TRACE(c.name);
+    SelectionRequest req;
+    c.setup(req);
+    // Leases do not turn "never" into "busy".
+    Result<Selection> r = Select(FourA100(), {MakeLease(1, "bob", {0, 1, 2, 3})}, req);
+    ASSERT_FALSE(r.has_value());
+    EXPECT_EQ(r.error().code, ErrorCode::kNotFound);
+    EXPECT_EQ(r.error().message, c.message);
+  }
+}
+
+TEST(SelectionErrorTest, EmptyMachine) {
+  Result<Selection> r = Select(MachineSnapshot{}, {}, Count(1));
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(r.error().message, "need 1 GPU, only 0 of 0 can ever be eligible");
+}
+
+// ---------------------------------------------------------------------------
+// Large machines take the greedy path; check that its answers are still sound.
+
+TEST(SelectionLargeTest, Synthetic512) {
+  // Given 512 GPUs with GPU 0 leased.
+  MachineSnapshot snap = Synthetic512();
+  std::vector<Lease> leases = {MakeLease(1, "alice", {0})};
+
+  // Then one GPU comes from the partly used group, next to the leased one.
+  EXPECT_THAT(Pick(snap, leases, Count(1)), ElementsAre(1));
+  // Two GPUs: a PCIe-switch pair inside the partly used NVLink group.
+  Result<Selection> two = Select(snap, leases, Count(2));
+  ASSERT_TRUE(two.has_value());
+  EXPECT_THAT(two->indices, ElementsAre(2, 3));
+  EXPECT_EQ(two->placement, "NVLink (NV18)");
+  EXPECT_EQ(two->verdicts.size(), 512u);
+  // Four: the rest of group 0 first.
+  EXPECT_THAT(Pick(snap, leases, Count(4)), ElementsAre(1, 2, 3, 4));
+  // Eight: a whole free group.
+  std::vector<int> eight;
+  for (int i = 8; i < 16; ++i) eight.push_back(i);
+  EXPECT_EQ(Pick(snap, leases, Count(8)), eight);
+  // 64: group 0's seven, seven whole groups, and one more GPU, all on NUMA node 0.
+  Result<Selection> many = Select(snap, leases, Count(64));
+  ASSERT_TRUE(many.has_value());
+  std::vector<int> expected;
+  for (int i = 1; i <= 64; ++i) expected.push_back(i);
+  EXPECT_EQ(many->indices, expected);
+  EXPECT_EQ(many->placement, "same NUMA node (NODE)");
+  // Everything that is left.
+  Result<Selection> all = Select(snap, leases, Count(511));
+  ASSERT_TRUE(all.has_value());
+  EXPECT_EQ(all->indices.size(), 511u);
+  EXPECT_EQ(all->indices.front(), 1);
+  EXPECT_EQ(all->placement, "across NUMA nodes (SYS)");
+  // And one more is busy.
+  Result<Selection> too_many = Select(snap, leases, Count(512));
+  ASSERT_FALSE(too_many.has_value());
+  EXPECT_EQ(too_many.error().code, ErrorCode::kBusy);
+  EXPECT_EQ(too_many.error().message,
+            "need 512 GPUs, 511 eligible: GPU 0 leased to alice (lease 1)");
+}
+
+TEST(SelectionLargeTest, Synthetic512WithoutTopology) {
+  MachineSnapshot snap = Synthetic512();
+  snap.topology.reset();
+  std::vector<Lease> leases = {MakeLease(1, "alice", {300})};
+  Result<Selection> r = Select(snap, leases, Count(3));
+  ASSERT_TRUE(r.has_value());
+  // NUMA node 1 is partly used, so the three come from there.
+  EXPECT_THAT(r->indices, ElementsAre(256, 257, 258));
+  EXPECT_EQ(r->placement, "same NUMA node");
+}
+
+}  // namespace
+}  // namespace gpuman::policy
