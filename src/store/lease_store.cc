@@ -1,0 +1,358 @@
+#include "store/lease_store.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "store/migrations.h"
+
+namespace gpuman::store {
+
+// Time of an event, from SQLite's clock (the store holds no Clock; events are a log).
+#define GPUMAN_SQL_NOW_MS "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
+
+// All SQL of the lease store, prepared at open so a schema mismatch fails there.
+struct LeaseStore::Statements {
+  Statement select_leases;
+  Statement select_lease;
+  Statement select_gpus;
+  Statement select_lease_gpus;
+  Statement select_processes;
+  Statement select_lease_processes;
+  Statement insert_lease;
+  Statement insert_gpu;
+  Statement upsert_process;
+  Statement lease_exists;
+  Statement gpu_holder;
+  Statement log_lease_event;
+  Statement delete_lease;
+  Statement prune_events;
+};
+
+namespace {
+
+constexpr int kEventsKept = 10000;
+
+}  // namespace
+
+Result<std::unique_ptr<LeaseStore>> LeaseStore::Open(const std::string& path,
+                                                     const LeaseStoreOptions& options) {
+  DatabaseOptions db_options;
+  db_options.busy_timeout = options.busy_timeout;
+  auto db = Database::Open(path, db_options);
+  if (!db) return db.error();
+  if (auto migrated = Migrate(**db); !migrated) return migrated.error();
+
+  auto stmts = std::make_unique<Statements>();
+  const struct {
+    Statement* target;
+    const char* name;
+    const char* sql;
+  } specs[] = {
+      {&stmts->select_leases, "read leases",
+       "SELECT id, uid, user, command, kind, created_unix_ms FROM leases ORDER BY id"},
+      {&stmts->select_lease, "read lease",
+       "SELECT id, uid, user, command, kind, created_unix_ms FROM leases WHERE id = ?1"},
+      {&stmts->select_gpus, "read lease gpus",
+       "SELECT lease_id, gpu_uuid FROM lease_gpus ORDER BY lease_id, position"},
+      {&stmts->select_lease_gpus, "read lease gpus",
+       "SELECT lease_id, gpu_uuid FROM lease_gpus WHERE lease_id = ?1 ORDER BY position"},
+      {&stmts->select_processes, "read lease processes",
+       "SELECT lease_id, pid, start_time_ticks FROM lease_processes ORDER BY lease_id, pid"},
+      {&stmts->select_lease_processes, "read lease processes",
+       "SELECT lease_id, pid, start_time_ticks FROM lease_processes WHERE lease_id = ?1 "
+       "ORDER BY pid"},
+      {&stmts->insert_lease, "insert lease",
+       "INSERT INTO leases (uid, user, command, kind, created_unix_ms) "
+       "VALUES (?1, ?2, ?3, ?4, ?5)"},
+      {&stmts->insert_gpu, "insert lease gpu",
+       "INSERT INTO lease_gpus (gpu_uuid, lease_id, position) VALUES (?1, ?2, ?3)"},
+      {&stmts->upsert_process, "record lease process",
+       "INSERT INTO lease_processes (lease_id, pid, start_time_ticks) VALUES (?1, ?2, ?3) "
+       "ON CONFLICT (lease_id, pid) DO UPDATE SET start_time_ticks = excluded.start_time_ticks"},
+      {&stmts->lease_exists, "find lease", "SELECT 1 FROM leases WHERE id = ?1"},
+      {&stmts->gpu_holder, "find gpu holder",
+       "SELECT lease_id FROM lease_gpus WHERE gpu_uuid = ?1"},
+      {&stmts->log_lease_event, "log lease event",
+       "INSERT INTO events (at_unix_ms, kind, lease_id, uid, gpu_uuids) "
+       "SELECT " GPUMAN_SQL_NOW_MS ", ?2, l.id, l.uid, "
+       "  COALESCE((SELECT group_concat(gpu_uuid, ',') FROM "
+       "    (SELECT gpu_uuid FROM lease_gpus WHERE lease_id = l.id ORDER BY position)), '') "
+       "FROM leases l WHERE l.id = ?1"},
+      {&stmts->delete_lease, "delete lease", "DELETE FROM leases WHERE id = ?1"},
+      {&stmts->prune_events, "prune events",
+       "DELETE FROM events WHERE id <= (SELECT MAX(id) FROM events) - ?1"},
+  };
+  for (const auto& spec : specs) {
+    auto stmt = (*db)->Prepare(spec.name, spec.sql);
+    if (!stmt) return stmt.error();
+    *spec.target = std::move(*stmt);
+  }
+  return std::unique_ptr<LeaseStore>(new LeaseStore(std::move(*db), std::move(stmts)));
+}
+
+LeaseStore::LeaseStore(std::unique_ptr<Database> db, std::unique_ptr<Statements> stmts)
+    : db_(std::move(db)), stmts_(std::move(stmts)) {}
+
+LeaseStore::~LeaseStore() = default;
+
+Result<std::vector<model::Lease>> LeaseStore::LoadLocked(std::optional<int64_t> only_id) {
+  Statement& leases = only_id ? stmts_->select_lease : stmts_->select_leases;
+  Statement& gpus = only_id ? stmts_->select_lease_gpus : stmts_->select_gpus;
+  Statement& procs = only_id ? stmts_->select_lease_processes : stmts_->select_processes;
+
+  std::vector<model::Lease> out;
+  std::map<int64_t, size_t> index;  // lease id -> position in `out`
+  {
+    auto use = leases.Use();
+    if (only_id) leases.Bind(1, *only_id);
+    while (true) {
+      auto row = leases.Step();
+      if (!row) return row.error();
+      if (!*row) break;
+      model::Lease lease;
+      lease.id = leases.ColumnInt64(0);
+      lease.uid = static_cast<uint32_t>(leases.ColumnInt64(1));
+      lease.user = leases.ColumnText(2);
+      lease.command = leases.ColumnText(3);
+      lease.kind = leases.ColumnText(4);
+      lease.created_unix_ms = leases.ColumnInt64(5);
+      index[lease.id] = out.size();
+      out.push_back(std::move(lease));
+    }
+  }
+  {
+    auto use = gpus.Use();
+    if (only_id) gpus.Bind(1, *only_id);
+    while (true) {
+      auto row = gpus.Step();
+      if (!row) return row.error();
+      if (!*row) break;
+      auto it = index.find(gpus.ColumnInt64(0));
+      if (it != index.end()) out[it->second].gpu_uuids.push_back(gpus.ColumnText(1));
+    }
+  }
+  {
+    auto use = procs.Use();
+    if (only_id) procs.Bind(1, *only_id);
+    while (true) {
+      auto row = procs.Step();
+      if (!row) return row.error();
+      if (!*row) break;
+      auto it = index.find(procs.ColumnInt64(0));
+      if (it == index.end()) continue;
+      out[it->second].processes.push_back(model::LeaseProcess{
+          static_cast<int32_t>(procs.ColumnInt64(1)), procs.ColumnInt64(2)});
+    }
+  }
+  return out;
+}
+
+Status LeaseStore::DeleteLocked(int64_t lease_id, const char* event_kind) {
+  {
+    // Logging first doubles as the existence check: no row, no lease.
+    auto use = stmts_->log_lease_event.Use();
+    stmts_->log_lease_event.Bind(1, lease_id).Bind(2, event_kind);
+    if (auto s = stmts_->log_lease_event.Run(); !s) return s;
+    if (db_->Changes() == 0) {
+      return MakeError(ErrorCode::kNotFound, "no lease " + std::to_string(lease_id));
+    }
+  }
+  auto use = stmts_->delete_lease.Use();
+  stmts_->delete_lease.Bind(1, lease_id);
+  return stmts_->delete_lease.Run();  // lease_gpus and lease_processes cascade
+}
+
+Result<std::vector<model::Lease>> LeaseStore::ReclaimLocked(
+    const LivenessCheck& alive, std::vector<model::Lease>* reclaimed) {
+  auto recorded = LoadLocked(std::nullopt);
+  if (!recorded) return recorded.error();
+  std::vector<model::Lease> live;
+  for (model::Lease& lease : *recorded) {
+    if (std::any_of(lease.processes.begin(), lease.processes.end(),
+                    [&alive](const model::LeaseProcess& p) { return alive(p); })) {
+      live.push_back(std::move(lease));
+      continue;
+    }
+    if (auto s = DeleteLocked(lease.id, "reclaimed"); !s) return s.error();
+    reclaimed->push_back(std::move(lease));
+  }
+  return live;
+}
+
+Result<model::Lease> LeaseStore::InsertLocked(const model::Lease& draft,
+                                              const std::vector<std::string>& uuids) {
+  model::Lease lease;
+  {
+    Statement& s = stmts_->insert_lease;
+    auto use = s.Use();
+    s.Bind(1, static_cast<int64_t>(draft.uid))
+        .Bind(2, draft.user)
+        .Bind(3, draft.command)
+        .Bind(4, draft.kind)
+        .Bind(5, draft.created_unix_ms);
+    if (auto r = s.Run(); !r) return r.error();
+    lease.id = db_->LastInsertRowId();
+  }
+  for (size_t i = 0; i < uuids.size(); ++i) {
+    Statement& s = stmts_->insert_gpu;
+    auto use = s.Use();
+    s.Bind(1, uuids[i]).Bind(2, lease.id).Bind(3, static_cast<int64_t>(i));
+    auto r = s.Run();
+    if (r) continue;
+    if (r.error().code != ErrorCode::kConflict) return r.error();
+    // The primary key on gpu_uuid said no: name the holder.
+    std::string holder;
+    Statement& q = stmts_->gpu_holder;
+    auto use_q = q.Use();
+    q.Bind(1, uuids[i]);
+    if (auto row = q.Step(); row && *row) holder = " (lease " + std::to_string(q.ColumnInt64(0)) + ")";
+    return MakeError(ErrorCode::kConflict, uuids[i] + " is already leased" + holder);
+  }
+  for (const model::LeaseProcess& p : draft.processes) {
+    Statement& s = stmts_->upsert_process;
+    auto use = s.Use();
+    s.Bind(1, lease.id).Bind(2, static_cast<int64_t>(p.pid)).Bind(3, p.start_time_ticks);
+    if (auto r = s.Run(); !r) return r.error();
+  }
+  {
+    auto use = stmts_->log_lease_event.Use();
+    stmts_->log_lease_event.Bind(1, lease.id).Bind(2, "acquired");
+    if (auto r = stmts_->log_lease_event.Run(); !r) return r.error();
+  }
+  {
+    auto use = stmts_->prune_events.Use();
+    stmts_->prune_events.Bind(1, kEventsKept);
+    if (auto r = stmts_->prune_events.Run(); !r) return r.error();
+  }
+  // Return what the database holds (processes by pid, a repeated pid once), as Get would.
+  auto stored = LoadLocked(lease.id);
+  if (!stored) return stored.error();
+  GPUMAN_CHECK(stored->size() == 1);
+  return std::move(stored->front());
+}
+
+Result<model::Lease> LeaseStore::Acquire(const model::Lease& draft, const ChooseGpus& choose,
+                                         const LivenessCheck& alive) {
+  const char* context = "acquire lease";
+  if (draft.processes.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     std::string(context) + ": a lease needs at least one process");
+  }
+  auto tx = Transaction::BeginWrite(*db_);
+  if (!tx) return tx.error().WithContext(context);
+  std::vector<model::Lease> reclaimed;
+  auto live = ReclaimLocked(alive, &reclaimed);
+  if (!live) return live.error().WithContext(context);
+
+  // From here on a failure still commits the cleanup above.
+  auto fail = [&](Error error) -> Result<model::Lease> {
+    if (!db_->InTransaction()) return error;  // SQLite rolled back already (disk full, ...)
+    if (auto s = tx->Commit(); !s) return s.error().WithContext(context);
+    return error;
+  };
+
+  auto chosen = choose(*live);
+  if (!chosen) return fail(chosen.error());
+  if (chosen->empty()) {
+    return fail(MakeError(ErrorCode::kInvalidArgument,
+                          std::string(context) + ": no GPUs were chosen"));
+  }
+  std::set<std::string> unique;
+  for (const std::string& uuid : *chosen) {
+    if (!unique.insert(uuid).second) {
+      return fail(MakeError(ErrorCode::kInvalidArgument,
+                            std::string(context) + ": " + uuid + " was chosen twice"));
+    }
+  }
+
+  auto savepoint = Savepoint::Begin(*db_, "insert_lease");
+  if (!savepoint) return fail(savepoint.error().WithContext(context));
+  auto lease = InsertLocked(draft, *chosen);
+  if (!lease) {
+    { Savepoint dropped = std::move(*savepoint); }  // undo the partial insert before committing
+    return fail(lease.error().WithContext(context));
+  }
+  if (auto s = savepoint->Release(); !s) return fail(s.error().WithContext(context));
+  if (auto s = tx->Commit(); !s) return s.error().WithContext(context);
+  return lease;
+}
+
+Status LeaseStore::AddProcesses(int64_t lease_id,
+                                const std::vector<model::LeaseProcess>& processes) {
+  const std::string context = "add processes to lease " + std::to_string(lease_id);
+  auto tx = Transaction::BeginWrite(*db_);
+  if (!tx) return tx.error().WithContext(context);
+  {
+    auto use = stmts_->lease_exists.Use();
+    stmts_->lease_exists.Bind(1, lease_id);
+    auto row = stmts_->lease_exists.Step();
+    if (!row) return row.error().WithContext(context);
+    if (!*row) return MakeError(ErrorCode::kNotFound, context + ": no such lease");
+  }
+  for (const model::LeaseProcess& p : processes) {
+    Statement& s = stmts_->upsert_process;
+    auto use = s.Use();
+    s.Bind(1, lease_id).Bind(2, static_cast<int64_t>(p.pid)).Bind(3, p.start_time_ticks);
+    if (auto r = s.Run(); !r) return r.error().WithContext(context);
+  }
+  if (auto s = tx->Commit(); !s) return s.error().WithContext(context);
+  return {};
+}
+
+Status LeaseStore::Release(int64_t lease_id) {
+  const std::string context = "release lease " + std::to_string(lease_id);
+  auto tx = Transaction::BeginWrite(*db_);
+  if (!tx) return tx.error().WithContext(context);
+  if (auto s = DeleteLocked(lease_id, "released"); !s) {
+    if (s.error().code == ErrorCode::kNotFound) {
+      return MakeError(ErrorCode::kNotFound, context + ": no such lease");
+    }
+    return s.error().WithContext(context);
+  }
+  if (auto s = tx->Commit(); !s) return s.error().WithContext(context);
+  return {};
+}
+
+Result<std::vector<model::Lease>> LeaseStore::List(const LivenessCheck& alive) {
+  auto tx = Transaction::BeginWrite(*db_);
+  if (!tx) return tx.error().WithContext("list leases");
+  std::vector<model::Lease> reclaimed;
+  auto live = ReclaimLocked(alive, &reclaimed);
+  if (!live) return live.error().WithContext("list leases");
+  if (auto s = tx->Commit(); !s) return s.error().WithContext("list leases");
+  return live;
+}
+
+Result<std::vector<model::Lease>> LeaseStore::ListRecorded() {
+  auto tx = Transaction::BeginRead(*db_);
+  if (!tx) return tx.error().WithContext("list leases");
+  auto all = LoadLocked(std::nullopt);
+  if (!all) return all.error().WithContext("list leases");
+  if (auto s = tx->Commit(); !s) return s.error().WithContext("list leases");
+  return all;
+}
+
+Result<std::optional<model::Lease>> LeaseStore::Get(int64_t lease_id) {
+  const std::string context = "read lease " + std::to_string(lease_id);
+  auto tx = Transaction::BeginRead(*db_);
+  if (!tx) return tx.error().WithContext(context);
+  auto found = LoadLocked(lease_id);
+  if (!found) return found.error().WithContext(context);
+  if (auto s = tx->Commit(); !s) return s.error().WithContext(context);
+  if (found->empty()) return std::optional<model::Lease>();
+  return std::optional<model::Lease>(std::move(found->front()));
+}
+
+Result<std::vector<model::Lease>> LeaseStore::ReclaimStale(const LivenessCheck& alive) {
+  auto tx = Transaction::BeginWrite(*db_);
+  if (!tx) return tx.error().WithContext("reclaim stale leases");
+  std::vector<model::Lease> reclaimed;
+  auto live = ReclaimLocked(alive, &reclaimed);
+  if (!live) return live.error().WithContext("reclaim stale leases");
+  if (auto s = tx->Commit(); !s) return s.error().WithContext("reclaim stale leases");
+  return reclaimed;
+}
+
+}  // namespace gpuman::store

@@ -1,0 +1,99 @@
+// LeaseStore: the lease table of one machine, in an SQLite file shared by every gpuman
+// process of that machine (today each CLI invocation; later the daemon). GPUs are keyed
+// by UUID, and the database itself guarantees that a GPU is in at most one lease.
+// One LeaseStore per thread; processes and threads each open their own on the same file.
+// Schema and transaction rules: docs/state.md.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "model/lease.h"
+#include "store/liveness.h"
+#include "store/sqlite.h"
+
+namespace gpuman::store {
+
+/// Picks GPUs for a new lease, given the live leases. Runs inside the write transaction:
+/// it must be quick and must not touch the state db. Returning an error aborts the lease.
+using ChooseGpus =
+    std::function<Result<std::vector<std::string>>(const std::vector<model::Lease>& live)>;
+
+struct LeaseStoreOptions {
+  /// How long to wait for another process's write transaction before failing with kBusy.
+  std::chrono::milliseconds busy_timeout{5000};
+};
+
+class LeaseStore {
+ public:
+  /// Opens the state db at `path`, creating the file (0600) and its parent directories
+  /// (0700) if needed, and migrates it to the current schema.
+  /// Errors: kPermissionDenied, kIo (unusable path, disk full, corrupt or not a gpuman
+  /// database), kBusy, kInvalidArgument (newer schema than this binary knows: "state db X
+  /// has schema version N; this gpuman knows up to M").
+  static Result<std::unique_ptr<LeaseStore>> Open(const std::string& path,
+                                                  const LeaseStoreOptions& options = {});
+  ~LeaseStore();
+  LeaseStore(const LeaseStore&) = delete;
+  LeaseStore& operator=(const LeaseStore&) = delete;
+
+  /// In one BEGIN IMMEDIATE transaction: deletes the stale leases (none of their processes
+  /// alive per `alive`), calls `choose` with the live ones, and stores a lease for the
+  /// returned UUIDs with `draft`'s uid, user, command, kind, created_unix_ms and processes.
+  /// Returns the stored lease, with its id.
+  /// If choose fails, its error is returned; the stale-lease cleanup is still committed
+  /// (as it is when the insert fails). Errors: choose's error; kInvalidArgument (draft
+  /// without processes, no UUIDs, a UUID twice); kConflict (a UUID is already leased: the
+  /// database refuses it even when `choose` is wrong); kBusy; kIo.
+  Result<model::Lease> Acquire(const model::Lease& draft, const ChooseGpus& choose,
+                               const LivenessCheck& alive);
+
+  /// Adds processes to a lease (the runner records the job's pid after fork). A pid the
+  /// lease already has gets the new start time. Errors: kNotFound, kBusy, kIo.
+  Status AddProcesses(int64_t lease_id, const std::vector<model::LeaseProcess>& processes);
+
+  /// Deletes a lease. Errors: kNotFound, kBusy, kIo.
+  Status Release(int64_t lease_id);
+
+  /// The live leases, in id order, after deleting the stale ones (a short write
+  /// transaction). Errors: kBusy, kIo.
+  Result<std::vector<model::Lease>> List(const LivenessCheck& alive);
+
+  /// Every recorded lease, stale or not, without writing (a read snapshot; never waits
+  /// for writers). Errors: kIo.
+  Result<std::vector<model::Lease>> ListRecorded();
+
+  /// The recorded lease with this id (alive or not), or nullopt. Errors: kIo.
+  Result<std::optional<model::Lease>> Get(int64_t lease_id);
+
+  /// Deletes the stale leases and returns them (callers may log them). Errors: kBusy, kIo.
+  Result<std::vector<model::Lease>> ReclaimStale(const LivenessCheck& alive);
+
+  /// The connection, for tests that need to reach below the API (e.g. to simulate a full
+  /// disk with PRAGMA max_page_count).
+  Database& DatabaseForTesting() { return *db_; }
+
+ private:
+  struct Statements;
+  LeaseStore(std::unique_ptr<Database> db, std::unique_ptr<Statements> stmts);
+
+  Result<std::vector<model::Lease>> LoadLocked(std::optional<int64_t> only_id);
+  // Splits the recorded leases into live (returned) and stale (deleted, appended to
+  // `reclaimed`). Must run inside a write transaction.
+  Result<std::vector<model::Lease>> ReclaimLocked(const LivenessCheck& alive,
+                                                  std::vector<model::Lease>* reclaimed);
+  Status DeleteLocked(int64_t lease_id, const char* event_kind);
+  Result<model::Lease> InsertLocked(const model::Lease& draft,
+                                    const std::vector<std::string>& uuids);
+
+  std::unique_ptr<Database> db_;
+  std::unique_ptr<Statements> stmts_;  // finalized before db_ closes (reverse order)
+};
+
+}  // namespace gpuman::store

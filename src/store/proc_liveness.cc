@@ -1,0 +1,93 @@
+#include "store/proc_liveness.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <string_view>
+
+namespace gpuman::store {
+namespace {
+
+// Reads the whole (small) stat file with plain syscalls: this runs inside write
+// transactions, once per leased process.
+std::optional<std::string> ReadStat(int pid, const std::string& proc_root) {
+  if (pid <= 0) return std::nullopt;
+  std::string path = proc_root + "/" + std::to_string(pid) + "/stat";
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string text;
+  char buf[1024];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    text.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return text;
+}
+
+// "pid (comm) state ppid ... starttime ...": comm may hold spaces and ')', so the fields
+// are counted from the last ')'. Field 3 (state) is the first after it; starttime is 22.
+struct StatFields {
+  char state;
+  int64_t start_ticks;
+};
+
+std::optional<StatFields> ParseStat(std::string_view text) {
+  size_t close = text.rfind(')');
+  if (close == std::string_view::npos) return std::nullopt;
+  std::string_view rest = text.substr(close + 1);
+  std::optional<char> state;
+  int field = 2;  // the last field consumed
+  size_t pos = 0;
+  while (pos < rest.size()) {
+    while (pos < rest.size() && rest[pos] == ' ') ++pos;
+    size_t end = rest.find(' ', pos);
+    if (end == std::string_view::npos) end = rest.size();
+    if (pos == end) break;
+    std::string_view token = rest.substr(pos, end - pos);
+    ++field;
+    if (field == 3) state = token[0];
+    if (field == 22) {
+      int64_t ticks = 0;
+      auto [ptr, ec] = std::from_chars(token.data(), token.data() + token.size(), ticks);
+      if (ec != std::errc() || ptr != token.data() + token.size() || !state) return std::nullopt;
+      return StatFields{*state, ticks};
+    }
+    pos = end;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<int64_t> ProcessStartTicks(int pid, const std::string& proc_root) {
+  auto text = ReadStat(pid, proc_root);
+  if (!text) return std::nullopt;
+  auto fields = ParseStat(*text);
+  // A zombie has exited (and freed its GPU memory); only its parent has not reaped it.
+  if (!fields || fields->state == 'Z' || fields->state == 'X') return std::nullopt;
+  return fields->start_ticks;
+}
+
+std::optional<model::LeaseProcess> CurrentLeaseProcess(int pid, const std::string& proc_root) {
+  auto ticks = ProcessStartTicks(pid, proc_root);
+  if (!ticks) return std::nullopt;
+  return model::LeaseProcess{pid, *ticks};
+}
+
+bool IsProcessAlive(const model::LeaseProcess& process, const std::string& proc_root) {
+  auto ticks = ProcessStartTicks(process.pid, proc_root);
+  return ticks && *ticks == process.start_time_ticks;
+}
+
+LivenessCheck ProcLivenessCheck(std::string proc_root) {
+  return [root = std::move(proc_root)](const model::LeaseProcess& p) {
+    return IsProcessAlive(p, root);
+  };
+}
+
+}  // namespace gpuman::store

@@ -1,0 +1,380 @@
+#include "store/sqlite.h"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <utility>
+
+namespace gpuman::store {
+namespace {
+
+std::string Lower(std::string s) {
+  for (char& c : s) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return s;
+}
+
+ErrorCode CodeForErrno(int err) {
+  return (err == EACCES || err == EPERM) ? ErrorCode::kPermissionDenied : ErrorCode::kIo;
+}
+
+Error ErrnoError(std::string context, int err) {
+  return MakeError(CodeForErrno(err), std::move(context) + ": " + Lower(std::strerror(err)));
+}
+
+// mkdir -p with mode 0700 for the directories it creates; existing ones are left alone.
+Status MakeParentDirs(const std::string& path) {
+  size_t slash = path.rfind('/');
+  if (slash == std::string::npos || slash == 0) return {};
+  std::string dir = path.substr(0, slash);
+  for (size_t pos = 1; pos <= dir.size(); ++pos) {
+    if (pos != dir.size() && dir[pos] != '/') continue;
+    std::string prefix = dir.substr(0, pos);
+    if (::mkdir(prefix.c_str(), 0700) == 0) continue;
+    int err = errno;
+    if (err == EEXIST) {
+      struct stat st {};
+      if (::stat(prefix.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) continue;
+      err = ENOTDIR;
+    }
+    return ErrnoError("create directory " + prefix, err);
+  }
+  return {};
+}
+
+bool IsSpecialPath(const std::string& path) {
+  return path.empty() || path == ":memory:" || path.rfind("file:", 0) == 0;
+}
+
+// The one place that maps SQLite result codes to ErrorCodes and readable causes.
+// `busy_timeout` is set when the busy handler waited that long and gave up; SQLite also
+// reports BUSY at once where waiting could deadlock.
+Error Translate(int rc, int sys_errno, const char* sqlite_msg, const std::string& path,
+                const std::string& prefix, std::optional<std::chrono::milliseconds> busy_timeout) {
+  std::string cause = Lower(sqlite_msg ? sqlite_msg : sqlite3_errstr(rc));
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      if (!busy_timeout) {
+        return MakeError(ErrorCode::kBusy, prefix + cause + " (by another process)");
+      }
+      return MakeError(ErrorCode::kBusy,
+                       prefix + cause + " (another process held it for more than " +
+                           std::to_string(busy_timeout->count()) + " ms)");
+    case SQLITE_FULL:
+      return MakeError(ErrorCode::kIo, prefix + "disk full (" + cause + ")");
+    case SQLITE_IOERR:
+      if (sys_errno == ENOSPC || sys_errno == EDQUOT) {
+        return MakeError(ErrorCode::kIo, prefix + "disk full (" +
+                                             Lower(std::strerror(sys_errno)) + ")");
+      }
+      if (sys_errno != 0) cause += ": " + Lower(std::strerror(sys_errno));
+      return MakeError(ErrorCode::kIo, prefix + cause);
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      // The operation hardly matters here; the file does.
+      return MakeError(ErrorCode::kIo, "state db " + path +
+                                           " is corrupt or not a gpuman database (" + cause +
+                                           "); move it aside to start with no leases");
+    case SQLITE_CANTOPEN:
+      if (sys_errno != 0) {
+        return MakeError(CodeForErrno(sys_errno),
+                         prefix + Lower(std::strerror(sys_errno)));
+      }
+      return MakeError(ErrorCode::kIo, prefix + cause);
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+      return MakeError(ErrorCode::kPermissionDenied, prefix + cause);
+    case SQLITE_CONSTRAINT:
+      return MakeError(ErrorCode::kConflict, prefix + cause);
+    default:
+      return MakeError(ErrorCode::kInternal, prefix + cause);
+  }
+}
+
+}  // namespace
+
+// ---- Database
+
+Result<std::unique_ptr<Database>> Database::Open(const std::string& path,
+                                                 const DatabaseOptions& options) {
+  const std::string context = "open state db " + path;
+  const bool special = IsSpecialPath(path);
+  if (options.create && !special) {
+    if (auto made = MakeParentDirs(path); !made) return made.error().WithContext(context);
+    if (auto made = CreateWalFile(path, options); !made) return made.error().WithContext(context);
+  }
+
+  sqlite3* raw = nullptr;
+  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
+              (options.create ? SQLITE_OPEN_CREATE : 0) | (special ? SQLITE_OPEN_URI : 0);
+  int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
+  if (rc != SQLITE_OK) {
+    int sys = raw ? sqlite3_system_errno(raw) : 0;
+    Error e = Translate(rc, sys, raw ? sqlite3_errmsg(raw) : nullptr, path, context + ": ",
+                        std::nullopt);
+    sqlite3_close_v2(raw);
+    return e;
+  }
+  // SQLite quietly falls back to read-only for a write-protected file; we need to write.
+  if (!special && sqlite3_db_readonly(raw, "main") == 1) {
+    sqlite3_close_v2(raw);
+    return MakeError(ErrorCode::kPermissionDenied,
+                     context + ": permission denied (the file is read-only for this user)");
+  }
+  std::unique_ptr<Database> db(new Database(raw, path, options.busy_timeout));
+  sqlite3_extended_result_codes(raw, 1);
+  sqlite3_busy_handler(raw, &Database::OnBusy, db.get());
+
+  // The journal mode sticks to the file; the other two are per connection. Reading the
+  // first page happens here, so a corrupt or foreign file is reported by Open.
+  if (!special) {
+    auto wal = db->Prepare("set journal mode", "PRAGMA journal_mode=WAL");
+    if (!wal) return wal.error();
+    auto use = wal->Use();
+    auto row = wal->Step();
+    if (!row) return row.error();
+    std::string mode = *row ? Lower(wal->ColumnText(0)) : "";
+    if (mode != "wal") {
+      return MakeError(ErrorCode::kIo, context + ": cannot use WAL mode (journal mode is \"" +
+                                           mode + "\")");
+    }
+  }
+  if (auto s = db->ExecScript("set pragmas", "PRAGMA foreign_keys=ON; PRAGMA synchronous=NORMAL;");
+      !s) {
+    return s.error();
+  }
+  return db;
+}
+
+Database::~Database() { sqlite3_close_v2(db_); }
+
+// Switching a file to WAL needs an exclusive lock, and SQLite answers a second process
+// that tries the same switch at the same moment with an immediate SQLITE_BUSY (waiting
+// could deadlock), not with the busy handler. So a new database is prepared under a
+// private name, already in WAL mode (the mode is stored in the file header), and linked
+// into place: link() fails with EEXIST when another process was quicker, which is fine.
+// Every process then finds a WAL file and never has to switch. A crash in between leaves
+// a harmless "<path>.init-<pid>" behind.
+Status Database::CreateWalFile(const std::string& path, const DatabaseOptions& options) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) return {};
+  if (errno != ENOENT) return ErrnoError("stat " + path, errno);
+
+  const std::string staging = path + ".init-" + std::to_string(::getpid());
+  ::unlink(staging.c_str());  // left over by an earlier crash of a process with our pid
+  // Creating it ourselves with 0600 keeps the database private whatever the umask; SQLite
+  // gives the -wal and -shm files the database file's mode.
+  int fd = ::open(staging.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoError("create " + path, errno);
+  ::close(fd);
+  DatabaseOptions staging_options = options;
+  staging_options.create = false;
+  auto db = Open(staging, staging_options);
+  if (!db) {
+    ::unlink(staging.c_str());
+    return db.error();
+  }
+  db->reset();  // the last connection closing removes the staging -wal and -shm files
+  Status linked;
+  if (::link(staging.c_str(), path.c_str()) != 0 && errno != EEXIST) {
+    linked = ErrnoError("create " + path, errno);
+  }
+  ::unlink(staging.c_str());
+  return linked;
+}
+
+// Like sqlite3_busy_timeout, with a finer schedule. SQLite's own handler sleeps 1, 2, 5,
+// 10, ... 100 ms between attempts, while our write transactions hold the lock for well
+// under a millisecond: with several clients most of the time went to sleeping on a lock
+// that was already free. Here the sleeps start at 50 us and double up to 2 ms, which is
+// still a sleeping wait (a few hundred lock attempts per second per waiter at most).
+int Database::OnBusy(void* self, int attempt) {
+  auto* db = static_cast<Database*>(self);
+  auto now = std::chrono::steady_clock::now();
+  if (attempt == 0) db->busy_since_ = now;
+  auto deadline = db->busy_since_ + db->busy_timeout_;
+  if (now >= deadline) {
+    db->busy_gave_up_ = true;
+    return 0;  // the caller sees SQLITE_BUSY
+  }
+  auto sleep = std::chrono::microseconds(50L << std::min(attempt, 5));
+  sleep = std::min<std::chrono::microseconds>(
+      sleep, std::chrono::duration_cast<std::chrono::microseconds>(deadline - now) +
+                 std::chrono::microseconds(1));
+  ::usleep(static_cast<useconds_t>(sleep.count()));
+  return 1;
+}
+
+Result<Statement> Database::Prepare(std::string_view name, std::string_view sql) {
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
+                              SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+  if (rc != SQLITE_OK) return ErrorFrom(rc, "prepare " + std::string(name));
+  return Statement(this, stmt, std::string(name));
+}
+
+Status Database::ExecScript(std::string_view name, const std::string& sql) {
+  busy_gave_up_ = false;
+  int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr);
+  if (rc != SQLITE_OK) return ErrorFrom(rc, name);
+  return {};
+}
+
+Error Database::ErrorFrom(int rc, std::string_view context) const {
+  std::optional<std::chrono::milliseconds> waited;
+  if (busy_gave_up_) waited = busy_timeout_;
+  return Translate(rc, sqlite3_system_errno(db_), sqlite3_errmsg(db_), path_,
+                   "state db " + path_ + ": " + std::string(context) + ": ", waited);
+}
+
+int64_t Database::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
+int64_t Database::Changes() const { return sqlite3_changes64(db_); }
+bool Database::InTransaction() const { return sqlite3_get_autocommit(db_) == 0; }
+
+// ---- Statement
+
+Statement::Statement(Statement&& other) noexcept
+    : db_(std::exchange(other.db_, nullptr)),
+      stmt_(std::exchange(other.stmt_, nullptr)),
+      name_(std::move(other.name_)),
+      bind_error_(other.bind_error_) {}
+
+Statement& Statement::operator=(Statement&& other) noexcept {
+  if (this != &other) {
+    sqlite3_finalize(stmt_);
+    db_ = std::exchange(other.db_, nullptr);
+    stmt_ = std::exchange(other.stmt_, nullptr);
+    name_ = std::move(other.name_);
+    bind_error_ = other.bind_error_;
+  }
+  return *this;
+}
+
+Statement::~Statement() { sqlite3_finalize(stmt_); }
+
+Statement::ResetGuard Statement::Use() {
+  Reset();
+  return ResetGuard(this);
+}
+
+Statement& Statement::Bind(int index, int64_t value) {
+  int rc = sqlite3_bind_int64(stmt_, index, value);
+  if (rc != SQLITE_OK && bind_error_ == 0) bind_error_ = rc;
+  return *this;
+}
+
+Statement& Statement::Bind(int index, std::string_view text) {
+  int rc = sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_TRANSIENT,
+                               SQLITE_UTF8);
+  if (rc != SQLITE_OK && bind_error_ == 0) bind_error_ = rc;
+  return *this;
+}
+
+Statement& Statement::BindNull(int index) {
+  int rc = sqlite3_bind_null(stmt_, index);
+  if (rc != SQLITE_OK && bind_error_ == 0) bind_error_ = rc;
+  return *this;
+}
+
+Result<bool> Statement::Step() {
+  if (bind_error_ != 0) {
+    return MakeError(ErrorCode::kInternal, "state db " + db_->path() + ": " + name_ +
+                                               ": bind parameter: " +
+                                               sqlite3_errstr(bind_error_));
+  }
+  db_->busy_gave_up_ = false;
+  int rc = sqlite3_step(stmt_);
+  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_DONE) return false;
+  return db_->ErrorFrom(rc, name_);
+}
+
+Status Statement::Run() {
+  while (true) {
+    auto row = Step();
+    if (!row) return row.error();
+    if (!*row) return {};
+  }
+}
+
+int64_t Statement::ColumnInt64(int column) const { return sqlite3_column_int64(stmt_, column); }
+
+std::string Statement::ColumnText(int column) const {
+  const unsigned char* text = sqlite3_column_text(stmt_, column);
+  if (text == nullptr) return {};
+  return std::string(reinterpret_cast<const char*>(text),
+                     static_cast<size_t>(sqlite3_column_bytes(stmt_, column)));
+}
+
+bool Statement::ColumnIsNull(int column) const {
+  return sqlite3_column_type(stmt_, column) == SQLITE_NULL;
+}
+
+void Statement::Reset() {
+  if (stmt_ == nullptr) return;
+  sqlite3_reset(stmt_);  // repeats the last step's error, which Step already returned
+  sqlite3_clear_bindings(stmt_);
+  bind_error_ = 0;
+}
+
+// ---- Transaction
+
+// BEGIN/COMMIT/ROLLBACK/SAVEPOINT do not depend on the schema, so they go through
+// sqlite3_exec instead of the prepare-at-open rule for queries.
+Result<Transaction> Transaction::BeginWrite(Database& db) {
+  if (auto s = db.ExecScript("begin write transaction", "BEGIN IMMEDIATE"); !s) {
+    return s.error();
+  }
+  return Transaction(&db);
+}
+
+Result<Transaction> Transaction::BeginRead(Database& db) {
+  if (auto s = db.ExecScript("begin read transaction", "BEGIN"); !s) return s.error();
+  return Transaction(&db);
+}
+
+Transaction::~Transaction() {
+  // A failed COMMIT may leave the transaction open; roll it back either way.
+  if (db_ != nullptr && db_->InTransaction()) {
+    sqlite3_exec(db_->handle(), "ROLLBACK", nullptr, nullptr, nullptr);
+  }
+}
+
+Status Transaction::Commit() {
+  GPUMAN_CHECK(db_ != nullptr);
+  if (auto s = db_->ExecScript("commit", "COMMIT"); !s) return s;
+  db_ = nullptr;
+  return {};
+}
+
+// ---- Savepoint
+
+Result<Savepoint> Savepoint::Begin(Database& db, std::string name) {
+  if (auto s = db.ExecScript("savepoint " + name, "SAVEPOINT " + name); !s) return s.error();
+  return Savepoint(&db, std::move(name));
+}
+
+Savepoint::~Savepoint() {
+  if (db_ != nullptr && db_->InTransaction()) {
+    std::string sql = "ROLLBACK TO " + name_ + "; RELEASE " + name_;
+    sqlite3_exec(db_->handle(), sql.c_str(), nullptr, nullptr, nullptr);
+  }
+}
+
+Status Savepoint::Release() {
+  GPUMAN_CHECK(db_ != nullptr);
+  if (auto s = db_->ExecScript("release " + name_, "RELEASE " + name_); !s) return s;
+  db_ = nullptr;
+  return {};
+}
+
+}  // namespace gpuman::store

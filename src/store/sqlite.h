@@ -1,0 +1,176 @@
+// A small RAII layer over the SQLite C API: Database (one connection), Statement (one
+// prepared statement) and Transaction (a guard that rolls back unless committed), in the
+// spirit of Nix's sqlite.hh. Every SQLite failure becomes an Error that names the state db
+// and the operation. A Database and its statements belong to one thread at a time
+// (connections are opened SQLITE_OPEN_NOMUTEX); other threads or processes open their own.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "base/result.h"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace gpuman::store {
+
+class Statement;
+
+struct DatabaseOptions {
+  /// Create the file (mode 0600) and missing parent directories (mode 0700).
+  bool create = true;
+  /// How long a statement waits for another connection's lock before failing with kBusy.
+  /// The wait sleeps between attempts (see Database::OnBusy); it never spins.
+  std::chrono::milliseconds busy_timeout{5000};
+};
+
+class Database {
+ public:
+  /// Opens `path` and sets WAL, busy_timeout, foreign_keys=ON and synchronous=NORMAL.
+  /// ":memory:" opens a private in-memory database (no WAL).
+  /// Errors: kPermissionDenied (directory or file not accessible, read-only file), kIo
+  /// (path unusable, disk full, corrupt or not an SQLite file), kBusy (another process held
+  /// the lock for longer than the busy timeout while switching to WAL).
+  static Result<std::unique_ptr<Database>> Open(const std::string& path,
+                                                const DatabaseOptions& options = {});
+  ~Database();
+  Database(const Database&) = delete;
+  Database& operator=(const Database&) = delete;
+
+  /// Prepares one statement. `name` ("insert lease") is the context of its errors.
+  /// Errors: kInternal (SQL does not match the schema), kIo (corrupt), kBusy.
+  Result<Statement> Prepare(std::string_view name, std::string_view sql);
+
+  /// Runs one or more statements without results (migrations). Errors: as Statement::Run.
+  Status ExecScript(std::string_view name, const std::string& sql);
+
+  /// Converts the result code of the last failing call on this connection into an Error
+  /// "state db PATH: CONTEXT: CAUSE" (see sqlite.cc for the mapping).
+  Error ErrorFrom(int rc, std::string_view context) const;
+
+  int64_t LastInsertRowId() const;
+  int64_t Changes() const;
+  bool InTransaction() const;
+  const std::string& path() const { return path_; }
+  std::chrono::milliseconds busy_timeout() const { return busy_timeout_; }
+  sqlite3* handle() { return db_; }
+
+ private:
+  friend class Statement;
+  Database(sqlite3* db, std::string path, std::chrono::milliseconds busy_timeout)
+      : db_(db), path_(std::move(path)), busy_timeout_(busy_timeout) {}
+  static int OnBusy(void* self, int attempt);
+  static Status CreateWalFile(const std::string& path, const DatabaseOptions& options);
+
+  sqlite3* db_;
+  std::string path_;
+  std::chrono::milliseconds busy_timeout_;
+  std::chrono::steady_clock::time_point busy_since_;  // first BUSY of the current wait
+  bool busy_gave_up_ = false;  // the last step or exec failed after the full busy timeout
+};
+
+/// A prepared statement. Parameters are 1-based, columns 0-based (as in SQLite).
+/// Typical use:  auto use = stmt.Use(); stmt.Bind(1, id); auto row = stmt.Step();
+class Statement {
+ public:
+  Statement() = default;
+  Statement(Statement&& other) noexcept;
+  Statement& operator=(Statement&& other) noexcept;
+  ~Statement();
+
+  /// Resets the statement when it goes out of scope, so that a half-read SELECT never
+  /// keeps a read snapshot open.
+  class [[nodiscard]] ResetGuard {
+   public:
+    explicit ResetGuard(Statement* s) : s_(s) {}
+    ~ResetGuard() { s_->Reset(); }
+    ResetGuard(const ResetGuard&) = delete;
+    ResetGuard& operator=(const ResetGuard&) = delete;
+
+   private:
+    Statement* s_;
+  };
+  /// Starts a use: clears bindings now and resets again when the guard is destroyed.
+  ResetGuard Use();
+
+  /// Bind failures (too big, out of memory) are remembered and returned by the next Step.
+  Statement& Bind(int index, int64_t value);
+  Statement& Bind(int index, std::string_view text);
+  Statement& BindNull(int index);
+
+  /// true: a row is ready for the column getters; false: the statement is done.
+  /// Errors: see Database::ErrorFrom.
+  Result<bool> Step();
+  /// Steps to completion, ignoring rows (INSERT, UPDATE, DELETE).
+  Status Run();
+
+  int64_t ColumnInt64(int column) const;
+  std::string ColumnText(int column) const;
+  bool ColumnIsNull(int column) const;
+
+  /// Resets the statement and clears its bindings.
+  void Reset();
+
+  const std::string& name() const { return name_; }
+
+ private:
+  friend class Database;
+  Statement(Database* db, sqlite3_stmt* stmt, std::string name)
+      : db_(db), stmt_(stmt), name_(std::move(name)) {}
+
+  Database* db_ = nullptr;
+  sqlite3_stmt* stmt_ = nullptr;
+  std::string name_;
+  int bind_error_ = 0;  // first failed sqlite3_bind_* result since the last Reset
+};
+
+/// A transaction guard: begins on Begin*, rolls back in the destructor unless Commit()
+/// succeeded. Keep it short: other processes wait (up to the busy timeout) while a write
+/// transaction is open.
+class Transaction {
+ public:
+  /// BEGIN IMMEDIATE: takes the write lock now, so the transaction cannot fail half-way
+  /// with "database is locked" when it first writes. Errors: kBusy, kIo.
+  static Result<Transaction> BeginWrite(Database& db);
+  /// BEGIN (deferred): a consistent read snapshot; in WAL mode it does not block writers.
+  static Result<Transaction> BeginRead(Database& db);
+
+  Transaction(Transaction&& other) noexcept : db_(other.db_) { other.db_ = nullptr; }
+  Transaction& operator=(Transaction&&) = delete;
+  Transaction(const Transaction&) = delete;
+  ~Transaction();
+
+  /// Errors: kIo (disk full, I/O), kBusy. The destructor rolls back after a failure.
+  Status Commit();
+
+ private:
+  explicit Transaction(Database* db) : db_(db) {}
+  Database* db_;  // null once committed or moved from
+};
+
+/// A savepoint inside a transaction: rolled back (to its start) unless Release()d.
+/// Lets a transaction keep its earlier work when a later step fails.
+class Savepoint {
+ public:
+  /// Errors: as Statement::Run.
+  static Result<Savepoint> Begin(Database& db, std::string name);
+  Savepoint(Savepoint&& other) noexcept : db_(other.db_), name_(std::move(other.name_)) {
+    other.db_ = nullptr;
+  }
+  Savepoint& operator=(Savepoint&&) = delete;
+  Savepoint(const Savepoint&) = delete;
+  ~Savepoint();
+
+  Status Release();
+
+ private:
+  Savepoint(Database* db, std::string name) : db_(db), name_(std::move(name)) {}
+  Database* db_;
+  std::string name_;
+};
+
+}  // namespace gpuman::store
