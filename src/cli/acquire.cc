@@ -7,6 +7,8 @@
 
 #include <chrono>
 #include <random>
+#include <set>
+#include <thread>
 
 #include "base/duration.h"
 #include "store/proc_liveness.h"
@@ -71,17 +73,59 @@ Result<Acquired> AcquireLease(Context& ctx, const SelectionArgs& args, model::Le
   auto next_note = started;
   std::unique_ptr<ChangeWaiter> waiter;
   std::mt19937 jitter(static_cast<unsigned>(getpid()));
+  std::optional<model::Topology> topology;  // does not change while we wait
+  std::set<std::string> leased_before;       // GPUs leased at our last full look
+  auto last_full_look = started;
+  bool first = true;
+  auto last_look = started;
   while (true) {
+    // At most ~10 looks a second: a burst of lease changes wakes us once, not per write.
+    auto since = std::chrono::steady_clock::now() - last_look;
+    if (!first && since < std::chrono::milliseconds(100)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100) - since);
+    }
+    last_look = std::chrono::steady_clock::now();
+    // A read-only look at the leases first (WAL readers never wait for writers). When we
+    // are woken only because someone else took GPUs, nothing got free for us: skip the
+    // NVML snapshot and selection, except for a full look every second (a foreign
+    // process may have exited, which the state directory does not tell us).
+    std::vector<model::Lease> live;
+    std::set<std::string> leased_now;
+    if (auto recorded = (*leases)->ListRecorded()) {
+      for (auto& l : *recorded) {
+        bool is_live = false;
+        for (const auto& p : l.processes) is_live = is_live || alive(p);
+        if (!is_live) continue;
+        leased_now.insert(l.gpu_uuids.begin(), l.gpu_uuids.end());
+        live.push_back(std::move(l));
+      }
+    }
+    auto now = std::chrono::steady_clock::now();
+    bool nothing_freed = std::includes(leased_now.begin(), leased_now.end(), leased_before.begin(), leased_before.end());
+    if (!first && nothing_freed && now - last_full_look < std::chrono::milliseconds(900)) {
+      waiter->Wait(200);
+      continue;
+    }
+    first = false;
+    last_full_look = now;
+    leased_before = leased_now;
+
     devices::SnapshotOptions snap_options;
     // Even one GPU is placed by topology: it should come from a group already in use.
-    snap_options.topology = true;
+    snap_options.topology = !topology.has_value();
     auto snap = (*source)->Snapshot(snap_options);
     if (!snap) return snap.error();
+    if (topology) snap->topology = topology;
+    else topology = snap->topology;
     auto req = BuildSelectionRequest(args, *snap, ctx.env().vars);
     if (!req) return req.error();
 
+    // Only ask for the write lock when the read-only look says something fits: many
+    // waiters woken by one release would otherwise queue for it to find nothing.
+    std::optional<Error> precheck;
+    if (auto selection = policy::Select(*snap, live, *req); !selection) precheck = selection.error();
     std::optional<policy::Selection> chosen;
-    auto lease = (*leases)->Acquire(
+    auto lease = precheck ? Result<model::Lease>(*precheck) : (*leases)->Acquire(
         draft,
         [&](const std::vector<model::Lease>& live) -> Result<std::vector<std::string>> {
           auto selection = policy::Select(*snap, live, *req);
@@ -95,7 +139,7 @@ Result<Acquired> AcquireLease(Context& ctx, const SelectionArgs& args, model::Le
     const Error& err = lease.error();
     bool retryable = err.code == ErrorCode::kBusy || err.code == ErrorCode::kConflict;
     if (!retryable || !options.wait_ms) return err;
-    auto now = std::chrono::steady_clock::now();
+    now = std::chrono::steady_clock::now();
     int64_t waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - started).count();
     if (*options.wait_ms >= 0 && waited_ms >= *options.wait_ms) {
       return MakeError(ErrorCode::kBusy, "gave up after " + FormatDurationMs(waited_ms) + ": " + err.message);

@@ -44,7 +44,11 @@ Result<devices::DeviceSource*> Context::Devices() {
 
 Result<store::LeaseStore*> Context::Leases() {
   if (leases_) return leases_.get();
-  auto opened = store::LeaseStore::Open(state_dir_ + "/leases.db");
+  // Writers hold the lock for milliseconds; a long timeout only matters when hundreds of
+  // gpuman processes start at once, and then waiting beats failing.
+  store::LeaseStoreOptions options;
+  options.busy_timeout = std::chrono::milliseconds(60000);
+  auto opened = store::LeaseStore::Open(state_dir_ + "/leases.db", options);
   if (!opened) return opened.error();
   leases_ = std::move(*opened);
   return leases_.get();
