@@ -127,8 +127,8 @@ Result<Acquired> AcquireLease(Context& ctx, const SelectionArgs& args, model::Le
     std::optional<policy::Selection> chosen;
     auto lease = precheck ? Result<model::Lease>(*precheck) : (*leases)->Acquire(
         draft,
-        [&](const std::vector<model::Lease>& live) -> Result<std::vector<std::string>> {
-          auto selection = policy::Select(*snap, live, *req);
+        [&](const std::vector<model::Lease>& current) -> Result<std::vector<std::string>> {
+          auto selection = policy::Select(*snap, current, *req);
           if (!selection) return selection.error();
           chosen = *selection;
           return selection->uuids;

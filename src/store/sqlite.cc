@@ -132,6 +132,11 @@ Result<std::unique_ptr<Database>> Database::Open(const std::string& path,
   }
   std::unique_ptr<Database> db(new Database(raw, path, options.busy_timeout));
   sqlite3_extended_result_codes(raw, 1);
+  // Every gpuman command is a short-lived process. By default the last connection to close
+  // checkpoints and deletes the WAL, so the next command recreates it (with fsyncs): most of
+  // a `gpuman run`'s database time. Keep the WAL; SQLite's auto-checkpoint (1000 pages)
+  // still bounds it.
+  sqlite3_db_config(raw, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
   sqlite3_busy_handler(raw, &Database::OnBusy, db.get());
 
   // The journal mode sticks to the file; the other two are per connection. Reading the

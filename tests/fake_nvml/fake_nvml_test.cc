@@ -94,6 +94,12 @@ class FakeNvmlTest : public ::testing::Test {
   }
 
   // Replaces the scenario file atomically (write + rename), as a test driver would.
+  // Every gpuman snapshot starts by counting devices; the stand-in re-checks its file then.
+  void StartSnapshot() {
+    unsigned n = 0;
+    F<nvmlDeviceGetCount_fn>("nvmlDeviceGetCount_v2")(&n);
+  }
+
   std::string WriteScenario(const json& scenario) {
     std::string path = dir_ + "/scenario.json";
     std::string tmp = path + ".tmp";
@@ -571,6 +577,7 @@ TEST_F(FakeNvmlTest, HotReloadKeepsHandles) {
   s["gpus"][1]["utilization"] = {{"gpu", 100}, {"memory", 80}};
   s["gpus"][1]["processes"] = {{{"pid", 4242}, {"used_memory", 123456789}}};
   WriteScenario(s);
+  StartSnapshot();
   count = 0;
   EXPECT_EQ(procs(gpu1, &count, nullptr), NVML_ERROR_INSUFFICIENT_SIZE);
   EXPECT_EQ(count, 1u);
@@ -584,7 +591,9 @@ TEST_F(FakeNvmlTest, HotReloadKeepsHandles) {
   std::ofstream(tmp) << "{ not json";
   ASSERT_EQ(std::rename(tmp.c_str(), path.c_str()), 0);
   testing::internal::CaptureStderr();
+  StartSnapshot();
   EXPECT_EQ(util_fn(gpu1, &util), NVML_SUCCESS);
+  StartSnapshot();
   EXPECT_EQ(util_fn(gpu1, &util), NVML_SUCCESS);
   std::string err = testing::internal::GetCapturedStderr();
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
@@ -593,6 +602,7 @@ TEST_F(FakeNvmlTest, HotReloadKeepsHandles) {
   // The GPU is lost; the handle taken before is still the one that reports it.
   s["gpus"][1]["lost"] = true;
   WriteScenario(s);
+  StartSnapshot();
   EXPECT_EQ(util_fn(gpu1, &util), NVML_ERROR_GPU_IS_LOST);
   EXPECT_EQ(Handle(1), gpu1);
 }
@@ -613,6 +623,7 @@ TEST_F(FakeNvmlTest, HotReloadSeesSameSizeRewriteInPlace) {
   std::ofstream(path, std::ios::trunc) << s.dump(2);
   struct timespec times[2] = {{0, UTIME_OMIT}, {1700000000, 123}};
   ASSERT_EQ(utimensat(AT_FDCWD, path.c_str(), times, 0), 0);
+  StartSnapshot();
   ASSERT_EQ(temperature(Handle(0), NVML_TEMPERATURE_GPU, &temp), NVML_SUCCESS);
   EXPECT_EQ(temp, 91u);
 }

@@ -1,0 +1,81 @@
+// Benchmark: the overhead of `gpuman run -n 1 -- true` over running `true` directly, on the
+// idle 8-GPU scenario with a fresh state directory: median wall time of each and the
+// difference. Goal (issue 3): at most 5 ms.
+// Usage: run_bench [--runs N]
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace {
+
+double RunOnceMs(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  auto start = std::chrono::steady_clock::now();
+  pid_t pid = fork();
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "run_bench: %s failed (status %d)\n", argv[0].c_str(), status);
+    std::exit(1);
+  }
+  return ms;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int runs = 51;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::string(argv[i]) == "--runs") runs = std::max(3, std::atoi(argv[i + 1]));
+  }
+  char tmpl[] = "/tmp/gpuman-run-bench-XXXXXX";
+  std::string dir = mkdtemp(tmpl);
+  std::ifstream in(std::string(GPUMAN_BENCH_SCENARIO_DIR) + "/h100-8.json");
+  nlohmann::json scenario = nlohmann::json::parse(in);
+  for (auto& g : scenario["gpus"]) g["processes"] = nlohmann::json::array();
+  std::string scenario_path = dir + "/idle.json";
+  std::ofstream(scenario_path) << scenario.dump();
+  setenv("GPUMAN_STATE_DIR", (dir + "/state").c_str(), 1);
+  unsetenv("GPUMAN_SIMULATE");
+  unsetenv("CUDA_VISIBLE_DEVICES");
+
+  std::vector<std::string> gpuman = {GPUMAN_BENCH_GPUMAN, "--simulate", scenario_path, "run", "-q", "-n", "1", "--", "true"};
+  std::vector<std::string> plain = {"true"};
+  RunOnceMs(gpuman);  // creates the state db; warms the page cache
+  RunOnceMs(plain);
+  std::vector<double> g, p;
+  for (int i = 0; i < runs; ++i) {
+    g.push_back(RunOnceMs(gpuman));
+    p.push_back(RunOnceMs(plain));
+  }
+  double gm = Median(g), pm = Median(p);
+  std::printf("gpuman run -n 1 -- true   %8.3f ms (median of %d)\n", gm, runs);
+  std::printf("true                      %8.3f ms\n", pm);
+  std::printf("overhead                  %8.3f ms  (goal <= 5 ms)\n", gm - pm);
+  std::filesystem::remove_all(dir);
+  return 0;
+}
