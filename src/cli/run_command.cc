@@ -38,7 +38,7 @@ std::optional<int> ProcessGroupOf(int pid) {
 }
 
 // CPUs of the chosen GPUs that this process may use, and their common NUMA node.
-void PlanNumaBinding(const Acquired& acquired, sched::JobSpec& spec, Context& ctx) {
+void PlanNumaBinding(const Acquired& acquired, sched::StartInfo& spec, Context& ctx) {
   std::set<int> gpu_cpus;
   std::set<int> nodes;
   for (const auto& uuid : acquired.selection.uuids) {
@@ -93,12 +93,25 @@ int RunRun(const RunArgs& args, Context& ctx) {
   const std::string command_text = Join(args.command, " ");
   auto draft = DraftLease(ctx, getpid(), "run", command_text);
   if (!draft) return fail(draft.error());
+
+  // The job is forked first and waits at a barrier: it goes into the lease in the same
+  // transaction that takes the GPUs, and it cannot run before that (if we die, it exits).
+  sched::JobSpec spec;
+  spec.argv = args.command;
+  for (const auto& [k, v] : ctx.env().vars) spec.env.push_back(k + "=" + v);
+  spec.foreground_tty = true;
+  auto child = sched::ChildProcess::Fork(spec);
+  if (!child) return fail(child.error());
+  auto job = store::CurrentLeaseProcess((*child)->pid());
+  if (!job) return fail(MakeError(ErrorCode::kInternal, "cannot read the start time of the job's process"));
+  draft->processes.push_back(*job);
+
   AcquireOptions options;
   options.wait_ms = *wait;
   options.waiting_for = std::to_string(args.selection.count) + " GPU(s) for '" +
                         render::TruncateToWidth(command_text, 40) + "'";
   auto acquired = AcquireLease(ctx, args.selection, *draft, options);
-  if (!acquired) return fail(acquired.error());
+  if (!acquired) return fail(acquired.error());  // the child sees the barrier close and exits
   auto leases = ctx.Leases();
   store::LeaseStore& store = **leases;
   const int64_t lease_id = acquired->lease.id;
@@ -108,50 +121,31 @@ int RunRun(const RunArgs& args, Context& ctx) {
     }
   };
 
-  // The job's environment: ours, with the GPUs it was given.
-  std::map<std::string, std::string> env = ctx.env().vars;
+  // What the job gets: its GPUs.
   const auto& sel = acquired->selection;
+  sched::StartInfo start;
   if (args.index) {
     std::vector<int> sorted = sel.indices;  // NVML order is PCI bus order
     std::sort(sorted.begin(), sorted.end());
     std::vector<std::string> text;
     for (int i : sorted) text.push_back(std::to_string(i));
-    env["CUDA_VISIBLE_DEVICES"] = Join(text, ",");
+    start.env.push_back("CUDA_VISIBLE_DEVICES=" + Join(text, ","));
   } else {
-    env["CUDA_VISIBLE_DEVICES"] = visibility::FormatCudaVisibleDevices(sel.uuids);
+    start.env.push_back("CUDA_VISIBLE_DEVICES=" + visibility::FormatCudaVisibleDevices(sel.uuids));
   }
-  env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID";
-  env["NVIDIA_VISIBLE_DEVICES"] = visibility::FormatCudaVisibleDevices(sel.uuids);
-  env["GPUMAN_LEASE_ID"] = std::to_string(lease_id);
-  if (ctx.simulation()) env["GPUMAN_SIMULATE"] = ctx.simulation()->scenario_path;  // nested gpuman sees the same node
-
-  sched::JobSpec spec;
-  spec.argv = args.command;
-  for (const auto& [k, v] : env) spec.env.push_back(k + "=" + v);
-  spec.foreground_tty = true;
-  if (args.bind_numa) PlanNumaBinding(*acquired, spec, ctx);
+  start.env.push_back("CUDA_DEVICE_ORDER=PCI_BUS_ID");
+  start.env.push_back("NVIDIA_VISIBLE_DEVICES=" + visibility::FormatCudaVisibleDevices(sel.uuids));
+  start.env.push_back("GPUMAN_LEASE_ID=" + std::to_string(lease_id));
+  // A nested gpuman sees the same simulated node.
+  if (ctx.simulation()) start.env.push_back("GPUMAN_SIMULATE=" + ctx.simulation()->scenario_path);
+  if (args.bind_numa) PlanNumaBinding(*acquired, start, ctx);
 
   if (!args.quiet && isatty(STDERR_FILENO)) {
     std::vector<std::string> idx;
     for (int i : sel.indices) idx.push_back(std::to_string(i));
     ctx.err() << "gpuman: lease " << lease_id << ": GPU " << Join(idx, ",") << " (" << sel.placement << ")\n";
   }
-
-  auto child = sched::ChildProcess::Fork(spec);
-  if (!child) {
-    release();
-    return fail(child.error());
-  }
-  // Record the job before it may run: if we die now, it never starts (it waits on us).
-  auto job = store::CurrentLeaseProcess((*child)->pid());
-  Status recorded = job ? store.AddProcesses(lease_id, {*job})
-                        : Status(MakeError(ErrorCode::kInternal, "cannot read the job's start time"));
-  if (!recorded) {
-    child->reset();
-    release();
-    return fail(recorded.error().WithContext("recording the job in lease " + std::to_string(lease_id)));
-  }
-  if (auto started = (*child)->Start(); !started) {
+  if (auto started = (*child)->Start(start); !started) {
     release();
     ctx.err() << "gpuman: error: " << args.command[0] << ": " << started.error().message << "\n";
     return started.error().code == ErrorCode::kPermissionDenied ? 126 : 127;
@@ -163,7 +157,9 @@ int RunRun(const RunArgs& args, Context& ctx) {
 
   // Did the GPUs come back? Processes of the job's group that still hold GPU memory.
   if (auto source = ctx.Devices()) {
-    if (auto snap = (*source)->Snapshot()) {
+    devices::SnapshotOptions who_only;
+    who_only.processes_only = true;
+    if (auto snap = (*source)->Snapshot(who_only)) {
       for (const auto& g : snap->gpus) {
         if (!g.uuid || std::find(sel.uuids.begin(), sel.uuids.end(), *g.uuid) == sel.uuids.end()) continue;
         for (const auto& p : g.processes) {

@@ -9,7 +9,8 @@
 namespace gpuman::devices {
 
 struct SnapshotOptions {
-  bool topology = false;  // also read NVLink and PCIe topology (n^2 queries)
+  bool topology = false;        // also read NVLink and PCIe topology (n^2 queries)
+  bool processes_only = false;  // only index, UUID and processes (a cheap "who is on it")
 };
 
 class DeviceSource {

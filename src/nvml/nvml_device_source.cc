@@ -175,10 +175,21 @@ const char* ComputeModeName(nvmlComputeMode_t mode) {
   }
 }
 
+void ReadProcessLists(const NvmlLibrary& lib, nvmlDevice_t dev, DeviceReader& r, model::DeviceSnapshot& s) {
+  std::map<uint32_t, model::GpuProcess> procs;
+  ReadProcesses(lib, dev, r, Sym::kDeviceGetComputeRunningProcesses, model::ProcessType::kCompute, procs);
+  ReadProcesses(lib, dev, r, Sym::kDeviceGetGraphicsRunningProcesses, model::ProcessType::kGraphics, procs);
+  for (auto& [pid, proc] : procs) s.processes.push_back(std::move(proc));
+}
+
 void ReadDevice(const NvmlLibrary& lib, nvmlDevice_t dev, const std::string& sysfs_root,
-                model::DeviceSnapshot& s) {
+                bool processes_only, model::DeviceSnapshot& s) {
   DeviceReader r(lib, dev, s);
   s.uuid = r.String(Sym::kDeviceGetUuid, NVML_DEVICE_UUID_V2_BUFFER_SIZE);
+  if (processes_only) {
+    ReadProcessLists(lib, dev, r, s);
+    return;
+  }
   s.name = r.String(Sym::kDeviceGetName, NVML_DEVICE_NAME_V2_BUFFER_SIZE);
   s.serial = r.String(Sym::kDeviceGetSerial, NVML_DEVICE_SERIAL_BUFFER_SIZE);
 
@@ -302,10 +313,7 @@ void ReadDevice(const NvmlLibrary& lib, nvmlDevice_t dev, const std::string& sys
   }
   if (!s.numa_node && s.pci_bus_id) s.numa_node = ReadSysfsNumaNode(sysfs_root, *s.pci_bus_id);
 
-  std::map<uint32_t, model::GpuProcess> procs;
-  ReadProcesses(lib, dev, r, Sym::kDeviceGetComputeRunningProcesses, model::ProcessType::kCompute, procs);
-  ReadProcesses(lib, dev, r, Sym::kDeviceGetGraphicsRunningProcesses, model::ProcessType::kGraphics, procs);
-  for (auto& [pid, proc] : procs) s.processes.push_back(std::move(proc));
+  ReadProcessLists(lib, dev, r, s);
 }
 
 model::PcieLevel PcieLevelFromNvml(nvmlGpuTopologyLevel_t level) {
@@ -406,8 +414,8 @@ Result<model::MachineSnapshot> NvmlDeviceSource::Snapshot(const devices::Snapsho
       continue;
     }
     handles[i] = handle;
-    ReadDevice(lib_, handle, sysfs_root_, dev);
-    devices::AssessHealth(dev);
+    ReadDevice(lib_, handle, sysfs_root_, options.processes_only, dev);
+    if (!options.processes_only) devices::AssessHealth(dev);
   }
   if (options.topology) snap.topology = ReadTopology(lib_, handles, snap.gpus);
   return snap;

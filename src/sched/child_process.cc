@@ -11,7 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 namespace gpuman::sched {
 namespace {
@@ -44,34 +46,75 @@ void WriteAll(int fd, const void* data, size_t n) {
   }
 }
 
-// Runs in the child between fork and exec: async-signal-safe calls only.
-[[noreturn]] void ChildMain(const JobSpec& spec, char* const* argv, char* const* envp, int go_read,
-                            int exec_write, const sigset_t& old_mask) {
+// The StartInfo travels over the barrier pipe as NUL-terminated fields:
+//   "E" KEY=VALUE | "C" cpu | "N" node   ... then EOF.
+std::string Encode(const StartInfo& info) {
+  std::string out;
+  for (const auto& e : info.env) out += "E" + e + '\0';
+  for (int cpu : info.cpu_affinity) out += "C" + std::to_string(cpu) + '\0';
+  if (info.preferred_numa_node) out += "N" + std::to_string(*info.preferred_numa_node) + '\0';
+  return out;
+}
+
+// Runs in the child between fork and exec. The runner is single-threaded, so ordinary
+// library calls are safe here.
+[[noreturn]] void ChildMain(const JobSpec& spec, int go_read, int exec_write, const sigset_t& old_mask) {
   setpgid(0, 0);
   for (int sig : kForwarded) signal(sig, SIG_DFL);
   signal(SIGCHLD, SIG_DFL);
   signal(SIGPIPE, SIG_DFL);
-  if (!spec.cpu_affinity.empty()) {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    for (int cpu : spec.cpu_affinity) {
-      if (cpu >= 0 && cpu < CPU_SETSIZE) CPU_SET(cpu, &set);
-    }
-    sched_setaffinity(0, sizeof set, &set);
+  std::string message;
+  char buf[4096];
+  bool go = false;
+  while (true) {
+    ssize_t r = read(go_read, buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) break;
+    message.append(buf, static_cast<size_t>(r));
+    go = true;
   }
-  if (spec.preferred_numa_node && *spec.preferred_numa_node >= 0 && *spec.preferred_numa_node < 64) {
-    unsigned long mask = 1UL << *spec.preferred_numa_node;
+  if (!go) _exit(125);  // the runner died before recording us: never run without a lease
+  close(go_read);
+
+  std::vector<std::string> env = spec.env;
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  bool bind_cpus = false;
+  std::optional<int> node;
+  size_t pos = 0;
+  while (pos < message.size()) {
+    size_t end = message.find('\0', pos);
+    if (end == std::string::npos) end = message.size();
+    std::string field = message.substr(pos, end - pos);
+    pos = end + 1;
+    if (field.size() < 2) continue;  // the bare "go" byte
+    std::string value = field.substr(1);
+    if (field[0] == 'E') {
+      std::string key = value.substr(0, value.find('='));
+      std::erase_if(env, [&](const std::string& e) { return e.compare(0, key.size() + 1, key + "=") == 0; });
+      env.push_back(value);
+    } else if (field[0] == 'C') {
+      int cpu = std::atoi(value.c_str());
+      if (cpu >= 0 && cpu < CPU_SETSIZE) {
+        CPU_SET(cpu, &cpus);
+        bind_cpus = true;
+      }
+    } else if (field[0] == 'N') {
+      node = std::atoi(value.c_str());
+    }
+  }
+  if (bind_cpus) sched_setaffinity(0, sizeof cpus, &cpus);
+  if (node && *node >= 0 && *node < 64) {
+    unsigned long mask = 1UL << *node;
     syscall(SYS_set_mempolicy, kMpolPreferred, &mask, sizeof(mask) * 8 + 1);
   }
-  char go = 0;
-  ssize_t r;
-  do {
-    r = read(go_read, &go, 1);
-  } while (r < 0 && errno == EINTR);
-  if (r != 1) _exit(125);  // the runner died before recording us: never run without a lease
-  close(go_read);
+  std::vector<char*> argv, envp;
+  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-  execvpe(argv[0], argv, envp);
+  execvpe(argv[0], argv.data(), envp.data());
   int err = errno;
   WriteAll(exec_write, &err, sizeof err);
   _exit(127);
@@ -88,13 +131,6 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Fork(const JobSpec& spec) {
     close(go[1]);
     return MakeError(ErrorCode::kIo, std::string("pipe: ") + std::strerror(errno));
   }
-  // Everything the child needs is prepared before fork (no allocation after it).
-  std::vector<char*> argv, envp;
-  for (const auto& a : spec.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-
   // Block the signals we forward before fork, so none is lost between fork and the wait loop.
   sigset_t runner = RunnerSignals(), old_mask;
   sigprocmask(SIG_BLOCK, &runner, &old_mask);
@@ -114,7 +150,7 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Fork(const JobSpec& spec) {
   if (pid == 0) {
     close(go[1]);
     close(ex[0]);
-    ChildMain(spec, argv.data(), envp.data(), go[0], ex[1], old_mask);
+    ChildMain(spec, go[0], ex[1], old_mask);
   }
   setpgid(pid, pid);  // also done by the child; whichever runs first wins the race
   close(go[0]);
@@ -130,9 +166,11 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Fork(const JobSpec& spec) {
   return child;
 }
 
-Status ChildProcess::Start() {
-  char go = 'g';
-  WriteAll(go_fd_, &go, 1);
+Status ChildProcess::Start(const StartInfo& info) {
+  std::string message = "g";
+  message += '\0';
+  message += Encode(info);
+  WriteAll(go_fd_, message.data(), message.size());
   close(go_fd_);
   go_fd_ = -1;
   int err = 0;

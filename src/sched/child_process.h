@@ -15,17 +15,23 @@
 namespace gpuman::sched {
 
 struct JobSpec {
-  std::vector<std::string> argv;           // argv[0] is looked up in PATH
-  std::vector<std::string> env;            // the job's complete environment, "KEY=VALUE"
+  std::vector<std::string> argv;  // argv[0] is looked up in PATH
+  std::vector<std::string> env;   // the job's environment, "KEY=VALUE"
+  bool foreground_tty = false;    // give the job the controlling terminal (interactive use)
+};
+
+/// What is only known once the job's GPUs are chosen, handed to the waiting child by Start().
+struct StartInfo {
+  std::vector<std::string> env;            // "KEY=VALUE", added to / replacing JobSpec::env
   std::vector<int> cpu_affinity;           // empty: inherit
   std::optional<int> preferred_numa_node;  // set_mempolicy(MPOL_PREFERRED) before exec
-  bool foreground_tty = false;             // give the job the controlling terminal (interactive use)
 };
 
 class ChildProcess {
  public:
-  /// Forks the child. It puts itself in a new process group, applies CPU/memory affinity and
-  /// blocks until Start(). If the parent dies first, the child exits without running the job.
+  /// Forks the child. It puts itself in a new process group and blocks until Start(), so it
+  /// can be recorded in a lease before it may run. If the parent dies first, the child exits
+  /// without running the job. The caller must be single-threaded (the child allocates).
   /// Errors: kInvalidArgument for an empty argv; kIo when fork or pipe fails.
   static Result<std::unique_ptr<ChildProcess>> Fork(const JobSpec& spec);
 
@@ -35,9 +41,10 @@ class ChildProcess {
 
   pid_t pid() const { return pid_; }
 
-  /// Lets the child exec the job. Errors: kNotFound ("cannot run the command: no such file
-  /// or directory") or kPermissionDenied when exec fails; the child is then reaped.
-  Status Start();
+  /// Lets the child apply `info` and exec the job. Errors: kNotFound ("cannot run the
+  /// command: no such file or directory") or kPermissionDenied when exec fails; the child
+  /// is then reaped.
+  Status Start(const StartInfo& info = {});
 
   /// Waits for the job, forwarding SIGINT, SIGTERM and SIGHUP that reach this process to the
   /// job's process group. Returns the job's exit code, or 128+N if signal N killed it.

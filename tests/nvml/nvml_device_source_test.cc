@@ -250,6 +250,46 @@ TEST(NvmlDeviceSourceTest, OneSnapshotCountsDevicesOnce) {
   EXPECT_EQ(FakeCallCount(GPUMAN_TEST_FAKE_NVML, "nvmlInit_v2") - init_before, 1u);
 }
 
+TEST(NvmlDeviceSourceTest, ProcessesOnlyAsksForLittle) {
+  TempDir dir;
+  auto scenario = TestScenario(2);
+  scenario["gpus"][1]["processes"] = {{{"pid", 31}, {"used_memory", 5}, {"type", "compute"}}};
+  UseScenario(dir, scenario);
+  auto l = Load(GPUMAN_TEST_FAKE_NVML);
+  ASSERT_TRUE(l);
+  unsigned long power_before = FakeCallCount(GPUMAN_TEST_FAKE_NVML, "nvmlDeviceGetPowerUsage");
+  devices::SnapshotOptions options;
+  options.processes_only = true;
+  auto snap = l->source->Snapshot(options);
+  ASSERT_TRUE(snap.has_value());
+  ASSERT_EQ(snap->gpus.size(), 2u);
+  EXPECT_TRUE(snap->gpus[1].uuid.has_value());
+  ASSERT_EQ(snap->gpus[1].processes.size(), 1u);
+  EXPECT_EQ(snap->gpus[1].processes[0].pid, 31u);
+  EXPECT_FALSE(snap->gpus[1].name.has_value());
+  EXPECT_EQ(FakeCallCount(GPUMAN_TEST_FAKE_NVML, "nvmlDeviceGetPowerUsage"), power_before);
+}
+
+TEST(NvmlDeviceSourceTest, TopologyFromNvLinksAndCommonAncestors) {
+  setenv("GPUMAN_FAKE_NVML_SCENARIO", GPUMAN_TEST_SCENARIO_DIR "/a100-4.json", 1);
+  auto l = Load(GPUMAN_TEST_FAKE_NVML);
+  ASSERT_TRUE(l);
+  devices::SnapshotOptions options;
+  options.topology = true;
+  auto snap = l->source->Snapshot(options);
+  ASSERT_TRUE(snap.has_value());
+  ASSERT_TRUE(snap->topology.has_value());
+  const auto& t = *snap->topology;
+  EXPECT_EQ(t.nvlinks[0][1], 12);
+  EXPECT_EQ(t.nvlinks[1][0], 12);
+  EXPECT_EQ(t.nvlinks[0][2], 0);
+  EXPECT_EQ(t.pcie[0][0], model::PcieLevel::kSelf);
+  EXPECT_EQ(t.pcie[0][2], model::PcieLevel::kSystem);
+  EXPECT_EQ(t.CellName(2, 3), "NV12");
+  EXPECT_EQ(t.CellName(1, 3), "SYS");
+  EXPECT_FALSE(Snap(*l).topology.has_value()) << "only when asked for";
+}
+
 TEST(NvmlDeviceSourceTest, SysfsNumaNodeWhenNvmlCannotSay) {
   TempDir dir;
   auto scenario = TestScenario(1);

@@ -34,11 +34,11 @@ std::string Slurp(const std::string& path) {
   return ss.str();
 }
 
-int RunToEnd(const JobSpec& spec) {
+int RunToEnd(const JobSpec& spec, const StartInfo& info = {}) {
   auto child = ChildProcess::Fork(spec);
   EXPECT_TRUE(child.has_value());
   if (!child) return -1;
-  auto started = (*child)->Start();
+  auto started = (*child)->Start(info);
   EXPECT_TRUE(started.has_value()) << started.error().message;
   return (*child)->WaitForwardingSignals(1000);
 }
@@ -64,6 +64,18 @@ TEST(ChildProcessTest, GetsTheGivenEnvironment) {
                           {"CUDA_VISIBLE_DEVICES=GPU-abc,GPU-def"})),
             0);
   EXPECT_EQ(Slurp(out), "GPU-abc,GPU-def\n");
+}
+
+TEST(ChildProcessTest, StartInfoEnvironmentOverridesTheSpec) {
+  TempDir dir;
+  std::string out = dir.Join("env");
+  StartInfo info;
+  info.env = {"CUDA_VISIBLE_DEVICES=GPU-chosen", "GPUMAN_LEASE_ID=7"};
+  EXPECT_EQ(RunToEnd(Spec({"sh", "-c", "echo \"$CUDA_VISIBLE_DEVICES $GPUMAN_LEASE_ID\" > " + out},
+                          {"CUDA_VISIBLE_DEVICES=0,1"}),
+                     info),
+            0);
+  EXPECT_EQ(Slurp(out), "GPU-chosen 7\n");
 }
 
 TEST(ChildProcessTest, MissingCommandIsAClearError) {
@@ -108,8 +120,9 @@ TEST(ChildProcessTest, AppliesCpuAffinity) {
   TempDir dir;
   std::string out = dir.Join("cpus");
   JobSpec spec = Spec({"sh", "-c", "grep Cpus_allowed_list /proc/self/status > " + out});
-  spec.cpu_affinity = {0};
-  EXPECT_EQ(RunToEnd(spec), 0);
+  StartInfo info;
+  info.cpu_affinity = {0};
+  EXPECT_EQ(RunToEnd(spec, info), 0);
   EXPECT_NE(Slurp(out).find("\t0\n"), std::string::npos) << Slurp(out);
 }
 
