@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -76,6 +77,44 @@ int main(int argc, char** argv) {
   std::printf("gpuman run -n 1 -- true   %8.3f ms (median of %d)\n", gm, runs);
   std::printf("true                      %8.3f ms\n", pm);
   std::printf("overhead                  %8.3f ms  (goal <= 5 ms)\n", gm - pm);
+
+  // Release-to-start latency of `run --wait`: a holder takes all 8 GPUs until a file
+  // appears; a waiter needs one. Time from creating the file to the waiter's job start.
+  std::vector<double> latencies;
+  for (int round = 0; round < 5; ++round) {
+    std::string gate = dir + "/gate" + std::to_string(round), started = dir + "/started" + std::to_string(round);
+    pid_t holder = fork();
+    if (holder == 0) {
+      execl(GPUMAN_BENCH_GPUMAN, GPUMAN_BENCH_GPUMAN, "--simulate", scenario_path.c_str(), "run", "-q", "-n", "8", "--",
+            "sh", "-c", "while [ ! -e \"$1\" ]; do sleep 0.01; done", "sh", gate.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    usleep(300 * 1000);
+    pid_t waiter = fork();
+    if (waiter == 0) {
+      int devnull = open("/dev/null", O_WRONLY);
+      dup2(devnull, 2);
+      execl(GPUMAN_BENCH_GPUMAN, GPUMAN_BENCH_GPUMAN, "--simulate", scenario_path.c_str(), "run", "-q", "--wait", "--",
+            "sh", "-c", "date +%s%N > \"$1\"", "sh", started.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    usleep(1500 * 1000);  // the waiter is asleep by now
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    double released_ns = now.tv_sec * 1e9 + now.tv_nsec;
+    std::ofstream(gate) << "go";
+    int status = 0;
+    waitpid(holder, &status, 0);
+    waitpid(waiter, &status, 0);
+    std::ifstream stamp(started);
+    double started_ns = 0;
+    stamp >> started_ns;
+    if (started_ns > 0) latencies.push_back((started_ns - released_ns) / 1e6);
+  }
+  if (!latencies.empty()) {
+    std::printf("release -> waiting job start %8.1f ms (median of %zu; goal <= 1000 ms)\n", Median(latencies),
+                latencies.size());
+  }
   std::filesystem::remove_all(dir);
   return 0;
 }
