@@ -1,0 +1,72 @@
+// Jobs of the queue (`gpuman submit`): what was asked for, by whom, and where the job is in
+// its life. Plain values shared by the job store, the scheduler and the protocol. The
+// allowed state transitions are written down in sched/ (job_state.h), not here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpuman::model {
+
+enum class JobState {
+  kQueued,     // waiting for GPUs (or for --after, or held)
+  kHeld,       // `gpuman hold`: not eligible until `gpuman resume`
+  kStarting,   // GPUs reserved, supervisor being started
+  kRunning,    // supervisor reported the job's process started
+  kSucceeded,  // exited 0
+  kFailed,     // exited non-zero, was killed, or could not start
+  kCancelled,  // `gpuman cancel` (before or while running)
+  kTimedOut,   // ran past --time-limit
+};
+
+/// "queued", "held", "starting", "running", "succeeded", "failed", "cancelled", "timed_out".
+const char* JobStateName(JobState state);
+/// The inverse of JobStateName; nullopt for an unknown name.
+std::optional<JobState> ParseJobState(const std::string& name);
+/// True for succeeded, failed, cancelled, timed_out.
+bool IsFinal(JobState state);
+
+/// What the GPUs must be like (the selection options of `run`, as data).
+struct GpuRequest {
+  int count = 1;
+  std::optional<std::vector<std::string>> gpus;  // UUIDs
+  std::optional<int64_t> min_free_memory_bytes;
+  std::optional<int> max_utilization_percent;
+  std::optional<std::string> model;
+  std::optional<std::string> min_compute_capability;
+  std::vector<std::string> exclude;  // UUIDs
+  bool allow_shared = false;
+};
+
+struct Job {
+  int64_t id = 0;
+  std::string name;
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  std::string user;
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;  // submit-time environment
+  std::string cwd;
+  std::string output_path;                 // stdout+stderr log
+  GpuRequest request;
+  int priority = 0;                        // higher runs first
+  std::optional<int64_t> time_limit_ms;
+  bool requeue = false;                    // requeue instead of failing when a GPU is lost
+  std::vector<int64_t> after;              // start only after these jobs succeeded
+
+  JobState state = JobState::kQueued;
+  int64_t submitted_unix_ms = 0;
+  std::optional<int64_t> started_unix_ms;
+  std::optional<int64_t> ended_unix_ms;
+  std::optional<int> exit_code;
+  std::vector<std::string> gpu_uuids;      // while starting/running, and after
+  std::optional<int64_t> lease_id;
+  std::optional<int32_t> supervisor_pid;
+  std::optional<int64_t> supervisor_start_ticks;
+  std::string reason;                      // why it waits / why it failed
+};
+
+}  // namespace gpuman::model
