@@ -2,7 +2,7 @@
 // LeaseStore on one state db in a temp dir, acquire one of 8 GPUs and release it again
 // in a loop. One op = one Acquire plus one Release (two write transactions).
 // Goal: >= 2,000 ops/s in total. Usage: lease_bench [iterations per process] [processes]
-// Links gpuman_store (not yet registered in bench/CMakeLists.txt).
+// Built as build/bench/lease_bench.
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>

@@ -153,18 +153,28 @@ TEST_F(RunE2E, LeaseOfAShellThatExitedIsReclaimed) {
 }
 
 TEST_F(RunE2E, SecondRunWaitsForTheFirst) {
-  pid_t first = Spawn({"--simulate", "a100-4", "run", "-n", "3", "--", "sleep", "1.5"});
+  // The first job holds 3 GPUs until we create the release file.
+  std::string release = work_.Join("release");
+  pid_t first = Spawn({"--simulate", "a100-4", "run", "-n", "3", "--", "sh", "-c",
+                       "while [ ! -e \"$1\" ]; do sleep 0.02; done", "sh", release});
   ASSERT_TRUE(WaitFor([&] { return Leases().size() == 1; }));
   auto no_wait = Gpuman({"--simulate", "a100-4", "run", "-n", "2", "--", "true"});
   EXPECT_EQ(no_wait.exit_code, 4);
   EXPECT_NE(no_wait.err.find("leased"), std::string::npos) << no_wait.err;
 
-  auto started = std::chrono::steady_clock::now();
-  auto waited = Gpuman({"--simulate", "a100-4", "run", "-n", "2", "--wait", "20s", "--", "true"});
-  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  testing::RunResult waited;
+  std::chrono::steady_clock::time_point done;
+  std::thread second([&] {
+    waited = Gpuman({"--simulate", "a100-4", "run", "-n", "2", "--wait", "60s", "--", "true"});
+    done = std::chrono::steady_clock::now();
+  });
+  usleep(1500 * 1000);
+  auto released_at = std::chrono::steady_clock::now();
+  std::ofstream(release) << "go";
+  second.join();
   EXPECT_EQ(waited.exit_code, 0) << waited.err;
   EXPECT_NE(waited.err.find("waiting for 2 GPU(s)"), std::string::npos) << waited.err;
-  EXPECT_GT(seconds, 0.5);
+  EXPECT_GT(done, released_at) << "it must not have started before the release";
   int status = 0;
   waitpid(first, &status, 0);
   EXPECT_EQ(WEXITSTATUS(status), 0);
@@ -210,6 +220,22 @@ TEST_F(RunE2E, StaysInsideTheEnclosingAllocation) {
   EXPECT_EQ(slurm.out, "0,2\n");
   auto too_many = Gpuman({"--simulate", "a100-4", "select", "-n", "3"}, {{"SLURM_JOB_GPUS", "0,2"}});
   EXPECT_EQ(too_many.exit_code, 4);
+}
+
+TEST_F(RunE2E, BindNumaUsesTheGpusCpus) {
+  // a100-4: GPU 0 is local to CPUs 0-31,64-95; GPU 3 to 32-63,96-127.
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cpus < 1 || cpus > 32) GTEST_SKIP() << "needs a machine with at most 32 CPUs";
+  std::string out = work_.Join("cpus");
+  auto r = Gpuman({"--simulate", "a100-4", "run", "--gpus", "0", "--bind-numa", "--", "sh", "-c",
+                   "grep Cpus_allowed_list /proc/self/status > \"$1\"", "sh", out});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::string want = cpus == 1 ? "0" : "0-" + std::to_string(cpus - 1);
+  EXPECT_NE(Slurp(out).find("\t" + want + "\n"), std::string::npos) << Slurp(out);
+  // GPU 3's CPUs do not exist here: say so and do not bind.
+  auto far = Gpuman({"--simulate", "a100-4", "run", "--gpus", "3", "--bind-numa", "--", "true"});
+  EXPECT_EQ(far.exit_code, 0) << far.err;
+  EXPECT_NE(far.err.find("not binding"), std::string::npos) << far.err;
 }
 
 TEST_F(RunE2E, TopoMatrix) {
