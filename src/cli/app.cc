@@ -18,6 +18,7 @@
 #include "cli/lease_commands.h"
 #include "cli/run_command.h"
 #include "cli/status_command.h"
+#include "sched/supervisor.h"
 
 #ifndef GPUMAN_VERSION
 #define GPUMAN_VERSION "0.0.0"
@@ -37,7 +38,27 @@ int Fail(const Error& error) {
   return ExitCodeFor(error.code);
 }
 
+// `gpuman __supervise --db PATH --job ID --grace-ms MS --go-fd FD [--env K=V]...`: the
+// detached per-job supervisor the daemon starts (sched/supervisor.cc). Not for people.
+int RunSupervise(int argc, char** argv) {
+  std::string db;
+  int64_t job = 0;
+  int grace_ms = 10000, go_fd = -1;
+  std::vector<std::string> env;
+  for (int i = 2; i + 1 < argc; i += 2) {
+    std::string flag = argv[i], value = argv[i + 1];
+    if (flag == "--db") db = value;
+    else if (flag == "--job") job = std::atoll(value.c_str());
+    else if (flag == "--grace-ms") grace_ms = std::atoi(value.c_str());
+    else if (flag == "--go-fd") go_fd = std::atoi(value.c_str());
+    else if (flag == "--env") env.push_back(value);
+  }
+  if (db.empty() || job <= 0 || go_fd < 0) return kExitUsage;
+  return sched::RunSupervisor(db, job, go_fd, std::move(env), grace_ms);
+}
+
 int RunGpuman(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "__supervise") return RunSupervise(argc, argv);
   CLI::App app{"gpuman: GPU resource manager for shared multi-GPU machines", "gpuman"};
   app.set_version_flag("--version", "gpuman " GPUMAN_VERSION);
   app.require_subcommand(1);

@@ -63,6 +63,75 @@ CREATE TABLE events (
   gpu_uuids  TEXT    NOT NULL                         -- comma-separated, in lease order
 );
 )sql"},
+    {2, "jobs of the queue, their event log, fair-share usage and drained GPUs",
+     R"sql(
+-- One row per submitted job, kept after it ends (history). Lists of strings (argv, env,
+-- UUIDs) are length-prefixed: each element is "<byte length>:<bytes>", so any byte may
+-- appear in an element ("4:echo11:hello world"); env alternates name and value. Integer
+-- lists (after) are comma-separated. NULL means "not set" for the optional fields.
+CREATE TABLE jobs (
+  id                          INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused
+  name                        TEXT    NOT NULL,
+  uid                         INTEGER NOT NULL,
+  gid                         INTEGER NOT NULL,
+  user                        TEXT    NOT NULL,
+  argv                        TEXT    NOT NULL,
+  env                         TEXT    NOT NULL,
+  cwd                         TEXT    NOT NULL,
+  output_path                 TEXT    NOT NULL,
+  req_count                   INTEGER NOT NULL,
+  req_gpus                    TEXT,                   -- NULL: any GPU
+  req_min_free_memory_bytes   INTEGER,
+  req_max_utilization_percent INTEGER,
+  req_model                   TEXT,
+  req_min_compute_capability  TEXT,
+  req_exclude                 TEXT    NOT NULL,
+  req_allow_shared            INTEGER NOT NULL,
+  priority                    INTEGER NOT NULL,
+  time_limit_ms               INTEGER,
+  requeue                     INTEGER NOT NULL,
+  after                       TEXT    NOT NULL,
+  state                       TEXT    NOT NULL CHECK (state IN ('queued', 'held', 'starting',
+                                'running', 'succeeded', 'failed', 'cancelled', 'timed_out')),
+  submitted_unix_ms           INTEGER NOT NULL,
+  started_unix_ms             INTEGER,
+  ended_unix_ms               INTEGER,
+  exit_code                   INTEGER,
+  gpu_uuids                   TEXT    NOT NULL,
+  lease_id                    INTEGER,                -- no foreign key: leases go away
+  supervisor_pid              INTEGER,
+  supervisor_start_ticks      INTEGER,
+  reason                      TEXT    NOT NULL
+);
+-- The scheduler reads the unfinished jobs on every pass; the finished ones pile up.
+CREATE INDEX jobs_active ON jobs (id)
+  WHERE state IN ('queued', 'held', 'starting', 'running');
+CREATE INDEX jobs_uid ON jobs (uid, id);
+-- What happened to jobs: 'submitted', then one row per state change.
+CREATE TABLE job_events (
+  id          INTEGER PRIMARY KEY,                    -- pruning keeps the newest
+  at_unix_ms  INTEGER NOT NULL,                       -- SQLite's clock
+  job_id      INTEGER NOT NULL,                       -- no foreign key, like events
+  kind        TEXT    NOT NULL,                       -- 'submitted' or 'state'
+  from_state  TEXT,                                   -- NULL for 'submitted'
+  to_state    TEXT    NOT NULL,
+  reason      TEXT    NOT NULL
+);
+-- Fair-share accounting: GPU-microseconds per user and time bucket (start of the bucket).
+CREATE TABLE usage (
+  uid            INTEGER NOT NULL,
+  bucket_unix_ms INTEGER NOT NULL,
+  gpu_us         INTEGER NOT NULL,
+  PRIMARY KEY (uid, bucket_unix_ms)
+) WITHOUT ROWID;
+-- GPUs an admin took out of scheduling.
+CREATE TABLE drained_gpus (
+  gpu_uuid      TEXT    NOT NULL PRIMARY KEY,
+  reason        TEXT    NOT NULL,
+  by_uid        INTEGER NOT NULL,
+  since_unix_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+)sql"},
 };
 
 }  // namespace

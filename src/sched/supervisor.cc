@@ -1,0 +1,299 @@
+// How a queued job runs.
+//
+//   daemon --fork--> intermediate --fork--> supervisor --fork--> job
+//                    (setsid; exits at once)   |                  (setgid, initgroups,
+//                                              |                   setuid, chdir, open log,
+//   the daemon reaps the intermediate;         |                   exec argv)
+//   the supervisor is re-parented to init      waits for the job; SIGTERM = cancel;
+//   (or a subreaper), so it outlives the       time limit; writes the outcome to the db
+//   daemon.
+//
+// The supervisor sends its pid back over a pipe and then waits at a barrier until the
+// daemon has recorded it in the job's lease (Go()). If the daemon dies first, the barrier
+// closes and the supervisor exits without starting the job: no job runs without a lease,
+// and a job that never started can be queued again safely. Once the supervisor has moved
+// the job to "running" in the db, it owns the outcome: the daemon never starts that job
+// again (compare-and-set on the job's state), whatever happens to either process.
+#include "sched/supervisor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "store/job_store.h"
+#include "store/lease_store.h"
+#include "store/proc_liveness.h"
+
+namespace gpuman::sched {
+namespace {
+
+volatile sig_atomic_t g_cancel = 0;
+void OnCancel(int) { g_cancel = 1; }
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+bool ReadAll(int fd, void* data, size_t n) {
+  char* p = static_cast<char*>(data);
+  while (n > 0) {
+    ssize_t r = read(fd, p, n);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<size_t>(r);
+  }
+  return true;
+}
+
+bool WriteAll(int fd, const void* data, size_t n) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// In the job's process: become the owner, then open the log (so it is theirs and cannot be
+// used to write where they may not), then exec. Errors go to the log if it is open.
+[[noreturn]] void JobMain(const SupervisorSpec& spec) {
+  const model::Job& job = spec.job;
+  setpgid(0, 0);
+  signal(SIGTERM, SIG_DFL);
+  signal(SIGINT, SIG_DFL);
+  signal(SIGPIPE, SIG_DFL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
+  if (getuid() == 0 && job.uid != 0) {
+    if (initgroups(job.user.c_str(), job.gid) != 0 || setgid(job.gid) != 0 || setuid(job.uid) != 0) _exit(126);
+  } else if (getuid() != job.uid) {
+    _exit(126);  // a user-mode daemon runs only its own user's jobs
+  }
+  if (setuid(0) == 0 && job.uid != 0) _exit(126);  // privileges must be gone for good
+  std::string log = job.output_path.empty() ? DefaultLogPath(job) : job.output_path;
+  int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  int out = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (in >= 0) dup2(in, 0);
+  if (out >= 0) {
+    dup2(out, 1);
+    dup2(out, 2);
+  }
+  if (!job.cwd.empty() && chdir(job.cwd.c_str()) != 0) {
+    dprintf(2, "gpuman: job %lld: cannot enter %s: %s\n", static_cast<long long>(job.id), job.cwd.c_str(),
+            strerror(errno));
+    _exit(126);
+  }
+  std::vector<std::string> env;
+  for (const auto& [k, v] : job.env) env.push_back(k + "=" + v);
+  for (const auto& e : spec.extra_env) {
+    std::string key = e.substr(0, e.find('='));
+    std::erase_if(env, [&](const std::string& x) { return x.compare(0, key.size() + 1, key + "=") == 0; });
+    env.push_back(e);
+  }
+  std::vector<char*> argv, envp;
+  for (const auto& a : job.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  for (auto& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  execvpe(argv[0], argv.data(), envp.data());
+  dprintf(2, "gpuman: job %lld: cannot run %s: %s\n", static_cast<long long>(job.id), job.argv[0].c_str(),
+          strerror(errno));
+  _exit(errno == ENOENT ? 127 : 126);
+}
+
+}  // namespace
+
+// The supervisor process (a freshly exec'd gpuman: SQLite state must never cross a fork).
+int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std::vector<std::string> extra_env,
+                  int grace_ms) {
+  signal(SIGTERM, OnCancel);
+  signal(SIGINT, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
+  signal(SIGPIPE, SIG_IGN);
+  int64_t lease_id = 0;
+  if (!ReadAll(go_read, &lease_id, sizeof lease_id)) _exit(0);  // the daemon gave up on us
+  close(go_read);
+
+  store::JobStoreOptions options;
+  options.busy_timeout = std::chrono::milliseconds(60000);
+  auto jobs = store::JobStore::Open(state_db, options);
+  if (!jobs) _exit(1);
+  auto leases = store::LeaseStore::Open(state_db);
+  auto stored = (*jobs)->Get(job_id);
+  if (!stored || !*stored) _exit(1);
+  SupervisorSpec spec;
+  spec.job = **stored;
+  spec.state_db = state_db;
+  spec.extra_env = std::move(extra_env);
+  spec.grace_ms = grace_ms;
+  const model::Job& job = spec.job;
+  auto self = store::CurrentLeaseProcess(getpid());
+  store::JobStore::Update running;
+  running.lease_id = lease_id;
+  running.supervisor_pid = getpid();
+  if (self) running.supervisor_start_ticks = self->start_time_ticks;
+  running.started_unix_ms = NowMs();
+  running.reason = "";
+  auto moved = (*jobs)->Transition(job.id, model::JobState::kStarting, model::JobState::kRunning, running);
+  if (!moved) {
+    // Cancelled or taken over meanwhile: never start it.
+    if (leases) (void)(*leases)->Release(lease_id);
+    _exit(0);
+  }
+
+  const int64_t started = NowMs();
+  pid_t child = fork();
+  if (child == 0) JobMain(spec);
+  setpgid(child, child);  // also done by the child; signals below go to the whole group
+  int status = 0;
+  bool cancelled = false, timed_out = false, signalled = false;
+  int64_t kill_at = 0;
+  while (true) {
+    pid_t done = waitpid(child, &status, WNOHANG);
+    if (done == child) break;
+    int64_t now = NowMs();
+    if (!signalled && g_cancel) {
+      cancelled = true;
+      signalled = true;
+      kill(-child, SIGTERM);
+      kill_at = now + spec.grace_ms;
+    }
+    if (!signalled && job.time_limit_ms && now - started > *job.time_limit_ms) {
+      timed_out = true;
+      signalled = true;
+      kill(-child, SIGTERM);
+      kill_at = now + spec.grace_ms;
+    }
+    if (signalled && now >= kill_at) kill(-child, SIGKILL);
+    timespec ts{0, 20 * 1000 * 1000};
+    nanosleep(&ts, nullptr);
+  }
+  kill(-child, SIGKILL);  // what is left of the job's process group ends with it
+  const int64_t ended = NowMs();
+  store::JobStore::Update outcome;
+  outcome.ended_unix_ms = ended;
+  model::JobState final_state;
+  if (WIFEXITED(status)) {
+    outcome.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status)) {
+    outcome.exit_code = 128 + WTERMSIG(status);
+  }
+  if (cancelled) {
+    final_state = model::JobState::kCancelled;
+    outcome.reason = "cancelled while running";
+  } else if (timed_out) {
+    final_state = model::JobState::kTimedOut;
+    outcome.reason = "ran past its time limit";
+  } else if (outcome.exit_code == 0) {
+    final_state = model::JobState::kSucceeded;
+  } else {
+    final_state = model::JobState::kFailed;
+    outcome.reason = "exit code " + std::to_string(outcome.exit_code.value_or(-1));
+  }
+  (void)(*jobs)->Transition(job.id, model::JobState::kRunning, final_state, outcome);
+  double gpu_seconds = (ended - started) / 1000.0 * static_cast<double>(std::max<size_t>(1, job.gpu_uuids.size()));
+  (void)(*jobs)->AddUsage(job.uid, gpu_seconds, ended);
+  if (leases) (void)(*leases)->Release(lease_id);
+  return 0;
+}
+
+std::string DefaultLogPath(const model::Job& job) {
+  std::string dir = job.cwd.empty() ? "/tmp" : job.cwd;
+  return dir + "/gpuman-" + std::to_string(job.id) + ".log";
+}
+
+PendingSupervisor::~PendingSupervisor() {
+  if (go_fd_ >= 0) close(go_fd_);
+}
+
+Status PendingSupervisor::Go(int64_t lease_id) {
+  bool ok = WriteAll(go_fd_, &lease_id, sizeof lease_id);
+  close(go_fd_);
+  go_fd_ = -1;
+  if (!ok) return MakeError(ErrorCode::kIo, "supervisor " + std::to_string(pid_) + " is gone");
+  return {};
+}
+
+Result<std::unique_ptr<PendingSupervisor>> LaunchSupervisor(const SupervisorSpec& spec, const std::string& gpuman_exe) {
+  // Everything the exec'd supervisor needs, prepared before fork.
+  std::vector<std::string> args = {gpuman_exe, "__supervise", "--db", spec.state_db, "--job",
+                                   std::to_string(spec.job.id), "--grace-ms", std::to_string(spec.grace_ms),
+                                   "--go-fd", "3"};
+  for (const auto& e : spec.extra_env) {
+    args.push_back("--env");
+    args.push_back(e);
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  int go[2], report[2];
+  if (pipe2(go, O_CLOEXEC) != 0) return MakeError(ErrorCode::kIo, std::string("pipe: ") + strerror(errno));
+  if (pipe2(report, O_CLOEXEC) != 0) {
+    close(go[0]);
+    close(go[1]);
+    return MakeError(ErrorCode::kIo, std::string("pipe: ") + strerror(errno));
+  }
+  pid_t intermediate = fork();
+  if (intermediate < 0) {
+    for (int fd : {go[0], go[1], report[0], report[1]}) close(fd);
+    return MakeError(ErrorCode::kIo, std::string("fork: ") + strerror(errno));
+  }
+  if (intermediate == 0) {
+    close(go[1]);
+    close(report[0]);
+    setsid();
+    pid_t supervisor = fork();
+    if (supervisor != 0) {
+      pid_t pid = supervisor;
+      WriteAll(report[1], &pid, sizeof pid);
+      _exit(0);
+    }
+    close(report[1]);
+    int devnull = open("/dev/null", O_RDWR);
+    dup2(devnull, 0);
+    dup2(devnull, 1);
+    dup2(devnull, 2);
+    dup2(go[0], 3);  // without CLOEXEC: the supervisor's barrier
+    // Everything else the daemon had open (listening socket, clients, db) is closed by exec
+    // (CLOEXEC) or here.
+    for (int fd = 4; fd < 1024; ++fd) close(fd);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGPIPE}) signal(sig, SIG_DFL);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  close(go[0]);
+  close(report[1]);
+  pid_t pid = -1;
+  bool got = ReadAll(report[0], &pid, sizeof pid);
+  close(report[0]);
+  int status = 0;
+  waitpid(intermediate, &status, 0);
+  if (!got || pid <= 0) {
+    close(go[1]);
+    return MakeError(ErrorCode::kIo, "supervisor did not start");
+  }
+  std::unique_ptr<PendingSupervisor> pending(new PendingSupervisor());
+  pending->pid_ = pid;
+  pending->go_fd_ = go[1];
+  return pending;
+}
+
+}  // namespace gpuman::sched

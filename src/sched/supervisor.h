@@ -1,0 +1,57 @@
+// The job supervisor: a small process of its own per queued job, detached from the daemon
+// (double fork + setsid), so that stopping, upgrading or kill -9 of the daemon neither
+// kills nor loses a running job. It drops privileges to the job's owner before opening the
+// log or exec'ing, enforces the time limit, forwards cancellation (SIGTERM to the
+// supervisor), and writes the job's outcome into the state db itself.
+// LaunchSupervisor is called from the daemon's single thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "model/job.h"
+
+namespace gpuman::sched {
+
+struct SupervisorSpec {
+  model::Job job;                // id, uid, gid, user, argv, env, cwd, output_path, time limit
+  std::string state_db;          // where the supervisor records the outcome
+  std::vector<std::string> extra_env;  // CUDA_VISIBLE_DEVICES=..., GPUMAN_JOB_ID=..., ...
+  int grace_ms = 10000;          // SIGTERM -> SIGKILL when cancelled or over time
+};
+
+/// A launched supervisor waiting at its barrier: it has not touched the job yet.
+class PendingSupervisor {
+ public:
+  ~PendingSupervisor();  // without Go(): the supervisor exits, the job never starts
+  pid_t pid() const { return pid_; }
+  /// Lets the supervisor record `lease_id` and the running state and start the job.
+  Status Go(int64_t lease_id);
+
+ private:
+  friend Result<std::unique_ptr<PendingSupervisor>> LaunchSupervisor(const SupervisorSpec& spec,
+                                                                     const std::string& gpuman_exe);
+  pid_t pid_ = -1;
+  int go_fd_ = -1;
+};
+
+/// Starts a detached supervisor for `spec.job` (which must be stored, in state starting) by
+/// exec'ing `gpuman_exe __supervise ...`, and returns it held at its barrier, so the caller
+/// can put its pid into a lease first. Errors: kIo when fork/pipe fails.
+Result<std::unique_ptr<PendingSupervisor>> LaunchSupervisor(const SupervisorSpec& spec,
+                                                            const std::string& gpuman_exe);
+
+/// The body of `gpuman __supervise`: waits at the barrier (`go_fd`), records the running
+/// state, runs the job as its owner, records the outcome. Returns the process exit code.
+int RunSupervisor(const std::string& state_db, int64_t job_id, int go_fd, std::vector<std::string> extra_env,
+                  int grace_ms);
+
+/// The path of the default log file of a job: <cwd>/gpuman-<id>.log.
+std::string DefaultLogPath(const model::Job& job);
+
+}  // namespace gpuman::sched

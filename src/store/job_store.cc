@@ -1,0 +1,626 @@
+#include "store/job_store.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+#include <string_view>
+#include <type_traits>
+
+#include "store/migrations.h"
+
+namespace gpuman::store {
+
+// Time of an event, from SQLite's clock (the store holds no Clock; events are a log).
+#define GPUMAN_JOB_SQL_NOW_MS "CAST((julianday('now') - 2440587.5) * 86400000.0 AS INTEGER)"
+
+// The columns of a job, in the order ReadJob reads them (id first) and insert_job binds
+// them (without id, so column c is parameter c).
+#define GPUMAN_JOB_COLUMNS                                                                  \
+  "id, name, uid, gid, user, argv, env, cwd, output_path, req_count, req_gpus, "            \
+  "req_min_free_memory_bytes, req_max_utilization_percent, req_model, "                     \
+  "req_min_compute_capability, req_exclude, req_allow_shared, priority, time_limit_ms, "    \
+  "requeue, after, state, submitted_unix_ms, started_unix_ms, ended_unix_ms, exit_code, "   \
+  "gpu_uuids, lease_id, supervisor_pid, supervisor_start_ticks, reason"
+#define GPUMAN_JOB_ACTIVE "state IN ('queued', 'held', 'starting', 'running')"
+
+// All SQL of the job store, prepared at open so a schema mismatch fails there.
+struct JobStore::Statements {
+  Statement select_job;
+  Statement select_jobs;
+  Statement select_active;
+  Statement insert_job;
+  Statement update_job;
+  Statement log_event;
+  Statement prune_events;
+  Statement add_usage;
+  Statement prune_usage;
+  Statement select_usage;
+  Statement drain;
+  Statement undrain;
+  Statement select_drained;
+};
+
+namespace {
+
+constexpr int kJobEventsKept = 100000;
+// Larger single additions are refused, so that sums stay far from int64 overflow.
+constexpr double kMaxGpuSecondsPerAdd = 1e12;
+
+enum Column {
+  kId, kName, kUid, kGid, kUser, kArgv, kEnv, kCwd, kOutputPath, kReqCount, kReqGpus,
+  kReqMinFreeMemory, kReqMaxUtilization, kReqModel, kReqMinComputeCapability, kReqExclude,
+  kReqAllowShared, kPriority, kTimeLimit, kRequeue, kAfter, kState, kSubmitted, kStarted,
+  kEnded, kExitCode, kGpuUuids, kLeaseId, kSupervisorPid, kSupervisorStartTicks, kReason,
+  kColumnCount
+};
+
+// ---- Encodings of list columns (see migration 2)
+
+// Each element as "<byte length>:<bytes>"; any byte may appear in an element.
+std::string EncodeStrings(const std::vector<std::string>& items) {
+  std::string out;
+  for (const std::string& item : items) {
+    out += std::to_string(item.size());
+    out += ':';
+    out += item;
+  }
+  return out;
+}
+
+std::optional<std::vector<std::string>> DecodeStrings(std::string_view text) {
+  std::vector<std::string> out;
+  while (!text.empty()) {
+    size_t colon = text.find(':');
+    if (colon == std::string_view::npos || colon == 0) return std::nullopt;
+    size_t length = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + colon, length);
+    if (ec != std::errc() || end != text.data() + colon) return std::nullopt;
+    text.remove_prefix(colon + 1);
+    if (length > text.size()) return std::nullopt;
+    out.emplace_back(text.substr(0, length));
+    text.remove_prefix(length);
+  }
+  return out;
+}
+
+std::string EncodeEnv(const std::map<std::string, std::string>& env) {
+  std::vector<std::string> flat;
+  for (const auto& [name, value] : env) {
+    flat.push_back(name);
+    flat.push_back(value);
+  }
+  return EncodeStrings(flat);
+}
+
+std::optional<std::map<std::string, std::string>> DecodeEnv(std::string_view text) {
+  auto flat = DecodeStrings(text);
+  if (!flat || flat->size() % 2 != 0) return std::nullopt;
+  std::map<std::string, std::string> env;
+  for (size_t i = 0; i < flat->size(); i += 2) env[(*flat)[i]] = (*flat)[i + 1];
+  return env;
+}
+
+std::string EncodeIds(const std::vector<int64_t>& ids) {
+  std::string out;
+  for (int64_t id : ids) {
+    if (!out.empty()) out += ',';
+    out += std::to_string(id);
+  }
+  return out;
+}
+
+std::optional<std::vector<int64_t>> DecodeIds(std::string_view text) {
+  std::vector<int64_t> out;
+  if (text.empty()) return out;
+  while (true) {
+    size_t comma = text.find(',');
+    std::string_view item = text.substr(0, comma);
+    int64_t id = 0;
+    auto [end, ec] = std::from_chars(item.data(), item.data() + item.size(), id);
+    if (ec != std::errc() || end != item.data() + item.size() || item.empty()) {
+      return std::nullopt;
+    }
+    out.push_back(id);
+    if (comma == std::string_view::npos) return out;
+    text.remove_prefix(comma + 1);
+  }
+}
+
+// ---- Binding and reading optional values
+
+void BindOptional(Statement& s, int index, const std::optional<int64_t>& value) {
+  if (value) {
+    s.Bind(index, *value);
+  } else {
+    s.BindNull(index);
+  }
+}
+
+void BindOptional(Statement& s, int index, const std::optional<std::string>& value) {
+  if (value) {
+    s.Bind(index, *value);
+  } else {
+    s.BindNull(index);
+  }
+}
+
+std::optional<int64_t> OptionalInt(const Statement& s, int column) {
+  if (s.ColumnIsNull(column)) return std::nullopt;
+  return s.ColumnInt64(column);
+}
+
+std::optional<std::string> OptionalText(const Statement& s, int column) {
+  if (s.ColumnIsNull(column)) return std::nullopt;
+  return s.ColumnText(column);
+}
+
+template <typename To>
+std::optional<To> Narrow(const std::optional<int64_t>& value) {
+  if (!value) return std::nullopt;
+  return static_cast<To>(*value);
+}
+
+std::optional<int64_t> Widen(const std::optional<int32_t>& value) {
+  if (!value) return std::nullopt;
+  return *value;
+}
+static_assert(std::is_same_v<int, int32_t>);  // Widen serves exit_code and percentages too
+
+// The fields of `job` that a Transition may change, in update_job's parameters 3..10.
+void BindRunFields(Statement& s, const model::Job& job) {
+  BindOptional(s, 3, job.started_unix_ms);
+  BindOptional(s, 4, job.ended_unix_ms);
+  BindOptional(s, 5, Widen(job.exit_code));
+  s.Bind(6, EncodeStrings(job.gpu_uuids));
+  BindOptional(s, 7, job.lease_id);
+  BindOptional(s, 8, Widen(job.supervisor_pid));
+  BindOptional(s, 9, job.supervisor_start_ticks);
+  s.Bind(10, job.reason);
+}
+
+Error Corrupt(const Database& db, int64_t id, const char* column) {
+  return MakeError(ErrorCode::kIo, "state db " + db.path() + ": job " + std::to_string(id) +
+                                       ": unreadable " + column + " column");
+}
+
+Result<model::Job> ReadJob(const Database& db, const Statement& s) {
+  model::Job job;
+  job.id = s.ColumnInt64(kId);
+  job.name = s.ColumnText(kName);
+  job.uid = static_cast<uint32_t>(s.ColumnInt64(kUid));
+  job.gid = static_cast<uint32_t>(s.ColumnInt64(kGid));
+  job.user = s.ColumnText(kUser);
+  auto argv = DecodeStrings(s.ColumnText(kArgv));
+  if (!argv) return Corrupt(db, job.id, "argv");
+  job.argv = std::move(*argv);
+  auto env = DecodeEnv(s.ColumnText(kEnv));
+  if (!env) return Corrupt(db, job.id, "env");
+  job.env = std::move(*env);
+  job.cwd = s.ColumnText(kCwd);
+  job.output_path = s.ColumnText(kOutputPath);
+
+  model::GpuRequest& r = job.request;
+  r.count = static_cast<int>(s.ColumnInt64(kReqCount));
+  if (auto gpus = OptionalText(s, kReqGpus)) {
+    auto decoded = DecodeStrings(*gpus);
+    if (!decoded) return Corrupt(db, job.id, "req_gpus");
+    r.gpus = std::move(*decoded);
+  }
+  r.min_free_memory_bytes = OptionalInt(s, kReqMinFreeMemory);
+  r.max_utilization_percent = Narrow<int>(OptionalInt(s, kReqMaxUtilization));
+  r.model = OptionalText(s, kReqModel);
+  r.min_compute_capability = OptionalText(s, kReqMinComputeCapability);
+  auto exclude = DecodeStrings(s.ColumnText(kReqExclude));
+  if (!exclude) return Corrupt(db, job.id, "req_exclude");
+  r.exclude = std::move(*exclude);
+  r.allow_shared = s.ColumnInt64(kReqAllowShared) != 0;
+
+  job.priority = static_cast<int>(s.ColumnInt64(kPriority));
+  job.time_limit_ms = OptionalInt(s, kTimeLimit);
+  job.requeue = s.ColumnInt64(kRequeue) != 0;
+  auto after = DecodeIds(s.ColumnText(kAfter));
+  if (!after) return Corrupt(db, job.id, "after");
+  job.after = std::move(*after);
+
+  auto state = model::ParseJobState(s.ColumnText(kState));
+  if (!state) return Corrupt(db, job.id, "state");
+  job.state = *state;
+  job.submitted_unix_ms = s.ColumnInt64(kSubmitted);
+  job.started_unix_ms = OptionalInt(s, kStarted);
+  job.ended_unix_ms = OptionalInt(s, kEnded);
+  job.exit_code = Narrow<int>(OptionalInt(s, kExitCode));
+  auto uuids = DecodeStrings(s.ColumnText(kGpuUuids));
+  if (!uuids) return Corrupt(db, job.id, "gpu_uuids");
+  job.gpu_uuids = std::move(*uuids);
+  job.lease_id = OptionalInt(s, kLeaseId);
+  job.supervisor_pid = Narrow<int32_t>(OptionalInt(s, kSupervisorPid));
+  job.supervisor_start_ticks = OptionalInt(s, kSupervisorStartTicks);
+  job.reason = s.ColumnText(kReason);
+  return job;
+}
+
+// Floor division, so that times before 1970 land in the bucket below them too.
+int64_t BucketStart(int64_t at_unix_ms, int64_t width_ms) {
+  int64_t q = at_unix_ms / width_ms;
+  if (at_unix_ms % width_ms < 0) --q;
+  return q * width_ms;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path,
+                                                 JobStoreOptions options) {
+  if (options.usage_bucket.count() <= 0) {
+    return MakeError(ErrorCode::kInvalidArgument, "open state db " + path +
+                                                      ": usage bucket must be positive");
+  }
+  DatabaseOptions db_options;
+  db_options.busy_timeout = options.busy_timeout;
+  auto db = Database::Open(path, db_options);
+  if (!db) return db.error();
+  if (auto migrated = Migrate(**db); !migrated) return migrated.error();
+
+  auto stmts = std::make_unique<Statements>();
+  const struct {
+    Statement* target;
+    const char* name;
+    const char* sql;
+  } specs[] = {
+      {&stmts->select_job, "read job", "SELECT " GPUMAN_JOB_COLUMNS " FROM jobs WHERE id = ?1"},
+      {&stmts->select_jobs, "read jobs",
+       "SELECT " GPUMAN_JOB_COLUMNS " FROM jobs "
+       "WHERE (?1 OR " GPUMAN_JOB_ACTIVE ") AND (?2 IS NULL OR uid = ?2) ORDER BY id"},
+      {&stmts->select_active, "read active jobs",
+       "SELECT " GPUMAN_JOB_COLUMNS " FROM jobs WHERE " GPUMAN_JOB_ACTIVE " ORDER BY id"},
+      {&stmts->insert_job, "insert job",
+       "INSERT INTO jobs (" GPUMAN_JOB_COLUMNS ") VALUES (NULL, ?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+       "?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, "
+       "?25, ?26, ?27, ?28, ?29, ?30)"},
+      {&stmts->update_job, "update job",
+       "UPDATE jobs SET state = ?2, started_unix_ms = ?3, ended_unix_ms = ?4, exit_code = ?5, "
+       "gpu_uuids = ?6, lease_id = ?7, supervisor_pid = ?8, supervisor_start_ticks = ?9, "
+       "reason = ?10 WHERE id = ?1 AND state = ?11"},
+      {&stmts->log_event, "log job event",
+       "INSERT INTO job_events (at_unix_ms, job_id, kind, from_state, to_state, reason) "
+       "VALUES (" GPUMAN_JOB_SQL_NOW_MS ", ?1, ?2, ?3, ?4, ?5)"},
+      {&stmts->prune_events, "prune job events",
+       "DELETE FROM job_events WHERE id <= (SELECT MAX(id) FROM job_events) - ?1"},
+      {&stmts->add_usage, "add usage",
+       "INSERT INTO usage (uid, bucket_unix_ms, gpu_us) VALUES (?1, ?2, ?3) "
+       "ON CONFLICT (uid, bucket_unix_ms) DO UPDATE SET gpu_us = gpu_us + excluded.gpu_us"},
+      {&stmts->prune_usage, "prune usage", "DELETE FROM usage WHERE bucket_unix_ms < ?1"},
+      {&stmts->select_usage, "read usage",
+       "SELECT uid, bucket_unix_ms, gpu_us FROM usage ORDER BY uid, bucket_unix_ms"},
+      {&stmts->drain, "drain gpu",
+       "INSERT INTO drained_gpus (gpu_uuid, reason, by_uid, since_unix_ms) "
+       "VALUES (?1, ?2, ?3, ?4) ON CONFLICT (gpu_uuid) DO UPDATE SET reason = excluded.reason, "
+       "by_uid = excluded.by_uid, since_unix_ms = excluded.since_unix_ms"},
+      {&stmts->undrain, "undrain gpu", "DELETE FROM drained_gpus WHERE gpu_uuid = ?1"},
+      {&stmts->select_drained, "read drained gpus",
+       "SELECT gpu_uuid, reason, by_uid, since_unix_ms FROM drained_gpus ORDER BY gpu_uuid"},
+  };
+  for (const auto& spec : specs) {
+    auto stmt = (*db)->Prepare(spec.name, spec.sql);
+    if (!stmt) return stmt.error();
+    *spec.target = std::move(*stmt);
+  }
+  return std::unique_ptr<JobStore>(
+      new JobStore(std::move(*db), std::move(stmts), std::move(options)));
+}
+
+JobStore::JobStore(std::unique_ptr<Database> db, std::unique_ptr<Statements> stmts,
+                   JobStoreOptions options)
+    : db_(std::move(db)), stmts_(std::move(stmts)), options_(std::move(options)) {}
+
+JobStore::~JobStore() = default;
+
+Result<std::vector<model::Job>> JobStore::ReadJobs(Statement& stmt) {
+  std::vector<model::Job> out;
+  while (true) {
+    auto row = stmt.Step();
+    if (!row) return row.error();
+    if (!*row) return out;
+    auto job = ReadJob(*db_, stmt);
+    if (!job) return job.error();
+    out.push_back(std::move(*job));
+  }
+}
+
+Status JobStore::LogEventLocked(int64_t job_id, const char* kind,
+                                std::optional<model::JobState> from, model::JobState to,
+                                const std::string& reason) {
+  {
+    Statement& s = stmts_->log_event;
+    auto use = s.Use();
+    s.Bind(1, job_id).Bind(2, kind);
+    if (from) {
+      s.Bind(3, model::JobStateName(*from));
+    } else {
+      s.BindNull(3);
+    }
+    s.Bind(4, model::JobStateName(to)).Bind(5, reason);
+    if (auto r = s.Run(); !r) return r;
+  }
+  Statement& s = stmts_->prune_events;
+  auto use = s.Use();
+  s.Bind(1, kJobEventsKept);
+  return s.Run();
+}
+
+Result<model::Job> JobStore::Submit(model::Job draft) {
+  const char* context = "submit job";
+  if (draft.argv.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument, std::string(context) + ": no command given");
+  }
+  if (draft.request.count < 1) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     std::string(context) + ": a job needs at least one GPU (asked for " +
+                         std::to_string(draft.request.count) + ")");
+  }
+  model::Job job = std::move(draft);
+  job.id = 0;
+  job.state = model::JobState::kQueued;
+  job.started_unix_ms.reset();
+  job.ended_unix_ms.reset();
+  job.exit_code.reset();
+  job.gpu_uuids.clear();
+  job.lease_id.reset();
+  job.supervisor_pid.reset();
+  job.supervisor_start_ticks.reset();
+
+  auto tx = Transaction::BeginWrite(*db_);
+  if (!tx) return tx.error().WithContext(context);
+  {
+    Statement& s = stmts_->insert_job;
+    const model::GpuRequest& r = job.request;
+    auto use = s.Use();
+    s.Bind(kName, job.name)
+        .Bind(kUid, static_cast<int64_t>(job.uid))
+        .Bind(kGid, static_cast<int64_t>(job.gid))
+        .Bind(kUser, job.user)
+        .Bind(kArgv, EncodeStrings(job.argv))
+        .Bind(kEnv, EncodeEnv(job.env))
+        .Bind(kCwd, job.cwd)
+        .Bind(kOutputPath, job.output_path)
+        .Bind(kReqCount, static_cast<int64_t>(r.count));
+    BindOptional(s, kReqGpus,
+                 r.gpus ? std::optional<std::string>(EncodeStrings(*r.gpus)) : std::nullopt);
+    BindOptional(s, kReqMinFreeMemory, r.min_free_memory_bytes);
+    BindOptional(s, kReqMaxUtilization, Widen(r.max_utilization_percent));
+    BindOptional(s, kReqModel, r.model);
+    BindOptional(s, kReqMinComputeCapability, r.min_compute_capability);
+    s.Bind(kReqExclude, EncodeStrings(r.exclude))
+        .Bind(kReqAllowShared, int64_t{r.allow_shared ? 1 : 0})
+        .Bind(kPriority, static_cast<int64_t>(job.priority));
+    BindOptional(s, kTimeLimit, job.time_limit_ms);
+    s.Bind(kRequeue, int64_t{job.requeue ? 1 : 0})
+        .Bind(kAfter, EncodeIds(job.after))
+        .Bind(kState, model::JobStateName(job.state))
+        .Bind(kSubmitted, job.submitted_unix_ms)
+        .BindNull(kStarted)
+        .BindNull(kEnded)
+        .BindNull(kExitCode)
+        .Bind(kGpuUuids, std::string())
+        .BindNull(kLeaseId)
+        .BindNull(kSupervisorPid)
+        .BindNull(kSupervisorStartTicks)
+        .Bind(kReason, job.reason);
+    static_assert(kReason == kColumnCount - 1);
+    if (auto run = s.Run(); !run) return run.error().WithContext(context);
+    job.id = db_->LastInsertRowId();
+  }
+  if (auto s = LogEventLocked(job.id, "submitted", std::nullopt, job.state, job.reason); !s) {
+    return s.error().WithContext(context);
+  }
+  if (auto s = tx->Commit(); !s) return s.error().WithContext(context);
+  return job;
+}
+
+Result<std::optional<model::Job>> JobStore::Get(int64_t id) {
+  Statement& s = stmts_->select_job;
+  auto use = s.Use();
+  s.Bind(1, id);
+  auto jobs = ReadJobs(s);
+  if (!jobs) return jobs.error().WithContext("read job " + std::to_string(id));
+  if (jobs->empty()) return std::optional<model::Job>();
+  return std::optional<model::Job>(std::move(jobs->front()));
+}
+
+Result<std::vector<model::Job>> JobStore::List(bool include_final,
+                                               std::optional<uint32_t> only_uid) {
+  Statement& s = stmts_->select_jobs;
+  auto use = s.Use();
+  s.Bind(1, int64_t{include_final ? 1 : 0});
+  BindOptional(s, 2, only_uid ? std::optional<int64_t>(*only_uid) : std::nullopt);
+  auto jobs = ReadJobs(s);
+  if (!jobs) return jobs.error().WithContext("list jobs");
+  return jobs;
+}
+
+Result<std::vector<model::Job>> JobStore::Active() {
+  Statement& s = stmts_->select_active;
+  auto use = s.Use();
+  auto jobs = ReadJobs(s);
+  if (!jobs) return jobs.error().WithContext("list active jobs");
+  return jobs;
+}
+
+Result<model::Job> JobStore::Transition(int64_t id, model::JobState from_expected,
+                                        model::JobState to, const Update& update) {
+  const std::string job_name = "job " + std::to_string(id);
+  const std::string context = std::string("move ") + job_name + " from " +
+                              model::JobStateName(from_expected) + " to " +
+                              model::JobStateName(to);
+  auto tx = Transaction::BeginWrite(*db_);
+  if (!tx) return tx.error().WithContext(context);
+
+  model::Job job;
+  {
+    Statement& s = stmts_->select_job;
+    auto use = s.Use();
+    s.Bind(1, id);
+    auto jobs = ReadJobs(s);
+    if (!jobs) return jobs.error().WithContext(context);
+    if (jobs->empty()) return MakeError(ErrorCode::kNotFound, job_name + ": no such job");
+    job = std::move(jobs->front());
+  }
+  // The compare-and-set. Under the write lock nobody can change the state between this
+  // check and the UPDATE below (which checks it again anyway).
+  if (job.state != from_expected) {
+    if (model::IsFinal(job.state)) {
+      return MakeError(ErrorCode::kConflict,
+                       job_name + " is already " + model::JobStateName(job.state));
+    }
+    return MakeError(ErrorCode::kConflict, job_name + " is " + model::JobStateName(job.state) +
+                                               ", not " + model::JobStateName(from_expected));
+  }
+  // A same-state call only updates fields: not a transition the table has to allow.
+  if (options_.check_transition && to != from_expected) {
+    if (auto ok = options_.check_transition(from_expected, to); !ok) {
+      if (model::IsFinal(from_expected)) {
+        return MakeError(ErrorCode::kConflict,
+                         job_name + " is already " + model::JobStateName(from_expected));
+      }
+      return MakeError(ErrorCode::kConflict, job_name + ": " + ok.error().message);
+    }
+  }
+
+  if (update.clear_run) {
+    job.gpu_uuids.clear();
+    job.lease_id.reset();
+    job.supervisor_pid.reset();
+    job.supervisor_start_ticks.reset();
+    job.started_unix_ms.reset();
+    job.ended_unix_ms.reset();
+    job.exit_code.reset();
+  }
+  if (update.gpu_uuids) job.gpu_uuids = *update.gpu_uuids;
+  if (update.lease_id) job.lease_id = update.lease_id;
+  if (update.supervisor_pid) job.supervisor_pid = update.supervisor_pid;
+  if (update.supervisor_start_ticks) job.supervisor_start_ticks = update.supervisor_start_ticks;
+  if (update.started_unix_ms) job.started_unix_ms = update.started_unix_ms;
+  if (update.ended_unix_ms) job.ended_unix_ms = update.ended_unix_ms;
+  if (update.exit_code) job.exit_code = update.exit_code;
+  if (update.reason) job.reason = *update.reason;
+  job.state = to;
+  {
+    Statement& s = stmts_->update_job;
+    auto use = s.Use();
+    s.Bind(1, id).Bind(2, model::JobStateName(to)).Bind(11, model::JobStateName(from_expected));
+    BindRunFields(s, job);
+    if (auto r = s.Run(); !r) return r.error().WithContext(context);
+    GPUMAN_CHECK(db_->Changes() == 1);  // we hold the write lock and saw the row
+  }
+  if (to != from_expected) {
+    if (auto s = LogEventLocked(id, "state", from_expected, to, job.reason); !s) {
+      return s.error().WithContext(context);
+    }
+  }
+  if (auto s = tx->Commit(); !s) return s.error().WithContext(context);
+  return job;
+}
+
+Status JobStore::AddUsage(uint32_t uid, double gpu_seconds, int64_t at_unix_ms) {
+  const std::string context = "add usage of uid " + std::to_string(uid);
+  if (!std::isfinite(gpu_seconds) || gpu_seconds < 0 || gpu_seconds > kMaxGpuSecondsPerAdd) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     context + ": GPU-seconds must be between 0 and 1e12, not " +
+                         std::to_string(gpu_seconds));
+  }
+  const int64_t gpu_us = std::llround(gpu_seconds * 1e6);
+  if (gpu_us == 0) return {};
+  const int64_t width = options_.usage_bucket.count();
+  auto tx = Transaction::BeginWrite(*db_);
+  if (!tx) return tx.error().WithContext(context);
+  {
+    Statement& s = stmts_->add_usage;
+    auto use = s.Use();
+    s.Bind(1, static_cast<int64_t>(uid)).Bind(2, BucketStart(at_unix_ms, width)).Bind(3, gpu_us);
+    if (auto r = s.Run(); !r) return r.error().WithContext(context);
+  }
+  {
+    Statement& s = stmts_->prune_usage;
+    auto use = s.Use();
+    s.Bind(1, BucketStart(at_unix_ms - options_.usage_retention.count(), width));
+    if (auto r = s.Run(); !r) return r.error().WithContext(context);
+  }
+  if (auto s = tx->Commit(); !s) return s.error().WithContext(context);
+  return {};
+}
+
+Result<std::vector<std::pair<uint32_t, double>>> JobStore::Usage(int64_t now_unix_ms,
+                                                                 double half_life_s) {
+  if (!std::isfinite(half_life_s) || half_life_s <= 0) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "read usage: half-life must be positive, not " + std::to_string(half_life_s));
+  }
+  std::vector<std::pair<uint32_t, double>> out;
+  Statement& s = stmts_->select_usage;
+  auto use = s.Use();
+  while (true) {
+    auto row = s.Step();
+    if (!row) return row.error().WithContext("read usage");
+    if (!*row) break;
+    auto uid = static_cast<uint32_t>(s.ColumnInt64(0));
+    double age_s = static_cast<double>(std::max<int64_t>(0, now_unix_ms - s.ColumnInt64(1))) / 1e3;
+    double used = static_cast<double>(s.ColumnInt64(2)) / 1e6 * std::exp2(-age_s / half_life_s);
+    if (out.empty() || out.back().first != uid) out.emplace_back(uid, 0.0);
+    out.back().second += used;
+  }
+  return out;
+}
+
+Status JobStore::Drain(const std::string& uuid, const std::string& reason, uint32_t by_uid,
+                       int64_t at_unix_ms) {
+  const std::string context = "drain " + uuid;
+  if (uuid.empty()) return MakeError(ErrorCode::kInvalidArgument, "drain: no GPU given");
+  auto tx = Transaction::BeginWrite(*db_);
+  if (!tx) return tx.error().WithContext(context);
+  {
+    Statement& s = stmts_->drain;
+    auto use = s.Use();
+    s.Bind(1, uuid).Bind(2, reason).Bind(3, static_cast<int64_t>(by_uid)).Bind(4, at_unix_ms);
+    if (auto r = s.Run(); !r) return r.error().WithContext(context);
+  }
+  if (auto s = tx->Commit(); !s) return s.error().WithContext(context);
+  return {};
+}
+
+Status JobStore::Undrain(const std::string& uuid) {
+  const std::string context = "undrain " + uuid;
+  auto tx = Transaction::BeginWrite(*db_);
+  if (!tx) return tx.error().WithContext(context);
+  {
+    Statement& s = stmts_->undrain;
+    auto use = s.Use();
+    s.Bind(1, uuid);
+    if (auto r = s.Run(); !r) return r.error().WithContext(context);
+    if (db_->Changes() == 0) return MakeError(ErrorCode::kNotFound, context + ": not drained");
+  }
+  if (auto s = tx->Commit(); !s) return s.error().WithContext(context);
+  return {};
+}
+
+Result<std::vector<DrainedGpu>> JobStore::DrainedDetails() {
+  std::vector<DrainedGpu> out;
+  Statement& s = stmts_->select_drained;
+  auto use = s.Use();
+  while (true) {
+    auto row = s.Step();
+    if (!row) return row.error().WithContext("read drained gpus");
+    if (!*row) return out;
+    out.push_back(DrainedGpu{s.ColumnText(0), s.ColumnText(1),
+                             static_cast<uint32_t>(s.ColumnInt64(2)), s.ColumnInt64(3)});
+  }
+}
+
+Result<std::map<std::string, std::string>> JobStore::Drained() {
+  auto details = DrainedDetails();
+  if (!details) return details.error();
+  std::map<std::string, std::string> out;
+  for (DrainedGpu& gpu : *details) out[gpu.uuid] = std::move(gpu.reason);
+  return out;
+}
+
+}  // namespace gpuman::store

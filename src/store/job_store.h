@@ -1,0 +1,140 @@
+// JobStore: the job queue of one machine (jobs, their event log, fair-share usage and
+// drained GPUs), in the same SQLite file as the leases (the daemon's state.db). Opening
+// it migrates the whole file, like LeaseStore::Open. One JobStore per thread; processes
+// and threads each open their own on the same file. Every state change is a
+// compare-and-set inside one short write transaction, so that a job never starts twice.
+// Schema and rules: docs/state.md.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "base/result.h"
+#include "model/job.h"
+#include "store/sqlite.h"
+
+namespace gpuman::store {
+
+/// Says whether a job may go from `from` to `to` (the scheduler owns the table). Runs
+/// inside the write transaction: it must be quick and must not touch the state db.
+/// An error refuses the transition; its message becomes part of the kConflict error.
+using JobTransitionCheck = std::function<Status(model::JobState from, model::JobState to)>;
+
+struct JobStoreOptions {
+  /// How long to wait for another process's write transaction before failing with kBusy.
+  std::chrono::milliseconds busy_timeout{5000};
+  /// Checks every Transition. Empty: only the compare-and-set applies (tools, tests).
+  JobTransitionCheck check_transition;
+  /// Usage is summed per user in buckets this wide; Usage() dates a bucket by its start.
+  std::chrono::milliseconds usage_bucket{std::chrono::hours(1)};
+  /// AddUsage deletes buckets older than this (relative to the usage being added).
+  std::chrono::milliseconds usage_retention{std::chrono::hours(24 * 90)};
+};
+
+/// A drained GPU, as recorded by Drain.
+struct DrainedGpu {
+  std::string uuid;
+  std::string reason;
+  uint32_t by_uid = 0;
+  int64_t since_unix_ms = 0;
+};
+
+class JobStore {
+ public:
+  /// Opens the state db at `path` (creating it and its parent directories if needed) and
+  /// migrates it to the current schema. Errors: as LeaseStore::Open (kPermissionDenied,
+  /// kIo, kBusy, kInvalidArgument for a newer schema).
+  static Result<std::unique_ptr<JobStore>> Open(const std::string& path,
+                                                JobStoreOptions options = {});
+  ~JobStore();
+  JobStore(const JobStore&) = delete;
+  JobStore& operator=(const JobStore&) = delete;
+
+  /// Stores a new job: everything `draft` asks for (name .. after, submitted_unix_ms,
+  /// reason), with a new id and state queued; the run fields (started/ended, exit code,
+  /// GPUs, lease, supervisor) start empty. Logs a 'submitted' event. Returns the stored
+  /// job. Errors: kInvalidArgument (empty argv, GPU count below 1); kBusy; kIo.
+  Result<model::Job> Submit(model::Job draft);
+
+  /// The job with this id, or nullopt. Errors: kIo.
+  Result<std::optional<model::Job>> Get(int64_t id);
+
+  /// Jobs in id order: the unfinished ones, plus the finished ones if `include_final`;
+  /// only those of `only_uid` when given. Errors: kIo.
+  Result<std::vector<model::Job>> List(bool include_final, std::optional<uint32_t> only_uid);
+
+  /// The unfinished jobs (queued, held, starting, running), in id order. Errors: kIo.
+  Result<std::vector<model::Job>> Active();
+
+  /// Fields a Transition sets besides the state; unset ones keep their value.
+  struct Update {
+    std::optional<std::vector<std::string>> gpu_uuids;
+    std::optional<int64_t> lease_id;
+    std::optional<int32_t> supervisor_pid;
+    std::optional<int64_t> supervisor_start_ticks;
+    std::optional<int64_t> started_unix_ms, ended_unix_ms;
+    std::optional<int> exit_code;
+    std::optional<std::string> reason;
+    /// First empties gpu_uuids and clears lease_id, supervisor_pid, supervisor_start_ticks,
+    /// started_unix_ms, ended_unix_ms and exit_code (a requeued job); the fields above
+    /// are applied after that.
+    bool clear_run = false;
+  };
+
+  /// Compare-and-set: in one write transaction, checks that job `id` is in state
+  /// `from_expected`, asks the transition check about `from_expected` -> `to`, and stores
+  /// `to` with `update`. Of several processes racing for the same change, exactly one
+  /// wins; the others get kConflict. `to == from_expected` updates fields only: the
+  /// check is not consulted and no event is logged. Returns the updated job.
+  /// Errors: kNotFound ("job 12: no such job"); kConflict when the job is in another
+  /// state ("job 12 is already succeeded", "job 12 is queued, not running") or the check
+  /// refuses ("job 12: <check's message>"); kBusy; kIo.
+  Result<model::Job> Transition(int64_t id, model::JobState from_expected, model::JobState to,
+                                const Update& update);
+
+  /// Adds GPU-seconds used by `uid` at `at_unix_ms` (to the bucket holding it), and drops
+  /// buckets older than the retention. Errors: kInvalidArgument (negative or not finite);
+  /// kBusy; kIo.
+  Status AddUsage(uint32_t uid, double gpu_seconds, int64_t at_unix_ms);
+
+  /// Every user's usage, decayed to `now_unix_ms` with the given half-life (a bucket
+  /// `h` half-lives old counts 2^-h; buckets in the future count fully), in uid order.
+  /// Errors: kInvalidArgument (half-life not positive); kIo.
+  Result<std::vector<std::pair<uint32_t, double>>> Usage(int64_t now_unix_ms, double half_life_s);
+
+  /// Takes a GPU out of scheduling; draining it again replaces reason, by and since.
+  /// Errors: kInvalidArgument (empty uuid); kBusy; kIo.
+  Status Drain(const std::string& uuid, const std::string& reason, uint32_t by_uid,
+               int64_t at_unix_ms);
+  /// Errors: kNotFound (not drained); kBusy; kIo.
+  Status Undrain(const std::string& uuid);
+  /// uuid -> reason of every drained GPU. Errors: kIo.
+  Result<std::map<std::string, std::string>> Drained();
+  /// The drained GPUs with who drained them and since when, in uuid order. Errors: kIo.
+  Result<std::vector<DrainedGpu>> DrainedDetails();
+
+  /// The connection, for tests that need to reach below the API.
+  Database& DatabaseForTesting() { return *db_; }
+
+ private:
+  struct Statements;
+  JobStore(std::unique_ptr<Database> db, std::unique_ptr<Statements> stmts,
+           JobStoreOptions options);
+
+  Result<std::vector<model::Job>> ReadJobs(Statement& stmt);
+  Status LogEventLocked(int64_t job_id, const char* kind, std::optional<model::JobState> from,
+                        model::JobState to, const std::string& reason);
+
+  std::unique_ptr<Database> db_;
+  std::unique_ptr<Statements> stmts_;  // finalized before db_ closes (reverse order)
+  JobStoreOptions options_;
+};
+
+}  // namespace gpuman::store

@@ -1,0 +1,179 @@
+// The detached job supervisor against the real OS and a real state db: outcome recording,
+// barrier, cancellation, time limit, log ownership, independence from the launcher.
+#include "sched/supervisor.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "store/job_store.h"
+#include "store/lease_store.h"
+#include "store/proc_liveness.h"
+#include "support/temp_dir.h"
+
+namespace gpuman::sched {
+namespace {
+
+using gpuman::testing::TempDir;
+
+class SupervisorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    db_ = dir_.Join("state.db");
+    auto jobs = store::JobStore::Open(db_);
+    ASSERT_TRUE(jobs.has_value()) << jobs.error().message;
+    jobs_ = std::move(*jobs);
+    auto leases = store::LeaseStore::Open(db_);
+    ASSERT_TRUE(leases.has_value());
+    leases_ = std::move(*leases);
+  }
+
+  // Submits a job for us, moves it to starting, and returns it.
+  model::Job Starting(std::vector<std::string> argv, std::optional<int64_t> time_limit_ms = std::nullopt) {
+    model::Job draft;
+    draft.uid = getuid();
+    draft.gid = getgid();
+    draft.user = "test";
+    draft.argv = std::move(argv);
+    draft.env = {{"PATH", "/usr/bin:/bin"}};
+    draft.cwd = dir_.path();
+    draft.output_path = dir_.Join("job.log");
+    draft.time_limit_ms = time_limit_ms;
+    draft.submitted_unix_ms = 1;
+    auto job = jobs_->Submit(draft);
+    EXPECT_TRUE(job.has_value());
+    store::JobStore::Update update;
+    update.gpu_uuids = std::vector<std::string>{"GPU-test"};
+    auto starting = jobs_->Transition(job->id, model::JobState::kQueued, model::JobState::kStarting, update);
+    EXPECT_TRUE(starting.has_value()) << starting.error().message;
+    return *starting;
+  }
+
+  // Launches the supervisor, leases for it, lets it go.
+  std::unique_ptr<PendingSupervisor> Launch(const model::Job& job, bool go = true) {
+    SupervisorSpec spec;
+    spec.job = job;
+    spec.state_db = db_;
+    spec.extra_env = {"CUDA_VISIBLE_DEVICES=GPU-test", "GPUMAN_JOB_ID=" + std::to_string(job.id)};
+    spec.grace_ms = 500;
+    auto pending = LaunchSupervisor(spec, GPUMAN_TEST_BINARY);
+    EXPECT_TRUE(pending.has_value());
+    if (!go) return std::move(*pending);
+    model::Lease draft;
+    draft.uid = getuid();
+    draft.user = "test";
+    draft.kind = "job";
+    draft.command = "test";
+    draft.created_unix_ms = 1;
+    auto sup = store::CurrentLeaseProcess((*pending)->pid());
+    EXPECT_TRUE(sup.has_value());
+    draft.processes = {*sup};
+    auto lease = leases_->Acquire(
+        draft, [](const std::vector<model::Lease>&) -> Result<std::vector<std::string>> {
+          return std::vector<std::string>{"GPU-test"};
+        },
+        [](const model::LeaseProcess&) { return true; });
+    EXPECT_TRUE(lease.has_value()) << lease.error().message;
+    EXPECT_TRUE((*pending)->Go(lease->id).has_value());
+    return std::move(*pending);
+  }
+
+  model::Job WaitFinal(int64_t id, int ms = 10000) {
+    for (int waited = 0; waited < ms; waited += 20) {
+      auto job = jobs_->Get(id);
+      if (job.has_value() && *job && model::IsFinal((*job)->state)) return **job;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ADD_FAILURE() << "job " << id << " did not finish";
+    return {};
+  }
+
+  std::string Log() {
+    std::ifstream in(dir_.Join("job.log"));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+  TempDir dir_;
+  std::string db_;
+  std::unique_ptr<store::JobStore> jobs_;
+  std::unique_ptr<store::LeaseStore> leases_;
+};
+
+TEST_F(SupervisorTest, RecordsTheOutcomeAndReleasesTheLease) {
+  auto job = Starting({"sh", "-c", "echo \"hi $CUDA_VISIBLE_DEVICES $GPUMAN_JOB_ID\"; pwd; exit 3"});
+  auto sup = Launch(job);
+  auto done = WaitFinal(job.id);
+  EXPECT_EQ(done.state, model::JobState::kFailed);
+  EXPECT_EQ(done.exit_code, 3);
+  EXPECT_TRUE(done.started_unix_ms.has_value());
+  EXPECT_TRUE(done.ended_unix_ms.has_value());
+  EXPECT_EQ(done.supervisor_pid, sup->pid());
+  EXPECT_EQ(Log(), "hi GPU-test " + std::to_string(job.id) + "\n" + dir_.path() + "\n");
+  for (int i = 0; i < 100 && !leases_->ListRecorded()->empty(); ++i) usleep(20000);
+  EXPECT_TRUE(leases_->ListRecorded()->empty()) << "the supervisor releases the lease";
+  auto usage = jobs_->Usage(2'000'000'000'000LL, 7 * 86400.0);
+  ASSERT_TRUE(usage.has_value());
+  EXPECT_EQ(usage->size(), 1u);
+}
+
+TEST_F(SupervisorTest, SucceedsAndIsNotOurChild) {
+  auto job = Starting({"sh", "-c", "sleep 0.3"});
+  auto sup = Launch(job);
+  std::ifstream stat("/proc/" + std::to_string(sup->pid()) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  size_t close = text.rfind(')');
+  std::istringstream rest(text.substr(close + 2));
+  std::string state;
+  int ppid = 0;
+  rest >> state >> ppid;
+  EXPECT_NE(ppid, getpid()) << "the supervisor must not depend on the daemon";
+  EXPECT_EQ(WaitFinal(job.id).state, model::JobState::kSucceeded);
+}
+
+TEST_F(SupervisorTest, WithoutGoTheJobNeverRuns) {
+  auto job = Starting({"sh", "-c", "touch " + dir_.Join("ran")});
+  { auto sup = Launch(job, /*go=*/false); }  // the daemon died before recording it
+  usleep(300 * 1000);
+  EXPECT_FALSE(std::ifstream(dir_.Join("ran")).good());
+  auto now = jobs_->Get(job.id);
+  EXPECT_EQ((*now)->state, model::JobState::kStarting) << "left for the daemon to requeue";
+}
+
+TEST_F(SupervisorTest, CancelAndTimeLimit) {
+  auto job = Starting({"sleep", "30"});
+  auto sup = Launch(job);
+  for (int i = 0; i < 100; ++i) {
+    auto j = jobs_->Get(job.id);
+    if ((*j)->state == model::JobState::kRunning) break;
+    usleep(20000);
+  }
+  kill(sup->pid(), SIGTERM);
+  auto cancelled = WaitFinal(job.id);
+  EXPECT_EQ(cancelled.state, model::JobState::kCancelled);
+  EXPECT_EQ(cancelled.exit_code, 128 + SIGTERM);
+
+  auto slow = Starting({"sleep", "30"}, /*time_limit_ms=*/200);
+  auto sup2 = Launch(slow);
+  auto timed_out = WaitFinal(slow.id);
+  EXPECT_EQ(timed_out.state, model::JobState::kTimedOut);
+}
+
+TEST_F(SupervisorTest, MissingCommandFailsWith127) {
+  auto job = Starting({"/nonexistent/cmd"});
+  auto sup = Launch(job);
+  auto done = WaitFinal(job.id);
+  EXPECT_EQ(done.state, model::JobState::kFailed);
+  EXPECT_EQ(done.exit_code, 127);
+  EXPECT_NE(Log().find("cannot run /nonexistent/cmd"), std::string::npos) << Log();
+}
+
+}  // namespace
+}  // namespace gpuman::sched

@@ -1,0 +1,679 @@
+#include "store/job_store.h"
+
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "store/lease_store.h"
+#include "store/migrations.h"
+#include "support/temp_dir.h"
+
+namespace gpuman::store {
+namespace {
+
+using model::Job;
+using model::JobState;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Pair;
+
+// A small stand-in for the scheduler's table (sched/job_state.h; tests link only their
+// layer): enough to show the store consults it.
+Status TestCheck(JobState from, JobState to) {
+  if (from == to) return MakeError(ErrorCode::kConflict, "a state never moves to itself");
+  if (model::IsFinal(from)) {
+    return MakeError(ErrorCode::kConflict, std::string("cannot leave ") + model::JobStateName(from));
+  }
+  if (from == JobState::kQueued && to == JobState::kSucceeded) {
+    return MakeError(ErrorCode::kConflict, "cannot go from queued to succeeded");
+  }
+  return {};
+}
+
+JobStoreOptions WithCheck() {
+  JobStoreOptions options;
+  options.check_transition = TestCheck;
+  return options;
+}
+
+Job Draft(uint32_t uid = 1000) {
+  Job job;
+  job.name = "train";
+  job.uid = uid;
+  job.gid = 100;
+  job.user = "ada";
+  job.argv = {"python3", "train.py"};
+  job.cwd = "/home/ada";
+  job.output_path = "/home/ada/out.log";
+  job.submitted_unix_ms = 1'700'000'000'000;
+  return job;
+}
+
+// A job with every field set to something unusual.
+Job FullDraft() {
+  Job job = Draft(4'000'000'000u);  // above INT32_MAX
+  job.name = "naïve résumé 🚀";
+  job.gid = 4'000'000'001u;
+  job.user = "jürgen";
+  job.argv = {"sh", "-c", "echo \"hi there\" 'x y'\n\tnext line", "", "a:b", "10:x", "",
+              "ünïcödé ✓", std::string("nul\0inside", 10), "2:"};
+  job.env = {{"PATH", "/usr/bin:/bin"},
+             {"EQ", "a=b=c"},
+             {"EMPTY", ""},
+             {"MULTI", "line1\nline2"},
+             {"UNI", "日本語"},
+             {"", "empty name"}};
+  job.cwd = "/tmp/dir with spaces";
+  job.output_path = "/tmp/out\nlog";
+  job.request.count = 3;
+  job.request.gpus = std::vector<std::string>{"GPU-aaaa", "GPU-bbbb"};
+  job.request.min_free_memory_bytes = int64_t{80} << 30;
+  job.request.max_utilization_percent = 15;
+  job.request.model = "H100";
+  job.request.min_compute_capability = "8.0";
+  job.request.exclude = {"GPU-cccc"};
+  job.request.allow_shared = true;
+  job.priority = -7;
+  job.time_limit_ms = 3'600'000;
+  job.requeue = true;
+  job.after = {1, 22, 333};
+  job.reason = "waiting for job 333";
+  return job;
+}
+
+void ExpectSameJob(const Job& a, const Job& b) {
+  EXPECT_EQ(a.id, b.id);
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.uid, b.uid);
+  EXPECT_EQ(a.gid, b.gid);
+  EXPECT_EQ(a.user, b.user);
+  EXPECT_EQ(a.argv, b.argv);
+  EXPECT_EQ(a.env, b.env);
+  EXPECT_EQ(a.cwd, b.cwd);
+  EXPECT_EQ(a.output_path, b.output_path);
+  EXPECT_EQ(a.request.count, b.request.count);
+  EXPECT_EQ(a.request.gpus, b.request.gpus);
+  EXPECT_EQ(a.request.min_free_memory_bytes, b.request.min_free_memory_bytes);
+  EXPECT_EQ(a.request.max_utilization_percent, b.request.max_utilization_percent);
+  EXPECT_EQ(a.request.model, b.request.model);
+  EXPECT_EQ(a.request.min_compute_capability, b.request.min_compute_capability);
+  EXPECT_EQ(a.request.exclude, b.request.exclude);
+  EXPECT_EQ(a.request.allow_shared, b.request.allow_shared);
+  EXPECT_EQ(a.priority, b.priority);
+  EXPECT_EQ(a.time_limit_ms, b.time_limit_ms);
+  EXPECT_EQ(a.requeue, b.requeue);
+  EXPECT_EQ(a.after, b.after);
+  EXPECT_EQ(a.state, b.state);
+  EXPECT_EQ(a.submitted_unix_ms, b.submitted_unix_ms);
+  EXPECT_EQ(a.started_unix_ms, b.started_unix_ms);
+  EXPECT_EQ(a.ended_unix_ms, b.ended_unix_ms);
+  EXPECT_EQ(a.exit_code, b.exit_code);
+  EXPECT_EQ(a.gpu_uuids, b.gpu_uuids);
+  EXPECT_EQ(a.lease_id, b.lease_id);
+  EXPECT_EQ(a.supervisor_pid, b.supervisor_pid);
+  EXPECT_EQ(a.supervisor_start_ticks, b.supervisor_start_ticks);
+  EXPECT_EQ(a.reason, b.reason);
+}
+
+std::vector<int64_t> Ids(const std::vector<Job>& jobs) {
+  std::vector<int64_t> ids;
+  for (const Job& job : jobs) ids.push_back(job.id);
+  return ids;
+}
+
+int64_t QueryInt(Database& db, const std::string& sql) {
+  auto stmt = db.Prepare("query", sql);
+  EXPECT_TRUE(stmt.has_value()) << stmt.error().message;
+  if (!stmt) return -1;
+  auto use = stmt->Use();
+  auto row = stmt->Step();
+  return (row && *row) ? stmt->ColumnInt64(0) : -1;
+}
+
+class JobStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = dir_.Join("state/state.db");
+    auto store = JobStore::Open(path_, WithCheck());
+    ASSERT_TRUE(store.has_value()) << store.error().message;
+    store_ = std::move(*store);
+  }
+
+  Job Submit(Job draft) {
+    auto job = store_->Submit(std::move(draft));
+    EXPECT_TRUE(job.has_value()) << job.error().message;
+    return job ? *job : Job{};
+  }
+
+  testing::TempDir dir_;
+  std::string path_;
+  std::unique_ptr<JobStore> store_;
+};
+
+// ---- Submit, Get, List
+
+TEST_F(JobStoreTest, SubmitAssignsIdsAndQueuesTheJob) {
+  Job draft = Draft();
+  draft.id = 99;
+  draft.state = JobState::kRunning;
+  draft.gpu_uuids = {"GPU-x"};
+  draft.lease_id = 5;
+  draft.exit_code = 3;
+  Job first = Submit(draft);
+  Job second = Submit(Draft());
+  EXPECT_GT(first.id, 0);
+  EXPECT_GT(second.id, first.id);
+  EXPECT_EQ(first.state, JobState::kQueued);
+  EXPECT_TRUE(first.gpu_uuids.empty());
+  EXPECT_FALSE(first.lease_id.has_value());
+  EXPECT_FALSE(first.exit_code.has_value());
+}
+
+TEST_F(JobStoreTest, EveryFieldRoundTrips) {
+  Job submitted = Submit(FullDraft());
+  Job expected = FullDraft();
+  expected.id = submitted.id;
+  ExpectSameJob(submitted, expected);
+
+  auto got = store_->Get(submitted.id);
+  ASSERT_TRUE(got.has_value()) << got.error().message;
+  ASSERT_TRUE(got->has_value());
+  ExpectSameJob(**got, expected);
+
+  // The run fields, set by a transition, round-trip too.
+  JobStore::Update update;
+  update.gpu_uuids = std::vector<std::string>{"GPU-1", "GPU-0", "MIG-GPU-1/1/0"};
+  update.lease_id = 77;
+  update.supervisor_pid = 4242;
+  update.supervisor_start_ticks = 123456789012;
+  update.started_unix_ms = 1'700'000'000'500;
+  update.reason = "";
+  auto started = store_->Transition(submitted.id, JobState::kQueued, JobState::kStarting, update);
+  ASSERT_TRUE(started.has_value()) << started.error().message;
+  JobStore::Update done;
+  done.ended_unix_ms = 1'700'000'009'000;
+  done.exit_code = -9;
+  done.reason = "killed by signal 9";
+  ASSERT_TRUE(store_->Transition(submitted.id, JobState::kStarting, JobState::kFailed, done));
+
+  expected.state = JobState::kFailed;
+  expected.gpu_uuids = *update.gpu_uuids;
+  expected.lease_id = 77;
+  expected.supervisor_pid = 4242;
+  expected.supervisor_start_ticks = 123456789012;
+  expected.started_unix_ms = 1'700'000'000'500;
+  expected.ended_unix_ms = 1'700'000'009'000;
+  expected.exit_code = -9;
+  expected.reason = "killed by signal 9";
+  auto after = store_->Get(submitted.id);
+  ASSERT_TRUE(after.has_value() && after->has_value());
+  ExpectSameJob(**after, expected);
+}
+
+TEST_F(JobStoreTest, EmptyAndUnsetValuesStayDistinct) {
+  Job draft = Draft();
+  draft.request.gpus = std::vector<std::string>{};  // "none of them", not "any"
+  draft.argv = {""};
+  Job a = Submit(draft);
+  Job b = Submit(Draft());  // request.gpus unset
+  auto got_a = store_->Get(a.id);
+  auto got_b = store_->Get(b.id);
+  ASSERT_TRUE(got_a.has_value() && got_a->has_value());
+  ASSERT_TRUE(got_b.has_value() && got_b->has_value());
+  ASSERT_TRUE((*got_a)->request.gpus.has_value());
+  EXPECT_TRUE((*got_a)->request.gpus->empty());
+  EXPECT_EQ((*got_a)->argv, std::vector<std::string>{""});
+  EXPECT_FALSE((*got_b)->request.gpus.has_value());
+  EXPECT_FALSE((*got_b)->request.model.has_value());
+  EXPECT_FALSE((*got_b)->time_limit_ms.has_value());
+  EXPECT_TRUE((*got_b)->env.empty());
+  EXPECT_TRUE((*got_b)->after.empty());
+}
+
+TEST_F(JobStoreTest, SubmitRefusesAJobWithoutCommandOrGpus) {
+  Job no_argv = Draft();
+  no_argv.argv.clear();
+  auto refused = store_->Submit(no_argv);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  Job no_gpus = Draft();
+  no_gpus.request.count = 0;
+  refused = store_->Submit(no_gpus);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_TRUE(store_->List(true, std::nullopt)->empty());
+}
+
+TEST_F(JobStoreTest, GetOfAnUnknownIdIsEmpty) {
+  auto got = store_->Get(12345);
+  ASSERT_TRUE(got.has_value()) << got.error().message;
+  EXPECT_FALSE(got->has_value());
+}
+
+TEST_F(JobStoreTest, ListFiltersByFinalStateAndUser) {
+  Job a = Submit(Draft(1000));
+  Job b = Submit(Draft(1001));
+  Job c = Submit(Draft(1000));
+  Job d = Submit(Draft(1000));
+  ASSERT_TRUE(store_->Transition(b.id, JobState::kQueued, JobState::kHeld, {}));
+  ASSERT_TRUE(store_->Transition(c.id, JobState::kQueued, JobState::kCancelled, {}));
+  ASSERT_TRUE(store_->Transition(d.id, JobState::kQueued, JobState::kStarting, {}));
+  ASSERT_TRUE(store_->Transition(d.id, JobState::kStarting, JobState::kRunning, {}));
+
+  EXPECT_THAT(Ids(*store_->List(true, std::nullopt)), ElementsAre(a.id, b.id, c.id, d.id));
+  EXPECT_THAT(Ids(*store_->List(false, std::nullopt)), ElementsAre(a.id, b.id, d.id));
+  EXPECT_THAT(Ids(*store_->List(true, 1000u)), ElementsAre(a.id, c.id, d.id));
+  EXPECT_THAT(Ids(*store_->List(false, 1000u)), ElementsAre(a.id, d.id));
+  EXPECT_THAT(Ids(*store_->List(true, 4242u)), ElementsAre());
+  EXPECT_THAT(Ids(*store_->Active()), ElementsAre(a.id, b.id, d.id));
+}
+
+// ---- Transition
+
+TEST_F(JobStoreTest, TransitionIsACompareAndSet) {
+  Job job = Submit(Draft());
+  JobStore::Update update;
+  update.gpu_uuids = std::vector<std::string>{"GPU-1"};
+  update.lease_id = 3;
+  auto won = store_->Transition(job.id, JobState::kQueued, JobState::kStarting, update);
+  ASSERT_TRUE(won.has_value()) << won.error().message;
+  EXPECT_EQ(won->state, JobState::kStarting);
+  EXPECT_EQ(won->gpu_uuids, std::vector<std::string>{"GPU-1"});
+  EXPECT_EQ(won->lease_id, 3);
+
+  // A second starter (stale view: it still thinks the job is queued) loses.
+  JobStore::Update other;
+  other.gpu_uuids = std::vector<std::string>{"GPU-2"};
+  auto lost = store_->Transition(job.id, JobState::kQueued, JobState::kStarting, other);
+  ASSERT_FALSE(lost.has_value());
+  EXPECT_EQ(lost.error().code, ErrorCode::kConflict);
+  EXPECT_EQ(lost.error().message,
+            "job " + std::to_string(job.id) + " is starting, not queued");
+  // ...and changed nothing.
+  auto got = store_->Get(job.id);
+  EXPECT_EQ((*got)->gpu_uuids, std::vector<std::string>{"GPU-1"});
+  EXPECT_EQ((*got)->state, JobState::kStarting);
+}
+
+TEST_F(JobStoreTest, TransitionOfAFinishedJobSaysSo) {
+  Job job = Submit(Draft());
+  ASSERT_TRUE(store_->Transition(job.id, JobState::kQueued, JobState::kStarting, {}));
+  ASSERT_TRUE(store_->Transition(job.id, JobState::kStarting, JobState::kRunning, {}));
+  ASSERT_TRUE(store_->Transition(job.id, JobState::kRunning, JobState::kSucceeded, {}));
+  const std::string expected = "job " + std::to_string(job.id) + " is already succeeded";
+
+  // Cancel with a stale view (CAS fails)...
+  auto cancel = store_->Transition(job.id, JobState::kRunning, JobState::kCancelled, {});
+  ASSERT_FALSE(cancel.has_value());
+  EXPECT_EQ(cancel.error().code, ErrorCode::kConflict);
+  EXPECT_EQ(cancel.error().message, expected);
+  // ...or with an up-to-date one (the check refuses).
+  cancel = store_->Transition(job.id, JobState::kSucceeded, JobState::kCancelled, {});
+  ASSERT_FALSE(cancel.has_value());
+  EXPECT_EQ(cancel.error().code, ErrorCode::kConflict);
+  EXPECT_EQ(cancel.error().message, expected);
+}
+
+TEST_F(JobStoreTest, TheTransitionCheckCanRefuse) {
+  Job job = Submit(Draft());
+  JobStore::Update update;
+  update.exit_code = 0;
+  auto refused = store_->Transition(job.id, JobState::kQueued, JobState::kSucceeded, update);
+  ASSERT_FALSE(refused.has_value());
+  EXPECT_EQ(refused.error().code, ErrorCode::kConflict);
+  EXPECT_EQ(refused.error().message,
+            "job " + std::to_string(job.id) + ": cannot go from queued to succeeded");
+  auto got = store_->Get(job.id);
+  EXPECT_EQ((*got)->state, JobState::kQueued);
+  EXPECT_FALSE((*got)->exit_code.has_value());
+}
+
+TEST_F(JobStoreTest, WithoutACheckOnlyTheCompareAndSetApplies) {
+  auto store = JobStore::Open(path_);
+  ASSERT_TRUE(store.has_value());
+  Job job = Submit(Draft());
+  EXPECT_TRUE((*store)->Transition(job.id, JobState::kQueued, JobState::kSucceeded, {}));
+  EXPECT_TRUE((*store)->Transition(job.id, JobState::kSucceeded, JobState::kQueued, {}));
+  EXPECT_FALSE((*store)->Transition(job.id, JobState::kSucceeded, JobState::kQueued, {}));
+}
+
+TEST_F(JobStoreTest, TransitionOfAnUnknownJobIsNotFound) {
+  auto missing = store_->Transition(404, JobState::kQueued, JobState::kStarting, {});
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(missing.error().message, "job 404: no such job");
+}
+
+TEST_F(JobStoreTest, SameStateTransitionUpdatesFieldsOnly) {
+  Job job = Submit(Draft());
+  ASSERT_TRUE(store_->Transition(job.id, JobState::kQueued, JobState::kStarting, {}));
+  JobStore::Update update;
+  update.supervisor_pid = 31337;
+  update.supervisor_start_ticks = 99;
+  auto updated = store_->Transition(job.id, JobState::kStarting, JobState::kStarting, update);
+  ASSERT_TRUE(updated.has_value()) << updated.error().message;
+  EXPECT_EQ(updated->supervisor_pid, 31337);
+  EXPECT_EQ(QueryInt(store_->DatabaseForTesting(),
+                     "SELECT COUNT(*) FROM job_events WHERE job_id = " + std::to_string(job.id)),
+            2);  // submitted, queued -> starting
+}
+
+TEST_F(JobStoreTest, ClearRunForgetsTheLastAttempt) {
+  Job job = Submit(Draft());
+  JobStore::Update start;
+  start.gpu_uuids = std::vector<std::string>{"GPU-1"};
+  start.lease_id = 8;
+  start.supervisor_pid = 100;
+  start.supervisor_start_ticks = 5;
+  start.started_unix_ms = 10;
+  ASSERT_TRUE(store_->Transition(job.id, JobState::kQueued, JobState::kStarting, start));
+  ASSERT_TRUE(store_->Transition(job.id, JobState::kStarting, JobState::kRunning, {}));
+  JobStore::Update requeue;
+  requeue.clear_run = true;
+  requeue.reason = "GPU-1 was lost; requeued";
+  auto queued = store_->Transition(job.id, JobState::kRunning, JobState::kQueued, requeue);
+  ASSERT_TRUE(queued.has_value()) << queued.error().message;
+  auto got = store_->Get(job.id);
+  const Job& j = **got;
+  EXPECT_EQ(j.state, JobState::kQueued);
+  EXPECT_TRUE(j.gpu_uuids.empty());
+  EXPECT_FALSE(j.lease_id || j.supervisor_pid || j.supervisor_start_ticks || j.started_unix_ms);
+  EXPECT_EQ(j.reason, "GPU-1 was lost; requeued");
+}
+
+TEST_F(JobStoreTest, EventsRecordSubmissionAndStateChanges) {
+  Job job = Submit(Draft());
+  ASSERT_TRUE(store_->Transition(job.id, JobState::kQueued, JobState::kHeld, {}));
+  JobStore::Update update;
+  update.reason = "resumed by ada";
+  ASSERT_TRUE(store_->Transition(job.id, JobState::kHeld, JobState::kQueued, update));
+  auto stmt = store_->DatabaseForTesting().Prepare(
+      "events", "SELECT kind, COALESCE(from_state, '-'), to_state, reason, at_unix_ms "
+                "FROM job_events WHERE job_id = ?1 ORDER BY id");
+  ASSERT_TRUE(stmt.has_value());
+  auto use = stmt->Use();
+  stmt->Bind(1, job.id);
+  std::vector<std::string> rows;
+  while (*stmt->Step()) {
+    rows.push_back(stmt->ColumnText(0) + " " + stmt->ColumnText(1) + " " + stmt->ColumnText(2) +
+                   " " + stmt->ColumnText(3));
+    EXPECT_GT(stmt->ColumnInt64(4), 1'600'000'000'000);  // a real clock, in ms
+  }
+  EXPECT_THAT(rows, ElementsAre("submitted - queued ", "state queued held ",
+                                "state held queued resumed by ada"));
+}
+
+// ---- Usage
+
+TEST_F(JobStoreTest, UsageAccumulatesAndDecays) {
+  const int64_t hour = 3'600'000;
+  const int64_t t0 = 1000 * hour;  // bucket-aligned
+  ASSERT_TRUE(store_->AddUsage(1000, 100.0, t0));
+  ASSERT_TRUE(store_->AddUsage(1000, 50.0, t0 + 10));  // same bucket
+  ASSERT_TRUE(store_->AddUsage(1001, 8.0, t0 + 2 * hour));
+  ASSERT_TRUE(store_->AddUsage(1002, 0.0, t0));  // nothing recorded
+
+  auto now = store_->Usage(t0 + 2 * hour, 3600.0);  // one-hour half-life
+  ASSERT_TRUE(now.has_value()) << now.error().message;
+  ASSERT_EQ(now->size(), 2u);
+  EXPECT_EQ((*now)[0].first, 1000u);
+  EXPECT_NEAR((*now)[0].second, 150.0 / 4, 1e-9);  // two half-lives old
+  EXPECT_EQ((*now)[1].first, 1001u);
+  EXPECT_NEAR((*now)[1].second, 8.0, 1e-9);
+
+  auto undecayed = store_->Usage(t0, 1e12);
+  ASSERT_TRUE(undecayed.has_value());
+  EXPECT_NEAR((*undecayed)[0].second, 150.0, 1e-6);
+  EXPECT_NEAR((*undecayed)[1].second, 8.0, 1e-6);  // in the future: counts fully
+
+  EXPECT_EQ(store_->AddUsage(1000, -1.0, t0).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(store_->AddUsage(1000, std::nan(""), t0).error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(store_->Usage(t0, 0.0).error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST_F(JobStoreTest, UsageBucketsAreConfigurableAndOldOnesArePruned) {
+  JobStoreOptions options;
+  options.usage_bucket = std::chrono::milliseconds(1000);
+  options.usage_retention = std::chrono::milliseconds(60'000);
+  auto store = JobStore::Open(path_, options);
+  ASSERT_TRUE(store.has_value());
+  ASSERT_TRUE((*store)->AddUsage(7, 10.0, 1'500));     // bucket 1000
+  ASSERT_TRUE((*store)->AddUsage(7, 0.000001, 2'999));  // bucket 2000; one microsecond
+  auto used = (*store)->Usage(2'000, 1.0);
+  ASSERT_TRUE(used.has_value());
+  EXPECT_THAT(*used, ElementsAre(Pair(7u, ::testing::DoubleNear(5.0 + 0.000001, 1e-12))));
+
+  ASSERT_TRUE((*store)->AddUsage(8, 1.0, 62'000));  // buckets before 2000 are now too old
+  used = (*store)->Usage(62'000, 1e12);
+  ASSERT_TRUE(used.has_value());
+  EXPECT_THAT(*used, ElementsAre(Pair(7u, ::testing::DoubleNear(0.000001, 1e-9)),
+                                 Pair(8u, ::testing::DoubleNear(1.0, 1e-9))));
+}
+
+// ---- Drain
+
+TEST_F(JobStoreTest, DrainAndUndrain) {
+  ASSERT_TRUE(store_->Drain("GPU-b", "fan noise", 0, 100));
+  ASSERT_TRUE(store_->Drain("GPU-a", "ECC errors", 0, 200));
+  ASSERT_TRUE(store_->Drain("GPU-b", "fan replaced, burn-in", 1000, 300));  // replaces
+  auto drained = store_->Drained();
+  ASSERT_TRUE(drained.has_value()) << drained.error().message;
+  EXPECT_THAT(*drained, ElementsAre(Pair("GPU-a", "ECC errors"),
+                                    Pair("GPU-b", "fan replaced, burn-in")));
+  auto details = store_->DrainedDetails();
+  ASSERT_TRUE(details.has_value());
+  ASSERT_EQ(details->size(), 2u);
+  EXPECT_EQ((*details)[1].by_uid, 1000u);
+  EXPECT_EQ((*details)[1].since_unix_ms, 300);
+
+  ASSERT_TRUE(store_->Undrain("GPU-a"));
+  auto again = store_->Undrain("GPU-a");
+  ASSERT_FALSE(again.has_value());
+  EXPECT_EQ(again.error().code, ErrorCode::kNotFound);
+  EXPECT_THAT(*store_->Drained(), ElementsAre(Pair("GPU-b", "fan replaced, burn-in")));
+  EXPECT_EQ(store_->Drain("", "x", 0, 1).error().code, ErrorCode::kInvalidArgument);
+}
+
+// ---- Files, schema, restart
+
+TEST_F(JobStoreTest, EverythingSurvivesReopening) {
+  Job job = Submit(FullDraft());
+  Job other = Submit(Draft());
+  ASSERT_TRUE(store_->Transition(other.id, JobState::kQueued, JobState::kStarting, {}));
+  ASSERT_TRUE(store_->AddUsage(1000, 30.0, 0));
+  ASSERT_TRUE(store_->Drain("GPU-z", "broken", 0, 5));
+  store_.reset();  // the daemon stops
+
+  auto reopened = JobStore::Open(path_, WithCheck());
+  ASSERT_TRUE(reopened.has_value()) << reopened.error().message;
+  auto got = (*reopened)->Get(job.id);
+  ASSERT_TRUE(got.has_value() && got->has_value());
+  Job expected = FullDraft();
+  expected.id = job.id;
+  ExpectSameJob(**got, expected);
+  EXPECT_EQ((*(*reopened)->Get(other.id))->state, JobState::kStarting);
+  EXPECT_THAT(*(*reopened)->Usage(0, 60.0), ElementsAre(Pair(1000u, 30.0)));
+  EXPECT_THAT(*(*reopened)->Drained(), ElementsAre(Pair("GPU-z", "broken")));
+  // Ids keep increasing across restarts.
+  auto next = (*reopened)->Submit(Draft());
+  ASSERT_TRUE(next.has_value());
+  EXPECT_GT(next->id, other.id);
+}
+
+TEST(JobStoreFileTest, LeaseAndJobStoresShareOneFileAtVersionTwo) {
+  testing::TempDir dir;
+  const std::string path = dir.Join("state.db");
+  auto leases = LeaseStore::Open(path);
+  ASSERT_TRUE(leases.has_value()) << leases.error().message;
+  auto jobs = JobStore::Open(path);
+  ASSERT_TRUE(jobs.has_value()) << jobs.error().message;
+  EXPECT_EQ(QueryInt((*jobs)->DatabaseForTesting(), "PRAGMA user_version"), 2);
+  EXPECT_EQ(AllMigrations().back().version, 2);
+
+  auto submitted = (*jobs)->Submit(Draft());
+  ASSERT_TRUE(submitted.has_value());
+  model::Lease draft;
+  draft.uid = 1000;
+  draft.user = "ada";
+  draft.command = "job " + std::to_string(submitted->id);
+  draft.kind = "run";
+  draft.processes = {{1, 1}};
+  auto take = [](const std::vector<model::Lease>&) -> Result<std::vector<std::string>> {
+    return std::vector<std::string>{"GPU-1"};
+  };
+  auto alive = [](const model::LeaseProcess&) { return true; };
+  auto lease = (*leases)->Acquire(draft, take, alive);
+  ASSERT_TRUE(lease.has_value()) << lease.error().message;
+  JobStore::Update update;
+  update.lease_id = lease->id;
+  update.gpu_uuids = lease->gpu_uuids;
+  auto started =
+      (*jobs)->Transition(submitted->id, JobState::kQueued, JobState::kStarting, update);
+  ASSERT_TRUE(started.has_value()) << started.error().message;
+  EXPECT_EQ(started->lease_id, lease->id);
+  EXPECT_TRUE((*leases)->Release(lease->id));
+  EXPECT_EQ((*(*jobs)->Get(submitted->id))->lease_id, lease->id);  // history stays
+}
+
+TEST(JobStoreFileTest, VersionOneFileMigratesAndKeepsItsLeases) {
+  testing::TempDir dir;
+  const std::string path = dir.Join("state.db");
+  {
+    // A file as a gpuman of schema version 1 left it.
+    auto db = Database::Open(path);
+    ASSERT_TRUE(db.has_value()) << db.error().message;
+    ASSERT_EQ(*Migrate(**db, AllMigrations().first(1)), 0);
+    ASSERT_TRUE((*db)->ExecScript("v1 rows", R"sql(
+      INSERT INTO leases (id, uid, user, command, kind, created_unix_ms)
+        VALUES (41, 1000, 'ada', 'python3 train.py', 'run', 1700000000000);
+      INSERT INTO lease_gpus (gpu_uuid, lease_id, position) VALUES ('GPU-7', 41, 0);
+      INSERT INTO lease_processes (lease_id, pid, start_time_ticks) VALUES (41, 4321, 99);
+      INSERT INTO events (at_unix_ms, kind, lease_id, uid, gpu_uuids)
+        VALUES (1700000000000, 'acquired', 41, 1000, 'GPU-7');
+    )sql"));
+    EXPECT_EQ(QueryInt(**db, "PRAGMA user_version"), 1);
+  }
+  auto jobs = JobStore::Open(path);
+  ASSERT_TRUE(jobs.has_value()) << jobs.error().message;
+  EXPECT_EQ(QueryInt((*jobs)->DatabaseForTesting(), "PRAGMA user_version"), 2);
+  EXPECT_TRUE((*jobs)->Active()->empty());
+  EXPECT_TRUE((*jobs)->Submit(Draft()).has_value());
+
+  auto leases = LeaseStore::Open(path);
+  ASSERT_TRUE(leases.has_value()) << leases.error().message;
+  auto recorded = (*leases)->ListRecorded();
+  ASSERT_TRUE(recorded.has_value());
+  ASSERT_EQ(recorded->size(), 1u);
+  EXPECT_EQ((*recorded)[0].id, 41);
+  EXPECT_EQ((*recorded)[0].gpu_uuids, std::vector<std::string>{"GPU-7"});
+  ASSERT_EQ((*recorded)[0].processes.size(), 1u);
+  EXPECT_EQ((*recorded)[0].processes[0].pid, 4321);
+  EXPECT_EQ(QueryInt((*leases)->DatabaseForTesting(), "SELECT COUNT(*) FROM events"), 1);
+}
+
+TEST(JobStoreFileTest, CorruptListColumnIsReportedNotGuessed) {
+  testing::TempDir dir;
+  auto store = JobStore::Open(dir.Join("state.db"));
+  ASSERT_TRUE(store.has_value());
+  auto job = (*store)->Submit(Draft());
+  ASSERT_TRUE(job.has_value());
+  ASSERT_TRUE((*store)->DatabaseForTesting().ExecScript(
+      "break argv", "UPDATE jobs SET argv = '9:short'"));
+  auto got = (*store)->Get(job->id);
+  ASSERT_FALSE(got.has_value());
+  EXPECT_EQ(got.error().code, ErrorCode::kIo);
+  EXPECT_THAT(got.error().message, HasSubstr("unreadable argv column"));
+}
+
+// ---- Concurrency: two schedulers race to start the same jobs
+
+constexpr int kJobs = 100;
+constexpr int kRacers = 2;
+
+struct Shared {
+  std::atomic<int32_t> wins[kJobs];
+  std::atomic<int32_t> ready;
+};
+static_assert(std::atomic<int32_t>::is_always_lock_free);
+
+int Racer(const std::string& path, int64_t first_id, Shared* shared) {
+  auto store = JobStore::Open(path, WithCheck());
+  if (!store) {
+    std::fprintf(stderr, "racer %d: %s\n", getpid(), store.error().message.c_str());
+    return 2;
+  }
+  shared->ready++;
+  while (shared->ready.load() < kRacers) sched_yield();  // start together
+  for (int i = 0; i < kJobs; ++i) {
+    JobStore::Update update;
+    update.supervisor_pid = getpid();
+    auto won = (*store)->Transition(first_id + i, JobState::kQueued, JobState::kStarting, update);
+    if (won) {
+      shared->wins[i]++;
+    } else if (won.error().code != ErrorCode::kConflict) {
+      std::fprintf(stderr, "racer %d: %s\n", getpid(), won.error().message.c_str());
+      return 3;
+    }
+  }
+  return 0;
+}
+
+TEST(JobStoreConcurrencyTest, EachJobIsStartedExactlyOnce) {
+  testing::TempDir dir;
+  const std::string path = dir.Join("state.db");
+  int64_t first_id = 0;
+  {
+    auto store = JobStore::Open(path);
+    ASSERT_TRUE(store.has_value()) << store.error().message;
+    for (int i = 0; i < kJobs; ++i) {
+      auto job = (*store)->Submit(Draft());
+      ASSERT_TRUE(job.has_value());
+      if (i == 0) first_id = job->id;
+      ASSERT_EQ(job->id, first_id + i);
+    }
+  }
+  void* mem = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                   -1, 0);
+  ASSERT_NE(mem, MAP_FAILED);
+  auto* shared = new (mem) Shared{};
+  std::vector<pid_t> children;
+  for (int p = 0; p < kRacers; ++p) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) _exit(Racer(path, first_id, shared));
+    children.push_back(pid);
+  }
+  for (pid_t pid : children) {
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "racer exit status " << status;
+  }
+  for (int i = 0; i < kJobs; ++i) EXPECT_EQ(shared->wins[i].load(), 1) << "job " << first_id + i;
+
+  // The database agrees: every job is starting, with the pid of one racer, and logged
+  // one state change.
+  auto store = JobStore::Open(path);
+  ASSERT_TRUE(store.has_value());
+  auto jobs = (*store)->Active();
+  ASSERT_TRUE(jobs.has_value());
+  ASSERT_EQ(jobs->size(), static_cast<size_t>(kJobs));
+  for (const Job& job : *jobs) {
+    EXPECT_EQ(job.state, JobState::kStarting);
+    ASSERT_TRUE(job.supervisor_pid.has_value());
+    EXPECT_TRUE(*job.supervisor_pid == children[0] || *job.supervisor_pid == children[1]);
+  }
+  EXPECT_EQ(QueryInt((*store)->DatabaseForTesting(),
+                     "SELECT COUNT(*) FROM job_events WHERE kind = 'state'"),
+            kJobs);
+  munmap(mem, sizeof(Shared));
+}
+
+}  // namespace
+}  // namespace gpuman::store
