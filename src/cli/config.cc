@@ -7,6 +7,8 @@
 #include <sstream>
 #include <toml++/toml.h>
 
+#include "base/duration.h"
+
 extern char** environ;
 
 namespace gpuman::cli {
@@ -40,12 +42,46 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
                      "config " + origin + ":" + std::to_string(where.line) + ":" +
                          std::to_string(where.column) + ": " + std::string(err.description()));
   }
-  static const std::set<std::string> kKnown = {"nvml_library"};
+  static const std::set<std::string> kKnown = {"nvml_library", "daemon"};
   for (const auto& [key, value] : table) {
     std::string k(key.str());
     if (!kKnown.count(k)) {
       return MakeError(ErrorCode::kInvalidArgument,
-                       "config " + origin + ": unknown key '" + k + "' (known: nvml_library)");
+                       "config " + origin + ": unknown key '" + k + "' (known: nvml_library, [daemon])");
+    }
+  }
+  if (auto* node = table.get("daemon")) {
+    auto* d = node->as_table();
+    if (!d) return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": daemon must be a table");
+    auto bad = [&](const std::string& what) {
+      return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": daemon." + what);
+    };
+    for (const auto& [key, value] : *d) {
+      std::string k(key.str());
+      if (k == "admin_group") {
+        auto v = value.value<std::string>();
+        if (!v || v->empty()) return bad("admin_group must be a group name");
+        config.daemon.admin_group = *v;
+      } else if (k == "default_time_limit") {
+        auto v = value.value<std::string>();
+        auto ms = v ? ParseDurationMs(*v) : Result<int64_t>(MakeError(ErrorCode::kInvalidArgument, "not a string"));
+        if (!ms || *ms <= 0) return bad("default_time_limit must be a duration such as \"24h\"");
+        config.daemon.default_time_limit_ms = *ms;
+      } else if (k == "max_gpus_per_user") {
+        auto v = value.value<int64_t>();
+        if (!v || *v < 0) return bad("max_gpus_per_user must be a number >= 0");
+        config.daemon.max_gpus_per_user = static_cast<int>(*v);
+      } else if (k == "user_limits") {
+        auto* limits = value.as_table();
+        if (!limits) return bad("user_limits must be a table of user = GPUs");
+        for (const auto& [user, n] : *limits) {
+          auto v = n.value<int64_t>();
+          if (!v || *v < 0) return bad("user_limits." + std::string(user.str()) + " must be a number >= 0");
+          config.daemon.user_max_gpus[std::string(user.str())] = static_cast<int>(*v);
+        }
+      } else {
+        return bad("unknown key '" + k + "' (known: admin_group, default_time_limit, max_gpus_per_user, user_limits)");
+      }
     }
   }
   if (auto* node = table.get("nvml_library")) {

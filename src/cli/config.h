@@ -11,9 +11,18 @@
 
 namespace gpuman::cli {
 
+/// The [daemon] table.
+struct DaemonConfig {
+  std::optional<std::string> admin_group;        // members act on anyone's jobs, drain GPUs
+  std::optional<int64_t> default_time_limit_ms;  // "24h" in the file
+  std::optional<int> max_gpus_per_user;          // for everyone without an entry below
+  std::map<std::string, int> user_max_gpus;      // [daemon.user_limits] alice = 2
+};
+
 struct Config {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string config_path;  // the file that was read, "" if none
+  DaemonConfig daemon;
 };
 
 /// The environment variables gpuman reads, captured once in main.

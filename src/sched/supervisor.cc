@@ -157,8 +157,15 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
   }
 
   const int64_t started = NowMs();
+  // The job must not inherit our cancel handler: hold SIGTERM across the fork; the job
+  // resets it to the default and unblocks it (a pending one then ends it, as it should).
+  sigset_t term, old;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  sigprocmask(SIG_BLOCK, &term, &old);
   pid_t child = fork();
   if (child == 0) JobMain(spec);
+  sigprocmask(SIG_SETMASK, &old, nullptr);
   setpgid(child, child);  // also done by the child; signals below go to the whole group
   int status = 0;
   bool cancelled = false, timed_out = false, signalled = false;

@@ -1,0 +1,772 @@
+// The scheduler: one pure pass from (snapshot, leases, jobs, now) to decisions.
+//
+// Order. Queued and held jobs are walked by priority (higher first); within one
+// priority by fair share: the user with the lower decayed GPU-seconds goes first, and
+// between users with equal usage the one holding fewer GPUs right now (counted anew as
+// this pass starts jobs, so two fresh users alternate); then submit time, then id.
+// Slurm's multifactor priority mixes these into one number with weights; we keep them
+// lexicographic because one admin-set priority should beat any amount of history.
+//
+// Walk. Every job is judged in that order: held, waiting for an `after` job, asking
+// for more GPUs than exist or than are not drained, over its user's cap, or it fits
+// now and starts. The first job that does not fit becomes the *head*: we estimate when
+// enough GPUs free up (running jobs end at start + time limit; interactive leases and
+// foreign processes have no end we know of, so they count as never) and which GPUs it
+// will get then, and reserve them. Later jobs may still start now, but only on GPUs
+// outside the reservation, or on reserved GPUs when they end (now + their time limit)
+// before the head's reserved start. That is EASY backfill (Lifka 1995, Slurm's
+// sched/backfill with one reservation): the head can never be pushed back by jobs behind
+// it, so a 4-GPU job is not starved by a stream of 1-GPU jobs, and short jobs still fill
+// the holes. A head without an estimate (the GPUs it needs are held without a time
+// limit) reserves nothing and the next job that does not fit may become the head.
+//
+// Placement is policy::Select's, never our own. Select looks at the whole snapshot and
+// builds its connectivity domains in O(n^2), a few milliseconds at 512 GPUs, too slow
+// to call once per started job. So we cut the machine into *islands*: connected
+// components of "joined by NVLink or at most NODE apart on PCIe" (NUMA nodes when there
+// is no topology matrix). Every domain placement.cc scores lies inside one island, so
+// Select run on a few whole islands (with the GPUs this pass cannot hand out shown as
+// leased) answers exactly as it would on the whole machine, except for one decision
+// that we make ourselves, like Slurm picks nodes before binding GPUs: a job that fits
+// into one island goes to the island with the fewest available GPUs that still holds
+// it (best fit; lowest index on ties), and Select picks the GPUs inside it. Jobs that
+// fit into no single island get Select over every island with an available GPU.
+//
+// Speed. Counting comes first: a job that asks for more GPUs than are available is
+// answered in O(1) without calling Select, and a request without momentary filters
+// (memory, utilization, model, compute capability) that fits by count is known to
+// succeed. A filtered request that failed is remembered until the next start changes
+// the free set. A pass over 10,000 queued jobs is then dominated by sorting them.
+
+#include "sched/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <queue>
+#include <tuple>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+
+#include "base/duration.h"
+#include "policy/selection.h"
+
+namespace gpuman::sched {
+namespace {
+
+using model::Job;
+using model::JobState;
+using model::PcieLevel;
+
+constexpr int64_t kNever = std::numeric_limits<int64_t>::max();
+
+std::string Gpus(int64_t n) { return std::to_string(n) + (n == 1 ? " GPU" : " GPUs"); }
+
+std::string UserName(const Job& job) {
+  return job.user.empty() ? "uid " + std::to_string(job.uid) : job.user;
+}
+
+std::string In(int64_t delta_ms) {
+  if (delta_ms <= 0) return "soon";
+  if (delta_ms >= 60'000) delta_ms = (delta_ms + 30'000) / 60'000 * 60'000;
+  return "in ~" + FormatDurationMs(delta_ms);
+}
+
+bool HasMomentaryOrStaticFilters(const model::GpuRequest& r) {
+  return r.min_free_memory_bytes || r.max_utilization_percent || r.model ||
+         r.min_compute_capability;
+}
+
+// Which GPUs one placement attempt may use. `blocked` GPUs are shown to Select as
+// leased; `countable` GPUs are the ones that count towards the request's size.
+struct Attempt {
+  std::vector<char> blocked;
+  std::vector<char> countable;
+  std::vector<char> clear_processes;  // future view: the processes there will be gone
+  bool for_estimate = false;          // drop momentary filters (memory, utilization)
+};
+
+// What the walk needs of a job, copied out in one sequential sweep: the Job structs are
+// large, and visiting 10,000 of them in queue order costs a cache miss each.
+struct Item {
+  const Job* job = nullptr;
+  int64_t id = 0;
+  uint32_t uid = 0;
+  int64_t count = 0;
+  int64_t time_limit_ms = 0;
+  bool is_held = false;
+  bool has_after = false;
+  bool is_plain = false;  // no --gpus, --exclude or filters: counting decides everything
+  bool allow_shared = false;
+  bool has_filters = false;
+};
+
+class Pass {
+ public:
+  explicit Pass(const SchedulerInput& in) : in_(in), n_(static_cast<int>(in.snapshot.gpus.size())) {}
+
+  SchedulerOutput Run();
+
+ private:
+  enum class Mode { kAll, kAvoidReserved };
+
+  void ReadMachine();
+  void BuildIslands();
+  void ReadJobs();
+  void Visit(const Item& item);
+
+  int64_t TimeLimit(const Job& job) const {
+    return std::max<int64_t>(0, job.time_limit_ms.value_or(in_.config.default_time_limit_ms));
+  }
+  std::optional<int> Cap(uint32_t uid) const {
+    auto it = in_.config.max_gpus_per_user.find(uid);
+    if (it != in_.config.max_gpus_per_user.end()) return it->second;
+    return in_.config.default_max_gpus_per_user;
+  }
+  bool IsOpen(int p) const { return usable_[p] && !occupied_[p] && !given_[p]; }
+  int64_t AvailableCount(const Item& item, Mode mode) const;
+  std::optional<std::vector<std::string>> TryPlace(const Item& item, Mode mode);
+  std::optional<std::vector<std::string>> PlaceByIslands(const model::GpuRequest& request,
+                                                         const Attempt& attempt);
+  std::optional<std::vector<std::string>> SelectOn(const std::vector<int>& islands,
+                                                   const model::GpuRequest& request,
+                                                   const Attempt& attempt);
+  bool Reserve(const Job& job);
+  void Start(const Item& item, std::vector<std::string> uuids, bool backfilled);
+  void Wait(const Item& item, std::string reason, std::optional<int64_t> estimate = {});
+  std::string NotEnough(const Item& item, int64_t available) const;
+
+  const SchedulerInput& in_;
+  const int n_;
+  int64_t now_ = 0;
+  SchedulerOutput out_;
+
+  // Per GPU position in snapshot.gpus.
+  std::unordered_map<std::string, int> position_;
+  std::vector<char> usable_;    // has a UUID, healthy, not drained
+  std::vector<char> drained_;
+  std::vector<char> occupied_;  // leased, or held by a starting/running job
+  std::vector<char> foreign_;   // unleased, with processes (busy unless allow_shared)
+  std::vector<char> given_;     // handed out by this pass
+  std::vector<char> reserved_;  // reserved for the head
+  std::vector<int64_t> free_at_;  // when it is expected free; kNever when unknown
+  std::vector<int> island_;
+  std::vector<std::vector<int>> islands_;  // positions, ascending
+  int machine_gpus_ = 0;                   // GPUs with a UUID
+  int not_drained_gpus_ = 0;
+
+  // Open GPUs: usable, not occupied, not given; split by foreign processes and
+  // by whether the head's reservation holds them.
+  int64_t open_clean_ = 0, open_foreign_ = 0, open_clean_reserved_ = 0,
+          open_foreign_reserved_ = 0;
+
+  std::unordered_map<int64_t, JobState> state_of_;
+  std::unordered_map<uint32_t, int64_t> held_by_user_;
+  std::unordered_map<uint32_t, double> usage_;
+
+  std::optional<int64_t> head_;
+  int64_t head_start_ms_ = 0;
+  int position_counter_ = 0;
+  uint64_t version_ = 0;  // bumped on every start; keys the failure memo
+  std::unordered_map<std::string, uint64_t> failed_at_version_;
+};
+
+void Pass::ReadMachine() {
+  const auto& gpus = in_.snapshot.gpus;
+  usable_.assign(n_, 0);
+  drained_.assign(n_, 0);
+  occupied_.assign(n_, 0);
+  foreign_.assign(n_, 0);
+  given_.assign(n_, 0);
+  reserved_.assign(n_, 0);
+  free_at_.assign(n_, now_);
+  for (int p = 0; p < n_; ++p) {
+    if (!gpus[p].uuid) continue;
+    position_.emplace(*gpus[p].uuid, p);
+    ++machine_gpus_;
+    drained_[p] = in_.drained.contains(*gpus[p].uuid);
+    if (!drained_[p]) ++not_drained_gpus_;
+    usable_[p] = !drained_[p] && gpus[p].is_healthy;
+  }
+
+  // Running and starting jobs end at start + time limit (now, when already overdue).
+  std::unordered_map<int64_t, int64_t> end_by_lease;
+  std::unordered_map<std::string, int64_t> end_by_uuid;
+  std::unordered_map<uint32_t, std::unordered_set<std::string>> held;
+  for (const Job& job : in_.jobs) {
+    if (job.state != JobState::kRunning && job.state != JobState::kStarting) continue;
+    int64_t end = std::max(now_, job.started_unix_ms.value_or(now_) + TimeLimit(job));
+    if (job.lease_id) end_by_lease[*job.lease_id] = end;
+    for (const auto& uuid : job.gpu_uuids) {
+      end_by_uuid[uuid] = std::max(end_by_uuid[uuid], end);
+      held[job.uid].insert(uuid);
+      auto it = position_.find(uuid);
+      if (it == position_.end()) continue;
+      occupied_[it->second] = 1;
+      free_at_[it->second] = std::max(free_at_[it->second], end);
+    }
+  }
+  for (const auto& lease : in_.leases) {
+    // A job's lease ends with the job; any other lease (gpuman run, select --lease)
+    // has no end we know of.
+    int64_t end = kNever;
+    if (auto it = end_by_lease.find(lease.id); it != end_by_lease.end()) {
+      end = it->second;
+    } else if (!lease.gpu_uuids.empty() &&
+               std::all_of(lease.gpu_uuids.begin(), lease.gpu_uuids.end(),
+                           [&](const std::string& u) { return end_by_uuid.contains(u); })) {
+      end = 0;
+      for (const auto& uuid : lease.gpu_uuids) end = std::max(end, end_by_uuid[uuid]);
+    }
+    for (const auto& uuid : lease.gpu_uuids) {
+      held[lease.uid].insert(uuid);
+      auto it = position_.find(uuid);
+      if (it == position_.end()) continue;
+      occupied_[it->second] = 1;
+      free_at_[it->second] = std::max(free_at_[it->second], end);
+    }
+  }
+  for (auto& [uid, uuids] : held) held_by_user_[uid] = static_cast<int64_t>(uuids.size());
+
+  for (int p = 0; p < n_; ++p) {
+    if (!usable_[p]) {
+      free_at_[p] = kNever;
+      continue;
+    }
+    if (occupied_[p]) continue;
+    // An unleased GPU with processes is somebody else's, for as long as they like.
+    foreign_[p] = !gpus[p].processes.empty();
+    if (foreign_[p]) {
+      ++open_foreign_;
+    } else {
+      ++open_clean_;
+    }
+  }
+}
+
+void Pass::BuildIslands() {
+  std::vector<int> parent(n_);
+  for (int p = 0; p < n_; ++p) parent[p] = p;
+  auto find = [&](int x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  };
+  auto unite = [&](int a, int b) { parent[find(a)] = find(b); };
+  const auto& topo = in_.snapshot.topology;
+  if (topo && topo->size() == static_cast<size_t>(n_)) {
+    // Both directions of a ragged or one-sided matrix join (rows are scanned whole, so
+    // (a, b) and (b, a) are both seen): a union of Select's domains is all exactness
+    // needs, so erring towards larger islands is safe.
+    for (int a = 0; a < n_; ++a) {
+      const int* links = static_cast<size_t>(a) < topo->nvlinks.size() ? topo->nvlinks[a].data() : nullptr;
+      const int links_n = links ? static_cast<int>(topo->nvlinks[a].size()) : 0;
+      const PcieLevel* pcie = topo->pcie[a].data();
+      const int pcie_n = static_cast<int>(topo->pcie[a].size());
+      for (int b = 0; b < n_; ++b) {
+        bool close = (b < links_n && links[b] > 0) || (b < pcie_n && pcie[b] <= PcieLevel::kNumaNode);
+        if (close && b != a) unite(a, b);
+      }
+    }
+  } else {
+    std::unordered_map<int, int> first_on_node;
+    for (int p = 0; p < n_; ++p) {
+      const auto& numa = in_.snapshot.gpus[p].numa_node;
+      if (!numa || *numa < 0) continue;  // unknown: an island of its own
+      auto [it, inserted] = first_on_node.emplace(*numa, p);
+      if (!inserted) unite(p, it->second);
+    }
+  }
+  island_.assign(n_, -1);
+  std::vector<int> label(n_, -1);
+  for (int p = 0; p < n_; ++p) {
+    int root = find(p);
+    if (label[root] < 0) {
+      label[root] = static_cast<int>(islands_.size());
+      islands_.emplace_back();
+    }
+    island_[p] = label[root];
+    islands_[label[root]].push_back(p);
+  }
+}
+
+void Pass::ReadJobs() {
+  // Only the states that some `after` names: a map of all 10,000 ids costs more than
+  // the rest of the walk.
+  std::unordered_set<int64_t> named;
+  for (const Job& job : in_.jobs) named.insert(job.after.begin(), job.after.end());
+  if (!named.empty()) {
+    for (const Job& job : in_.jobs) {
+      if (named.contains(job.id)) state_of_[job.id] = job.state;
+    }
+  }
+  for (const auto& u : in_.usage) usage_[u.uid] = u.decayed_gpu_seconds;
+}
+
+// Priority, then fair share (usage, then GPUs held now, re-read as jobs start), then
+// submit time, then id. A heap of users per priority level keeps this O(n log users).
+SchedulerOutput Pass::Run() {
+  now_ = in_.now_unix_ms;
+  ReadMachine();
+  BuildIslands();
+  ReadJobs();
+
+  struct Entry {
+    int64_t neg_priority;
+    uint32_t uid;
+    int64_t submitted;
+    int64_t id;
+    Item item;
+  };
+  std::vector<Entry> queue;
+  queue.reserve(in_.jobs.size());
+  for (const Job& job : in_.jobs) {
+    if (job.state != JobState::kQueued && job.state != JobState::kHeld) continue;
+    const model::GpuRequest& r = job.request;
+    Item item;
+    item.job = &job;
+    item.id = job.id;
+    item.uid = job.uid;
+    item.count = r.count;
+    item.time_limit_ms = TimeLimit(job);
+    item.is_held = job.state == JobState::kHeld;
+    item.has_after = !job.after.empty();
+    item.allow_shared = r.allow_shared;
+    item.has_filters = HasMomentaryOrStaticFilters(r);
+    item.is_plain = !r.gpus && r.exclude.empty() && !item.has_filters;
+    queue.push_back({-static_cast<int64_t>(job.priority), job.uid, job.submitted_unix_ms,
+                     job.id, item});
+  }
+  std::sort(queue.begin(), queue.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.neg_priority, a.uid, a.submitted, a.id) <
+           std::tie(b.neg_priority, b.uid, b.submitted, b.id);
+  });
+  out_.waiting.reserve(queue.size());
+
+  struct UserRun {
+    size_t next;
+    size_t end;
+    double usage;
+    const int64_t* held;  // into held_by_user_ (unordered_map elements never move)
+  };
+  for (size_t i = 0; i < queue.size();) {
+    size_t level_end = i;
+    while (level_end < queue.size() && queue[level_end].neg_priority == queue[i].neg_priority) {
+      ++level_end;
+    }
+    // Only the popped user's key changes (when its job starts), and it is pushed back
+    // afterwards, so the heap's order stays valid.
+    auto later = [&](const UserRun& a, const UserRun& b) {
+      const Entry& x = queue[a.next];
+      const Entry& y = queue[b.next];
+      return std::tie(b.usage, *b.held, y.submitted, y.id) <
+             std::tie(a.usage, *a.held, x.submitted, x.id);
+    };
+    std::vector<UserRun> users;
+    for (size_t j = i; j < level_end;) {
+      size_t k = j;
+      uint32_t uid = queue[j].uid;
+      while (k < level_end && queue[k].uid == uid) ++k;
+      auto u = usage_.find(uid);
+      users.push_back({j, k, u == usage_.end() ? 0.0 : u->second, &held_by_user_[uid]});
+      j = k;
+    }
+    std::make_heap(users.begin(), users.end(), later);
+    while (!users.empty()) {
+      std::pop_heap(users.begin(), users.end(), later);
+      UserRun& r = users.back();
+      Visit(queue[r.next].item);
+      if (++r.next < r.end) {
+        std::push_heap(users.begin(), users.end(), later);
+      } else {
+        users.pop_back();
+      }
+    }
+    i = level_end;
+  }
+  return std::move(out_);
+}
+
+void Pass::Visit(const Item& item) {
+  if (item.is_held) return Wait(item, "held");
+  const Job& job = *item.job;  // touched only off the common path below
+
+  if (item.has_after) {
+    std::vector<int64_t> pending;
+    for (int64_t dep : job.after) {
+      auto it = state_of_.find(dep);
+      if (it == state_of_.end() || it->second == JobState::kSucceeded) continue;
+      if (model::IsFinal(it->second)) {
+        return Wait(item, "dependency " + std::to_string(dep) + " failed");
+      }
+      pending.push_back(dep);
+    }
+    if (!pending.empty()) {
+      std::string reason = pending.size() == 1 ? "after job " : "after jobs ";
+      for (size_t i = 0; i < pending.size(); ++i) {
+        reason += (i > 0 ? ", " : "") + std::to_string(pending[i]);
+      }
+      return Wait(item, reason);
+    }
+  }
+
+  const int64_t count = item.count;
+  if (count < 0) return Wait(item, "invalid request: " + Gpus(count));
+  if (count > machine_gpus_) {
+    return Wait(item, "needs " + Gpus(count) + "; the machine has " + std::to_string(machine_gpus_));
+  }
+  if (count > not_drained_gpus_) {
+    return Wait(item, "GPU(s) drained: needs " + Gpus(count) + ", " +
+                         std::to_string(not_drained_gpus_) + " not drained");
+  }
+  if (!item.is_plain && job.request.gpus) {
+    int64_t known = 0;
+    std::string drained;
+    for (const auto& uuid : *job.request.gpus) {
+      auto it = position_.find(uuid);
+      if (it == position_.end()) continue;
+      if (drained_[it->second]) {
+        drained += (drained.empty() ? "" : ", ") + uuid;
+      } else {
+        ++known;
+      }
+    }
+    if (known < count) {
+      if (!drained.empty()) return Wait(item, "GPU(s) drained: " + drained);
+      return Wait(item, "needs " + Gpus(count) + " of its --gpus list; " + std::to_string(known) +
+                           " are on this machine");
+    }
+  }
+
+  if (std::optional<int> cap = Cap(item.uid)) {
+    int64_t held = held_by_user_[item.uid];
+    if (count > *cap) {
+      return Wait(item, "user cap: job needs " + Gpus(count) + ", " + UserName(job) +
+                           " may hold at most " + std::to_string(*cap));
+    }
+    if (held + count > *cap) {
+      return Wait(item, "user cap: " + UserName(job) + " holds " + std::to_string(held) + " of " +
+                           std::to_string(*cap) + " GPUs");
+    }
+  }
+
+  if (count == 0) return Start(item, {}, head_.has_value());
+
+  if (!head_) {
+    if (auto uuids = TryPlace(item, Mode::kAll)) return Start(item, std::move(*uuids), false);
+    if (Reserve(job)) {
+      return Wait(item,
+                  NotEnough(item, AvailableCount(item, Mode::kAll)) + "; next to start, " +
+                      In(head_start_ms_ - now_),
+                  head_start_ms_);
+    }
+    return Wait(item, NotEnough(item, AvailableCount(item, Mode::kAll)) +
+                         "; no estimate (the GPUs it needs are held without a time limit)");
+  }
+
+  if (auto uuids = TryPlace(item, Mode::kAvoidReserved)) return Start(item, std::move(*uuids), true);
+  bool ends_in_time = now_ + item.time_limit_ms <= head_start_ms_;
+  if (ends_in_time) {
+    if (auto uuids = TryPlace(item, Mode::kAll)) return Start(item, std::move(*uuids), true);
+  }
+  int64_t available = AvailableCount(item, Mode::kAll);
+  if (available >= count && !ends_in_time) {
+    return Wait(item, "reserved for job " + std::to_string(*head_) + " (starts " +
+                         In(head_start_ms_ - now_) + ")");
+  }
+  Wait(item, NotEnough(item, available));
+}
+
+std::string Pass::NotEnough(const Item& item, int64_t available) const {
+  std::string what = Gpus(item.count);
+  if (item.has_filters) what += " matching its filters";
+  return "waiting for " + what + "; " + std::to_string(available) + " free";
+}
+
+// GPUs this job could count towards its size, before its filters.
+int64_t Pass::AvailableCount(const Item& item, Mode mode) const {
+  bool avoid = mode == Mode::kAvoidReserved;
+  int64_t n = open_clean_ - (avoid ? open_clean_reserved_ : 0);
+  if (item.allow_shared) n += open_foreign_ - (avoid ? open_foreign_reserved_ : 0);
+  if (item.is_plain) return n;
+  const model::GpuRequest& r = item.job->request;
+  auto countable = [&](int p) {
+    return IsOpen(p) && (!foreign_[p] || r.allow_shared) && !(avoid && reserved_[p]);
+  };
+  if (r.gpus) {
+    int64_t listed = 0;
+    std::unordered_set<int> seen;
+    for (const auto& uuid : *r.gpus) {
+      auto it = position_.find(uuid);
+      if (it != position_.end() && countable(it->second) && seen.insert(it->second).second) {
+        ++listed;
+      }
+    }
+    return listed;  // --exclude is subtracted by Select itself; a rare combination
+  }
+  std::unordered_set<int> excluded;
+  for (const auto& uuid : r.exclude) {
+    auto it = position_.find(uuid);
+    if (it != position_.end() && countable(it->second) && excluded.insert(it->second).second) --n;
+  }
+  return n;
+}
+
+std::optional<std::vector<std::string>> Pass::TryPlace(const Item& item, Mode mode) {
+  if (AvailableCount(item, mode) < item.count) return std::nullopt;
+  const model::GpuRequest& r = item.job->request;
+
+  std::string memo_key;
+  if (HasMomentaryOrStaticFilters(r)) {
+    memo_key = std::to_string(r.count) + '|' + (mode == Mode::kAll ? 'a' : 'r') + '|' +
+               (r.allow_shared ? 's' : '-') + '|' + r.model.value_or("") + '|' +
+               r.min_compute_capability.value_or("") + '|' +
+               std::to_string(r.min_free_memory_bytes.value_or(-1)) + '|' +
+               std::to_string(r.max_utilization_percent.value_or(-1)) + '|';
+    if (r.gpus) {
+      for (const auto& u : *r.gpus) memo_key += u + ',';
+    }
+    memo_key += '|';
+    for (const auto& u : r.exclude) memo_key += u + ',';
+    auto it = failed_at_version_.find(memo_key);
+    if (it != failed_at_version_.end() && it->second == version_) return std::nullopt;
+  }
+
+  Attempt attempt;
+  attempt.blocked.assign(n_, 0);
+  attempt.countable.assign(n_, 0);
+  attempt.clear_processes.assign(n_, 0);
+  for (int p = 0; p < n_; ++p) {
+    bool taken = occupied_[p] || given_[p] || drained_[p] ||
+                 (mode == Mode::kAvoidReserved && reserved_[p]);
+    attempt.blocked[p] = taken;
+    attempt.countable[p] = !taken && usable_[p] && (!foreign_[p] || r.allow_shared);
+  }
+  auto uuids = PlaceByIslands(r, attempt);
+  if (!uuids && !memo_key.empty()) failed_at_version_[memo_key] = version_;
+  return uuids;
+}
+
+std::optional<std::vector<std::string>> Pass::PlaceByIslands(const model::GpuRequest& r,
+                                                             const Attempt& attempt) {
+  std::optional<std::unordered_set<int>> wanted;
+  if (r.gpus) {
+    wanted.emplace();
+    for (const auto& uuid : *r.gpus) {
+      if (auto it = position_.find(uuid); it != position_.end()) wanted->insert(it->second);
+    }
+  }
+  std::vector<int> per_island(islands_.size(), 0);
+  for (int p = 0; p < n_; ++p) {
+    if (attempt.countable[p] && (!wanted || wanted->contains(p))) ++per_island[island_[p]];
+  }
+  std::vector<int> fitting;
+  std::vector<int> any;
+  for (size_t i = 0; i < islands_.size(); ++i) {
+    if (per_island[i] >= r.count) fitting.push_back(static_cast<int>(i));
+    if (per_island[i] > 0) any.push_back(static_cast<int>(i));
+  }
+  // Best fit: the fullest island that still holds the job keeps big islands whole.
+  std::stable_sort(fitting.begin(), fitting.end(),
+                   [&](int a, int b) { return per_island[a] < per_island[b]; });
+  constexpr size_t kIslandTries = 4;  // filters may reject an island; don't try them all
+  for (size_t t = 0; t < fitting.size() && t < kIslandTries; ++t) {
+    if (auto uuids = SelectOn({fitting[t]}, r, attempt)) return uuids;
+  }
+  // No single island holds it (or filters rejected the ones tried): let Select look
+  // across every island with a GPU to offer.
+  if (any.size() > 1) return SelectOn(any, r, attempt);
+  return std::nullopt;
+}
+
+// policy::Select on whole islands, with blocked GPUs shown as leased.
+std::optional<std::vector<std::string>> Pass::SelectOn(const std::vector<int>& islands,
+                                                       const model::GpuRequest& r,
+                                                       const Attempt& attempt) {
+  std::vector<int> positions;
+  for (int i : islands) positions.insert(positions.end(), islands_[i].begin(), islands_[i].end());
+  std::sort(positions.begin(), positions.end());
+
+  const model::MachineSnapshot& snap = in_.snapshot;
+  model::MachineSnapshot sub;
+  sub.system = snap.system;
+  sub.taken_at_unix_ms = snap.taken_at_unix_ms;
+  sub.gpus.reserve(positions.size());
+  std::vector<model::Lease> leases;
+  std::unordered_set<std::string> present;
+  for (int p : positions) {
+    sub.gpus.push_back(snap.gpus[p]);
+    if (attempt.clear_processes[p]) sub.gpus.back().processes.clear();
+    if (!snap.gpus[p].uuid) continue;
+    present.insert(*snap.gpus[p].uuid);
+    if (attempt.blocked[p]) {
+      model::Lease lease;
+      lease.id = -1;
+      lease.user = "the scheduler";
+      lease.gpu_uuids = {*snap.gpus[p].uuid};
+      leases.push_back(std::move(lease));
+    }
+  }
+  const auto& topo = snap.topology;
+  if (topo && topo->size() == static_cast<size_t>(n_)) {
+    const size_t m = positions.size();
+    model::Topology t;
+    t.nvlinks.resize(m);
+    t.pcie.resize(m);
+    for (size_t i = 0; i < m; ++i) {
+      const size_t a = static_cast<size_t>(positions[i]);
+      const std::vector<int>* links = a < topo->nvlinks.size() ? &topo->nvlinks[a] : nullptr;
+      const std::vector<PcieLevel>& pcie = topo->pcie[a];
+      t.nvlinks[i].assign(m, 0);
+      t.pcie[i].assign(m, PcieLevel::kUnknown);
+      for (size_t j = 0; j < m; ++j) {
+        const size_t b = static_cast<size_t>(positions[j]);
+        if (links && b < links->size()) t.nvlinks[i][j] = (*links)[b];
+        if (b < pcie.size()) t.pcie[i][j] = pcie[b];
+      }
+    }
+    sub.topology = std::move(t);
+  }
+
+  policy::SelectionRequest req;
+  req.count = r.count;
+  if (r.gpus) {
+    req.gpus.emplace();
+    for (const auto& uuid : *r.gpus) {
+      if (present.contains(uuid)) req.gpus->push_back(uuid);
+    }
+    if (static_cast<int64_t>(req.gpus->size()) < r.count) return std::nullopt;
+  }
+  for (const auto& uuid : r.exclude) {
+    if (present.contains(uuid)) req.exclude.push_back(uuid);
+  }
+  req.model = r.model;
+  req.min_compute_capability = r.min_compute_capability;
+  req.allow_shared = r.allow_shared;
+  if (!attempt.for_estimate) {
+    req.min_free_memory_bytes = r.min_free_memory_bytes;
+    req.max_utilization_percent = r.max_utilization_percent;
+  }
+  Result<policy::Selection> selection = policy::Select(sub, leases, req);
+  if (!selection) return std::nullopt;
+  return std::move(selection->uuids);
+}
+
+// Makes `job` the head when we can say when and where it will start.
+bool Pass::Reserve(const Job& job) {
+  const model::GpuRequest& r = job.request;
+  // When each GPU this job could ever use is expected free. Given GPUs end with the job
+  // this pass started on them; open GPUs are free now.
+  std::vector<int64_t> when(n_, kNever);
+  std::vector<int64_t> times;
+  std::optional<std::unordered_set<int>> wanted;
+  if (r.gpus) {
+    wanted.emplace();
+    for (const auto& uuid : *r.gpus) {
+      if (auto it = position_.find(uuid); it != position_.end()) wanted->insert(it->second);
+    }
+  }
+  std::unordered_set<std::string> excluded(r.exclude.begin(), r.exclude.end());
+  for (int p = 0; p < n_; ++p) {
+    if (!usable_[p] || (wanted && !wanted->contains(p)) ||
+        excluded.contains(*in_.snapshot.gpus[p].uuid)) {
+      continue;
+    }
+    if (IsOpen(p)) {
+      when[p] = foreign_[p] && !r.allow_shared ? kNever : now_;
+    } else {
+      when[p] = free_at_[p];
+    }
+    if (when[p] != kNever) times.push_back(when[p]);
+  }
+  if (static_cast<int64_t>(times.size()) < r.count) return false;
+  std::nth_element(times.begin(), times.begin() + (r.count - 1), times.end());
+  const int64_t start = times[r.count - 1];
+
+  Attempt attempt;
+  attempt.for_estimate = true;
+  attempt.blocked.assign(n_, 0);
+  attempt.countable.assign(n_, 0);
+  attempt.clear_processes.assign(n_, 0);
+  for (int p = 0; p < n_; ++p) {
+    bool free_by_start = usable_[p] && when[p] <= start;
+    // GPUs outside this job's --gpus/--exclude stay as they are: Select filters them,
+    // and a free one still counts as free for fragmentation.
+    bool outside = usable_[p] && when[p] == kNever && IsOpen(p);
+    attempt.blocked[p] = !free_by_start && !outside;
+    attempt.countable[p] = free_by_start;
+    attempt.clear_processes[p] = free_by_start && !IsOpen(p);
+  }
+  auto uuids = PlaceByIslands(r, attempt);
+  if (!uuids) return false;
+
+  int64_t reserved_start = now_;
+  bool waits_for_something = false;
+  std::vector<int> chosen;
+  for (const auto& uuid : *uuids) {
+    int p = position_.at(uuid);
+    chosen.push_back(p);
+    reserved_start = std::max(reserved_start, when[p]);
+    if (!IsOpen(p)) waits_for_something = true;
+  }
+  // Everything it would get is free now, yet it did not fit: its filters (memory,
+  // utilization) wait for something we cannot predict, so don't block anyone for it.
+  if (!waits_for_something) return false;
+
+  head_ = job.id;
+  head_start_ms_ = reserved_start;
+  out_.reserved_job = job.id;
+  out_.reserved_gpus = *uuids;
+  for (int p : chosen) {
+    reserved_[p] = 1;
+    if (IsOpen(p)) ++(foreign_[p] ? open_foreign_reserved_ : open_clean_reserved_);
+  }
+  return true;
+}
+
+void Pass::Start(const Item& item, std::vector<std::string> uuids, bool backfilled) {
+  for (const auto& uuid : uuids) {
+    int p = position_.at(uuid);
+    GPUMAN_CHECK(IsOpen(p));
+    given_[p] = 1;
+    free_at_[p] = now_ + item.time_limit_ms;
+    --(foreign_[p] ? open_foreign_ : open_clean_);
+    if (reserved_[p]) --(foreign_[p] ? open_foreign_reserved_ : open_clean_reserved_);
+  }
+  held_by_user_[item.uid] += static_cast<int64_t>(uuids.size());
+  ++version_;
+  out_.start.push_back({item.id, std::move(uuids), backfilled});
+}
+
+void Pass::Wait(const Item& item, std::string reason, std::optional<int64_t> estimate) {
+  out_.waiting.push_back({item.id, std::move(reason), ++position_counter_, estimate});
+}
+
+}  // namespace
+
+SchedulerOutput Schedule(const SchedulerInput& in) { return Pass(in).Run(); }
+
+double DecayUsage(double gpu_seconds, int64_t elapsed_ms, double half_life_s) {
+  if (half_life_s <= 0 || elapsed_ms <= 0) return gpu_seconds;
+  return gpu_seconds * std::exp2(-(static_cast<double>(elapsed_ms) / 1000.0) / half_life_s);
+}
+
+std::vector<int64_t> JobsWithFailedDependencies(const std::vector<model::Job>& jobs) {
+  std::unordered_map<int64_t, JobState> state_of;
+  for (const Job& job : jobs) state_of[job.id] = job.state;
+  std::vector<int64_t> out;
+  for (const Job& job : jobs) {
+    if (job.state != JobState::kQueued && job.state != JobState::kHeld) continue;
+    for (int64_t dep : job.after) {
+      auto it = state_of.find(dep);
+      if (it != state_of.end() && model::IsFinal(it->second) &&
+          it->second != JobState::kSucceeded) {
+        out.push_back(job.id);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace gpuman::sched
