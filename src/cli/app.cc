@@ -16,6 +16,7 @@
 #include "cli/simulation.h"
 #include "cli/inspect_commands.h"
 #include "cli/lease_commands.h"
+#include "cli/queue_commands.h"
 #include "cli/run_command.h"
 #include "cli/status_command.h"
 #include "sched/supervisor.h"
@@ -86,6 +87,8 @@ int RunGpuman(int argc, char** argv) {
   CLI::App* topo = AddTopoCommand(app, topo_args);
   ExplainArgs explain_args;
   CLI::App* explain = AddExplainCommand(app, explain_args);
+  QueueArgs queue_args;
+  std::vector<CLI::App*> queue_commands = AddQueueCommands(app, queue_args);
   CLI::App* scenarios = app.add_subcommand("scenarios", "List the simulated nodes usable with --simulate");
 
   // CLI11 reports an unknown command as "a subcommand is required"; say what was meant.
@@ -146,6 +149,9 @@ int RunGpuman(int argc, char** argv) {
   if (*release) return RunRelease(release_args, ctx);
   if (*topo) return RunTopo(topo_args, ctx);
   if (*explain) return RunExplain(explain_args, ctx);
+  for (CLI::App* cmd : queue_commands) {
+    if (*cmd) return RunQueueCommand(cmd->get_name(), queue_args, ctx);
+  }
   if (*scenarios) {
     for (const auto& name : ListScenarios(ctx.env(), exe_dir)) std::cout << name << "\n";
     return kExitOk;

@@ -1,0 +1,273 @@
+#include "cli/queue_commands.h"
+
+#include <grp.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <thread>
+
+#include "base/duration.h"
+#include "cli/daemon_client.h"
+#include "cli/exit_codes.h"
+#include "daemon/daemon.h"
+#include "policy/byte_size.h"
+#include "protocol/model_json.h"
+#include "render/format.h"
+
+namespace gpuman::cli {
+namespace {
+
+volatile std::sig_atomic_t g_stop = 0;
+void OnStop(int) { g_stop = 1; }
+
+// A device source for a machine without NVML: the daemon still serves, with no GPUs.
+class NoGpus final : public devices::DeviceSource {
+ public:
+  Result<model::MachineSnapshot> Snapshot(const devices::SnapshotOptions&) override { return model::MachineSnapshot{}; }
+};
+
+int Fail(Context& ctx, const Error& e) {
+  ctx.err() << "gpuman: error: " << e.message << "\n";
+  return ExitCodeFor(e.code);
+}
+
+std::string Join(const std::vector<std::string>& items, const std::string& sep) {
+  std::string out;
+  for (const auto& i : items) out += (out.empty() ? "" : sep) + i;
+  return out;
+}
+
+int RunDaemon(const QueueArgs& args, Context& ctx) {
+  const bool system_mode = getuid() == 0;
+  daemon::DaemonOptions options;
+  options.system_mode = system_mode;
+  options.socket_path = args.socket.value_or(ctx.env().Get("GPUMAN_SOCKET").value_or(
+      daemon::DefaultSocketPath(system_mode, ctx.env().vars)));
+  options.state_dir = args.state_dir.value_or(daemon::DefaultDaemonStateDir(system_mode, ctx.env().vars));
+  std::error_code ec;
+  options.gpuman_exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  const DaemonConfig& dc = ctx.config().daemon;
+  if (dc.admin_group) {
+    group* g = getgrnam(dc.admin_group->c_str());
+    if (!g) return Fail(ctx, MakeError(ErrorCode::kInvalidArgument, "config: admin group '" + *dc.admin_group + "' does not exist"));
+    options.admin_gid = g->gr_gid;
+  }
+  if (dc.default_time_limit_ms) options.scheduler.default_time_limit_ms = *dc.default_time_limit_ms;
+  options.scheduler.default_max_gpus_per_user = dc.max_gpus_per_user;
+  for (const auto& [user, n] : dc.user_max_gpus) {
+    if (passwd* pw = getpwnam(user.c_str())) options.scheduler.max_gpus_per_user[pw->pw_uid] = n;
+  }
+  NoGpus no_gpus;
+  devices::DeviceSource* source = &no_gpus;
+  if (auto devices = ctx.Devices()) {
+    source = *devices;
+  } else {
+    ctx.err() << "gpuman: warning: serving without GPUs: " << devices.error().message << "\n";
+  }
+  daemon::Daemon d(options, *source, ctx.clock());
+  if (auto started = d.Start(); !started) return Fail(ctx, started.error());
+  ctx.err() << "gpuman: daemon serving " << options.socket_path << " (state " << options.state_dir << ")\n";
+  std::signal(SIGTERM, OnStop);
+  std::signal(SIGINT, OnStop);
+  std::signal(SIGPIPE, SIG_IGN);
+  return d.Run(&g_stop);
+}
+
+void PrintJob(Context& ctx, const model::Job& j, bool json) {
+  if (json) {
+    ctx.out() << protocol::JobToJson(j, !j.argv.empty()).dump(2) << "\n";
+    return;
+  }
+  ctx.out() << "job " << j.id << " (" << j.name << ")\n"
+            << "  state:     " << model::JobStateName(j.state) << (j.reason.empty() ? "" : " — " + j.reason) << "\n"
+            << "  user:      " << j.user << "\n"
+            << "  gpus:      " << (j.gpu_uuids.empty() ? "-" : Join(j.gpu_uuids, ",")) << " (wants " << j.request.count << ")\n"
+            << "  priority:  " << j.priority << "\n"
+            << "  submitted: " << render::FormatIsoUtcMillis(j.submitted_unix_ms) << "\n";
+  if (j.started_unix_ms) ctx.out() << "  started:   " << render::FormatIsoUtcMillis(*j.started_unix_ms) << "\n";
+  if (j.ended_unix_ms) ctx.out() << "  ended:     " << render::FormatIsoUtcMillis(*j.ended_unix_ms) << "\n";
+  if (j.exit_code) ctx.out() << "  exit code: " << *j.exit_code << "\n";
+  if (!j.argv.empty()) ctx.out() << "  command:   " << Join(j.argv, " ") << "\n  cwd:       " << j.cwd << "\n";
+}
+
+}  // namespace
+
+std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
+  std::vector<CLI::App*> cmds;
+  CLI::App* d = app.add_subcommand("daemon", "Serve the machine's job queue and lease table");
+  d->add_option("--socket", args.socket, "Socket path (default /run/gpuman/gpuman.sock as root, else $XDG_RUNTIME_DIR/gpuman/gpuman.sock)");
+  d->add_option("--state-dir", args.state_dir, "State directory (default /var/lib/gpuman as root, else $XDG_STATE_HOME/gpuman/daemon)");
+  cmds.push_back(d);
+
+  CLI::App* submit = app.add_subcommand("submit", "Queue a job: gpuman submit -n 2 -- CMD ARGS...");
+  AddSelectionOptions(*submit, args.selection);
+  submit->add_option("--name", args.name, "A name for the job");
+  submit->add_option("--priority", args.priority, "Higher runs first (default 0)");
+  submit->add_option("--time-limit", args.time_limit, "SIGTERM after this long, e.g. 2h (default from the daemon, 24h)");
+  submit->add_option("--output", args.output, "Log file for stdout and stderr (default gpuman-ID.log in the current directory)");
+  submit->add_flag("--requeue", args.requeue, "Queue the job again if its GPU is lost");
+  submit->add_option("--after", args.after, "Start only after these jobs succeeded")->delimiter(',');
+  submit->add_flag("--json", args.json, "Print {\"id\": N}");
+  submit->add_option("command", args.command, "The command and its arguments (after --)")->required();
+  submit->positionals_at_end();
+  cmds.push_back(submit);
+
+  CLI::App* queue = app.add_subcommand("queue", "List queued and running jobs");
+  queue->add_flag("--all", args.all, "Include finished jobs");
+  queue->add_flag("--json", args.json, "Print JSON");
+  cmds.push_back(queue);
+
+  CLI::App* show = app.add_subcommand("show", "Show one job");
+  show->add_option("ID", args.ids, "Job id")->required()->expected(1);
+  show->add_flag("--json", args.json, "Print JSON");
+  cmds.push_back(show);
+
+  for (const char* name : {"cancel", "hold", "resume"}) {
+    CLI::App* c = app.add_subcommand(name, std::string(name) == "cancel" ? "Cancel jobs (running ones get SIGTERM)"
+                                           : std::string(name) == "hold" ? "Keep queued jobs from starting"
+                                                                          : "Let held jobs start again");
+    c->add_option("ID", args.ids, "Job ids")->required();
+    cmds.push_back(c);
+  }
+  CLI::App* logs = app.add_subcommand("logs", "Print a job's output");
+  logs->add_option("ID", args.ids, "Job id")->required()->expected(1);
+  logs->add_flag("-f,--follow", args.follow, "Keep printing until the job ends");
+  cmds.push_back(logs);
+  CLI::App* wait = app.add_subcommand("wait", "Wait for a job and exit with its exit code");
+  wait->add_option("ID", args.ids, "Job id")->required()->expected(1);
+  cmds.push_back(wait);
+  for (const char* name : {"drain", "undrain"}) {
+    CLI::App* c = app.add_subcommand(name, std::string(name) == "drain" ? "Stop giving a GPU to jobs (admins)"
+                                                                         : "Give a drained GPU to jobs again (admins)");
+    c->add_option("GPU", args.gpu, "GPU index or UUID")->required();
+    if (std::string(name) == "drain") c->add_option("--reason", args.reason, "Why");
+    cmds.push_back(c);
+  }
+  return cmds;
+}
+
+int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx) {
+  if (name == "daemon") return RunDaemon(args, ctx);
+  auto client = DaemonClient::Connect(FindDaemonSocket(ctx.env().vars));
+  if (!client) return Fail(ctx, client.error());
+  DaemonClient& c = **client;
+
+  if (name == "submit") {
+    protocol::SubmitArgs s;
+    s.name = args.name;
+    s.argv = args.command;
+    s.env = ctx.env().vars;
+    std::error_code ec;
+    s.cwd = std::filesystem::current_path(ec).string();
+    s.output = args.output;
+    s.request.count = args.selection.count;
+    s.request.model = args.selection.model;
+    s.request.max_utilization_percent = args.selection.max_utilization;
+    s.request.min_compute_capability = args.selection.min_compute_capability;
+    s.request.allow_shared = args.selection.allow_shared;
+    if (args.selection.min_free_memory) {
+      auto bytes = policy::ParseByteSize(*args.selection.min_free_memory);
+      if (!bytes) return Fail(ctx, bytes.error().WithContext("--min-free-memory"));
+      s.request.min_free_memory_bytes = *bytes;
+    }
+    s.priority = args.priority;
+    if (args.time_limit) {
+      auto ms = ParseDurationMs(*args.time_limit);
+      if (!ms) return Fail(ctx, ms.error().WithContext("--time-limit"));
+      s.time_limit_ms = *ms;
+    }
+    s.requeue = args.requeue;
+    s.after = args.after;
+    auto r = c.Call<protocol::SubmitResult>(s);
+    if (!r) return Fail(ctx, r.error());
+    if (args.json) ctx.out() << "{\"id\": " << r->id << "}\n";
+    else ctx.out() << r->id << "\n";
+    return kExitOk;
+  }
+  if (name == "queue") {
+    auto r = c.Call<protocol::QueueResult>(protocol::QueueArgs{args.all});
+    if (!r) return Fail(ctx, r.error());
+    if (args.json) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& j : r->jobs) list.push_back(protocol::JobToJson(j, false));
+      ctx.out() << nlohmann::json{{"schema_version", 1}, {"jobs", list}}.dump(2) << "\n";
+      return kExitOk;
+    }
+    if (r->jobs.empty()) {
+      ctx.out() << "no jobs\n";
+      return kExitOk;
+    }
+    ctx.out() << render::PadLeft("ID", 6) << "  " << render::PadRight("STATE", 10) << "  " << render::PadRight("USER", 10)
+              << "  " << render::PadRight("GPUS", 5) << "  " << render::PadRight("NAME", 16) << "  WHY / WHEN\n";
+    const int64_t now = ctx.clock().NowUnixMs();
+    for (const auto& j : r->jobs) {
+      std::string when = j.reason;
+      if (j.state == model::JobState::kRunning && j.started_unix_ms) when = "running " + FormatDurationMs(now - *j.started_unix_ms);
+      if (when.empty() && model::IsFinal(j.state) && j.ended_unix_ms) {
+        when = "ended " + FormatDurationMs(now - *j.ended_unix_ms) + " ago";
+      }
+      if (when.empty()) when = "queued " + FormatDurationMs(now - j.submitted_unix_ms) + " ago";
+      std::string line = render::PadLeft(std::to_string(j.id), 6) + "  " + render::PadRight(model::JobStateName(j.state), 10) +
+                         "  " + render::PadRight(render::TruncateToWidth(j.user, 10), 10) + "  " +
+                         render::PadRight(std::to_string(j.request.count), 5) + "  " +
+                         render::PadRight(render::TruncateToWidth(j.name, 16), 16) + "  " + when;
+      ctx.out() << render::TruncateToWidth(line, std::max(80, ctx.Terminal(true).width)) << "\n";
+    }
+    return kExitOk;
+  }
+  if (name == "show") {
+    auto r = c.Call<protocol::ShowResult>(protocol::ShowArgs{args.ids.front()});
+    if (!r) return Fail(ctx, r.error());
+    PrintJob(ctx, r->job, args.json);
+    return kExitOk;
+  }
+  if (name == "cancel" || name == "hold" || name == "resume") {
+    Result<protocol::IdsResult> r = name == "cancel" ? c.Call<protocol::IdsResult>(protocol::CancelArgs{args.ids})
+                                    : name == "hold" ? c.Call<protocol::IdsResult>(protocol::HoldArgs{args.ids})
+                                                     : c.Call<protocol::IdsResult>(protocol::ResumeArgs{args.ids});
+    if (!r) return Fail(ctx, r.error());
+    int rc = kExitOk;
+    for (const auto& o : r->results) {
+      if (o.error) {
+        ctx.err() << "gpuman: error: job " << o.id << ": " << o.error->message << "\n";
+        rc = ExitCodeFor(protocol::ToError(*o.error).code);
+      }
+    }
+    return rc;
+  }
+  if (name == "logs") {
+    int64_t offset = 0;
+    while (true) {
+      auto r = c.Call<protocol::LogsResult>(protocol::LogsArgs{args.ids.front(), offset});
+      if (!r) return Fail(ctx, r.error());
+      ctx.out() << r->data;
+      ctx.out().flush();
+      offset = r->next_offset;
+      if (!r->data.empty()) continue;
+      if (!args.follow || r->eof) return kExitOk;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+  }
+  if (name == "wait") {
+    while (true) {
+      auto r = c.Call<protocol::WaitResult>(protocol::WaitArgs{args.ids.front()});
+      if (!r) return Fail(ctx, r.error());
+      if (model::IsFinal(r->state)) return r->exit_code.value_or(r->state == model::JobState::kSucceeded ? 0 : 1);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  }
+  if (name == "drain" || name == "undrain") {
+    Result<protocol::DrainResult> r = name == "drain" ? c.Call<protocol::DrainResult>(protocol::DrainArgs{args.gpu, args.reason})
+                                                      : c.Call<protocol::DrainResult>(protocol::UndrainArgs{args.gpu, ""});
+    if (!r) return Fail(ctx, r.error());
+    ctx.err() << "gpuman: " << name << "ed " << r->gpu_uuid << "\n";
+    return kExitOk;
+  }
+  return kExitUsage;
+}
+
+}  // namespace gpuman::cli

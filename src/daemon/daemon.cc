@@ -1,0 +1,660 @@
+#include "daemon/daemon.h"
+
+#include <fcntl.h>
+#include <grp.h>
+#include <poll.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/inotify.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "devices/gpu_ids.h"
+#include "protocol/framing.h"
+#include "sched/job_state.h"
+#include "sched/supervisor.h"
+#include "store/proc_liveness.h"
+
+namespace gpuman::daemon {
+namespace {
+
+constexpr size_t kMaxClients = 256;
+constexpr int64_t kIdleTimeoutMs = 120000;    // a connection that says nothing this long goes
+constexpr int64_t kPartialFrameMs = 10000;    // a frame must arrive within this once begun
+constexpr size_t kMaxOutputBuffer = 8 << 20;  // a client that does not read its replies goes
+
+using protocol::MakeErrorReply;
+using protocol::MakeReply;
+using protocol::Reply;
+using protocol::WireCode;
+using protocol::WireError;
+
+WireError Wire(WireCode code, std::string message) { return WireError{code, std::move(message)}; }
+
+std::string UserName(uint32_t uid) {
+  passwd* pw = getpwuid(uid);
+  return pw ? pw->pw_name : std::to_string(uid);
+}
+
+bool IsSameLiveProcess(std::optional<int32_t> pid, std::optional<int64_t> ticks) {
+  if (!pid || *pid <= 0) return false;
+  if (!ticks) return kill(*pid, 0) == 0;
+  return store::IsProcessAlive(model::LeaseProcess{*pid, *ticks});
+}
+
+}  // namespace
+
+struct Daemon::Connection {
+  int fd = -1;
+  Peer peer;
+  protocol::FrameDecoder decoder;
+  std::string out;
+  bool said_hello = false;
+  bool closing = false;  // close once `out` is flushed
+  int64_t last_activity_ms = 0;
+  int64_t frame_started_ms = 0;
+};
+
+std::string DefaultSocketPath(bool system_mode, const std::map<std::string, std::string>& env) {
+  if (system_mode) return "/run/gpuman/gpuman.sock";
+  auto it = env.find("XDG_RUNTIME_DIR");
+  if (it != env.end() && !it->second.empty()) return it->second + "/gpuman/gpuman.sock";
+  return "/tmp/gpuman-" + std::to_string(getuid()) + "/gpuman.sock";
+}
+
+std::string DefaultDaemonStateDir(bool system_mode, const std::map<std::string, std::string>& env) {
+  if (system_mode) return "/var/lib/gpuman";
+  auto it = env.find("XDG_STATE_HOME");
+  if (it != env.end() && !it->second.empty()) return it->second + "/gpuman/daemon";
+  auto home = env.find("HOME");
+  return (home != env.end() ? home->second : std::string("/tmp")) + "/.local/state/gpuman/daemon";
+}
+
+Daemon::Daemon(DaemonOptions options, devices::DeviceSource& devices, const Clock& clock)
+    : options_(std::move(options)), devices_(devices), clock_(clock) {}
+
+Daemon::~Daemon() {
+  for (auto& [fd, c] : clients_) close(fd);
+  if (listen_fd_ >= 0) {
+    close(listen_fd_);
+    unlink(options_.socket_path.c_str());
+  }
+  if (inotify_fd_ >= 0) close(inotify_fd_);
+}
+
+Peer Daemon::MakePeer(uint32_t uid, uint32_t gid, int32_t pid) const {
+  Peer peer{uid, gid, pid, UserName(uid), uid == 0};
+  if (!peer.is_admin && options_.admin_gid) {
+    if (gid == *options_.admin_gid) peer.is_admin = true;
+    if (passwd* pw = getpwuid(uid)) {
+      int n = 64;
+      std::vector<gid_t> groups(static_cast<size_t>(n));
+      if (getgrouplist(pw->pw_name, pw->pw_gid, groups.data(), &n) >= 0) {
+        for (int i = 0; i < n; ++i) peer.is_admin = peer.is_admin || groups[static_cast<size_t>(i)] == *options_.admin_gid;
+      }
+    }
+  }
+  return peer;
+}
+
+Status Daemon::Start() {
+  std::error_code ec;
+  std::filesystem::create_directories(options_.state_dir, ec);
+  chmod(options_.state_dir.c_str(), 0700);
+  const std::string db = options_.state_dir + "/state.db";
+  store::JobStoreOptions job_options;
+  job_options.check_transition = sched::CheckTransition;
+  job_options.busy_timeout = std::chrono::milliseconds(30000);
+  auto jobs = store::JobStore::Open(db, job_options);
+  if (!jobs) return jobs.error();
+  jobs_ = std::move(*jobs);
+  store::LeaseStoreOptions lease_options;
+  lease_options.busy_timeout = std::chrono::milliseconds(30000);
+  auto leases = store::LeaseStore::Open(db, lease_options);
+  if (!leases) return leases.error();
+  leases_ = std::move(*leases);
+
+  // The socket: never replace one that a live daemon still answers on.
+  const std::string& path = options_.socket_path;
+  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return MakeError(ErrorCode::kInvalidArgument, "socket path " + path + " is too long");
+  }
+  auto parent = std::filesystem::path(path).parent_path();
+  std::filesystem::create_directories(parent, ec);
+  chmod(parent.c_str(), options_.system_mode ? 0755 : 0700);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
+  int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (probe >= 0 && connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
+    close(probe);
+    return MakeError(ErrorCode::kConflict, "another gpuman daemon is already serving " + path);
+  }
+  if (probe >= 0) close(probe);
+  unlink(path.c_str());
+  listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (listen_fd_ < 0) return MakeError(ErrorCode::kIo, std::string("socket: ") + std::strerror(errno));
+  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(listen_fd_, 64) != 0) {
+    int err = errno;
+    return MakeError(err == EACCES ? ErrorCode::kPermissionDenied : ErrorCode::kIo,
+                     "listen on " + path + ": " + std::strerror(err));
+  }
+  // Anyone may connect in system mode; every request is authorised by SO_PEERCRED.
+  chmod(path.c_str(), options_.system_mode ? 0666 : 0600);
+
+  // Supervisors write job outcomes into the db: its directory changing wakes us.
+  inotify_fd_ = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+  if (inotify_fd_ >= 0) {
+    inotify_add_watch(inotify_fd_, options_.state_dir.c_str(), IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO);
+  }
+  Reconcile();
+  return {};
+}
+
+// Jobs an earlier daemon (or a crashed supervisor) left behind.
+void Daemon::Reconcile() {
+  auto active = jobs_->Active();
+  if (!active) return;
+  const int64_t now = clock_.NowUnixMs();
+  for (const auto& job : *active) {
+    bool supervisor_alive = IsSameLiveProcess(job.supervisor_pid, job.supervisor_start_ticks);
+    if (job.state == model::JobState::kStarting) {
+      // A supervisor that never got the go never ran the job: queue it again. One that
+      // did is moving it to running right now; leave that to the next look.
+      std::optional<model::Lease> lease;
+      if (job.lease_id) {
+        if (auto got = leases_->Get(*job.lease_id); got && *got) lease = **got;
+      }
+      bool holder_alive = false;
+      if (lease) {
+        for (const auto& p : lease->processes) holder_alive = holder_alive || store::IsProcessAlive(p);
+      }
+      if (!supervisor_alive && !holder_alive && now - job.submitted_unix_ms >= 0) {
+        store::JobStore::Update requeue;
+        requeue.clear_run = true;
+        requeue.reason = "requeued: the daemon stopped before the job started";
+        (void)jobs_->Transition(job.id, model::JobState::kStarting, model::JobState::kQueued, requeue);
+        if (lease) (void)leases_->Release(lease->id);
+      }
+    } else if (job.state == model::JobState::kRunning && !supervisor_alive) {
+      store::JobStore::Update lost;
+      lost.ended_unix_ms = now;
+      lost.reason = "its supervisor died; the job's exit status is unknown";
+      (void)jobs_->Transition(job.id, model::JobState::kRunning, model::JobState::kFailed, lost);
+      if (job.lease_id) (void)leases_->Release(*job.lease_id);
+    }
+  }
+}
+
+Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& gpus) {
+  store::JobStore::Update update;
+  update.gpu_uuids = gpus;
+  update.reason = "";
+  auto starting = jobs_->Transition(job.id, model::JobState::kQueued, model::JobState::kStarting, update);
+  if (!starting) return starting.error();
+
+  sched::SupervisorSpec spec;
+  spec.job = *starting;
+  spec.state_db = options_.state_dir + "/state.db";
+  std::string list;
+  for (const auto& g : gpus) list += (list.empty() ? "" : ",") + g;
+  spec.extra_env = {"CUDA_VISIBLE_DEVICES=" + list, "NVIDIA_VISIBLE_DEVICES=" + list, "CUDA_DEVICE_ORDER=PCI_BUS_ID",
+                    "GPUMAN_JOB_ID=" + std::to_string(job.id)};
+  spec.grace_ms = options_.grace_ms;
+  auto requeue = [&](const std::string& why) {
+    store::JobStore::Update back;
+    back.clear_run = true;
+    back.reason = why;
+    (void)jobs_->Transition(job.id, model::JobState::kStarting, model::JobState::kQueued, back);
+  };
+  auto pending = sched::LaunchSupervisor(spec, options_.gpuman_exe);
+  if (!pending) {
+    requeue("could not start a supervisor: " + pending.error().message);
+    return pending.error();
+  }
+  auto holder = store::CurrentLeaseProcess((*pending)->pid());
+  if (!holder) {
+    requeue("supervisor vanished");
+    return MakeError(ErrorCode::kInternal, "supervisor vanished");
+  }
+  model::Lease draft;
+  draft.uid = job.uid;
+  draft.user = job.user;
+  draft.kind = "job";
+  draft.command = "job " + std::to_string(job.id) + (job.name.empty() ? "" : " (" + job.name + ")");
+  draft.created_unix_ms = clock_.NowUnixMs();
+  draft.processes = {*holder};
+  auto lease = leases_->Acquire(
+      draft, [&](const std::vector<model::Lease>&) -> Result<std::vector<std::string>> { return gpus; },
+      store::ProcLivenessCheck());
+  if (!lease) {
+    requeue("GPUs were taken meanwhile: " + lease.error().message);
+    return lease.error();  // the pending supervisor exits when its barrier closes
+  }
+  store::JobStore::Update with_lease;
+  with_lease.lease_id = lease->id;
+  with_lease.supervisor_pid = holder->pid;
+  with_lease.supervisor_start_ticks = holder->start_time_ticks;
+  (void)jobs_->Transition(job.id, model::JobState::kStarting, model::JobState::kStarting, with_lease);
+  return (*pending)->Go(lease->id);
+}
+
+void Daemon::SchedulePass() {
+  dirty_ = false;
+  Reconcile();
+  auto active = jobs_->Active();
+  if (!active) return;
+  // The scheduler treats a dependency it is not shown as succeeded: add the finished jobs
+  // that active ones run after.
+  std::set<int64_t> have;
+  for (const auto& j : *active) have.insert(j.id);
+  std::vector<model::Job> deps;
+  for (const auto& j : *active) {
+    for (int64_t dep : j.after) {
+      if (have.insert(dep).second) {
+        if (auto got = jobs_->Get(dep); got && *got) deps.push_back(**got);
+      }
+    }
+  }
+  active->insert(active->end(), deps.begin(), deps.end());
+  const int64_t now = clock_.NowUnixMs();
+  for (int64_t id : sched::JobsWithFailedDependencies(*active)) {
+    store::JobStore::Update failed;
+    failed.ended_unix_ms = now;
+    failed.reason = "a job it runs after did not succeed";
+    (void)jobs_->Transition(id, model::JobState::kQueued, model::JobState::kFailed, failed);
+  }
+  bool any_queued = std::any_of(active->begin(), active->end(),
+                                [](const model::Job& j) { return j.state == model::JobState::kQueued; });
+  waiting_.clear();
+  if (!any_queued) return;
+
+  devices::SnapshotOptions snap_options;
+  snap_options.topology = !topology_.has_value();
+  auto snap = devices_.Snapshot(snap_options);
+  if (!snap) return;
+  if (topology_) snap->topology = topology_;
+  else topology_ = snap->topology;
+
+  sched::SchedulerInput input;
+  input.now_unix_ms = now;
+  input.snapshot = std::move(*snap);
+  if (auto live = leases_->List(store::ProcLivenessCheck())) input.leases = *live;
+  input.jobs = *active;
+  if (auto drained = jobs_->Drained()) {
+    for (const auto& [uuid, reason] : *drained) input.drained.insert(uuid);
+  }
+  input.config = options_.scheduler;
+  if (auto usage = jobs_->Usage(now, options_.scheduler.usage_half_life_s)) {
+    for (const auto& [uid, seconds] : *usage) input.usage.push_back({uid, seconds});
+  }
+  sched::SchedulerOutput out = sched::Schedule(input);
+  for (const auto& w : out.waiting) waiting_[w.job_id] = w;
+  for (const auto& start : out.start) {
+    auto it = std::find_if(input.jobs.begin(), input.jobs.end(),
+                           [&](const model::Job& j) { return j.id == start.job_id; });
+    if (it != input.jobs.end()) (void)StartJob(*it, start.gpu_uuids);
+  }
+}
+
+bool Daemon::MayActOn(const Peer& peer, const model::Job& job) const {
+  return peer.is_admin || peer.uid == job.uid;
+}
+
+model::Job Daemon::WithWaitInfo(model::Job job) const {
+  auto it = waiting_.find(job.id);
+  if (it != waiting_.end() && (job.state == model::JobState::kQueued || job.state == model::JobState::kHeld)) {
+    job.reason = it->second.reason;
+  }
+  return job;
+}
+
+Reply Daemon::Handle(const Peer& peer, const protocol::Request& request) {
+  const int64_t id = request.id;
+  auto fail = [&](const Error& e) { return MakeErrorReply(id, protocol::ToWireError(e)); };
+  auto denied = [&](int64_t job_id) {
+    return Wire(WireCode::kPermissionDenied, "job " + std::to_string(job_id) + " belongs to another user");
+  };
+  auto get_job = [&](int64_t job_id) -> Result<model::Job> {
+    auto job = jobs_->Get(job_id);
+    if (!job) return job.error();
+    if (!*job) return MakeError(ErrorCode::kNotFound, "no job " + std::to_string(job_id));
+    return **job;
+  };
+
+  switch (request.op()) {
+    case protocol::Op::kHello: {
+      const auto& args = std::get<protocol::HelloArgs>(request.args);
+      if (auto bad = protocol::CheckHello(args)) return MakeErrorReply(id, *bad);
+      protocol::HelloResult result;
+      result.uid = peer.uid;
+      result.user = peer.user;
+      result.daemon = "gpumand";
+      return MakeReply(id, result);
+    }
+    case protocol::Op::kSubmit: {
+      const auto& args = std::get<protocol::SubmitArgs>(request.args);
+      if (!options_.system_mode && peer.uid != getuid()) {
+        return MakeErrorReply(id, Wire(WireCode::kPermissionDenied, "this daemon runs jobs of " + UserName(getuid()) + " only"));
+      }
+      if (args.cwd.empty() || args.cwd[0] != '/') {
+        return MakeErrorReply(id, Wire(WireCode::kInvalidArgument, "args.cwd: must be an absolute path"));
+      }
+      for (int64_t dep : args.after) {
+        auto job = jobs_->Get(dep);
+        if (!job || !*job) return MakeErrorReply(id, Wire(WireCode::kInvalidArgument, "--after: no job " + std::to_string(dep)));
+      }
+      model::Job draft;
+      draft.name = args.name.empty() ? std::filesystem::path(args.argv[0]).filename().string() : args.name;
+      draft.uid = peer.uid;
+      draft.gid = peer.gid;
+      if (passwd* pw = getpwuid(peer.uid)) draft.gid = pw->pw_gid;
+      draft.user = peer.user;
+      draft.argv = args.argv;
+      draft.env = args.env;
+      draft.cwd = args.cwd;
+      if (args.output) draft.output_path = (*args.output)[0] == '/' ? *args.output : args.cwd + "/" + *args.output;
+      draft.request = args.request;
+      draft.priority = args.priority;
+      draft.time_limit_ms = args.time_limit_ms ? args.time_limit_ms : std::optional<int64_t>(options_.scheduler.default_time_limit_ms);
+      draft.requeue = args.requeue;
+      draft.after = args.after;
+      draft.submitted_unix_ms = clock_.NowUnixMs();
+      auto job = jobs_->Submit(draft);
+      if (!job) return fail(job.error());
+      dirty_ = true;
+      return MakeReply(id, protocol::SubmitResult{job->id});
+    }
+    case protocol::Op::kQueue: {
+      const auto& args = std::get<protocol::QueueArgs>(request.args);
+      auto jobs = jobs_->List(args.all, std::nullopt);
+      if (!jobs) return fail(jobs.error());
+      protocol::QueueResult result;
+      for (auto& j : *jobs) result.jobs.push_back(WithWaitInfo(std::move(j)));
+      return MakeReply(id, result);
+    }
+    case protocol::Op::kShow: {
+      auto job = get_job(std::get<protocol::ShowArgs>(request.args).id);
+      if (!job) return fail(job.error());
+      protocol::ShowResult result;
+      result.job = WithWaitInfo(*job);
+      result.include_private = MayActOn(peer, *job);
+      return MakeReply(id, result);
+    }
+    case protocol::Op::kWait: {
+      auto job = get_job(std::get<protocol::WaitArgs>(request.args).id);
+      if (!job) return fail(job.error());
+      return MakeReply(id, protocol::WaitResult{job->state, job->exit_code});
+    }
+    case protocol::Op::kCancel:
+    case protocol::Op::kHold:
+    case protocol::Op::kResume: {
+      std::vector<int64_t> ids;
+      if (auto* a = std::get_if<protocol::CancelArgs>(&request.args)) ids = a->ids;
+      if (auto* a = std::get_if<protocol::HoldArgs>(&request.args)) ids = a->ids;
+      if (auto* a = std::get_if<protocol::ResumeArgs>(&request.args)) ids = a->ids;
+      protocol::IdsResult result;
+      for (int64_t job_id : ids) {
+        protocol::IdOutcome outcome{job_id, std::nullopt};
+        auto job = get_job(job_id);
+        if (!job) {
+          outcome.error = protocol::ToWireError(job.error());
+        } else if (!MayActOn(peer, *job)) {
+          outcome.error = denied(job_id);
+        } else {
+          store::JobStore::Update update;
+          update.reason = "by " + peer.user;
+          Result<model::Job> changed = *job;
+          if (request.op() == protocol::Op::kHold) {
+            changed = jobs_->Transition(job_id, model::JobState::kQueued, model::JobState::kHeld, update);
+          } else if (request.op() == protocol::Op::kResume) {
+            changed = jobs_->Transition(job_id, model::JobState::kHeld, model::JobState::kQueued, update);
+          } else if (job->state == model::JobState::kQueued || job->state == model::JobState::kHeld) {
+            update.ended_unix_ms = clock_.NowUnixMs();
+            update.reason = "cancelled by " + peer.user;
+            changed = jobs_->Transition(job_id, job->state, model::JobState::kCancelled, update);
+          } else if (job->state == model::JobState::kRunning || job->state == model::JobState::kStarting) {
+            // The supervisor ends the job and records "cancelled".
+            if (IsSameLiveProcess(job->supervisor_pid, job->supervisor_start_ticks)) {
+              kill(*job->supervisor_pid, SIGTERM);
+            } else {
+              changed = MakeError(ErrorCode::kConflict, "job " + std::to_string(job_id) + " is starting; try again");
+            }
+          } else {
+            changed = MakeError(ErrorCode::kConflict, "job " + std::to_string(job_id) + " is already " +
+                                                          model::JobStateName(job->state));
+          }
+          if (!changed) outcome.error = protocol::ToWireError(changed.error());
+        }
+        result.results.push_back(outcome);
+      }
+      dirty_ = true;
+      return MakeReply(id, result);
+    }
+    case protocol::Op::kLogs: {
+      const auto& args = std::get<protocol::LogsArgs>(request.args);
+      auto job = get_job(args.id);
+      if (!job) return fail(job.error());
+      if (!MayActOn(peer, *job)) return MakeErrorReply(id, denied(args.id));
+      std::string path = job->output_path.empty() ? sched::DefaultLogPath(*job) : job->output_path;
+      protocol::LogsResult result;
+      result.next_offset = args.offset;
+      int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+      if (fd >= 0) {
+        struct stat st{};
+        // Only a file the job's owner owns: the daemon is root and must not read others' files.
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == job->uid) {
+          std::string buf(static_cast<size_t>(protocol::kMaxLogChunkBytes), '\0');
+          ssize_t n = pread(fd, buf.data(), buf.size(), args.offset);
+          if (n > 0) {
+            buf.resize(static_cast<size_t>(n));
+            result.data = std::move(buf);
+            result.next_offset = args.offset + n;
+          }
+          result.eof = model::IsFinal(job->state) && result.next_offset >= st.st_size;
+        } else {
+          close(fd);
+          return MakeErrorReply(id, Wire(WireCode::kPermissionDenied, "log " + path + " is not owned by the job's user"));
+        }
+        close(fd);
+      } else {
+        result.eof = model::IsFinal(job->state);
+      }
+      return MakeReply(id, result);
+    }
+    case protocol::Op::kDrain:
+    case protocol::Op::kUndrain: {
+      bool drain = request.op() == protocol::Op::kDrain;
+      std::string gpu = drain ? std::get<protocol::DrainArgs>(request.args).gpu : std::get<protocol::UndrainArgs>(request.args).gpu;
+      std::string reason = drain ? std::get<protocol::DrainArgs>(request.args).reason : "";
+      if (!peer.is_admin) return MakeErrorReply(id, Wire(WireCode::kPermissionDenied, "only root or the admin group may drain GPUs"));
+      auto snap = devices_.Snapshot();
+      if (!snap) return fail(snap.error());
+      auto picked = devices::ResolveGpuIds(gpu, snap->gpus);
+      if (!picked) return fail(picked.error());
+      if (picked->size() != 1 || !snap->gpus[picked->front()].uuid) {
+        return MakeErrorReply(id, Wire(WireCode::kInvalidArgument, "name exactly one GPU"));
+      }
+      std::string uuid = *snap->gpus[picked->front()].uuid;
+      Status done = drain ? jobs_->Drain(uuid, reason.empty() ? "drained by " + peer.user : reason, peer.uid, clock_.NowUnixMs())
+                          : jobs_->Undrain(uuid);
+      if (!done) return fail(done.error());
+      dirty_ = true;
+      return MakeReply(id, protocol::DrainResult{uuid});
+    }
+    case protocol::Op::kLeases: {
+      auto live = leases_->List(store::ProcLivenessCheck());
+      if (!live) return fail(live.error());
+      return MakeReply(id, protocol::LeasesResult{*live});
+    }
+    case protocol::Op::kRelease: {
+      const auto& args = std::get<protocol::ReleaseArgs>(request.args);
+      auto lease = leases_->Get(args.lease_id);
+      if (!lease) return fail(lease.error());
+      if (!*lease) return MakeErrorReply(id, Wire(WireCode::kNotFound, "no lease " + std::to_string(args.lease_id)));
+      if ((*lease)->uid != peer.uid && !peer.is_admin) {
+        return MakeErrorReply(id, Wire(WireCode::kPermissionDenied, "lease " + std::to_string(args.lease_id) + " belongs to another user"));
+      }
+      if (auto r = leases_->Release(args.lease_id); !r) return fail(r.error());
+      dirty_ = true;
+      return MakeReply(id, protocol::EmptyResult{});
+    }
+    case protocol::Op::kAcquire:
+    case protocol::Op::kAddProcesses: {
+      // `gpuman run` through the daemon is not wired yet; runs use the per-user lease store.
+      return MakeErrorReply(id, Wire(WireCode::kUnknownOp, std::string(protocol::OpName(request.op())) +
+                                                               " is not served by this daemon yet"));
+    }
+    case protocol::Op::kStatus: {
+      protocol::StatusResult result;
+      auto active = jobs_->Active();
+      int queued = 0, running = 0;
+      if (active) {
+        for (const auto& j : *active) {
+          queued += j.state == model::JobState::kQueued;
+          running += j.state == model::JobState::kRunning || j.state == model::JobState::kStarting;
+        }
+      }
+      result.status = {{"queued", queued}, {"running", running}, {"system_mode", options_.system_mode}};
+      return MakeReply(id, result);
+    }
+  }
+  return MakeErrorReply(id, Wire(WireCode::kUnknownOp, "unknown op"));
+}
+
+void Daemon::AcceptClients() {
+  while (true) {
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    if (clients_.size() >= kMaxClients) {
+      close(fd);
+      continue;
+    }
+    ucred cred{};
+    socklen_t len = sizeof cred;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+      close(fd);
+      continue;
+    }
+    auto c = std::make_unique<Connection>();
+    c->fd = fd;
+    c->peer = MakePeer(cred.uid, cred.gid, cred.pid);
+    c->last_activity_ms = clock_.NowUnixMs();
+    clients_[fd] = std::move(c);
+  }
+}
+
+bool Daemon::ServeClient(Connection& c) {
+  char buf[65536];
+  while (true) {
+    ssize_t n = read(c.fd, buf, sizeof buf);
+    if (n > 0) {
+      if (c.decoder.at_frame_boundary()) c.frame_started_ms = clock_.NowUnixMs();
+      c.last_activity_ms = clock_.NowUnixMs();
+      (void)c.decoder.Feed(std::string_view(buf, static_cast<size_t>(n)));
+      continue;
+    }
+    if (n == 0) return false;  // the client closed
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+    return false;
+  }
+  while (true) {
+    auto frame = c.decoder.Next();
+    if (!frame) {
+      // Oversized or zero-length frame: the stream cannot be trusted any more.
+      WireCode code = c.decoder.error_code().value_or(WireCode::kBadMessage);
+      c.out += protocol::EncodeReplyFrame(MakeErrorReply(std::nullopt, Wire(code, frame.error().message)));
+      c.closing = true;
+      break;
+    }
+    if (!*frame) break;
+    auto parsed = protocol::ParseRequest(**frame);
+    if (auto* err = std::get_if<protocol::RequestError>(&parsed)) {
+      c.out += protocol::EncodeReplyFrame(MakeErrorReply(*err));
+      continue;
+    }
+    const auto& request = std::get<protocol::Request>(parsed);
+    if (!c.said_hello && request.op() != protocol::Op::kHello) {
+      c.out += protocol::EncodeReplyFrame(MakeErrorReply(request.id, Wire(WireCode::kHelloRequired, "say hello first")));
+      c.closing = true;
+      break;
+    }
+    Reply reply = Handle(c.peer, request);
+    if (request.op() == protocol::Op::kHello && reply.ok()) c.said_hello = true;
+    c.out += protocol::EncodeReplyFrame(reply);
+    if (c.out.size() > kMaxOutputBuffer) return false;
+  }
+  while (!c.out.empty()) {
+    ssize_t w = send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
+    if (w > 0) {
+      c.out.erase(0, static_cast<size_t>(w));
+      continue;
+    }
+    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    return false;
+  }
+  return !(c.closing && c.out.empty());
+}
+
+int Daemon::Run(const volatile std::sig_atomic_t* stop) {
+  int64_t last_pass = 0;
+  while (!*stop) {
+    std::vector<pollfd> fds;
+    fds.push_back({listen_fd_, POLLIN, 0});
+    if (inotify_fd_ >= 0) fds.push_back({inotify_fd_, POLLIN, 0});
+    for (auto& [fd, c] : clients_) {
+      short events = POLLIN;
+      if (!c->out.empty()) events |= POLLOUT;
+      fds.push_back({fd, events, 0});
+    }
+    int timeout = dirty_ ? 0 : 500;
+    int ready = poll(fds.data(), fds.size(), timeout);
+    if (ready < 0 && errno != EINTR) break;
+    const int64_t now = clock_.NowUnixMs();
+    for (const auto& p : fds) {
+      if (p.revents == 0) continue;
+      if (p.fd == listen_fd_) {
+        AcceptClients();
+      } else if (p.fd == inotify_fd_) {
+        char drain[4096];
+        while (read(inotify_fd_, drain, sizeof drain) > 0) {
+        }
+        dirty_ = true;
+      } else {
+        auto it = clients_.find(p.fd);
+        if (it == clients_.end()) continue;
+        if ((p.revents & (POLLERR | POLLNVAL)) || !ServeClient(*it->second)) {
+          close(p.fd);
+          clients_.erase(it);
+        }
+      }
+    }
+    // Slow or silent clients must not hold a slot forever.
+    for (auto it = clients_.begin(); it != clients_.end();) {
+      const Connection& c = *it->second;
+      bool stale = now - c.last_activity_ms > kIdleTimeoutMs ||
+                   (!c.decoder.at_frame_boundary() && now - c.frame_started_ms > kPartialFrameMs);
+      if (stale) {
+        close(it->first);
+        it = clients_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (dirty_ || now - last_pass >= 1000) {
+      last_pass = now;
+      SchedulePass();
+    }
+  }
+  return 0;
+}
+
+}  // namespace gpuman::daemon

@@ -1,0 +1,94 @@
+// The gpuman daemon: one lease table and one job queue for the whole machine. A single
+// event-loop thread owns everything here: the listening Unix socket, client connections,
+// the state db (jobs and leases), the device source, and scheduling passes. Jobs run
+// under detached supervisors (sched/supervisor.h), so the daemon can stop or crash
+// without taking them along; on start it reconciles the db with what is still running.
+#pragma once
+
+#include <csignal>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/result.h"
+#include "devices/device_source.h"
+#include "protocol/envelope.h"
+#include "sched/scheduler.h"
+#include "store/job_store.h"
+#include "store/lease_store.h"
+
+namespace gpuman::daemon {
+
+struct DaemonOptions {
+  std::string socket_path;
+  std::string state_dir;
+  bool system_mode = false;          // root: jobs run as their submitters
+  std::string gpuman_exe;            // started as `gpuman __supervise` for each job
+  std::optional<uint32_t> admin_gid; // members may act on anyone's jobs and drain GPUs
+  sched::SchedulerConfig scheduler;
+  int grace_ms = 10000;              // SIGTERM -> SIGKILL for cancelled / over-time jobs
+};
+
+/// Who is calling, from SO_PEERCRED (never from the message).
+struct Peer {
+  uint32_t uid = 0;
+  uint32_t gid = 0;
+  int32_t pid = 0;
+  std::string user;
+  bool is_admin = false;  // root or a member of the admin group
+};
+
+class Daemon {
+ public:
+  Daemon(DaemonOptions options, devices::DeviceSource& devices, const Clock& clock);
+  ~Daemon();
+
+  /// Opens the state db, reconciles jobs left by an earlier daemon, and binds the socket
+  /// (refusing to replace the socket of a daemon that still answers).
+  /// Errors: kConflict (another daemon runs), kIo, kPermissionDenied.
+  Status Start();
+
+  /// Serves until *stop becomes non-zero. Returns 0.
+  int Run(const volatile std::sig_atomic_t* stop);
+
+  /// One request from `peer`; never throws. Public for tests.
+  protocol::Reply Handle(const Peer& peer, const protocol::Request& request);
+
+  /// One scheduling pass (also run after every change and once a second).
+  void SchedulePass();
+
+  /// Fills user name and admin flag for a uid/gid/pid triple from the kernel.
+  Peer MakePeer(uint32_t uid, uint32_t gid, int32_t pid) const;
+
+ private:
+  struct Connection;
+  void Reconcile();
+  Status StartJob(const model::Job& job, const std::vector<std::string>& gpus);
+  bool MayActOn(const Peer& peer, const model::Job& job) const;
+  model::Job WithWaitInfo(model::Job job) const;
+  void AcceptClients();
+  bool ServeClient(Connection& c);  // false: close it
+
+  DaemonOptions options_;
+  devices::DeviceSource& devices_;
+  const Clock& clock_;
+  std::unique_ptr<store::JobStore> jobs_;
+  std::unique_ptr<store::LeaseStore> leases_;
+  std::optional<model::Topology> topology_;
+  std::map<int64_t, sched::WaitReason> waiting_;  // from the last pass, for `queue`
+  int listen_fd_ = -1;
+  int inotify_fd_ = -1;
+  std::map<int, std::unique_ptr<Connection>> clients_;
+  bool dirty_ = true;  // something changed: run a scheduling pass
+};
+
+/// The default socket and state locations: /run/gpuman/gpuman.sock and /var/lib/gpuman
+/// for root; $XDG_RUNTIME_DIR/gpuman/gpuman.sock and $XDG_STATE_HOME/gpuman/daemon otherwise.
+std::string DefaultSocketPath(bool system_mode, const std::map<std::string, std::string>& env);
+std::string DefaultDaemonStateDir(bool system_mode, const std::map<std::string, std::string>& env);
+
+}  // namespace gpuman::daemon

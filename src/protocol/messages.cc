@@ -1,0 +1,513 @@
+#include "protocol/messages.h"
+
+#include <utility>
+
+#include "protocol/json_io.h"
+#include "protocol/model_json.h"
+
+namespace gpuman::protocol {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr std::pair<Op, const char*> kOpNames[] = {
+    {Op::kHello, "hello"},     {Op::kSubmit, "submit"},
+    {Op::kQueue, "queue"},     {Op::kShow, "show"},
+    {Op::kCancel, "cancel"},   {Op::kHold, "hold"},
+    {Op::kResume, "resume"},   {Op::kWait, "wait"},
+    {Op::kLogs, "logs"},       {Op::kDrain, "drain"},
+    {Op::kUndrain, "undrain"}, {Op::kLeases, "leases"},
+    {Op::kAcquire, "acquire"}, {Op::kAddProcesses, "add_processes"},
+    {Op::kRelease, "release"}, {Op::kStatus, "status"},
+};
+
+template <typename T>
+json OrNull(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+// A job or lease id: an integer >= 1.
+void ReadId(FieldReader& f, std::string_view key, int64_t& out) {
+  f.Required(key, out);
+  f.Check(out >= 1, key, "integer >= 1");
+}
+
+// A non-empty array of job ids.
+void ReadIds(FieldReader& f, std::vector<int64_t>& out) {
+  f.Required("ids", out);
+  f.Check(!out.empty(), "ids", "non-empty array of integers >= 1");
+  for (std::size_t i = 0; i < out.size() && f.ok(); ++i) {
+    f.Check(out[i] >= 1, "ids[" + std::to_string(i) + "]", "integer >= 1");
+  }
+}
+
+void ReadRequest(FieldReader& f, model::GpuRequest& out) {
+  const json* r = f.Find("request");
+  if (r == nullptr) return;  // defaults
+  Result<model::GpuRequest> request = GpuRequestFromJson(*r, f.PathOf("request"));
+  if (request) {
+    out = std::move(request).value();
+  } else {
+    f.Adopt(request.error());
+  }
+}
+
+template <typename T, typename Parse>
+void ReadObjects(FieldReader& f, std::string_view key, std::vector<T>& out, Parse parse) {
+  const json* a = f.Find(key);
+  if (a == nullptr) return;
+  if (!a->is_array()) {
+    f.Fail(key, "expected array of objects");
+    return;
+  }
+  for (std::size_t i = 0; i < a->size() && f.ok(); ++i) {
+    Result<T> item = parse((*a)[i], f.PathOf(key) + "[" + std::to_string(i) + "]");
+    if (item) {
+      out.push_back(std::move(item).value());
+    } else {
+      f.Adopt(item.error());
+    }
+  }
+}
+
+template <typename T>
+Result<T> Done(const FieldReader& f, T value) {
+  if (!f.ok()) return f.error();
+  return value;
+}
+
+json IdsArgsToJson(const std::vector<int64_t>& ids) { return json{{"ids", ids}}; }
+
+Result<WireError> WireErrorFromJson(const json& j, const std::string& path) {
+  FieldReader f(j, path);
+  std::string code;
+  WireError e;
+  f.Required("code", code);
+  f.Optional("message", e.message);
+  if (!f.ok()) return f.error();
+  if (std::optional<WireCode> c = ParseWireCode(code)) {
+    e.code = *c;
+  } else {
+    // A newer daemon's code: keep its name visible rather than fail the whole reply.
+    e.code = WireCode::kInternal;
+    e.message = code + ": " + e.message;
+  }
+  return e;
+}
+
+}  // namespace
+
+const char* OpName(Op op) {
+  for (const auto& [o, name] : kOpNames) {
+    if (o == op) return name;
+  }
+  return "status";
+}
+
+std::optional<Op> ParseOp(std::string_view name) {
+  for (const auto& [o, n] : kOpNames) {
+    if (name == n) return o;
+  }
+  return std::nullopt;
+}
+
+std::optional<WireError> CheckHello(const HelloArgs& hello) {
+  if (hello.protocol == kProtocolVersion) return std::nullopt;
+  return WireError{WireCode::kUnsupportedVersion, "protocol " + std::to_string(hello.protocol) +
+                                                      " is not supported; this daemon speaks " +
+                                                      std::to_string(kProtocolVersion)};
+}
+
+// ---- ToJson
+
+json ToJson(const HelloArgs& v) { return json{{"client", v.client}, {"protocol", v.protocol}}; }
+json ToJson(const HelloResult& v) {
+  return json{{"protocol", v.protocol}, {"uid", v.uid}, {"user", v.user}, {"daemon", v.daemon}};
+}
+json ToJson(const SubmitArgs& v) {
+  return json{
+      {"name", v.name},
+      {"argv", v.argv},
+      {"env", v.env},
+      {"cwd", v.cwd},
+      {"output", OrNull(v.output)},
+      {"request", GpuRequestToJson(v.request)},
+      {"priority", v.priority},
+      {"time_limit_ms", OrNull(v.time_limit_ms)},
+      {"requeue", v.requeue},
+      {"after", v.after},
+  };
+}
+json ToJson(const SubmitResult& v) { return json{{"id", v.id}}; }
+json ToJson(const QueueArgs& v) { return json{{"all", v.all}}; }
+json ToJson(const QueueResult& v) {
+  json jobs = json::array();
+  for (const auto& job : v.jobs) jobs.push_back(JobToJson(job, /*include_private=*/false));
+  return json{{"jobs", std::move(jobs)}};
+}
+json ToJson(const ShowArgs& v) { return json{{"id", v.id}}; }
+json ToJson(const ShowResult& v) { return json{{"job", JobToJson(v.job, v.include_private)}}; }
+json ToJson(const CancelArgs& v) { return IdsArgsToJson(v.ids); }
+json ToJson(const HoldArgs& v) { return IdsArgsToJson(v.ids); }
+json ToJson(const ResumeArgs& v) { return IdsArgsToJson(v.ids); }
+json ToJson(const IdsResult& v) {
+  json results = json::array();
+  for (const auto& r : v.results) {
+    json item = {{"id", r.id}, {"ok", !r.error.has_value()}};
+    if (r.error) item["error"] = ToJson(*r.error);
+    results.push_back(std::move(item));
+  }
+  return json{{"results", std::move(results)}};
+}
+json ToJson(const WaitArgs& v) { return json{{"id", v.id}}; }
+json ToJson(const WaitResult& v) {
+  return json{{"state", model::JobStateName(v.state)}, {"exit_code", OrNull(v.exit_code)}};
+}
+json ToJson(const LogsArgs& v) { return json{{"id", v.id}, {"offset", v.offset}}; }
+json ToJson(const LogsResult& v) { return json{{"data", v.data}, {"next_offset", v.next_offset}, {"eof", v.eof}}; }
+json ToJson(const DrainArgs& v) { return json{{"gpu", v.gpu}, {"reason", v.reason}}; }
+json ToJson(const UndrainArgs& v) { return json{{"gpu", v.gpu}, {"reason", v.reason}}; }
+json ToJson(const DrainResult& v) { return json{{"gpu_uuid", v.gpu_uuid}}; }
+json ToJson(const LeasesArgs&) { return json::object(); }
+json ToJson(const LeasesResult& v) {
+  json leases = json::array();
+  for (const auto& l : v.leases) leases.push_back(LeaseToJson(l));
+  return json{{"leases", std::move(leases)}};
+}
+json ToJson(const AcquireArgs& v) {
+  return json{
+      {"request", GpuRequestToJson(v.request)}, {"command", v.command},         {"pid", v.pid},
+      {"start_time_ticks", v.start_time_ticks}, {"wait_ms", OrNull(v.wait_ms)},
+  };
+}
+json ToJson(const AcquireResult& v) { return json{{"lease_id", v.lease_id}, {"gpu_uuids", v.gpu_uuids}}; }
+json ToJson(const AddProcessesArgs& v) {
+  json processes = json::array();
+  for (const auto& p : v.processes) processes.push_back(LeaseProcessToJson(p));
+  return json{{"lease_id", v.lease_id}, {"processes", std::move(processes)}};
+}
+json ToJson(const ReleaseArgs& v) { return json{{"lease_id", v.lease_id}}; }
+json ToJson(const EmptyResult&) { return json::object(); }
+json ToJson(const StatusArgs& v) { return v.options.is_object() ? v.options : json::object(); }
+json ToJson(const StatusResult& v) { return v.status.is_object() ? v.status : json::object(); }
+json ToJson(const WireError& v) { return json{{"code", WireCodeName(v.code)}, {"message", v.message}}; }
+
+// ---- FromJson
+
+template <>
+Result<HelloArgs> FromJson<HelloArgs>(const json& j) {
+  HelloArgs v;
+  FieldReader f(j, "args");
+  f.Required("client", v.client);
+  f.Required("protocol", v.protocol);
+  f.Check(v.protocol >= 1, "protocol", "integer >= 1");
+  return Done(f, std::move(v));
+}
+
+template <>
+Result<HelloResult> FromJson<HelloResult>(const json& j) {
+  HelloResult v;
+  FieldReader f(j, "result");
+  f.Required("protocol", v.protocol);
+  f.Required("uid", v.uid);
+  f.Optional("user", v.user);
+  f.Optional("daemon", v.daemon);
+  return Done(f, std::move(v));
+}
+
+template <>
+Result<SubmitArgs> FromJson<SubmitArgs>(const json& j) {
+  SubmitArgs v;
+  FieldReader f(j, "args");
+  f.Optional("name", v.name);
+  f.Required("argv", v.argv);
+  f.Check(!v.argv.empty(), "argv", "non-empty array of strings");
+  for (std::size_t i = 0; i < v.argv.size() && f.ok(); ++i) {
+    f.Check(HasNoNul(v.argv[i]), "argv[" + std::to_string(i) + "]", "string without NUL bytes");
+  }
+  f.Optional("env", v.env);
+  for (const auto& [key, value] : v.env) {
+    if (!f.ok()) break;
+    f.Check(!key.empty() && key.find('=') == std::string::npos && HasNoNul(key), "env",
+            "variable names that are non-empty, without '=' or NUL");
+    f.Check(HasNoNul(value), "env." + key, "string without NUL bytes");
+  }
+  f.Required("cwd", v.cwd);
+  f.Check(!v.cwd.empty() && v.cwd[0] == '/' && HasNoNul(v.cwd), "cwd", "absolute path");
+  f.Optional("output", v.output);
+  f.Check(!v.output || (!v.output->empty() && HasNoNul(*v.output)), "output", "non-empty path or null");
+  ReadRequest(f, v.request);
+  f.Optional("priority", v.priority);
+  f.Optional("time_limit_ms", v.time_limit_ms);
+  f.Check(!v.time_limit_ms || *v.time_limit_ms >= 1, "time_limit_ms", "integer >= 1 or null");
+  f.Optional("requeue", v.requeue);
+  f.Optional("after", v.after);
+  for (std::size_t i = 0; i < v.after.size() && f.ok(); ++i) {
+    f.Check(v.after[i] >= 1, "after[" + std::to_string(i) + "]", "integer >= 1");
+  }
+  return Done(f, std::move(v));
+}
+
+template <>
+Result<SubmitResult> FromJson<SubmitResult>(const json& j) {
+  SubmitResult v;
+  FieldReader f(j, "result");
+  ReadId(f, "id", v.id);
+  return Done(f, v);
+}
+
+template <>
+Result<QueueArgs> FromJson<QueueArgs>(const json& j) {
+  QueueArgs v;
+  FieldReader f(j, "args");
+  f.Optional("all", v.all);
+  return Done(f, v);
+}
+
+template <>
+Result<QueueResult> FromJson<QueueResult>(const json& j) {
+  QueueResult v;
+  FieldReader f(j, "result");
+  if (f.ok() && f.Find("jobs") == nullptr) f.Fail("jobs", "missing");
+  ReadObjects(f, "jobs", v.jobs, [](const json& item, const std::string& path) { return JobFromJson(item, path); });
+  return Done(f, std::move(v));
+}
+
+template <>
+Result<ShowArgs> FromJson<ShowArgs>(const json& j) {
+  ShowArgs v;
+  FieldReader f(j, "args");
+  ReadId(f, "id", v.id);
+  return Done(f, v);
+}
+
+template <>
+Result<ShowResult> FromJson<ShowResult>(const json& j) {
+  ShowResult v;
+  FieldReader f(j, "result");
+  const json* job = f.Find("job");
+  if (f.ok() && job == nullptr) f.Fail("job", "missing");
+  if (job != nullptr) {
+    Result<model::Job> parsed = JobFromJson(*job, f.PathOf("job"));
+    if (parsed) {
+      v.job = std::move(parsed).value();
+      v.include_private = job->contains("argv");
+    } else {
+      f.Adopt(parsed.error());
+    }
+  }
+  return Done(f, std::move(v));
+}
+
+template <>
+Result<CancelArgs> FromJson<CancelArgs>(const json& j) {
+  CancelArgs v;
+  FieldReader f(j, "args");
+  ReadIds(f, v.ids);
+  return Done(f, std::move(v));
+}
+
+template <>
+Result<HoldArgs> FromJson<HoldArgs>(const json& j) {
+  HoldArgs v;
+  FieldReader f(j, "args");
+  ReadIds(f, v.ids);
+  return Done(f, std::move(v));
+}
+
+template <>
+Result<ResumeArgs> FromJson<ResumeArgs>(const json& j) {
+  ResumeArgs v;
+  FieldReader f(j, "args");
+  ReadIds(f, v.ids);
+  return Done(f, std::move(v));
+}
+
+template <>
+Result<IdsResult> FromJson<IdsResult>(const json& j) {
+  IdsResult v;
+  FieldReader f(j, "result");
+  if (f.ok() && f.Find("results") == nullptr) f.Fail("results", "missing");
+  ReadObjects(f, "results", v.results, [](const json& item, const std::string& path) -> Result<IdOutcome> {
+    IdOutcome o;
+    FieldReader g(item, path);
+    bool ok = false;
+    g.Required("id", o.id);
+    g.Required("ok", ok);
+    if (g.ok() && !ok) {
+      const json* e = g.Find("error");
+      if (e == nullptr) {
+        g.Fail("error", "missing");
+      } else {
+        Result<WireError> error = WireErrorFromJson(*e, g.PathOf("error"));
+        if (error) {
+          o.error = std::move(error).value();
+        } else {
+          g.Adopt(error.error());
+        }
+      }
+    }
+    return Done(g, std::move(o));
+  });
+  return Done(f, std::move(v));
+}
+
+template <>
+Result<WaitArgs> FromJson<WaitArgs>(const json& j) {
+  WaitArgs v;
+  FieldReader f(j, "args");
+  ReadId(f, "id", v.id);
+  return Done(f, v);
+}
+
+template <>
+Result<WaitResult> FromJson<WaitResult>(const json& j) {
+  WaitResult v;
+  FieldReader f(j, "result");
+  std::string state;
+  f.Required("state", state);
+  if (f.ok()) {
+    if (std::optional<model::JobState> s = model::ParseJobState(state)) {
+      v.state = *s;
+    } else {
+      f.Fail("state", "unknown job state '" + state + "'");
+    }
+  }
+  f.Optional("exit_code", v.exit_code);
+  return Done(f, v);
+}
+
+template <>
+Result<LogsArgs> FromJson<LogsArgs>(const json& j) {
+  LogsArgs v;
+  FieldReader f(j, "args");
+  ReadId(f, "id", v.id);
+  f.Optional("offset", v.offset);
+  f.Check(v.offset >= 0, "offset", "integer >= 0");
+  return Done(f, v);
+}
+
+template <>
+Result<LogsResult> FromJson<LogsResult>(const json& j) {
+  LogsResult v;
+  FieldReader f(j, "result");
+  f.Required("data", v.data);
+  f.Required("next_offset", v.next_offset);
+  f.Check(v.next_offset >= 0, "next_offset", "integer >= 0");
+  f.Required("eof", v.eof);
+  return Done(f, std::move(v));
+}
+
+template <>
+Result<DrainArgs> FromJson<DrainArgs>(const json& j) {
+  DrainArgs v;
+  FieldReader f(j, "args");
+  f.Required("gpu", v.gpu);
+  f.Check(!v.gpu.empty(), "gpu", "non-empty string (UUID or index)");
+  f.Optional("reason", v.reason);
+  return Done(f, std::move(v));
+}
+
+template <>
+Result<UndrainArgs> FromJson<UndrainArgs>(const json& j) {
+  UndrainArgs v;
+  FieldReader f(j, "args");
+  f.Required("gpu", v.gpu);
+  f.Check(!v.gpu.empty(), "gpu", "non-empty string (UUID or index)");
+  f.Optional("reason", v.reason);
+  return Done(f, std::move(v));
+}
+
+template <>
+Result<DrainResult> FromJson<DrainResult>(const json& j) {
+  DrainResult v;
+  FieldReader f(j, "result");
+  f.Required("gpu_uuid", v.gpu_uuid);
+  return Done(f, std::move(v));
+}
+
+template <>
+Result<LeasesArgs> FromJson<LeasesArgs>(const json& j) {
+  FieldReader f(j, "args");
+  return Done(f, LeasesArgs{});
+}
+
+template <>
+Result<LeasesResult> FromJson<LeasesResult>(const json& j) {
+  LeasesResult v;
+  FieldReader f(j, "result");
+  if (f.ok() && f.Find("leases") == nullptr) f.Fail("leases", "missing");
+  ReadObjects(f, "leases", v.leases,
+              [](const json& item, const std::string& path) { return LeaseFromJson(item, path); });
+  return Done(f, std::move(v));
+}
+
+template <>
+Result<AcquireArgs> FromJson<AcquireArgs>(const json& j) {
+  AcquireArgs v;
+  FieldReader f(j, "args");
+  ReadRequest(f, v.request);
+  f.Optional("command", v.command);
+  f.Required("pid", v.pid);
+  f.Check(v.pid >= 1, "pid", "integer >= 1");
+  f.Required("start_time_ticks", v.start_time_ticks);
+  f.Check(v.start_time_ticks >= 0, "start_time_ticks", "integer >= 0");
+  f.Optional("wait_ms", v.wait_ms);
+  f.Check(!v.wait_ms || *v.wait_ms >= 0, "wait_ms", "integer >= 0 or null");
+  return Done(f, std::move(v));
+}
+
+template <>
+Result<AcquireResult> FromJson<AcquireResult>(const json& j) {
+  AcquireResult v;
+  FieldReader f(j, "result");
+  ReadId(f, "lease_id", v.lease_id);
+  f.Required("gpu_uuids", v.gpu_uuids);
+  return Done(f, std::move(v));
+}
+
+template <>
+Result<AddProcessesArgs> FromJson<AddProcessesArgs>(const json& j) {
+  AddProcessesArgs v;
+  FieldReader f(j, "args");
+  ReadId(f, "lease_id", v.lease_id);
+  if (f.ok() && f.Find("processes") == nullptr) f.Fail("processes", "missing");
+  ReadObjects(f, "processes", v.processes,
+              [](const json& item, const std::string& path) { return LeaseProcessFromJson(item, path); });
+  f.Check(!v.processes.empty(), "processes", "non-empty array of {pid, start_time_ticks}");
+  return Done(f, std::move(v));
+}
+
+template <>
+Result<ReleaseArgs> FromJson<ReleaseArgs>(const json& j) {
+  ReleaseArgs v;
+  FieldReader f(j, "args");
+  ReadId(f, "lease_id", v.lease_id);
+  return Done(f, v);
+}
+
+template <>
+Result<EmptyResult> FromJson<EmptyResult>(const json& j) {
+  FieldReader f(j, "result");
+  return Done(f, EmptyResult{});
+}
+
+template <>
+Result<StatusArgs> FromJson<StatusArgs>(const json& j) {
+  FieldReader f(j, "args");
+  return Done(f, StatusArgs{j});
+}
+
+template <>
+Result<StatusResult> FromJson<StatusResult>(const json& j) {
+  FieldReader f(j, "result");
+  return Done(f, StatusResult{j});
+}
+
+template <>
+Result<WireError> FromJson<WireError>(const json& j) {
+  return WireErrorFromJson(j, "error");
+}
+
+}  // namespace gpuman::protocol

@@ -1,0 +1,287 @@
+// The operations of the gpuman protocol: one args struct and one result struct per op, and
+// their JSON forms (docs/protocol.md lists them). The envelopes around them live in
+// envelope.h. Pure value types; ToJson never throws, FromJson never throws. Any thread.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "model/job.h"
+#include "model/lease.h"
+#include "protocol/error_codes.h"
+
+namespace gpuman::protocol {
+
+/// The version this build speaks, in "v" of every message and in hello.
+inline constexpr int kProtocolVersion = 1;
+/// Most bytes of log data the daemon puts in one logs reply. JSON escaping can grow data
+/// up to 6x, so this keeps a reply under kMaxMessageBytes.
+inline constexpr int64_t kMaxLogChunkBytes = 128 * 1024;
+
+/// In the order of RequestArgs's alternatives (envelope.h).
+enum class Op {
+  kHello,
+  kSubmit,
+  kQueue,
+  kShow,
+  kCancel,
+  kHold,
+  kResume,
+  kWait,
+  kLogs,
+  kDrain,
+  kUndrain,
+  kLeases,
+  kAcquire,
+  kAddProcesses,
+  kRelease,
+  kStatus,
+};
+
+/// "hello", "submit", ..., "add_processes", "release", "status".
+const char* OpName(Op op);
+/// The inverse of OpName; nullopt for an unknown name.
+std::optional<Op> ParseOp(std::string_view name);
+
+// ---- hello: must be the first request on a connection.
+struct HelloArgs {
+  std::string client = "gpuman";  // e.g. "gpuman 0.1.0"; informational
+  int protocol = kProtocolVersion;
+};
+struct HelloResult {
+  int protocol = kProtocolVersion;
+  uint32_t uid = 0;  // the caller as the daemon sees it (SO_PEERCRED)
+  std::string user;
+  std::string daemon;  // e.g. "gpumand 0.1.0"; informational
+};
+/// unsupported_version when the client speaks another protocol version; nullopt when fine.
+std::optional<WireError> CheckHello(const HelloArgs& hello);
+
+// ---- submit: queue a job.
+struct SubmitArgs {
+  std::string name;                        // "" lets the daemon name it after argv[0]
+  std::vector<std::string> argv;           // non-empty; no NUL bytes
+  std::map<std::string, std::string> env;  // keys non-empty, without '=' or NUL
+  std::string cwd;                         // absolute
+  std::optional<std::string> output;       // log path (absolute or relative to cwd); null: default
+  model::GpuRequest request;
+  int priority = 0;
+  std::optional<int64_t> time_limit_ms;  // >= 1 or null
+  bool requeue = false;
+  std::vector<int64_t> after;  // job ids >= 1
+};
+struct SubmitResult {
+  int64_t id = 0;
+};
+
+// ---- queue: list jobs (summaries: JobToJson(job, false)).
+struct QueueArgs {
+  bool all = false;  // include finished jobs
+};
+struct QueueResult {
+  std::vector<model::Job> jobs;  // private fields are not sent and come back empty
+};
+
+// ---- show: one job.
+struct ShowArgs {
+  int64_t id = 0;
+};
+struct ShowResult {
+  model::Job job;
+  bool include_private = false;  // sender: send argv/env/cwd/output_path; receiver: they were sent
+};
+
+// ---- cancel, hold, resume: act on several jobs, one outcome each.
+struct CancelArgs {
+  std::vector<int64_t> ids;  // non-empty, each >= 1
+};
+struct HoldArgs {
+  std::vector<int64_t> ids;
+};
+struct ResumeArgs {
+  std::vector<int64_t> ids;
+};
+struct IdOutcome {
+  int64_t id = 0;
+  std::optional<WireError> error;  // nullopt: done
+};
+struct IdsResult {
+  std::vector<IdOutcome> results;  // in the order of the request's ids
+};
+
+// ---- wait: until the job is final.
+struct WaitArgs {
+  int64_t id = 0;
+};
+struct WaitResult {
+  model::JobState state = model::JobState::kQueued;
+  std::optional<int> exit_code;
+};
+
+// ---- logs: a chunk of the job's output file.
+struct LogsArgs {
+  int64_t id = 0;
+  int64_t offset = 0;  // byte offset in the log file
+};
+struct LogsResult {
+  std::string data;         // at most kMaxLogChunkBytes; invalid UTF-8 arrives as U+FFFD
+  int64_t next_offset = 0;  // byte offset in the file to ask for next (not offset + data.size())
+  bool eof = false;         // the job is final and everything was sent
+};
+
+// ---- drain / undrain: take a GPU out of (or back into) scheduling.
+struct DrainArgs {
+  std::string gpu;  // UUID (or unique prefix) or NVML index as a string, e.g. "2"
+  std::string reason;
+};
+struct UndrainArgs {
+  std::string gpu;
+  std::string reason;
+};
+struct DrainResult {
+  std::string gpu_uuid;  // the GPU `gpu` named
+};
+
+// ---- leases: all current leases.
+struct LeasesArgs {};
+struct LeasesResult {
+  std::vector<model::Lease> leases;
+};
+
+// ---- acquire: `gpuman run` through the daemon.
+struct AcquireArgs {
+  model::GpuRequest request;
+  std::string command;             // for display, e.g. "python train.py"
+  int32_t pid = 0;                 // the runner; >= 1
+  int64_t start_time_ticks = 0;    // of `pid`, field 22 of /proc/<pid>/stat
+  std::optional<int64_t> wait_ms;  // null: fail at once when busy; >= 0 otherwise
+};
+struct AcquireResult {
+  int64_t lease_id = 0;
+  std::vector<std::string> gpu_uuids;
+};
+
+// ---- add_processes: more processes that keep a lease alive.
+struct AddProcessesArgs {
+  int64_t lease_id = 0;
+  std::vector<model::LeaseProcess> processes;  // non-empty
+};
+// ---- release: give a lease back.
+struct ReleaseArgs {
+  int64_t lease_id = 0;
+};
+/// The result of add_processes and release: {}.
+struct EmptyResult {};
+
+// ---- status: free-form, passed through as a JSON object each way.
+struct StatusArgs {
+  nlohmann::json options = nlohmann::json::object();
+};
+struct StatusResult {
+  nlohmann::json status = nlohmann::json::object();
+};
+
+// ---- JSON forms. ToJson gives the value of "args" or "result".
+nlohmann::json ToJson(const HelloArgs& v);
+nlohmann::json ToJson(const HelloResult& v);
+nlohmann::json ToJson(const SubmitArgs& v);
+nlohmann::json ToJson(const SubmitResult& v);
+nlohmann::json ToJson(const QueueArgs& v);
+nlohmann::json ToJson(const QueueResult& v);
+nlohmann::json ToJson(const ShowArgs& v);
+nlohmann::json ToJson(const ShowResult& v);
+nlohmann::json ToJson(const CancelArgs& v);
+nlohmann::json ToJson(const HoldArgs& v);
+nlohmann::json ToJson(const ResumeArgs& v);
+nlohmann::json ToJson(const IdsResult& v);
+nlohmann::json ToJson(const WaitArgs& v);
+nlohmann::json ToJson(const WaitResult& v);
+nlohmann::json ToJson(const LogsArgs& v);
+nlohmann::json ToJson(const LogsResult& v);
+nlohmann::json ToJson(const DrainArgs& v);
+nlohmann::json ToJson(const UndrainArgs& v);
+nlohmann::json ToJson(const DrainResult& v);
+nlohmann::json ToJson(const LeasesArgs& v);
+nlohmann::json ToJson(const LeasesResult& v);
+nlohmann::json ToJson(const AcquireArgs& v);
+nlohmann::json ToJson(const AcquireResult& v);
+nlohmann::json ToJson(const AddProcessesArgs& v);
+nlohmann::json ToJson(const ReleaseArgs& v);
+nlohmann::json ToJson(const EmptyResult& v);
+nlohmann::json ToJson(const StatusArgs& v);
+nlohmann::json ToJson(const StatusResult& v);
+nlohmann::json ToJson(const WireError& v);
+
+/// Reads an "args" (paths start with "args") or "result" (paths start with "result")
+/// object. Unknown members are ignored; optional members may be missing.
+/// Errors: kInvalidArgument naming the first bad member, e.g.
+/// "args.request.count: expected integer >= 1", "args.argv: missing".
+/// Defined for every args and result type above and for WireError (path "error").
+template <typename T>
+Result<T> FromJson(const nlohmann::json& j);
+template <>
+Result<HelloArgs> FromJson<HelloArgs>(const nlohmann::json& j);
+template <>
+Result<HelloResult> FromJson<HelloResult>(const nlohmann::json& j);
+template <>
+Result<SubmitArgs> FromJson<SubmitArgs>(const nlohmann::json& j);
+template <>
+Result<SubmitResult> FromJson<SubmitResult>(const nlohmann::json& j);
+template <>
+Result<QueueArgs> FromJson<QueueArgs>(const nlohmann::json& j);
+template <>
+Result<QueueResult> FromJson<QueueResult>(const nlohmann::json& j);
+template <>
+Result<ShowArgs> FromJson<ShowArgs>(const nlohmann::json& j);
+template <>
+Result<ShowResult> FromJson<ShowResult>(const nlohmann::json& j);
+template <>
+Result<CancelArgs> FromJson<CancelArgs>(const nlohmann::json& j);
+template <>
+Result<HoldArgs> FromJson<HoldArgs>(const nlohmann::json& j);
+template <>
+Result<ResumeArgs> FromJson<ResumeArgs>(const nlohmann::json& j);
+template <>
+Result<IdsResult> FromJson<IdsResult>(const nlohmann::json& j);
+template <>
+Result<WaitArgs> FromJson<WaitArgs>(const nlohmann::json& j);
+template <>
+Result<WaitResult> FromJson<WaitResult>(const nlohmann::json& j);
+template <>
+Result<LogsArgs> FromJson<LogsArgs>(const nlohmann::json& j);
+template <>
+Result<LogsResult> FromJson<LogsResult>(const nlohmann::json& j);
+template <>
+Result<DrainArgs> FromJson<DrainArgs>(const nlohmann::json& j);
+template <>
+Result<UndrainArgs> FromJson<UndrainArgs>(const nlohmann::json& j);
+template <>
+Result<DrainResult> FromJson<DrainResult>(const nlohmann::json& j);
+template <>
+Result<LeasesArgs> FromJson<LeasesArgs>(const nlohmann::json& j);
+template <>
+Result<LeasesResult> FromJson<LeasesResult>(const nlohmann::json& j);
+template <>
+Result<AcquireArgs> FromJson<AcquireArgs>(const nlohmann::json& j);
+template <>
+Result<AcquireResult> FromJson<AcquireResult>(const nlohmann::json& j);
+template <>
+Result<AddProcessesArgs> FromJson<AddProcessesArgs>(const nlohmann::json& j);
+template <>
+Result<ReleaseArgs> FromJson<ReleaseArgs>(const nlohmann::json& j);
+template <>
+Result<EmptyResult> FromJson<EmptyResult>(const nlohmann::json& j);
+template <>
+Result<StatusArgs> FromJson<StatusArgs>(const nlohmann::json& j);
+template <>
+Result<StatusResult> FromJson<StatusResult>(const nlohmann::json& j);
+template <>
+Result<WireError> FromJson<WireError>(const nlohmann::json& j);
+
+}  // namespace gpuman::protocol
