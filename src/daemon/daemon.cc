@@ -266,10 +266,11 @@ void Daemon::SchedulePass() {
   active->insert(active->end(), deps.begin(), deps.end());
   const int64_t now = clock_.NowUnixMs();
   for (int64_t id : sched::JobsWithFailedDependencies(*active)) {
-    store::JobStore::Update failed;
-    failed.ended_unix_ms = now;
-    failed.reason = "a job it runs after did not succeed";
-    (void)jobs_->Transition(id, model::JobState::kQueued, model::JobState::kFailed, failed);
+    // Like Slurm's DependencyNeverSatisfied: it can never run, so it is cancelled.
+    store::JobStore::Update never;
+    never.ended_unix_ms = now;
+    never.reason = "a job it runs after did not succeed";
+    (void)jobs_->Transition(id, model::JobState::kQueued, model::JobState::kCancelled, never);
   }
   bool any_queued = std::any_of(active->begin(), active->end(),
                                 [](const model::Job& j) { return j.state == model::JobState::kQueued; });

@@ -1,0 +1,302 @@
+// End-to-end tests of `gpuman daemon` and the queue commands: the real binaries, the
+// stand-in NVML, a private socket and state directory per test.
+#include <grp.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include "base/strings.h"
+#include "e2e/e2e_util.h"
+
+namespace gpuman::e2e {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+
+class DaemonE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    chmod(dir_.path().c_str(), 0755);  // other test users reach the socket through it
+    socket_ = dir_.Join("gpuman.sock");
+    scenario_ = IdleScenario(dir_, "h100-8");
+    StartDaemon();
+  }
+  void TearDown() override { StopDaemon(SIGTERM); }
+
+  void StartDaemon() {
+    auto env = CleanEnv(dir_.Join("leases"));
+    daemon_ = fork();
+    if (daemon_ == 0) {
+      for (const auto& [k, v] : env) {
+        if (v.empty()) unsetenv(k.c_str());
+        else setenv(k.c_str(), v.c_str(), 1);
+      }
+      execl(kGpuman.c_str(), kGpuman.c_str(), "--simulate", scenario_.c_str(), "daemon", "--socket", socket_.c_str(),
+            "--state-dir", dir_.Join("state").c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    // Wait until it answers (a killed daemon leaves its socket file behind).
+    auto answers = [&] {
+      int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_un addr{};
+      addr.sun_family = AF_UNIX;
+      std::strncpy(addr.sun_path, socket_.c_str(), sizeof addr.sun_path - 1);
+      bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+      close(fd);
+      return ok;
+    };
+    for (int i = 0; i < 500 && !answers(); ++i) usleep(20000);
+    ASSERT_TRUE(answers()) << "the daemon did not come up";
+  }
+  void StopDaemon(int sig) {
+    if (daemon_ <= 0) return;
+    kill(daemon_, sig);
+    int status = 0;
+    waitpid(daemon_, &status, 0);
+    daemon_ = -1;
+  }
+
+  testing::RunResult Gpuman(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
+    env["GPUMAN_SOCKET"] = socket_;
+    return RunGpuman(dir_.Join("leases"), std::move(args), env);
+  }
+  int64_t Submit(std::vector<std::string> args) {
+    args.insert(args.begin(), {"submit", "--output", dir_.Join("job-" + std::to_string(++submitted_) + ".log")});
+    auto r = Gpuman(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? std::stoll(r.out) : -1;
+  }
+  json Show(int64_t id) {
+    auto r = Gpuman({"show", std::to_string(id), "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? json::parse(r.out) : json();
+  }
+  bool WaitForState(int64_t id, const std::string& state, int ms = 20000) {
+    for (int waited = 0; waited < ms; waited += 50) {
+      if (Show(id)["state"] == state) return true;
+      usleep(50000);
+    }
+    return false;
+  }
+
+  TempDir dir_;
+  std::string socket_, scenario_;
+  pid_t daemon_ = -1;
+  int submitted_ = 0;
+};
+
+TEST_F(DaemonE2E, SubmitWaitLogsShow) {
+  auto r = Gpuman({"submit", "--json", "--output", dir_.Join("out.log"), "-n", "2", "--", "sh", "-c", "echo \"on $CUDA_VISIBLE_DEVICES as $(id -u)\"; exit 5"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  int64_t id = json::parse(r.out)["id"];
+  auto waited = Gpuman({"wait", std::to_string(id)});
+  EXPECT_EQ(waited.exit_code, 5) << "wait exits with the job's exit code";
+  json job = Show(id);
+  EXPECT_EQ(job["state"], "failed");
+  EXPECT_EQ(job["exit_code"], 5);
+  EXPECT_EQ(job["gpu_uuids"].size(), 2u);
+  auto logs = Gpuman({"logs", std::to_string(id)});
+  EXPECT_EQ(logs.out, "on " + job["gpu_uuids"][0].get<std::string>() + "," + job["gpu_uuids"][1].get<std::string>() +
+                          " as " + std::to_string(getuid()) + "\n");
+  auto queue = Gpuman({"queue", "--all", "--json"});
+  EXPECT_EQ(json::parse(queue.out)["jobs"].size(), 1u);
+  EXPECT_EQ(Gpuman({"wait", "999"}).exit_code, 2);
+}
+
+TEST_F(DaemonE2E, CancelHoldResumeAndDependencies) {
+  int64_t running = Submit({"-n", "8", "--", "sleep", "30"});
+  ASSERT_TRUE(WaitForState(running, "running"));
+  int64_t queued = Submit({"--", "true"});
+  int64_t after = Submit({"--after", std::to_string(running), "--", "true"});
+  EXPECT_EQ(Gpuman({"hold", std::to_string(queued)}).exit_code, 0);
+  EXPECT_EQ(Show(queued)["state"], "held");
+  EXPECT_EQ(Gpuman({"resume", std::to_string(queued)}).exit_code, 0);
+  EXPECT_EQ(Show(queued)["state"], "queued");
+  EXPECT_EQ(Gpuman({"cancel", std::to_string(running)}).exit_code, 0);
+  ASSERT_TRUE(WaitForState(running, "cancelled"));
+  ASSERT_TRUE(WaitForState(queued, "succeeded"));
+  ASSERT_TRUE(WaitForState(after, "cancelled")) << "its dependency was cancelled";
+  auto again = Gpuman({"cancel", std::to_string(running)});
+  EXPECT_NE(again.exit_code, 0);
+  EXPECT_NE(again.err.find("already cancelled"), std::string::npos) << again.err;
+}
+
+// kill -9 of the daemon with jobs queued and running, then a restart: every job finishes,
+// exactly once.
+TEST_F(DaemonE2E, KillNineAndRestartRunsEveryJobExactlyOnce) {
+  constexpr int kJobs = 24;  // 4 run at once (2 GPUs each of 8), 20 wait
+  std::vector<int64_t> ids;
+  for (int i = 0; i < kJobs; ++i) {
+    std::string counter = dir_.Join("count-" + std::to_string(i));
+    ids.push_back(Submit({"-n", "2", "--", "sh", "-c", "echo run >> \"$1\"; sleep 0.4", "sh", counter}));
+  }
+  // Kill it once jobs have started (the first ones may even have finished under load).
+  bool started = false;
+  for (int i = 0; i < 400 && !started; ++i) {
+    std::string state = Show(ids[0])["state"];
+    started = state == "running" || state == "succeeded";
+    if (!started) usleep(50000);
+  }
+  ASSERT_TRUE(started);
+  StopDaemon(SIGKILL);
+  StartDaemon();
+  for (int64_t id : ids) {
+    EXPECT_TRUE(WaitForState(id, "succeeded", 60000)) << "job " << id << ": " << Show(id).dump();
+  }
+  for (int i = 0; i < kJobs; ++i) {
+    EXPECT_EQ(Slurp(dir_.Join("count-" + std::to_string(i))), "run\n") << "job " << ids[i] << " ran once";
+  }
+}
+
+// Raw bytes on the socket: the daemon answers or hangs up, and keeps serving others.
+TEST_F(DaemonE2E, GarbageAndOversizedMessages) {
+  auto raw = [&](const std::string& bytes, bool expect_reply) {
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket_.c_str(), sizeof addr.sun_path - 1);
+    EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    timeval tv{2, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    char buf[4096];
+    ssize_t n = recv(fd, buf, sizeof buf, 0);
+    close(fd);
+    if (expect_reply) {
+      EXPECT_GT(n, 4) << "expected an error reply";
+      return n > 4 ? std::string(buf + 4, static_cast<size_t>(n - 4)) : std::string();
+    }
+    return std::string();
+  };
+  auto frame = [](const std::string& payload) {
+    uint32_t n = htonl(static_cast<uint32_t>(payload.size()));
+    return std::string(reinterpret_cast<const char*>(&n), 4) + payload;
+  };
+  EXPECT_NE(raw("GET / HTTP/1.1\r\n\r\n", true).find("too_large"), std::string::npos);
+  EXPECT_NE(raw(frame("{not json"), true).find("bad_message"), std::string::npos);
+  EXPECT_NE(raw(frame(std::string(100000, '[')), true).find("bad_message"), std::string::npos);
+  EXPECT_NE(raw(frame("{\"v\":1,\"id\":1,\"op\":\"queue\",\"args\":{}}"), true).find("hello_required"), std::string::npos);
+  EXPECT_NE(raw(frame("{\"v\":9,\"id\":1,\"op\":\"hello\"}"), true).find("unsupported_version"), std::string::npos);
+  EXPECT_NE(raw(frame("{\"v\":1,\"id\":1,\"op\":\"selfdestruct\"}"), true).find("unknown_op"), std::string::npos);
+  raw(std::string("\x00\x00\x00\x00", 4), false);
+  raw(std::string("\x00\x10\x00", 3), false);  // half a header, then gone
+  // A client that starts a frame and stalls does not block the others.
+  int slow = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, socket_.c_str(), sizeof addr.sun_path - 1);
+  ASSERT_EQ(connect(slow, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  send(slow, "\x00\x00\x01\x00{\"v\"", 8, MSG_NOSIGNAL);
+  auto ok = Gpuman({"queue"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+  close(slow);
+  EXPECT_EQ(kill(daemon_, 0), 0) << "the daemon is still alive";
+}
+
+TEST_F(DaemonE2E, SecondDaemonOnTheSameSocketIsRefused) {
+  auto r = RunGpuman(dir_.Join("leases"), {"--simulate", scenario_, "daemon", "--socket", socket_, "--state-dir",
+                                           dir_.Join("state2")});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("already serving"), std::string::npos) << r.err;
+}
+
+// Two real users (created by the test; CI runs as root): the allow/deny matrix.
+class TwoUsersE2E : public DaemonE2E {
+ protected:
+  static std::optional<passwd> EnsureUser(const std::string& name) {
+    if (getpwnam(name.c_str()) == nullptr) {
+      testing::Run({"/usr/sbin/useradd", "--no-create-home", "--shell", "/bin/sh", name});
+    }
+    passwd* pw = getpwnam(name.c_str());
+    if (!pw) return std::nullopt;
+    return *pw;
+  }
+  // Runs gpuman as `user` (fork, setgid, initgroups, setuid, exec).
+  testing::RunResult As(const passwd& user, std::vector<std::string> args) {
+    TempDir out;
+    chmod(out.path().c_str(), 0777);
+    std::string stdout_path = out.Join("out"), stderr_path = out.Join("err");
+    pid_t pid = fork();
+    if (pid == 0) {
+      initgroups(user.pw_name, user.pw_gid);
+      if (setgid(user.pw_gid) != 0 || setuid(user.pw_uid) != 0) _exit(126);
+      if (chdir(work_.path().c_str()) != 0) _exit(126);
+      int o = open(stdout_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+      int e = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0666);
+      dup2(o, 1);
+      dup2(e, 2);
+      for (const auto& [k, v] : CleanEnv("/nonexistent")) {
+        if (v.empty()) unsetenv(k.c_str());
+        else setenv(k.c_str(), v.c_str(), 1);
+      }
+      setenv("GPUMAN_SOCKET", socket_.c_str(), 1);
+      setenv("HOME", "/tmp", 1);
+      args.insert(args.begin(), kGpuman);
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return {WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), Slurp(stdout_path), Slurp(stderr_path)};
+  }
+  TempDir work_;
+};
+
+TEST_F(TwoUsersE2E, OwnersRootAndOthers) {
+  if (getuid() != 0) GTEST_SKIP() << "needs root to create users and run a system daemon";
+  auto alice = EnsureUser("gpumanta");
+  auto bob = EnsureUser("gpumantb");
+  if (!alice || !bob) GTEST_SKIP() << "useradd is not available";
+  chmod(work_.path().c_str(), 0777);
+  // The build tree must be reachable by the test users (a clone under /root is not).
+  auto probe = As(*alice, {"--version"});
+  if (probe.exit_code != 0) GTEST_SKIP() << "the test users cannot run " << kGpuman << ": " << probe.err;
+
+  auto sub = As(*alice, {"submit", "-n", "1", "--", "sh", "-c", "id -u; sleep 30"});
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  const std::string id(Trim(sub.out));
+  ASSERT_TRUE(WaitForState(std::stoll(id), "running"));
+  usleep(300000);
+  // The job runs as alice, and its log is hers.
+  auto logs = As(*alice, {"logs", id});
+  EXPECT_EQ(logs.exit_code, 0) << logs.err;
+  EXPECT_EQ(logs.out, std::to_string(alice->pw_uid) + "\n");
+  struct stat st{};
+  ASSERT_EQ(stat((work_.path() + "/gpuman-" + id + ".log").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, alice->pw_uid);
+
+  // Bob may see the queue but not alice's command, log, or lever.
+  EXPECT_EQ(As(*bob, {"queue"}).exit_code, 0);
+  auto show = As(*bob, {"show", id, "--json"});
+  EXPECT_EQ(show.exit_code, 0);
+  EXPECT_FALSE(json::parse(show.out).contains("argv")) << show.out;
+  for (const std::string cmd : {"logs", "cancel", "hold", "resume"}) {
+    auto r = As(*bob, {cmd, id});
+    EXPECT_EQ(r.exit_code, 5) << cmd << ": " << r.err;
+    EXPECT_NE(r.err.find("another user"), std::string::npos) << cmd << ": " << r.err;
+  }
+  EXPECT_EQ(As(*bob, {"drain", "0"}).exit_code, 5);
+  EXPECT_EQ(Show(std::stoll(id))["state"], "running");
+  // Alice can; root can.
+  EXPECT_TRUE(json::parse(As(*alice, {"show", id, "--json"}).out).contains("argv"));
+  EXPECT_EQ(Gpuman({"drain", "0", "--reason", "test"}).exit_code, 0);
+  EXPECT_EQ(Gpuman({"undrain", "0"}).exit_code, 0);
+  EXPECT_EQ(Gpuman({"cancel", id}).exit_code, 0) << "root may cancel anyone's job";
+  EXPECT_TRUE(WaitForState(std::stoll(id), "cancelled"));
+}
+
+}  // namespace
+}  // namespace gpuman::e2e
