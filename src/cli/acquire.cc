@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "base/duration.h"
+#include "cli/daemon_client.h"
 #include "store/proc_liveness.h"
 
 namespace gpuman::cli {
@@ -61,8 +62,118 @@ Result<model::Lease> DraftLease(Context& ctx, int holder_pid, std::string kind, 
   return draft;
 }
 
+Result<std::vector<model::Lease>> LiveLeases(Context& ctx) {
+  if (DaemonClient* d = ctx.Daemon()) {
+    auto r = d->Call<protocol::LeasesResult>(protocol::LeasesArgs{});
+    if (!r) return r.error();
+    return r->leases;
+  }
+  auto leases = ctx.Leases();
+  if (!leases) return leases.error();
+  return (*leases)->List(store::ProcLivenessCheck());
+}
+
+Status AddLeaseProcesses(Context& ctx, int64_t lease_id, const std::vector<model::LeaseProcess>& processes) {
+  if (DaemonClient* d = ctx.Daemon()) {
+    auto r = d->Call<protocol::EmptyResult>(protocol::AddProcessesArgs{lease_id, processes});
+    if (!r) return r.error();
+    return {};
+  }
+  auto leases = ctx.Leases();
+  if (!leases) return leases.error();
+  return (*leases)->AddProcesses(lease_id, processes);
+}
+
+Status ReleaseLease(Context& ctx, int64_t lease_id) {
+  if (DaemonClient* d = ctx.Daemon()) {
+    auto r = d->Call<protocol::EmptyResult>(protocol::ReleaseArgs{lease_id});
+    if (!r) return r.error();
+    return {};
+  }
+  auto leases = ctx.Leases();
+  if (!leases) return leases.error();
+  return (*leases)->Release(lease_id);
+}
+
+namespace {
+
+// The daemon decides: one lease table for interactive runs and queued jobs. It answers at
+// once; waiting is a retry loop here (the daemon's state directory is not ours to watch).
+Result<Acquired> AcquireThroughDaemon(Context& ctx, DaemonClient& daemon, const SelectionArgs& args,
+                                      const model::Lease& draft, const AcquireOptions& options) {
+  auto source = ctx.Devices();
+  if (!source) return source.error();
+  const auto started = std::chrono::steady_clock::now();
+  auto next_note = started;
+  while (true) {
+    auto snap = (*source)->Snapshot();
+    if (!snap) return snap.error();
+    auto req = BuildSelectionRequest(args, *snap, ctx.env().vars);
+    if (!req) return req.error();
+    protocol::AcquireArgs a;
+    a.request.count = req->count;
+    a.request.gpus = req->gpus;
+    if (req->allowed) {
+      // The enclosing allocation: only its GPUs, expressed as an exclusion list.
+      for (const auto& g : snap->gpus) {
+        if (g.uuid && std::find(req->allowed->begin(), req->allowed->end(), *g.uuid) == req->allowed->end()) {
+          a.request.exclude.push_back(*g.uuid);
+        }
+      }
+    }
+    a.request.min_free_memory_bytes = req->min_free_memory_bytes;
+    a.request.max_utilization_percent = req->max_utilization_percent;
+    a.request.model = req->model;
+    a.request.min_compute_capability = req->min_compute_capability;
+    a.request.exclude.insert(a.request.exclude.end(), req->exclude.begin(), req->exclude.end());
+    a.request.allow_shared = req->allow_shared;
+    a.command = draft.command;
+    a.pid = draft.processes.front().pid;
+    a.start_time_ticks = draft.processes.front().start_time_ticks;
+    auto got = daemon.Call<protocol::AcquireResult>(a);
+    if (got) {
+      Acquired out;
+      out.lease = draft;
+      out.lease.id = got->lease_id;
+      out.lease.gpu_uuids = got->gpu_uuids;
+      if (draft.processes.size() > 1) {
+        std::vector<model::LeaseProcess> rest(draft.processes.begin() + 1, draft.processes.end());
+        if (auto added = AddLeaseProcesses(ctx, got->lease_id, rest); !added) {
+          (void)ReleaseLease(ctx, got->lease_id);
+          return added.error();
+        }
+      }
+      out.selection.uuids = got->gpu_uuids;
+      for (const auto& u : got->gpu_uuids) {
+        for (const auto& g : snap->gpus) {
+          if (g.uuid == u) out.selection.indices.push_back(g.index);
+        }
+      }
+      out.selection.placement = "chosen by the daemon";
+      out.snapshot = std::move(*snap);
+      return out;
+    }
+    const Error& err = got.error();
+    if (err.code != ErrorCode::kBusy || !options.wait_ms) return err;
+    auto now = std::chrono::steady_clock::now();
+    int64_t waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(now - started).count();
+    if (*options.wait_ms >= 0 && waited_ms >= *options.wait_ms) {
+      return MakeError(ErrorCode::kBusy, "gave up after " + FormatDurationMs(waited_ms) + ": " + err.message);
+    }
+    if (now >= next_note) {
+      ctx.err() << "gpuman: " << (waited_ms < 1000 ? "waiting" : "still waiting (" + FormatDurationMs(waited_ms) + ")")
+                << " for " << options.waiting_for << ": " << err.message << "\n";
+      next_note = now + std::chrono::seconds(10);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+}
+
+}  // namespace
+
 Result<Acquired> AcquireLease(Context& ctx, const SelectionArgs& args, model::Lease draft,
                               const AcquireOptions& options) {
+  if (DaemonClient* d = ctx.Daemon()) return AcquireThroughDaemon(ctx, *d, args, draft, options);
   auto source = ctx.Devices();
   if (!source) return source.error();
   auto leases = ctx.Leases();

@@ -29,6 +29,13 @@ struct Acquired {
 Result<Acquired> AcquireLease(Context& ctx, const SelectionArgs& args, model::Lease draft,
                               const AcquireOptions& options);
 
+/// The live leases, from the daemon when one runs, else from the per-user store.
+Result<std::vector<model::Lease>> LiveLeases(Context& ctx);
+
+/// Adds processes to a lease / gives it back, through the daemon when one runs.
+Status AddLeaseProcesses(Context& ctx, int64_t lease_id, const std::vector<model::LeaseProcess>& processes);
+Status ReleaseLease(Context& ctx, int64_t lease_id);
+
 /// A draft lease for the current user, held by `holder` (the runner, or the shell for
 /// `select --lease`). Errors: kNotFound when the holder's start time cannot be read.
 Result<model::Lease> DraftLease(Context& ctx, int holder_pid, std::string kind, std::string command);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "base/strings.h"
+#include "cli/daemon_client.h"
 #include "nvml/nvml_device_source.h"
 
 namespace gpuman::cli {
@@ -40,6 +41,17 @@ Result<devices::DeviceSource*> Context::Devices() {
   nvml_ = std::move(*lib);
   source_ = std::make_unique<nvml::NvmlDeviceSource>(*nvml_, clock_);
   return source_.get();
+}
+
+DaemonClient* Context::Daemon() {
+  if (!daemon_tried_) {
+    daemon_tried_ = true;
+    std::string socket = FindDaemonSocket(env_.vars);
+    if (access(socket.c_str(), F_OK) == 0) {
+      if (auto client = DaemonClient::Connect(socket)) daemon_ = std::move(*client);
+    }
+  }
+  return daemon_.get();
 }
 
 Result<store::LeaseStore*> Context::Leases() {

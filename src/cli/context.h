@@ -30,6 +30,10 @@ class Context {
   Result<devices::DeviceSource*> Devices();
   devices::ProcessInspector& Inspector();
 
+  /// A connection to the machine's daemon when one answers (first use tries once), else
+  /// nullptr: leases then go to the per-user store.
+  class DaemonClient* Daemon();
+
   /// The lease store in state_dir(), opened on first use. Errors: as LeaseStore::Open.
   Result<store::LeaseStore*> Leases();
   /// $GPUMAN_STATE_DIR, else $XDG_STATE_HOME/gpuman, else ~/.local/state/gpuman.
@@ -63,6 +67,8 @@ class Context {
   std::unique_ptr<devices::ProcessInspector> inspector_;
   std::string state_dir_;
   std::unique_ptr<store::LeaseStore> leases_;
+  std::unique_ptr<class DaemonClient> daemon_;
+  bool daemon_tried_ = false;
 };
 
 }  // namespace gpuman::cli

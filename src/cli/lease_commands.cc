@@ -81,15 +81,9 @@ int RunSelect(const SelectArgs& args, Context& ctx) {
     snap = *got;
     auto req = BuildSelectionRequest(args.selection, snap, ctx.env().vars);
     if (!req) return Fail(ctx, req.error());
-    std::vector<model::Lease> live;
-    if (auto leases = ctx.Leases()) {
-      auto listed = (*leases)->List(store::ProcLivenessCheck());
-      if (!listed) return Fail(ctx, listed.error());
-      live = *listed;
-    } else {
-      return Fail(ctx, leases.error());
-    }
-    auto chosen = policy::Select(snap, live, *req);
+    auto live = LiveLeases(ctx);
+    if (!live) return Fail(ctx, live.error());
+    auto chosen = policy::Select(snap, *live, *req);
     if (!chosen) return Fail(ctx, chosen.error());
     selection = *chosen;
   }
@@ -134,9 +128,7 @@ CLI::App* AddLeasesCommand(CLI::App& app, LeasesArgs& args) {
 }
 
 int RunLeases(const LeasesArgs& args, Context& ctx) {
-  auto leases = ctx.Leases();
-  if (!leases) return Fail(ctx, leases.error());
-  auto live = (*leases)->List(store::ProcLivenessCheck());
+  auto live = LiveLeases(ctx);
   if (!live) return Fail(ctx, live.error());
   // GPU indices are a convenience: shown when the driver can be asked, UUIDs otherwise.
   std::map<std::string, int> index_of;
@@ -192,6 +184,19 @@ CLI::App* AddReleaseCommand(CLI::App& app, ReleaseArgs& args) {
 }
 
 int RunRelease(const ReleaseArgs& args, Context& ctx) {
+  if (ctx.Daemon()) {
+    // The daemon checks who may release what.
+    int rc = kExitOk;
+    for (int64_t id : args.ids) {
+      if (auto r = ReleaseLease(ctx, id); !r) {
+        ctx.err() << "gpuman: error: " << r.error().message << "\n";
+        rc = ExitCodeFor(r.error().code);
+      } else {
+        ctx.err() << "gpuman: released lease " << id << "\n";
+      }
+    }
+    return rc;
+  }
   auto leases = ctx.Leases();
   if (!leases) return Fail(ctx, leases.error());
   const auto alive = store::ProcLivenessCheck();

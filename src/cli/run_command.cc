@@ -112,11 +112,9 @@ int RunRun(const RunArgs& args, Context& ctx) {
                         render::TruncateToWidth(command_text, 40) + "'";
   auto acquired = AcquireLease(ctx, args.selection, *draft, options);
   if (!acquired) return fail(acquired.error());  // the child sees the barrier close and exits
-  auto leases = ctx.Leases();
-  store::LeaseStore& store = **leases;
   const int64_t lease_id = acquired->lease.id;
   auto release = [&] {
-    if (auto r = store.Release(lease_id); !r && r.error().code != ErrorCode::kNotFound) {
+    if (auto r = ReleaseLease(ctx, lease_id); !r && r.error().code != ErrorCode::kNotFound) {
       ctx.err() << "gpuman: warning: releasing lease " << lease_id << ": " << r.error().message << "\n";
     }
   };

@@ -17,6 +17,7 @@
 #include <filesystem>
 
 #include "devices/gpu_ids.h"
+#include "policy/selection.h"
 #include "protocol/framing.h"
 #include "sched/job_state.h"
 #include "sched/supervisor.h"
@@ -41,6 +42,18 @@ WireError Wire(WireCode code, std::string message) { return WireError{code, std:
 std::string UserName(uint32_t uid) {
   passwd* pw = getpwuid(uid);
   return pw ? pw->pw_name : std::to_string(uid);
+}
+
+// A process a client names must be its own (per the kernel), alive with that start time.
+std::optional<WireError> CheckOwnProcess(const Peer& peer, const model::LeaseProcess& p) {
+  struct stat st{};
+  if (p.pid <= 0 || stat(("/proc/" + std::to_string(p.pid)).c_str(), &st) != 0 || !store::IsProcessAlive(p)) {
+    return Wire(WireCode::kInvalidArgument, "process " + std::to_string(p.pid) + " does not exist");
+  }
+  if (st.st_uid != peer.uid && peer.uid != 0) {
+    return Wire(WireCode::kPermissionDenied, "process " + std::to_string(p.pid) + " is not yours");
+  }
+  return std::nullopt;
 }
 
 bool IsSameLiveProcess(std::optional<int32_t> pid, std::optional<int64_t> ticks) {
@@ -507,11 +520,63 @@ Reply Daemon::Handle(const Peer& peer, const protocol::Request& request) {
       dirty_ = true;
       return MakeReply(id, protocol::EmptyResult{});
     }
-    case protocol::Op::kAcquire:
+    case protocol::Op::kAcquire: {
+      // `gpuman run` / `select --lease` while a daemon runs: one lease table for everyone.
+      const auto& a = std::get<protocol::AcquireArgs>(request.args);
+      model::LeaseProcess holder{a.pid, a.start_time_ticks};
+      if (auto bad = CheckOwnProcess(peer, holder)) return MakeErrorReply(id, *bad);
+      devices::SnapshotOptions snap_options;
+      snap_options.topology = !topology_.has_value();
+      auto snap = devices_.Snapshot(snap_options);
+      if (!snap) return fail(snap.error());
+      if (topology_) snap->topology = topology_;
+      else topology_ = snap->topology;
+      policy::SelectionRequest req;
+      req.count = a.request.count;
+      req.gpus = a.request.gpus;
+      req.min_free_memory_bytes = a.request.min_free_memory_bytes;
+      req.max_utilization_percent = a.request.max_utilization_percent;
+      req.model = a.request.model;
+      req.min_compute_capability = a.request.min_compute_capability;
+      req.exclude = a.request.exclude;
+      req.allow_shared = a.request.allow_shared;
+      if (auto drained = jobs_->Drained()) {
+        for (const auto& [uuid, why] : *drained) {
+          bool present = std::any_of(snap->gpus.begin(), snap->gpus.end(), [&](const auto& g) { return g.uuid == uuid; });
+          if (present) req.exclude.push_back(uuid);
+        }
+      }
+      model::Lease draft;
+      draft.uid = peer.uid;
+      draft.user = peer.user;
+      draft.kind = "run";
+      draft.command = a.command;
+      draft.created_unix_ms = clock_.NowUnixMs();
+      draft.processes = {holder};
+      auto lease = leases_->Acquire(
+          draft,
+          [&](const std::vector<model::Lease>& live) -> Result<std::vector<std::string>> {
+            auto chosen = policy::Select(*snap, live, req);
+            if (!chosen) return chosen.error();
+            return chosen->uuids;
+          },
+          store::ProcLivenessCheck());
+      if (!lease) return fail(lease.error());
+      return MakeReply(id, protocol::AcquireResult{lease->id, lease->gpu_uuids});
+    }
     case protocol::Op::kAddProcesses: {
-      // `gpuman run` through the daemon is not wired yet; runs use the per-user lease store.
-      return MakeErrorReply(id, Wire(WireCode::kUnknownOp, std::string(protocol::OpName(request.op())) +
-                                                               " is not served by this daemon yet"));
+      const auto& a = std::get<protocol::AddProcessesArgs>(request.args);
+      auto lease = leases_->Get(a.lease_id);
+      if (!lease) return fail(lease.error());
+      if (!*lease) return MakeErrorReply(id, Wire(WireCode::kNotFound, "no lease " + std::to_string(a.lease_id)));
+      if ((*lease)->uid != peer.uid && !peer.is_admin) {
+        return MakeErrorReply(id, Wire(WireCode::kPermissionDenied, "lease " + std::to_string(a.lease_id) + " belongs to another user"));
+      }
+      for (const auto& p : a.processes) {
+        if (auto bad = CheckOwnProcess(peer, p)) return MakeErrorReply(id, *bad);
+      }
+      if (auto r = leases_->AddProcesses(a.lease_id, a.processes); !r) return fail(r.error());
+      return MakeReply(id, protocol::EmptyResult{});
     }
     case protocol::Op::kStatus: {
       protocol::StatusResult result;

@@ -203,6 +203,47 @@ TEST_F(DaemonE2E, GarbageAndOversizedMessages) {
   EXPECT_EQ(kill(daemon_, 0), 0) << "the daemon is still alive";
 }
 
+// With a daemon, `run` and `select --lease` take their leases from it: interactive runs
+// and queued jobs share one table.
+TEST_F(DaemonE2E, RunGoesThroughTheDaemon) {
+  std::string gate = dir_.Join("gate");
+  // A run holds 6 GPUs until the gate file appears.
+  pid_t runner = fork();
+  if (runner == 0) {
+    for (const auto& [k, v] : CleanEnv(dir_.Join("leases"))) {
+      if (v.empty()) unsetenv(k.c_str());
+      else setenv(k.c_str(), v.c_str(), 1);
+    }
+    setenv("GPUMAN_SOCKET", socket_.c_str(), 1);
+    execl(kGpuman.c_str(), kGpuman.c_str(), "--simulate", scenario_.c_str(), "run", "-q", "-n", "6", "--", "sh", "-c",
+          "while [ ! -e \"$1\" ]; do sleep 0.02; done", "sh", gate.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  json leases;
+  for (int i = 0; i < 200; ++i) {
+    auto r = Gpuman({"--simulate", scenario_, "leases", "--json"});
+    leases = json::parse(r.out)["leases"];
+    if (!leases.empty()) break;
+    usleep(50000);
+  }
+  ASSERT_EQ(leases.size(), 1u) << "the run's lease is in the daemon's table";
+  EXPECT_EQ(leases[0]["kind"], "run");
+  EXPECT_EQ(leases[0]["processes"].size(), 2u) << "runner and job";
+  // A queued 4-GPU job waits for the run's GPUs; a second run cannot take them either.
+  int64_t job = Submit({"-n", "4", "--", "true"});
+  usleep(300000);
+  EXPECT_EQ(Show(job)["state"], "queued");
+  auto busy = Gpuman({"--simulate", scenario_, "run", "-n", "4", "--", "true"});
+  EXPECT_EQ(busy.exit_code, 4) << busy.err;
+  std::ofstream(gate) << "go";
+  int status = 0;
+  waitpid(runner, &status, 0);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_TRUE(WaitForState(job, "succeeded")) << "the job starts when the run gives its GPUs back";
+  auto after = Gpuman({"--simulate", scenario_, "leases", "--json"});
+  EXPECT_TRUE(json::parse(after.out)["leases"].empty());
+}
+
 TEST_F(DaemonE2E, SecondDaemonOnTheSameSocketIsRefused) {
   auto r = RunGpuman(dir_.Join("leases"), {"--simulate", scenario_, "daemon", "--socket", socket_, "--state-dir",
                                            dir_.Join("state2")});
