@@ -259,9 +259,39 @@ Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& g
   return (*pending)->Go(lease->id);
 }
 
+void Daemon::WatchRunningJobs() {
+  auto active = jobs_->Active();
+  if (!active) return;
+  bool any_running = std::any_of(active->begin(), active->end(),
+                                 [](const model::Job& j) { return j.state == model::JobState::kRunning; });
+  if (!any_running) return;
+  auto snap = devices_.Snapshot();
+  if (!snap) return;
+  std::set<std::string> failed;
+  for (const auto& g : snap->gpus) {
+    if (g.uuid) uuid_by_index_[g.index] = *g.uuid;
+    auto known = uuid_by_index_.find(g.index);
+    if (!g.is_healthy && known != uuid_by_index_.end()) failed.insert(known->second);
+  }
+  std::erase_if(told_gpu_lost_, [&](int64_t id) {
+    return std::none_of(active->begin(), active->end(), [&](const model::Job& j) {
+      return j.id == id && j.state == model::JobState::kRunning;
+    });
+  });
+  for (const auto& job : *active) {
+    if (job.state != model::JobState::kRunning || told_gpu_lost_.count(job.id)) continue;
+    bool hit = std::any_of(job.gpu_uuids.begin(), job.gpu_uuids.end(), [&](const std::string& u) { return failed.count(u) > 0; });
+    if (hit && IsSameLiveProcess(job.supervisor_pid, job.supervisor_start_ticks)) {
+      kill(*job.supervisor_pid, SIGUSR1);  // it ends the job and records failed (or requeues it)
+      told_gpu_lost_.insert(job.id);
+    }
+  }
+}
+
 void Daemon::SchedulePass() {
   dirty_ = false;
   Reconcile();
+  WatchRunningJobs();
   auto active = jobs_->Active();
   if (!active) return;
   // The scheduler treats a dependency it is not shown as succeeded: add the finished jobs

@@ -67,6 +67,7 @@ class Daemon {
  private:
   struct Connection;
   void Reconcile();
+  void WatchRunningJobs();  // a GPU of a running job failed: tell its supervisor
   Status StartJob(const model::Job& job, const std::vector<std::string>& gpus);
   bool MayActOn(const Peer& peer, const model::Job& job) const;
   model::Job WithWaitInfo(model::Job job) const;
@@ -84,6 +85,8 @@ class Daemon {
   int inotify_fd_ = -1;
   std::map<int, std::unique_ptr<Connection>> clients_;
   bool dirty_ = true;  // something changed: run a scheduling pass
+  std::map<int, std::string> uuid_by_index_;  // last known; a lost GPU may not say its UUID
+  std::set<int64_t> told_gpu_lost_;           // jobs whose supervisor got SIGUSR1
 };
 
 /// The default socket and state locations: /run/gpuman/gpuman.sock and /var/lib/gpuman

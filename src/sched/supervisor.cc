@@ -37,6 +37,8 @@ namespace {
 
 volatile sig_atomic_t g_cancel = 0;
 void OnCancel(int) { g_cancel = 1; }
+volatile sig_atomic_t g_gpu_lost = 0;  // SIGUSR1 from the daemon: one of the job's GPUs failed
+void OnGpuLost(int) { g_gpu_lost = 1; }
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -74,6 +76,7 @@ bool WriteAll(int fd, const void* data, size_t n) {
   const model::Job& job = spec.job;
   setpgid(0, 0);
   signal(SIGTERM, SIG_DFL);
+  signal(SIGUSR1, SIG_DFL);
   signal(SIGINT, SIG_DFL);
   signal(SIGPIPE, SIG_DFL);
   sigset_t none;
@@ -122,6 +125,7 @@ bool WriteAll(int fd, const void* data, size_t n) {
 int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std::vector<std::string> extra_env,
                   int grace_ms) {
   signal(SIGTERM, OnCancel);
+  signal(SIGUSR1, OnGpuLost);
   signal(SIGINT, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
@@ -162,13 +166,14 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
   sigset_t term, old;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
+  sigaddset(&term, SIGUSR1);
   sigprocmask(SIG_BLOCK, &term, &old);
   pid_t child = fork();
   if (child == 0) JobMain(spec);
   sigprocmask(SIG_SETMASK, &old, nullptr);
   setpgid(child, child);  // also done by the child; signals below go to the whole group
   int status = 0;
-  bool cancelled = false, timed_out = false, signalled = false;
+  bool cancelled = false, timed_out = false, gpu_lost = false, signalled = false;
   int64_t kill_at = 0;
   while (true) {
     pid_t done = waitpid(child, &status, WNOHANG);
@@ -176,6 +181,12 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
     int64_t now = NowMs();
     if (!signalled && g_cancel) {
       cancelled = true;
+      signalled = true;
+      kill(-child, SIGTERM);
+      kill_at = now + spec.grace_ms;
+    }
+    if (!signalled && g_gpu_lost) {
+      gpu_lost = true;
       signalled = true;
       kill(-child, SIGTERM);
       kill_at = now + spec.grace_ms;
@@ -200,7 +211,15 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
   } else if (WIFSIGNALED(status)) {
     outcome.exit_code = 128 + WTERMSIG(status);
   }
-  if (cancelled) {
+  if (gpu_lost && job.requeue) {
+    final_state = model::JobState::kQueued;  // runs again, on healthy GPUs
+    outcome = store::JobStore::Update{};
+    outcome.clear_run = true;
+    outcome.reason = "requeued: one of its GPUs failed while it ran";
+  } else if (gpu_lost) {
+    final_state = model::JobState::kFailed;
+    outcome.reason = "one of its GPUs failed while it ran";
+  } else if (cancelled) {
     final_state = model::JobState::kCancelled;
     outcome.reason = "cancelled while running";
   } else if (timed_out) {

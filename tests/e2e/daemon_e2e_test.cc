@@ -55,7 +55,7 @@ class DaemonE2E : public ::testing::Test {
       close(fd);
       return ok;
     };
-    for (int i = 0; i < 500 && !answers(); ++i) usleep(20000);
+    for (int i = 0; i < 3000 && !answers(); ++i) usleep(20000);  // up to 60 s on a loaded machine
     ASSERT_TRUE(answers()) << "the daemon did not come up";
   }
   void StopDaemon(int sig) {
@@ -81,7 +81,7 @@ class DaemonE2E : public ::testing::Test {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return r.exit_code == 0 ? json::parse(r.out) : json();
   }
-  bool WaitForState(int64_t id, const std::string& state, int ms = 20000) {
+  bool WaitForState(int64_t id, const std::string& state, int ms = 60000) {
     for (int waited = 0; waited < ms; waited += 50) {
       if (Show(id)["state"] == state) return true;
       usleep(50000);
@@ -242,6 +242,37 @@ TEST_F(DaemonE2E, RunGoesThroughTheDaemon) {
   EXPECT_TRUE(WaitForState(job, "succeeded")) << "the job starts when the run gives its GPUs back";
   auto after = Gpuman({"--simulate", scenario_, "leases", "--json"});
   EXPECT_TRUE(json::parse(after.out)["leases"].empty());
+}
+
+// A GPU is lost while jobs run on it: the plain job fails, the --requeue one runs again on
+// healthy GPUs; the lost GPU is never handed out again.
+TEST_F(DaemonE2E, GpuLostWhileJobsRun) {
+  int64_t plain = Submit({"-n", "4", "--", "sleep", "30"});
+  int64_t again = Submit({"-n", "4", "--requeue", "--", "sleep", "30"});
+  ASSERT_TRUE(WaitForState(plain, "running"));
+  ASSERT_TRUE(WaitForState(again, "running"));
+  std::string lost_plain = Show(plain)["gpu_uuids"][0], lost_again = Show(again)["gpu_uuids"][0];
+  std::ifstream in(scenario_);
+  json s = json::parse(in);
+  for (auto& g : s["gpus"]) {
+    if (g["uuid"] == lost_plain || g["uuid"] == lost_again) g["lost"] = true;
+  }
+  std::string staged = dir_.Join("staged.json");
+  std::ofstream(staged) << s.dump(2);
+  ASSERT_EQ(std::rename(staged.c_str(), scenario_.c_str()), 0);
+
+  ASSERT_TRUE(WaitForState(plain, "failed"));
+  EXPECT_NE(Show(plain)["reason"].get<std::string>().find("GPUs failed"), std::string::npos) << Show(plain).dump();
+  // Requeued, then started again (6 healthy GPUs left) without the lost one.
+  bool restarted = false;
+  for (int i = 0; i < 200 && !restarted; ++i) {
+    json j = Show(again);
+    restarted = j["state"] == "running" && std::find(j["gpu_uuids"].begin(), j["gpu_uuids"].end(), lost_again) == j["gpu_uuids"].end() &&
+                std::find(j["gpu_uuids"].begin(), j["gpu_uuids"].end(), lost_plain) == j["gpu_uuids"].end();
+    if (!restarted) usleep(50000);
+  }
+  EXPECT_TRUE(restarted) << Show(again).dump();
+  EXPECT_EQ(Gpuman({"cancel", std::to_string(again)}).exit_code, 0);
 }
 
 TEST_F(DaemonE2E, SecondDaemonOnTheSameSocketIsRefused) {
