@@ -171,6 +171,11 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
   pid_t child = fork();
   if (child == 0) JobMain(spec);
   sigprocmask(SIG_SETMASK, &old, nullptr);
+  // SIGCHLD stays blocked so the wait below wakes the moment the job exits.
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, nullptr);
   setpgid(child, child);  // also done by the child; signals below go to the whole group
   int status = 0;
   bool cancelled = false, timed_out = false, gpu_lost = false, signalled = false;
@@ -199,7 +204,8 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
     }
     if (signalled && now >= kill_at) kill(-child, SIGKILL);
     timespec ts{0, 20 * 1000 * 1000};
-    nanosleep(&ts, nullptr);
+    siginfo_t info;
+    sigtimedwait(&chld, &info, &ts);  // SIGCHLD, or 20 ms to look at cancel/time limit again
   }
   kill(-child, SIGKILL);  // what is left of the job's process group ends with it
   const int64_t ended = NowMs();
