@@ -18,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.h"
 #include "cli/daemon_client.h"
 
 using gpuman::cli::DaemonClient;
@@ -56,11 +57,7 @@ int main(int argc, char** argv) {
   }
   char tmpl[] = "/tmp/gpuman-daemon-bench-XXXXXX";
   std::string dir = mkdtemp(tmpl);
-  std::ifstream in(std::string(GPUMAN_BENCH_SCENARIO_DIR) + "/h100-8.json");
-  nlohmann::json scenario = nlohmann::json::parse(in);
-  for (auto& g : scenario["gpus"]) g["processes"] = nlohmann::json::array();
-  std::string scenario_path = dir + "/idle.json";
-  std::ofstream(scenario_path) << scenario.dump();
+  std::string scenario_path = gpuman::bench::IdleScenario(GPUMAN_BENCH_SCENARIO_DIR, "h100-8", dir);
   std::string socket = dir + "/gpuman.sock";
 
   pid_t daemon = fork();

@@ -13,36 +13,10 @@
 #include <string>
 #include <vector>
 
-namespace {
+#include "bench_util.h"
 
-double RunOnceMs(const std::vector<std::string>& argv) {
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  auto start = std::chrono::steady_clock::now();
-  pid_t pid = fork();
-  if (pid == 0) {
-    int devnull = open("/dev/null", O_WRONLY);
-    dup2(devnull, 1);
-    execv(args[0], args.data());
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    std::fprintf(stderr, "status_bench: %s failed (status %d)\n", argv[0].c_str(), status);
-    std::exit(1);
-  }
-  return ms;
-}
-
-double Median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-}  // namespace
+using gpuman::bench::Median;
+using gpuman::bench::RunOnceMs;
 
 int main(int argc, char** argv) {
   int runs = 51;

@@ -1,0 +1,59 @@
+// Helpers shared by the benchmark programs: timing a command as a whole process, medians,
+// and an idle copy of a shipped scenario in a temp directory. Header-only.
+#pragma once
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace gpuman::bench {
+
+/// Runs argv (PATH lookup) with stdout to /dev/null; milliseconds of wall time. Exits the
+/// benchmark if the command fails: a figure for a failing command would be meaningless.
+inline double RunOnceMs(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  auto start = std::chrono::steady_clock::now();
+  pid_t pid = fork();
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "bench: %s failed (status %d)\n", argv[0].c_str(), status);
+    std::exit(1);
+  }
+  return ms;
+}
+
+inline double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+/// Writes <dir>/idle.json: the shipped scenario `name` with every process removed.
+inline std::string IdleScenario(const std::string& scenario_dir, const std::string& name, const std::string& dir) {
+  std::ifstream in(scenario_dir + "/" + name + ".json");
+  nlohmann::json scenario = nlohmann::json::parse(in);
+  for (auto& g : scenario["gpus"]) g["processes"] = nlohmann::json::array();
+  std::string path = dir + "/idle.json";
+  std::ofstream(path) << scenario.dump();
+  return path;
+}
+
+}  // namespace gpuman::bench
