@@ -111,22 +111,12 @@ Result<Acquired> AcquireThroughDaemon(Context& ctx, DaemonClient& daemon, const 
     auto req = BuildSelectionRequest(args, *snap, ctx.env().vars);
     if (!req) return req.error();
     protocol::AcquireArgs a;
-    a.request.count = req->count;
-    a.request.gpus = req->gpus;
-    if (req->allowed) {
-      // The enclosing allocation: only its GPUs, expressed as an exclusion list.
-      for (const auto& g : snap->gpus) {
-        if (g.uuid && std::find(req->allowed->begin(), req->allowed->end(), *g.uuid) == req->allowed->end()) {
-          a.request.exclude.push_back(*g.uuid);
-        }
-      }
+    std::vector<std::string> machine;
+    for (const auto& g : snap->gpus) {
+      if (g.uuid) machine.push_back(*g.uuid);
     }
-    a.request.min_free_memory_bytes = req->min_free_memory_bytes;
-    a.request.max_utilization_percent = req->max_utilization_percent;
-    a.request.model = req->model;
-    a.request.min_compute_capability = req->min_compute_capability;
-    a.request.exclude.insert(a.request.exclude.end(), req->exclude.begin(), req->exclude.end());
-    a.request.allow_shared = req->allow_shared;
+    // The enclosing allocation (Slurm, container, outer CUDA_VISIBLE_DEVICES) travels as exclusions.
+    a.request = policy::ToGpuRequest(*req, machine);
     a.command = draft.command;
     a.pid = draft.processes.front().pid;
     a.start_time_ticks = draft.processes.front().start_time_ticks;

@@ -561,15 +561,7 @@ Reply Daemon::Handle(const Peer& peer, const protocol::Request& request) {
       if (!snap) return fail(snap.error());
       if (topology_) snap->topology = topology_;
       else topology_ = snap->topology;
-      policy::SelectionRequest req;
-      req.count = a.request.count;
-      req.gpus = a.request.gpus;
-      req.min_free_memory_bytes = a.request.min_free_memory_bytes;
-      req.max_utilization_percent = a.request.max_utilization_percent;
-      req.model = a.request.model;
-      req.min_compute_capability = a.request.min_compute_capability;
-      req.exclude = a.request.exclude;
-      req.allow_shared = a.request.allow_shared;
+      policy::SelectionRequest req = policy::FromGpuRequest(a.request);
       if (auto drained = jobs_->Drained()) {
         for (const auto& [uuid, why] : *drained) {
           bool present = std::any_of(snap->gpus.begin(), snap->gpus.end(), [&](const auto& g) { return g.uuid == uuid; });

@@ -406,4 +406,37 @@ Result<Selection> Select(const model::MachineSnapshot& snap,
   return selection;
 }
 
+SelectionRequest FromGpuRequest(const model::GpuRequest& request) {
+  SelectionRequest req;
+  req.count = request.count;
+  req.gpus = request.gpus;
+  req.min_free_memory_bytes = request.min_free_memory_bytes;
+  req.max_utilization_percent = request.max_utilization_percent;
+  req.model = request.model;
+  req.min_compute_capability = request.min_compute_capability;
+  req.exclude = request.exclude;
+  req.allow_shared = request.allow_shared;
+  return req;
+}
+
+model::GpuRequest ToGpuRequest(const SelectionRequest& request, const std::vector<std::string>& machine_uuids) {
+  model::GpuRequest out;
+  out.count = request.count;
+  out.gpus = request.gpus;
+  out.min_free_memory_bytes = request.min_free_memory_bytes;
+  out.max_utilization_percent = request.max_utilization_percent;
+  out.model = request.model;
+  out.min_compute_capability = request.min_compute_capability;
+  out.exclude = request.exclude;
+  out.allow_shared = request.allow_shared;
+  if (request.allowed) {
+    for (const auto& uuid : machine_uuids) {
+      bool allowed = std::find(request.allowed->begin(), request.allowed->end(), uuid) != request.allowed->end();
+      bool excluded = std::find(out.exclude.begin(), out.exclude.end(), uuid) != out.exclude.end();
+      if (!allowed && !excluded) out.exclude.push_back(uuid);
+    }
+  }
+  return out;
+}
+
 }  // namespace gpuman::policy

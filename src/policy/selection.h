@@ -11,6 +11,7 @@
 
 #include "base/result.h"
 #include "model/device_snapshot.h"
+#include "model/job.h"
 #include "model/lease.h"
 
 namespace gpuman::policy {
@@ -29,6 +30,12 @@ struct SelectionRequest {
   /// UUIDs. UUIDs that are not on this machine are ignored.
   std::optional<std::vector<std::string>> allowed;
 };
+
+/// The request as data on the wire and in the job store (model::GpuRequest) and back.
+/// `allowed` has no GpuRequest field: ToGpuRequest folds it into `exclude` using `gpus`,
+/// the UUIDs of the machine's GPUs.
+SelectionRequest FromGpuRequest(const model::GpuRequest& request);
+model::GpuRequest ToGpuRequest(const SelectionRequest& request, const std::vector<std::string>& machine_uuids);
 
 /// One GPU's answer: eligible, or every reason why not ("leased to bob (lease 12)",
 /// "2 foreign processes: pid 4242 (alice), pid 4243", "utilization 97% > 50%").

@@ -679,3 +679,34 @@ TEST(SelectionLargeTest, Synthetic512WithoutTopology) {
 
 }  // namespace
 }  // namespace gpuman::policy
+
+namespace gpuman::policy {
+namespace {
+
+TEST(GpuRequestConversionTest, RoundTripsAndFoldsTheAllocationIntoExclusions) {
+  SelectionRequest req;
+  req.count = 2;
+  req.gpus = std::vector<std::string>{"GPU-a", "GPU-b", "GPU-c"};
+  req.min_free_memory_bytes = 1 << 30;
+  req.max_utilization_percent = 10;
+  req.model = "A100";
+  req.min_compute_capability = "8.0";
+  req.exclude = {"GPU-d"};
+  req.allow_shared = true;
+  req.allowed = std::vector<std::string>{"GPU-a", "GPU-b"};
+  model::GpuRequest wire = ToGpuRequest(req, {"GPU-a", "GPU-b", "GPU-c", "GPU-d"});
+  EXPECT_EQ(wire.exclude, (std::vector<std::string>{"GPU-d", "GPU-c"}));
+  SelectionRequest back = FromGpuRequest(wire);
+  EXPECT_EQ(back.count, 2);
+  EXPECT_EQ(back.gpus, req.gpus);
+  EXPECT_EQ(back.min_free_memory_bytes, req.min_free_memory_bytes);
+  EXPECT_EQ(back.max_utilization_percent, 10);
+  EXPECT_EQ(back.model, "A100");
+  EXPECT_EQ(back.min_compute_capability, "8.0");
+  EXPECT_TRUE(back.allow_shared);
+  EXPECT_FALSE(back.allowed.has_value());
+  EXPECT_EQ(back.exclude, wire.exclude);
+}
+
+}  // namespace
+}  // namespace gpuman::policy
