@@ -19,6 +19,15 @@ std::vector<std::string> Split(std::string_view text, char sep) {
   }
 }
 
+std::string Join(const std::vector<std::string>& items, std::string_view sep) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (i > 0) out += sep;
+    out += items[i];
+  }
+  return out;
+}
+
 std::string_view Trim(std::string_view text) {
   const char* kSpace = " \t\r\n\v\f";
   size_t b = text.find_first_not_of(kSpace);

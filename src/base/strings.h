@@ -11,6 +11,8 @@ namespace gpuman {
 
 /// Splits on `sep`, keeping empty fields ("a,,b" -> {"a","","b"}).
 std::vector<std::string> Split(std::string_view text, char sep);
+/// Joins with `sep` between items ({"a", "", "b"}, "," -> "a,,b").
+std::string Join(const std::vector<std::string>& items, std::string_view sep);
 /// Removes ASCII whitespace at both ends.
 std::string_view Trim(std::string_view text);
 /// Parses a whole decimal integer; nullopt on any junk, sign or overflow.

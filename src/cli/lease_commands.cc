@@ -25,12 +25,6 @@ int Fail(Context& ctx, const Error& error) {
   return ExitCodeFor(error.code);
 }
 
-std::string Join(const std::vector<std::string>& items, const std::string& sep) {
-  std::string out;
-  for (const auto& item : items) out += (out.empty() ? "" : sep) + item;
-  return out;
-}
-
 }  // namespace
 
 Result<std::optional<int64_t>> ParseWait(const std::optional<std::string>& wait) {

@@ -1,3 +1,4 @@
+#include "base/strings.h"
 #include "cli/queue_commands.h"
 
 #include <grp.h>
@@ -33,12 +34,6 @@ class NoGpus final : public devices::DeviceSource {
 int Fail(Context& ctx, const Error& e) {
   ctx.err() << "gpuman: error: " << e.message << "\n";
   return ExitCodeFor(e.code);
-}
-
-std::string Join(const std::vector<std::string>& items, const std::string& sep) {
-  std::string out;
-  for (const auto& i : items) out += (out.empty() ? "" : sep) + i;
-  return out;
 }
 
 int RunDaemon(const QueueArgs& args, Context& ctx) {

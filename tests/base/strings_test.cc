@@ -13,6 +13,14 @@ TEST(SplitTest, KeepsEmptyFields) {
   EXPECT_EQ(Split("x", ','), (std::vector<std::string>{"x"}));
 }
 
+TEST(JoinTest, KeepsEmptyItems) {
+  EXPECT_EQ(Join({}, ","), "");
+  EXPECT_EQ(Join({"a"}, ","), "a");
+  EXPECT_EQ(Join({"", "a"}, " "), " a");
+  EXPECT_EQ(Join({"a", "", "b"}, ","), "a,,b");
+  EXPECT_EQ(Join(Split("x,,y", ','), ","), "x,,y");
+}
+
 TEST(ParseIntTest, RejectsJunk) {
   struct Case {
     const char* text;
