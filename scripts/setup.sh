@@ -11,6 +11,9 @@ PACKAGES=(
   libsqlite3-dev nlohmann-json3-dev libcli11-dev libfmt-dev libncurses-dev
   libcpp-httplib-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  # test tools: `gpuman top` runs under tmux, /metrics is scraped by a real Prometheus,
+  # `gpuman report --html` is rendered by headless Chromium
+  tmux prometheus chromium fonts-dejavu-core
 )
 
 missing=()

@@ -14,11 +14,13 @@
 #include "cli/context.h"
 #include "cli/exit_codes.h"
 #include "cli/simulation.h"
+#include "cli/health_command.h"
 #include "cli/inspect_commands.h"
 #include "cli/lease_commands.h"
 #include "cli/queue_commands.h"
 #include "cli/run_command.h"
 #include "cli/status_command.h"
+#include "cli/top_command.h"
 #include "sched/supervisor.h"
 
 #ifndef GPUMAN_VERSION
@@ -75,6 +77,8 @@ int RunGpuman(int argc, char** argv) {
 
   StatusArgs status_args;
   CLI::App* status = AddStatusCommand(app, status_args);
+  TopArgs top_args;
+  CLI::App* top = AddTopCommand(app, top_args);
   SelectArgs select_args;
   CLI::App* select = AddSelectCommand(app, select_args);
   RunArgs run_args;
@@ -87,6 +91,8 @@ int RunGpuman(int argc, char** argv) {
   CLI::App* topo = AddTopoCommand(app, topo_args);
   ExplainArgs explain_args;
   CLI::App* explain = AddExplainCommand(app, explain_args);
+  HealthArgs health_args;
+  CLI::App* health = AddHealthCommand(app, health_args);
   QueueArgs queue_args;
   std::vector<CLI::App*> queue_commands = AddQueueCommands(app, queue_args);
   CLI::App* scenarios = app.add_subcommand("scenarios", "List the simulated nodes usable with --simulate");
@@ -143,12 +149,14 @@ int RunGpuman(int argc, char** argv) {
 
   Context ctx(std::move(env), std::move(*config), std::move(sim), std::cout, std::cerr);
   if (*status) return RunStatus(status_args, ctx);
+  if (*top) return RunTop(top_args, ctx);
   if (*select) return RunSelect(select_args, ctx);
   if (*run) return RunRun(run_args, ctx);
   if (*leases) return RunLeases(leases_args, ctx);
   if (*release) return RunRelease(release_args, ctx);
   if (*topo) return RunTopo(topo_args, ctx);
   if (*explain) return RunExplain(explain_args, ctx);
+  if (*health) return RunHealth(health_args, ctx);
   for (CLI::App* cmd : queue_commands) {
     if (*cmd) return RunQueueCommand(cmd->get_name(), queue_args, ctx);
   }

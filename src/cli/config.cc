@@ -42,12 +42,13 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
                      "config " + origin + ":" + std::to_string(where.line) + ":" +
                          std::to_string(where.column) + ": " + std::string(err.description()));
   }
-  static const std::set<std::string> kKnown = {"nvml_library", "daemon"};
+  static const std::set<std::string> kKnown = {"nvml_library", "kernel_log", "daemon", "health", "idle", "alert"};
   for (const auto& [key, value] : table) {
     std::string k(key.str());
     if (!kKnown.count(k)) {
       return MakeError(ErrorCode::kInvalidArgument,
-                       "config " + origin + ": unknown key '" + k + "' (known: nvml_library, [daemon])");
+                       "config " + origin + ": unknown key '" + k +
+                           "' (known: nvml_library, kernel_log, [daemon], [health], [idle], [[alert]])");
     }
   }
   if (auto* node = table.get("daemon")) {
@@ -79,10 +80,71 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
           if (!v || *v < 0) return bad("user_limits." + std::string(user.str()) + " must be a number >= 0");
           config.daemon.user_max_gpus[std::string(user.str())] = static_cast<int>(*v);
         }
+      } else if (k == "metrics") {
+        auto v = value.value<std::string>();
+        if (!v || v->empty()) return bad("metrics must be an address such as \"127.0.0.1:9400\"");
+        config.daemon.metrics = *v;
+      } else if (k == "sample_interval" || k == "history_fine_keep" || k == "history_coarse_keep") {
+        auto v = value.value<std::string>();
+        auto ms = v ? ParseDurationMs(*v) : Result<int64_t>(MakeError(ErrorCode::kInvalidArgument, "not a string"));
+        if (!ms || *ms <= 0) return bad(k + " must be a duration such as \"1s\" or \"31d\"");
+        if (k == "sample_interval") {
+          if (*ms < 100) return bad("sample_interval must be at least 100ms");
+          config.daemon.sample_interval_ms = *ms;
+        } else if (k == "history_fine_keep") {
+          config.daemon.history_fine_keep_ms = *ms;
+        } else {
+          config.daemon.history_coarse_keep_ms = *ms;
+        }
       } else {
-        return bad("unknown key '" + k + "' (known: admin_group, default_time_limit, max_gpus_per_user, user_limits)");
+        return bad("unknown key '" + k +
+                   "' (known: admin_group, default_time_limit, max_gpus_per_user, user_limits, metrics, "
+                   "sample_interval, history_fine_keep, history_coarse_keep)");
       }
     }
+  }
+  if (auto* node = table.get("health")) {
+    auto* h = node->as_table();
+    if (!h) return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": health must be a table");
+    auto bad = [&](const std::string& what) {
+      return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": health." + what);
+    };
+    for (const auto& [key, value] : *h) {
+      std::string k(key.str());
+      if (k == "drain_on_fatal") {
+        auto v = value.value<bool>();
+        if (!v) return bad("drain_on_fatal must be true or false");
+        config.health.drain_on_fatal = *v;
+      } else if (k == "recheck_after" || k == "xid_window") {
+        auto v = value.value<std::string>();
+        auto ms = v ? ParseDurationMs(*v) : Result<int64_t>(MakeError(ErrorCode::kInvalidArgument, "not a string"));
+        if (!ms || *ms < 0) return bad(k + " must be a duration such as \"10m\"");
+        (k == "recheck_after" ? config.health.recheck_after_ms : config.health.xid_window_ms) = *ms;
+      } else {
+        return bad("unknown key '" + k + "' (known: drain_on_fatal, recheck_after, xid_window)");
+      }
+    }
+  }
+  if (auto* node = table.get("idle")) {
+    auto* t = node->as_table();
+    if (!t) return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": idle must be a table");
+    auto idle = monitor::ParseIdlePolicy(*t, origin);
+    if (!idle) return idle.error();
+    config.idle = *idle;
+  }
+  if (auto* node = table.get("alert")) {
+    auto* a = node->as_array();
+    if (!a) return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": alert must be an array of tables ([[alert]])");
+    auto rules = monitor::ParseAlertRules(*a, origin);
+    if (!rules) return rules.error();
+    config.alerts = std::move(*rules);
+  }
+  if (auto* node = table.get("kernel_log")) {
+    auto value = node->value<std::string>();
+    if (!value || value->empty()) {
+      return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": kernel_log must be a path");
+    }
+    config.kernel_log = *value;
   }
   if (auto* node = table.get("nvml_library")) {
     auto value = node->value<std::string>();
@@ -132,6 +194,7 @@ Result<Config> LoadConfig(const Environment& env, const std::optional<std::strin
     }
   }
   if (auto lib = env.Get("GPUMAN_NVML_LIBRARY"); lib && !lib->empty()) config.nvml_library = *lib;
+  if (auto log = env.Get("GPUMAN_KERNEL_LOG"); log && !log->empty()) config.kernel_log = *log;
   return config;
 }
 

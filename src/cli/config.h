@@ -8,6 +8,9 @@
 #include <string>
 
 #include "base/result.h"
+#include "health/watch.h"
+#include "monitor/alerts.h"
+#include "monitor/idle.h"
 
 namespace gpuman::cli {
 
@@ -17,12 +20,20 @@ struct DaemonConfig {
   std::optional<int64_t> default_time_limit_ms;  // "24h" in the file
   std::optional<int> max_gpus_per_user;          // for everyone without an entry below
   std::map<std::string, int> user_max_gpus;      // [daemon.user_limits] alice = 2
+  std::optional<std::string> metrics;            // Prometheus /metrics address; off when unset
+  int64_t sample_interval_ms = 1000;             // collector period ("1s")
+  int64_t history_fine_keep_ms = 3600LL * 1000;  // 1 s samples kept this long
+  int64_t history_coarse_keep_ms = 31LL * 24 * 3600 * 1000;  // 1 min means kept this long
 };
 
 struct Config {
   std::string nvml_library = "libnvidia-ml.so.1";
+  std::string kernel_log = "/dev/kmsg";  // where Xid lines are read from ($GPUMAN_KERNEL_LOG)
   std::string config_path;  // the file that was read, "" if none
   DaemonConfig daemon;
+  health::HealthPolicy health;  // [health]
+  monitor::IdlePolicy idle;     // [idle]
+  std::vector<monitor::AlertRule> alerts;  // [[alert]]
 };
 
 /// The environment variables gpuman reads, captured once in main.

@@ -29,6 +29,8 @@ class Context {
   /// first use. Errors: kUnavailable when NVML cannot be loaded or initialised.
   Result<devices::DeviceSource*> Devices();
   devices::ProcessInspector& Inspector();
+  /// The NVML library behind Devices(), once that succeeded; else nullptr.
+  const nvml::NvmlLibrary* nvml_library() const { return nvml_.get(); }
 
   /// A connection to the machine's daemon when one answers (first use tries once), else
   /// nullptr: leases then go to the per-user store.

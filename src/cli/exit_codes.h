@@ -13,6 +13,8 @@ enum ExitCode : int {
   kExitNoDriver = 3,      // NVML / driver could not be loaded or initialised
   kExitNotEnoughGpus = 4, // reserved for `select`/`run` (no GPUs fit)
   kExitPermission = 5,    // not allowed
+  kExitUnhealthy = 6,     // `health`: at least one fatal finding
+  kExitHealthWarnings = 7,  // `health`: warnings only
 };
 
 /// The exit code for an error that reached the CLI's edge.

@@ -143,9 +143,11 @@ int RunLeases(const LeasesArgs& args, Context& ctx) {
       }
       json procs = json::array();
       for (const auto& p : l.processes) procs.push_back({{"pid", p.pid}, {"start_time_ticks", p.start_time_ticks}});
-      list.push_back({{"id", l.id}, {"uid", l.uid}, {"user", l.user}, {"kind", l.kind}, {"command", l.command},
-                      {"created", render::FormatIsoUtcMillis(l.created_unix_ms)},
-                      {"created_unix_ms", l.created_unix_ms}, {"gpus", gpus}, {"processes", procs}});
+      json entry = {{"id", l.id}, {"uid", l.uid}, {"user", l.user}, {"kind", l.kind}, {"command", l.command},
+                    {"created", render::FormatIsoUtcMillis(l.created_unix_ms)},
+                    {"created_unix_ms", l.created_unix_ms}, {"gpus", gpus}, {"processes", procs},
+                    {"idle_since_unix_ms", l.idle_since_unix_ms ? json(*l.idle_since_unix_ms) : json(nullptr)}};
+      list.push_back(std::move(entry));
     }
     ctx.out() << json{{"schema_version", 1}, {"leases", list}}.dump(2) << "\n";
     return kExitOk;
@@ -156,7 +158,7 @@ int RunLeases(const LeasesArgs& args, Context& ctx) {
   }
   ctx.out() << render::PadLeft("ID", 5) << "  " << render::PadRight("USER", 10) << "  "
             << render::PadRight("GPUS", 14) << "  " << render::PadRight("AGE", 8) << "  "
-            << render::PadRight("KIND", 6) << "  COMMAND\n";
+            << render::PadRight("KIND", 6) << "  " << render::PadRight("IDLE", 8) << "  COMMAND\n";
   for (const auto& l : *live) {
     std::vector<std::string> gpus;
     for (const auto& u : l.gpu_uuids) {
@@ -165,7 +167,9 @@ int RunLeases(const LeasesArgs& args, Context& ctx) {
     std::string line = render::PadLeft(std::to_string(l.id), 5) + "  " + render::PadRight(render::TruncateToWidth(l.user, 10), 10) +
                        "  " + render::PadRight(Join(gpus, ","), 14) + "  " +
                        render::PadRight(FormatDurationMs(now - l.created_unix_ms), 8) + "  " +
-                       render::PadRight(l.kind, 6) + "  " + l.command;
+                       render::PadRight(l.kind, 6) + "  " +
+                       render::PadRight(l.idle_since_unix_ms ? FormatDurationMs(now - *l.idle_since_unix_ms) : "-", 8) +
+                       "  " + l.command;
     ctx.out() << render::TruncateToWidth(line, std::max(80, ctx.Terminal(true).width)) << "\n";
   }
   return kExitOk;

@@ -14,6 +14,7 @@
 #include "base/duration.h"
 #include "cli/daemon_client.h"
 #include "cli/exit_codes.h"
+#include "nvml/nvml_event_source.h"
 #include "daemon/daemon.h"
 #include "policy/byte_size.h"
 #include "protocol/model_json.h"
@@ -63,9 +64,32 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   } else {
     ctx.err() << "gpuman: warning: serving without GPUs: " << devices.error().message << "\n";
   }
+  daemon::CollectorOptions& mon = options.monitor;
+  mon.sample_interval_ms = dc.sample_interval_ms;
+  mon.kernel_log = ctx.config().kernel_log;
+  mon.health = ctx.config().health;
+  mon.idle = ctx.config().idle;
+  mon.alerts = ctx.config().alerts;
+  mon.metrics_address = dc.metrics;
+  if (args.metrics) mon.metrics_address = args.metrics->empty() ? std::string("127.0.0.1:9400") : *args.metrics;
+  mon.history_path = options.state_dir + "/history.db";
+  mon.retention.fine_keep_ms = dc.history_fine_keep_ms;
+  mon.retention.coarse_keep_ms = dc.history_coarse_keep_ms;
+  mon.inspector = &ctx.Inspector();
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) mon.hostname = host;
+  if (const nvml::NvmlLibrary* lib = ctx.nvml_library()) {
+    const Clock& clock = ctx.clock();
+    mon.xid_source_factory = [lib, &clock]() -> Result<std::unique_ptr<devices::XidEventSource>> {
+      auto src = nvml::NvmlXidEventSource::Create(*lib, clock);
+      if (!src) return src.error();
+      return std::unique_ptr<devices::XidEventSource>(std::move(*src));
+    };
+  }
   daemon::Daemon d(options, *source, ctx.clock());
   if (auto started = d.Start(); !started) return Fail(ctx, started.error());
   ctx.err() << "gpuman: daemon serving " << options.socket_path << " (state " << options.state_dir << ")\n";
+  if (mon.metrics_address) ctx.err() << "gpuman: metrics at http://" << *mon.metrics_address << "/metrics\n";
   std::signal(SIGTERM, OnStop);
   std::signal(SIGINT, OnStop);
   std::signal(SIGPIPE, SIG_IGN);
@@ -86,6 +110,9 @@ void PrintJob(Context& ctx, const model::Job& j, bool json) {
   if (j.started_unix_ms) ctx.out() << "  started:   " << render::FormatIsoUtcMillis(*j.started_unix_ms) << "\n";
   if (j.ended_unix_ms) ctx.out() << "  ended:     " << render::FormatIsoUtcMillis(*j.ended_unix_ms) << "\n";
   if (j.exit_code) ctx.out() << "  exit code: " << *j.exit_code << "\n";
+  if (j.idle_since_unix_ms) {
+    ctx.out() << "  idle:      since " << render::FormatIsoUtcMillis(*j.idle_since_unix_ms) << " (its GPUs stay below the idle threshold)\n";
+  }
   if (!j.argv.empty()) ctx.out() << "  command:   " << Join(j.argv, " ") << "\n  cwd:       " << j.cwd << "\n";
 }
 
@@ -96,6 +123,8 @@ std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
   CLI::App* d = app.add_subcommand("daemon", "Serve the machine's job queue and lease table");
   d->add_option("--socket", args.socket, "Socket path (default /run/gpuman/gpuman.sock as root, else $XDG_RUNTIME_DIR/gpuman/gpuman.sock)");
   d->add_option("--state-dir", args.state_dir, "State directory (default /var/lib/gpuman as root, else $XDG_STATE_HOME/gpuman/daemon)");
+  d->add_option("--metrics", args.metrics, "Serve Prometheus metrics at ADDRESS (default 127.0.0.1:9400)")
+      ->expected(0, 1);
   cmds.push_back(d);
 
   CLI::App* submit = app.add_subcommand("submit", "Queue a job: gpuman submit -n 2 -- CMD ARGS...");
@@ -202,6 +231,9 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     for (const auto& j : r->jobs) {
       std::string when = j.reason;
       if (j.state == model::JobState::kRunning && j.started_unix_ms) when = "running " + FormatDurationMs(now - *j.started_unix_ms);
+      if (j.state == model::JobState::kRunning && j.idle_since_unix_ms) {
+        when += ", IDLE " + FormatDurationMs(now - *j.idle_since_unix_ms);
+      }
       if (when.empty() && model::IsFinal(j.state) && j.ended_unix_ms) {
         when = "ended " + FormatDurationMs(now - *j.ended_unix_ms) + " ago";
       }

@@ -20,6 +20,7 @@ struct QueueArgs {
   // daemon
   std::optional<std::string> socket;
   std::optional<std::string> state_dir;
+  std::optional<std::string> metrics;  // daemon --metrics [ADDRESS]; "" = the default address
   // submit
   SelectionArgs selection;
   std::string name;

@@ -168,6 +168,8 @@ Status Daemon::Start() {
     inotify_add_watch(inotify_fd_, options_.state_dir.c_str(), IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO);
   }
   Reconcile();
+  collector_ = std::make_unique<Collector>(options_.monitor, devices_, *jobs_, *leases_, clock_);
+  if (auto started = collector_->Start(); !started) return started.error();
   return {};
 }
 
@@ -256,7 +258,9 @@ Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& g
   with_lease.supervisor_pid = holder->pid;
   with_lease.supervisor_start_ticks = holder->start_time_ticks;
   (void)jobs_->Transition(job.id, model::JobState::kStarting, model::JobState::kStarting, with_lease);
-  return (*pending)->Go(lease->id);
+  Status go = (*pending)->Go(lease->id);
+  if (go && collector_) collector_->OnJobStarted(*starting, clock_.NowUnixMs());
+  return go;
 }
 
 void Daemon::WatchRunningJobs() {
@@ -422,6 +426,7 @@ Reply Daemon::Handle(const Peer& peer, const protocol::Request& request) {
       if (!jobs) return fail(jobs.error());
       protocol::QueueResult result;
       for (auto& j : *jobs) result.jobs.push_back(WithWaitInfo(std::move(j)));
+      if (collector_) collector_->Annotate(result.jobs);
       return MakeReply(id, result);
     }
     case protocol::Op::kShow: {
@@ -429,6 +434,11 @@ Reply Daemon::Handle(const Peer& peer, const protocol::Request& request) {
       if (!job) return fail(job.error());
       protocol::ShowResult result;
       result.job = WithWaitInfo(*job);
+      if (collector_) {
+        std::vector<model::Job> one{result.job};
+        collector_->Annotate(one);
+        result.job = std::move(one[0]);
+      }
       result.include_private = MayActOn(peer, *job);
       return MakeReply(id, result);
     }
@@ -536,6 +546,7 @@ Reply Daemon::Handle(const Peer& peer, const protocol::Request& request) {
     case protocol::Op::kLeases: {
       auto live = leases_->List(store::ProcLivenessCheck());
       if (!live) return fail(live.error());
+      if (collector_) collector_->Annotate(*live);
       return MakeReply(id, protocol::LeasesResult{*live});
     }
     case protocol::Op::kRelease: {
@@ -599,6 +610,11 @@ Reply Daemon::Handle(const Peer& peer, const protocol::Request& request) {
       }
       if (auto r = leases_->AddProcesses(a.lease_id, a.processes); !r) return fail(r.error());
       return MakeReply(id, protocol::EmptyResult{});
+    }
+    case protocol::Op::kHealth: {
+      protocol::HealthResult result;
+      if (collector_) result.report = collector_->HealthJson();
+      return MakeReply(id, result);
     }
     case protocol::Op::kStatus: {
       protocol::StatusResult result;
@@ -698,12 +714,15 @@ int Daemon::Run(const volatile std::sig_atomic_t* stop) {
     std::vector<pollfd> fds;
     fds.push_back({listen_fd_, POLLIN, 0});
     if (inotify_fd_ >= 0) fds.push_back({inotify_fd_, POLLIN, 0});
+    const int wake_fd = collector_ ? collector_->wake_fd() : -1;
+    if (wake_fd >= 0) fds.push_back({wake_fd, POLLIN, 0});
     for (auto& [fd, c] : clients_) {
       short events = POLLIN;
       if (!c->out.empty()) events |= POLLOUT;
       fds.push_back({fd, events, 0});
     }
     int timeout = dirty_ ? 0 : 500;
+    if (collector_) timeout = static_cast<int>(std::min<int64_t>(timeout, collector_->MsUntilDue(clock_.NowUnixMs())));
     int ready = poll(fds.data(), fds.size(), timeout);
     if (ready < 0 && errno != EINTR) break;
     const int64_t now = clock_.NowUnixMs();
@@ -711,6 +730,8 @@ int Daemon::Run(const volatile std::sig_atomic_t* stop) {
       if (p.revents == 0) continue;
       if (p.fd == listen_fd_) {
         AcceptClients();
+      } else if (p.fd == wake_fd) {
+        collector_->DrainWake();  // Xid events: the collector takes them below
       } else if (p.fd == inotify_fd_) {
         char drain[4096];
         while (read(inotify_fd_, drain, sizeof drain) > 0) {
@@ -737,6 +758,7 @@ int Daemon::Run(const volatile std::sig_atomic_t* stop) {
         ++it;
       }
     }
+    if (collector_ && collector_->MsUntilDue(now) == 0 && collector_->Tick(now)) dirty_ = true;
     if (dirty_ || now - last_pass >= 1000) {
       last_pass = now;
       SchedulePass();

@@ -15,6 +15,7 @@
 
 #include "base/clock.h"
 #include "base/result.h"
+#include "daemon/collector.h"
 #include "devices/device_source.h"
 #include "protocol/envelope.h"
 #include "sched/scheduler.h"
@@ -31,6 +32,7 @@ struct DaemonOptions {
   std::optional<uint32_t> admin_gid; // members may act on anyone's jobs and drain GPUs
   sched::SchedulerConfig scheduler;
   int grace_ms = 10000;              // SIGTERM -> SIGKILL for cancelled / over-time jobs
+  CollectorOptions monitor;          // health, idle leases, alerts, history, metrics
 };
 
 /// Who is calling, from SO_PEERCRED (never from the message).
@@ -87,6 +89,7 @@ class Daemon {
   bool dirty_ = true;  // something changed: run a scheduling pass
   std::map<int, std::string> uuid_by_index_;  // last known; a lost GPU may not say its UUID
   std::set<int64_t> told_gpu_lost_;           // jobs whose supervisor got SIGUSR1
+  std::unique_ptr<Collector> collector_;
 };
 
 /// The default socket and state locations: /run/gpuman/gpuman.sock and /var/lib/gpuman

@@ -31,6 +31,10 @@ struct GpuProcess {
   std::optional<std::string> user;
   std::optional<std::string> command;
   std::optional<int64_t> start_time_unix;  // seconds since the epoch
+  // From nvmlDeviceGetProcessUtilization: SM busy % of this process over the last sample
+  // period; absent when NVML does not report it (MIG, old GPUs). A listed process without
+  // a sample in the period has 0.
+  std::optional<int> sm_util_percent;
 };
 
 struct ClockInfo {
@@ -70,6 +74,8 @@ struct DeviceSnapshot {
   std::optional<bool> mig_mode_pending;
   std::optional<int64_t> ecc_volatile_corrected;
   std::optional<int64_t> ecc_volatile_uncorrected;
+  std::optional<int64_t> ecc_aggregate_corrected;    // persist across reboots
+  std::optional<int64_t> ecc_aggregate_uncorrected;
   std::optional<bool> retired_pages_pending;
   std::optional<bool> remapped_rows_pending;
   std::optional<bool> remapped_rows_failure;

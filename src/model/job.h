@@ -67,6 +67,7 @@ struct Job {
   std::optional<int32_t> supervisor_pid;
   std::optional<int64_t> supervisor_start_ticks;
   std::string reason;                      // why it waits / why it failed
+  std::optional<int64_t> idle_since_unix_ms;  // running but idle (daemon's idle watch)
 };
 
 }  // namespace gpuman::model

@@ -26,6 +26,9 @@ struct Lease {
   std::string kind;                    // "run" (gpuman run) or "select" (select --lease)
   int64_t created_unix_ms = 0;
   std::vector<LeaseProcess> processes;
+  /// Set by the daemon's idle watch (never stored with the lease): since when every GPU
+  /// of the lease stayed below the idle threshold; absent when busy or not watched.
+  std::optional<int64_t> idle_since_unix_ms;
 };
 
 }  // namespace gpuman::model

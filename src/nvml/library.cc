@@ -87,6 +87,12 @@ constexpr SymbolSpec kSymbols[] = {
   {Sym::kDeviceGetTopologyCommonAncestor, false, {"nvmlDeviceGetTopologyCommonAncestor", nullptr, nullptr}},
   {Sym::kDeviceGetNvLinkState, false, {"nvmlDeviceGetNvLinkState", nullptr, nullptr}},
   {Sym::kDeviceGetNvLinkRemotePciInfo, false, {"nvmlDeviceGetNvLinkRemotePciInfo_v2", "nvmlDeviceGetNvLinkRemotePciInfo", nullptr}},
+  {Sym::kDeviceGetProcessUtilization, false, {"nvmlDeviceGetProcessUtilization", nullptr, nullptr}},
+  {Sym::kDeviceGetSupportedEventTypes, false, {"nvmlDeviceGetSupportedEventTypes", nullptr, nullptr}},
+  {Sym::kEventSetCreate, false, {"nvmlEventSetCreate", nullptr, nullptr}},
+  {Sym::kDeviceRegisterEvents, false, {"nvmlDeviceRegisterEvents", nullptr, nullptr}},
+  {Sym::kEventSetWait, false, {"nvmlEventSetWait_v2", "nvmlEventSetWait", nullptr}},
+  {Sym::kEventSetFree, false, {"nvmlEventSetFree", nullptr, nullptr}},
 };
 // clang-format on
 static_assert(std::size(kSymbols) == kSymCount, "every Sym has a row in kSymbols");

@@ -30,6 +30,8 @@ enum class Sym : int {
   kDeviceGetCpuAffinity, kDeviceGetMemoryAffinity, kDeviceGetNumaNodeId,
   kDeviceGetComputeRunningProcesses, kDeviceGetGraphicsRunningProcesses,
   kDeviceGetTopologyCommonAncestor, kDeviceGetNvLinkState, kDeviceGetNvLinkRemotePciInfo,
+  kDeviceGetProcessUtilization, kDeviceGetSupportedEventTypes,
+  kEventSetCreate, kDeviceRegisterEvents, kEventSetWait, kEventSetFree,
   kCount,
 };
 inline constexpr size_t kSymCount = static_cast<size_t>(Sym::kCount);

@@ -161,6 +161,36 @@ enum : unsigned long long {
   nvmlClocksEventReasonDisplayClockSetting = 0x100ULL,
 };
 
+// Events (Linux only). nvmlEventSet_t is opaque; operations on one set are not thread
+// safe, so one thread owns each set (nvml/nvml_event_source.cc).
+typedef struct nvmlEventSet_st* nvmlEventSet_t;
+enum : unsigned long long {
+  nvmlEventTypeSingleBitEccError = 0x1ULL,
+  nvmlEventTypeDoubleBitEccError = 0x2ULL,
+  nvmlEventTypePState = 0x4ULL,
+  nvmlEventTypeXidCriticalError = 0x8ULL,
+  nvmlEventTypeClock = 0x10ULL,
+};
+// nvmlEventData_t as filled by nvmlEventSetWait_v2 (32 bytes). The older nvmlEventSetWait
+// fills only the first three members; gpuman pre-sets the instance ids to 0xFFFFFFFF.
+typedef struct nvmlEventData_st {
+  nvmlDevice_t device;
+  unsigned long long eventType;
+  unsigned long long eventData;  // the Xid; 999 = unknown Xid
+  unsigned int gpuInstanceId;
+  unsigned int computeInstanceId;
+} nvmlEventData_t;
+
+// One per-process utilization sample (nvmlDeviceGetProcessUtilization, 32 bytes).
+typedef struct nvmlProcessUtilizationSample_st {
+  unsigned int pid;
+  unsigned long long timeStamp;  // CPU timestamp in microseconds
+  unsigned int smUtil;
+  unsigned int memUtil;
+  unsigned int encUtil;
+  unsigned int decUtil;
+} nvmlProcessUtilizationSample_t;
+
 // Function pointer types, one per entry point we resolve. Names follow NVML.
 typedef nvmlReturn_t (*nvmlInit_fn)(void);                     // nvmlInit_v2 / nvmlInit
 typedef nvmlReturn_t (*nvmlShutdown_fn)(void);
@@ -199,6 +229,13 @@ typedef nvmlReturn_t (*nvmlDeviceGetNvLinkState_fn)(nvmlDevice_t, unsigned int, 
 typedef nvmlReturn_t (*nvmlDeviceGetNvLinkRemotePciInfo_fn)(nvmlDevice_t, unsigned int,
                                                             nvmlPciInfo_t*);
 
+typedef nvmlReturn_t (*nvmlEventSetCreate_fn)(nvmlEventSet_t*);
+typedef nvmlReturn_t (*nvmlDeviceRegisterEvents_fn)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
+typedef nvmlReturn_t (*nvmlEventSetWait_fn)(nvmlEventSet_t, nvmlEventData_t*, unsigned int);
+typedef nvmlReturn_t (*nvmlEventSetFree_fn)(nvmlEventSet_t);
+typedef nvmlReturn_t (*nvmlDeviceGetProcessUtilization_fn)(nvmlDevice_t, nvmlProcessUtilizationSample_t*,
+                                                           unsigned int*, unsigned long long);
+
 }  // extern "C"
 
 static_assert(sizeof(nvmlPciInfo_t) == 68, "nvmlPciInfo_t layout");
@@ -208,3 +245,7 @@ static_assert(nvmlMemory_v2 == 0x02000028u, "nvmlMemory_v2 version word");
 static_assert(sizeof(nvmlProcessInfo_v1_t) == 16, "v1 process entry is 16 bytes");
 static_assert(sizeof(nvmlProcessInfo_t) == 24, "v2/v3 process entry is 24 bytes");
 static_assert(sizeof(nvmlUtilization_t) == 8, "nvmlUtilization_t layout");
+static_assert(sizeof(nvmlEventData_t) == 32, "nvmlEventData_t layout");
+static_assert(offsetof(nvmlEventData_t, eventData) == 16, "nvmlEventData_t layout");
+static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32, "nvmlProcessUtilizationSample_t layout");
+static_assert(offsetof(nvmlProcessUtilizationSample_t, smUtil) == 16, "sample layout");

@@ -284,6 +284,14 @@ void ReadDevice(const NvmlLibrary& lib, nvmlDevice_t dev, const std::string& sys
                                               NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &ecc)) {
     s.ecc_volatile_uncorrected = static_cast<int64_t>(ecc);
   }
+  if (r.Call<nvmlDeviceGetTotalEccErrors_fn>(Sym::kDeviceGetTotalEccErrors,
+                                              NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_AGGREGATE_ECC, &ecc)) {
+    s.ecc_aggregate_corrected = static_cast<int64_t>(ecc);
+  }
+  if (r.Call<nvmlDeviceGetTotalEccErrors_fn>(Sym::kDeviceGetTotalEccErrors,
+                                              NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_AGGREGATE_ECC, &ecc)) {
+    s.ecc_aggregate_uncorrected = static_cast<int64_t>(ecc);
+  }
   if (r.Call<nvmlDeviceGetEnableState_fn>(Sym::kDeviceGetRetiredPagesPendingStatus, &state)) {
     s.retired_pages_pending = state == NVML_FEATURE_ENABLED;
   }
@@ -314,6 +322,38 @@ void ReadDevice(const NvmlLibrary& lib, nvmlDevice_t dev, const std::string& sys
   if (!s.numa_node && s.pci_bus_id) s.numa_node = ReadSysfsNumaNode(sysfs_root, *s.pci_bus_id);
 
   ReadProcessLists(lib, dev, r, s);
+}
+
+// Per-process SM %: one sample per process that was busy since `*last_seen_us` (NVML keeps
+// a short buffer; 0 averages all of it). NOT_FOUND means no process was busy: every
+// listed process gets 0. Samples above 100 % or for pids not in the list are dropped
+// (nvtop#110). Unsupported (MIG, old GPUs): the field stays unknown.
+void ReadProcessUtilization(const NvmlLibrary& lib, nvmlDevice_t dev, unsigned long long* last_seen_us,
+                            model::DeviceSnapshot& s) {
+  auto fn = lib.Get<nvmlDeviceGetProcessUtilization_fn>(Sym::kDeviceGetProcessUtilization);
+  if (!fn || s.processes.empty() || s.mig_mode_current.value_or(false)) return;
+  unsigned count = 0;
+  nvmlReturn_t rc = fn(dev, nullptr, &count, *last_seen_us);
+  std::vector<nvmlProcessUtilizationSample_t> samples;
+  for (int attempt = 0; attempt < 3 && rc == NVML_ERROR_INSUFFICIENT_SIZE; ++attempt) {
+    samples.assign(count + 4, nvmlProcessUtilizationSample_t{});
+    count = static_cast<unsigned>(samples.size());
+    rc = fn(dev, samples.data(), &count, *last_seen_us);
+  }
+  if (rc == NVML_ERROR_NOT_FOUND || (rc == NVML_SUCCESS && samples.empty())) {
+    for (auto& p : s.processes) p.sm_util_percent = 0;
+    return;
+  }
+  if (rc != NVML_SUCCESS) return;
+  for (auto& p : s.processes) p.sm_util_percent = 0;
+  samples.resize(std::min<size_t>(count, samples.size()));
+  for (const auto& sample : samples) {
+    *last_seen_us = std::max(*last_seen_us, sample.timeStamp);
+    if (sample.smUtil > 100) continue;
+    for (auto& p : s.processes) {
+      if (p.pid == sample.pid) p.sm_util_percent = std::max(*p.sm_util_percent, static_cast<int>(sample.smUtil));
+    }
+  }
 }
 
 model::PcieLevel PcieLevelFromNvml(nvmlGpuTopologyLevel_t level) {
@@ -415,7 +455,10 @@ Result<model::MachineSnapshot> NvmlDeviceSource::Snapshot(const devices::Snapsho
     }
     handles[i] = handle;
     ReadDevice(lib_, handle, sysfs_root_, options.processes_only, dev);
-    if (!options.processes_only) devices::AssessHealth(dev);
+    if (!options.processes_only) {
+      if (dev.uuid) ReadProcessUtilization(lib_, handle, &last_seen_us_[*dev.uuid], dev);
+      devices::AssessHealth(dev);
+    }
   }
   if (options.topology) snap.topology = ReadTopology(lib_, handles, snap.gpus);
   return snap;

@@ -4,6 +4,7 @@
 // still report. Owned by main; call Snapshot() from one thread at a time.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "base/clock.h"
@@ -26,6 +27,7 @@ class NvmlDeviceSource final : public devices::DeviceSource {
   const NvmlLibrary& lib_;
   const Clock& clock_;
   std::string sysfs_root_;
+  std::map<std::string, unsigned long long> last_seen_us_;  // newest process-utilization sample, by UUID
 };
 
 }  // namespace gpuman::nvml

@@ -19,7 +19,8 @@ namespace gpuman::protocol {
 /// One alternative per Op, in the order of Op.
 using RequestArgs =
     std::variant<HelloArgs, SubmitArgs, QueueArgs, ShowArgs, CancelArgs, HoldArgs, ResumeArgs, WaitArgs, LogsArgs,
-                 DrainArgs, UndrainArgs, LeasesArgs, AcquireArgs, AddProcessesArgs, ReleaseArgs, StatusArgs>;
+                 DrainArgs, UndrainArgs, LeasesArgs, AcquireArgs, AddProcessesArgs, ReleaseArgs, StatusArgs,
+                 HealthArgs>;
 
 struct Request {
   int64_t id = 0;  // chosen by the client, echoed in the reply

@@ -19,7 +19,7 @@ constexpr std::pair<Op, const char*> kOpNames[] = {
     {Op::kLogs, "logs"},       {Op::kDrain, "drain"},
     {Op::kUndrain, "undrain"}, {Op::kLeases, "leases"},
     {Op::kAcquire, "acquire"}, {Op::kAddProcesses, "add_processes"},
-    {Op::kRelease, "release"}, {Op::kStatus, "status"},
+    {Op::kRelease, "release"}, {Op::kStatus, "status"}, {Op::kHealth, "health"},
 };
 
 template <typename T>
@@ -191,6 +191,8 @@ json ToJson(const ReleaseArgs& v) { return json{{"lease_id", v.lease_id}}; }
 json ToJson(const EmptyResult&) { return json::object(); }
 json ToJson(const StatusArgs& v) { return v.options.is_object() ? v.options : json::object(); }
 json ToJson(const StatusResult& v) { return v.status.is_object() ? v.status : json::object(); }
+json ToJson(const HealthArgs&) { return json::object(); }
+json ToJson(const HealthResult& v) { return v.report.is_object() ? v.report : json::object(); }
 json ToJson(const WireError& v) { return json{{"code", WireCodeName(v.code)}, {"message", v.message}}; }
 
 // ---- FromJson
@@ -503,6 +505,18 @@ template <>
 Result<StatusResult> FromJson<StatusResult>(const json& j) {
   FieldReader f(j, "result");
   return Done(f, StatusResult{j});
+}
+
+template <>
+Result<HealthArgs> FromJson<HealthArgs>(const json& j) {
+  FieldReader f(j, "args");
+  return Done(f, HealthArgs{});
+}
+
+template <>
+Result<HealthResult> FromJson<HealthResult>(const json& j) {
+  FieldReader f(j, "result");
+  return Done(f, HealthResult{j});
 }
 
 template <>

@@ -42,6 +42,7 @@ enum class Op {
   kAddProcesses,
   kRelease,
   kStatus,
+  kHealth,
 };
 
 /// "hello", "submit", ..., "add_processes", "release", "status".
@@ -187,6 +188,13 @@ struct StatusResult {
   nlohmann::json status = nlohmann::json::object();
 };
 
+// ---- health: the daemon's health report (findings, quarantined GPUs), free-form JSON in
+// the schema of `gpuman health --json` (docs/json.md).
+struct HealthArgs {};
+struct HealthResult {
+  nlohmann::json report = nlohmann::json::object();
+};
+
 // ---- JSON forms. ToJson gives the value of "args" or "result".
 nlohmann::json ToJson(const HelloArgs& v);
 nlohmann::json ToJson(const HelloResult& v);
@@ -216,6 +224,8 @@ nlohmann::json ToJson(const ReleaseArgs& v);
 nlohmann::json ToJson(const EmptyResult& v);
 nlohmann::json ToJson(const StatusArgs& v);
 nlohmann::json ToJson(const StatusResult& v);
+nlohmann::json ToJson(const HealthArgs& v);
+nlohmann::json ToJson(const HealthResult& v);
 nlohmann::json ToJson(const WireError& v);
 
 /// Reads an "args" (paths start with "args") or "result" (paths start with "result")
@@ -281,6 +291,10 @@ template <>
 Result<StatusArgs> FromJson<StatusArgs>(const nlohmann::json& j);
 template <>
 Result<StatusResult> FromJson<StatusResult>(const nlohmann::json& j);
+template <>
+Result<HealthArgs> FromJson<HealthArgs>(const nlohmann::json& j);
+template <>
+Result<HealthResult> FromJson<HealthResult>(const nlohmann::json& j);
 template <>
 Result<WireError> FromJson<WireError>(const nlohmann::json& j);
 

@@ -75,6 +75,7 @@ json JobToJson(const model::Job& job, bool include_private) {
   j["supervisor_pid"] = OrNull(job.supervisor_pid);
   j["supervisor_start_ticks"] = OrNull(job.supervisor_start_ticks);
   j["reason"] = job.reason;
+  if (job.idle_since_unix_ms) j["idle_since_unix_ms"] = *job.idle_since_unix_ms;
   return j;
 }
 
@@ -121,6 +122,7 @@ Result<model::Job> JobFromJson(const json& j, std::string_view path) {
   f.Optional("supervisor_pid", job.supervisor_pid);
   f.Optional("supervisor_start_ticks", job.supervisor_start_ticks);
   f.Optional("reason", job.reason);
+  f.Optional("idle_since_unix_ms", job.idle_since_unix_ms);
   if (!f.ok()) return f.error();
   return job;
 }
@@ -143,7 +145,7 @@ Result<model::LeaseProcess> LeaseProcessFromJson(const json& j, std::string_view
 json LeaseToJson(const model::Lease& lease) {
   json processes = json::array();
   for (const auto& p : lease.processes) processes.push_back(LeaseProcessToJson(p));
-  return json{
+  json j{
       {"id", lease.id},
       {"gpu_uuids", lease.gpu_uuids},
       {"uid", lease.uid},
@@ -153,6 +155,8 @@ json LeaseToJson(const model::Lease& lease) {
       {"created_unix_ms", lease.created_unix_ms},
       {"processes", processes},
   };
+  if (lease.idle_since_unix_ms) j["idle_since_unix_ms"] = *lease.idle_since_unix_ms;
+  return j;
 }
 
 Result<model::Lease> LeaseFromJson(const json& j, std::string_view path) {
@@ -165,6 +169,7 @@ Result<model::Lease> LeaseFromJson(const json& j, std::string_view path) {
   f.Optional("command", lease.command);
   f.Optional("kind", lease.kind);
   f.Optional("created_unix_ms", lease.created_unix_ms);
+  f.Optional("idle_since_unix_ms", lease.idle_since_unix_ms);
   if (const json* procs = f.Find("processes")) {
     if (!procs->is_array()) {
       f.Fail("processes", "expected array of objects");
@@ -182,6 +187,79 @@ Result<model::Lease> LeaseFromJson(const json& j, std::string_view path) {
   }
   if (!f.ok()) return f.error();
   return lease;
+}
+
+json FindingToJson(const model::Finding& f) {
+  return json{
+      {"code", f.code},
+      {"severity", model::SeverityName(f.severity)},
+      {"gpu_uuid", f.gpu_uuid.empty() ? json(nullptr) : json(f.gpu_uuid)},
+      {"gpu_index", OrNull(f.gpu_index)},
+      {"message", f.message},
+      {"xid", OrNull(f.xid)},
+      {"count", f.count},
+      {"first_seen_unix_ms", OrNull(f.first_seen_unix_ms)},
+      {"last_seen_unix_ms", OrNull(f.last_seen_unix_ms)},
+      {"source", f.source},
+  };
+}
+
+json HealthReportToJson(const model::HealthReport& report) {
+  json findings = json::array();
+  for (const auto& f : report.findings) findings.push_back(FindingToJson(f));
+  int fatal = 0, warning = 0;
+  for (const auto& f : report.findings) (f.severity == model::Severity::kFatal ? fatal : warning)++;
+  return json{
+      {"taken_at_unix_ms", report.taken_at_unix_ms},
+      {"healthy", fatal == 0},
+      {"fatal", fatal},
+      {"warnings", warning},
+      {"findings", findings},
+      {"quarantined", report.quarantined},
+      {"xid_sources", report.xid_sources},
+      {"notes", report.notes},
+  };
+}
+
+Result<model::HealthReport> HealthReportFromJson(const json& j, std::string_view path) {
+  model::HealthReport report;
+  FieldReader f(j, std::string(path));
+  f.Optional("taken_at_unix_ms", report.taken_at_unix_ms);
+  f.Optional("quarantined", report.quarantined);
+  f.Optional("xid_sources", report.xid_sources);
+  f.Optional("notes", report.notes);
+  if (const json* list = f.Find("findings")) {
+    if (!list->is_array()) {
+      f.Fail("findings", "expected array of objects");
+    } else {
+      for (std::size_t i = 0; i < list->size() && f.ok(); ++i) {
+        FieldReader g((*list)[i], f.PathOf("findings") + "[" + std::to_string(i) + "]");
+        model::Finding finding;
+        std::string severity, uuid;
+        std::optional<std::string> maybe_uuid;
+        g.Required("code", finding.code);
+        g.Required("severity", severity);
+        g.Optional("gpu_uuid", maybe_uuid);
+        g.Optional("gpu_index", finding.gpu_index);
+        g.Optional("message", finding.message);
+        g.Optional("xid", finding.xid);
+        g.Optional("count", finding.count);
+        g.Optional("first_seen_unix_ms", finding.first_seen_unix_ms);
+        g.Optional("last_seen_unix_ms", finding.last_seen_unix_ms);
+        g.Optional("source", finding.source);
+        if (g.ok() && severity != "fatal" && severity != "warning") g.Fail("severity", "expected fatal or warning");
+        if (!g.ok()) {
+          f.Adopt(g.error());
+          break;
+        }
+        finding.severity = severity == "fatal" ? model::Severity::kFatal : model::Severity::kWarning;
+        finding.gpu_uuid = maybe_uuid.value_or("");
+        report.findings.push_back(std::move(finding));
+      }
+    }
+  }
+  if (!f.ok()) return f.error();
+  return report;
 }
 
 }  // namespace gpuman::protocol

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "base/result.h"
+#include "model/health.h"
 #include "model/job.h"
 #include "model/lease.h"
 
@@ -29,5 +30,9 @@ Result<model::LeaseProcess> LeaseProcessFromJson(const nlohmann::json& j, std::s
 
 nlohmann::json LeaseToJson(const model::Lease& lease);
 Result<model::Lease> LeaseFromJson(const nlohmann::json& j, std::string_view path = "lease");
+
+/// The health report in the schema of `gpuman health --json` (docs/json.md).
+nlohmann::json HealthReportToJson(const model::HealthReport& report);
+Result<model::HealthReport> HealthReportFromJson(const nlohmann::json& j, std::string_view path = "report");
 
 }  // namespace gpuman::protocol

@@ -132,6 +132,7 @@ struct Process {
   bool is_compute = true, is_graphics = false;
   unsigned gpu_instance_id = NVML_VALUE_NOT_AVAILABLE_U32;
   unsigned compute_instance_id = NVML_VALUE_NOT_AVAILABLE_U32;
+  std::optional<unsigned> sm_util, mem_util;  // nvmlDeviceGetProcessUtilization
 };
 struct RemappedRows {
   unsigned corrected = 0, uncorrected = 0, pending = 0, failure = 0;
@@ -157,6 +158,8 @@ struct Gpu {
   std::optional<std::string> pci_switch, host_bridge;
   std::optional<std::vector<std::pair<unsigned, unsigned>>> nvlinks;  // (link, peer index)
   std::vector<Process> processes;
+  std::vector<unsigned long long> xid_events;  // appended over time; delivered to event sets
+  bool events_supported = true;
   bool is_lost = false;
   ErrorRules errors;
 };
@@ -279,6 +282,8 @@ Process ParseProcess(const json& p) {
   proc.gpu_instance_id = Opt<unsigned>(p, "gpu_instance_id").value_or(NVML_VALUE_NOT_AVAILABLE_U32);
   proc.compute_instance_id =
       Opt<unsigned>(p, "compute_instance_id").value_or(NVML_VALUE_NOT_AVAILABLE_U32);
+  proc.sm_util = Opt<unsigned>(p, "sm_util");
+  proc.mem_util = Opt<unsigned>(p, "mem_util");
   return proc;
 }
 
@@ -366,6 +371,13 @@ Gpu ParseGpu(const json& g, size_t gpu_count) {
   if (const json* procs = Section(g, "processes", /*array=*/true)) {
     for (const json& p : *procs) gpu.processes.push_back(ParseProcess(p));
   }
+  if (const json* xids = Section(g, "xid_events", /*array=*/true)) {
+    for (const json& x : *xids) {
+      if (!x.is_number_unsigned()) throw std::runtime_error("xid_events: expected Xid numbers");
+      gpu.xid_events.push_back(x.get<unsigned long long>());
+    }
+  }
+  gpu.events_supported = Opt<bool>(g, "events_supported").value_or(true);
   gpu.is_lost = Opt<bool>(g, "lost").value_or(false);
   gpu.errors = ParseErrorRules(g);
   return gpu;
@@ -1163,6 +1175,143 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevic
   return ListProcesses(__func__, device, /*graphics=*/true, count, infos);
 }
 #endif
+
+// --- per-process utilization -----------------------------------------------------------
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
+                                                              nvmlProcessUtilizationSample_t* samples,
+                                                              unsigned int* count,
+                                                              unsigned long long /*last_seen*/) {
+  return DeviceCall(__func__, device, [&](const Gpu& g) -> nvmlReturn_t {
+    if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+    std::vector<const Process*> busy;
+    for (const Process& p : g.processes) {
+      if (p.sm_util) busy.push_back(&p);
+    }
+    if (busy.empty()) return NVML_ERROR_NOT_FOUND;  // no samples since last_seen
+    if (!samples || *count < busy.size()) {
+      *count = static_cast<unsigned>(busy.size());
+      return NVML_ERROR_INSUFFICIENT_SIZE;
+    }
+    timespec now{};
+    clock_gettime(CLOCK_REALTIME, &now);
+    unsigned long long now_us = static_cast<unsigned long long>(now.tv_sec) * 1000000ULL + now.tv_nsec / 1000;
+    for (size_t i = 0; i < busy.size(); ++i) {
+      samples[i] = nvmlProcessUtilizationSample_t{};
+      samples[i].pid = busy[i]->pid;
+      samples[i].timeStamp = now_us;
+      samples[i].smUtil = *busy[i]->sm_util;
+      samples[i].memUtil = busy[i]->mem_util.value_or(0);
+    }
+    *count = static_cast<unsigned>(busy.size());
+    return NVML_SUCCESS;
+  });
+}
+
+// --- events ------------------------------------------------------------------------------
+// An event set delivers the scenario's `xid_events` entries that were appended after the
+// GPU was registered ("events that occurred before this call are not recorded"). A test
+// appends an Xid to the file; a waiting daemon receives it within one poll step.
+
+constexpr unsigned long long kFakeSupportedEvents =
+    nvmlEventTypeSingleBitEccError | nvmlEventTypeDoubleBitEccError | nvmlEventTypeXidCriticalError;
+
+struct nvmlEventSet_st {
+  struct Registration {
+    unsigned long long mask = 0;
+    size_t delivered = 0;  // xid_events consumed so far
+  };
+  std::map<unsigned, Registration> gpus;  // by index
+};
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetSupportedEventTypes(nvmlDevice_t device,
+                                                               unsigned long long* types) {
+  return DeviceCall(__func__, device, [&](const Gpu& g) -> nvmlReturn_t {
+    if (!types) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!g.events_supported) return NVML_ERROR_NOT_SUPPORTED;
+    *types = kFakeSupportedEvents;
+    return NVML_SUCCESS;
+  });
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlEventSetCreate(nvmlEventSet_t* set) {
+  return SystemCall(__func__, [&](const Scenario&) -> nvmlReturn_t {
+    if (!set) return NVML_ERROR_INVALID_ARGUMENT;
+    *set = new nvmlEventSet_st;
+    return NVML_SUCCESS;
+  });
+}
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceRegisterEvents(nvmlDevice_t device, unsigned long long types,
+                                                       nvmlEventSet_t set) {
+  return DeviceCall(__func__, device, [&](const Gpu& g, const Scenario& sc) -> nvmlReturn_t {
+    if (!set) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!g.events_supported || (types & ~kFakeSupportedEvents) != 0) return NVML_ERROR_NOT_SUPPORTED;
+    auto index = static_cast<unsigned>(&g - sc.gpus.data());
+    auto& reg = set->gpus[index];
+    reg.mask |= types;
+    reg.delivered = g.xid_events.size();
+    return NVML_SUCCESS;
+  });
+}
+
+namespace {
+nvmlReturn_t EventWait(const char* function, nvmlEventSet_t set, nvmlEventData_t* data,
+                       unsigned timeout_ms, bool v2) {
+  State& s = TheState();
+  timespec start{};
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(s.mu);
+      s.Begin(function);
+      if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+      if (!set || !data) return NVML_ERROR_INVALID_ARGUMENT;
+      if (auto injected = s.Injected(function, nullptr)) return *injected;
+      for (auto& [index, reg] : set->gpus) {
+        if (index >= s.scenario.gpus.size() || !(reg.mask & nvmlEventTypeXidCriticalError)) continue;
+        const Gpu& g = s.scenario.gpus[index];
+        reg.delivered = std::min(reg.delivered, g.xid_events.size());
+        if (reg.delivered < g.xid_events.size()) {
+          data->device = HandleOf(index);
+          data->eventType = nvmlEventTypeXidCriticalError;
+          data->eventData = g.xid_events[reg.delivered++];
+          if (v2) {
+            data->gpuInstanceId = NVML_VALUE_NOT_AVAILABLE_U32;
+            data->computeInstanceId = NVML_VALUE_NOT_AVAILABLE_U32;
+          }
+          return NVML_SUCCESS;
+        }
+      }
+    }
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    int64_t waited_ms = (now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000;
+    if (waited_ms >= timeout_ms) return NVML_ERROR_TIMEOUT;
+    timespec step{0, 10 * 1000 * 1000};
+    nanosleep(&step, nullptr);
+  }
+}
+}  // namespace
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlEventSetWait(nvmlEventSet_t set, nvmlEventData_t* data,
+                                               unsigned int timeout_ms) {
+  return EventWait(__func__, set, data, timeout_ms, /*v2=*/false);
+}
+#if !FAKE_NVML_LEGACY
+FAKE_NVML_EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* data,
+                                                  unsigned int timeout_ms) {
+  return EventWait(__func__, set, data, timeout_ms, /*v2=*/true);
+}
+#endif
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlEventSetFree(nvmlEventSet_t set) {
+  return SystemCall(__func__, [&](const Scenario&) -> nvmlReturn_t {
+    if (!set) return NVML_ERROR_INVALID_ARGUMENT;
+    delete set;
+    return NVML_SUCCESS;
+  });
+}
 
 // =======================================================================================
 // Test hooks (not NVML): per-function call counts since load or the last reset. The reset

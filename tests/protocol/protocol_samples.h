@@ -104,6 +104,7 @@ inline std::vector<Request> OneRequestPerOp() {
       Request{14, AddProcessesArgs{9, {{100, 5}, {101, 6}}}},
       Request{15, ReleaseArgs{9}},
       Request{int64_t{1} << 62, status},
+      Request{16, HealthArgs{}},
   };
 }
 

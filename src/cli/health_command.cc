@@ -1,0 +1,108 @@
+#include "cli/health_command.h"
+
+#include <CLI/CLI.hpp>
+
+#include "base/duration.h"
+#include "cli/daemon_client.h"
+#include "cli/exit_codes.h"
+#include "health/kernel_log.h"
+#include "health/watch.h"
+#include "protocol/model_json.h"
+#include "render/health_view.h"
+
+namespace gpuman::cli {
+namespace {
+
+int ExitFor(const model::HealthReport& report) {
+  if (report.has_fatal()) return kExitUnhealthy;
+  return report.findings.empty() ? kExitOk : kExitHealthWarnings;
+}
+
+// One snapshot plus the kernel log, judged by the same HealthWatch the daemon runs.
+Result<model::HealthReport> LocalReport(const HealthArgs& args, Context& ctx, int* gpu_count) {
+  health::HealthPolicy policy = ctx.config().health;
+  policy.drain_on_fatal = false;
+  if (args.since) {
+    auto ms = ParseDurationMs(*args.since);
+    if (!ms) return ms.error().WithContext("--since");
+    policy.xid_window_ms = *ms;
+  }
+  health::HealthWatch watch(policy);
+  const int64_t now = ctx.clock().NowUnixMs();
+  std::vector<std::string> sources, notes;
+  auto reader = health::KernelLogReader::Open(ctx.config().kernel_log, health::BootTimeUnixMs());
+  if (reader) {
+    auto events = (*reader)->Read(now);
+    if (events) {
+      for (auto& ev : *events) watch.AddXid(std::move(ev));
+      sources.push_back("kernel log " + ctx.config().kernel_log);
+    } else {
+      notes.push_back(events.error().message);
+    }
+  } else {
+    notes.push_back(reader.error().message + " (Xids are not checked; run as root or start the daemon)");
+  }
+  notes.push_back("no gpuman daemon answered: NVML Xid events are only collected by the daemon");
+  watch.SetXidSources(sources, notes);
+
+  auto source = ctx.Devices();
+  if (!source) return source.error();
+  auto snap = (*source)->Snapshot();
+  if (!snap) return snap.error();
+  *gpu_count = static_cast<int>(snap->gpus.size());
+  (void)watch.Update(&*snap, "", now);
+  return watch.Report();
+}
+
+}  // namespace
+
+CLI::App* AddHealthCommand(CLI::App& app, HealthArgs& args) {
+  CLI::App* cmd = app.add_subcommand(
+      "health", "Check every GPU: Xid errors, ECC, retired pages, row remapping, throttling, lost GPUs");
+  cmd->add_flag("--json", args.json, "Print one JSON object");
+  cmd->add_flag("--no-color", args.no_color, "Never use colour");
+  cmd->add_flag("--local", args.local, "Check here and now, without asking the daemon");
+  cmd->add_option("--since", args.since, "Without the daemon: report kernel-log Xids this recent (default 24h)");
+  return cmd;
+}
+
+int RunHealth(const HealthArgs& args, Context& ctx) {
+  model::HealthReport report;
+  int gpu_count = 0;
+  bool from_daemon = false;
+  if (!args.local && !args.since) {
+    if (DaemonClient* client = ctx.Daemon()) {
+      auto reply = client->Call<protocol::HealthResult>(protocol::HealthArgs{});
+      if (reply) {
+        auto parsed = protocol::HealthReportFromJson(reply->report);
+        if (parsed) {
+          report = std::move(*parsed);
+          from_daemon = true;
+          if (auto n = reply->report.find("gpu_count"); n != reply->report.end() && n->is_number_integer()) {
+            gpu_count = n->get<int>();
+          }
+        }
+      }
+    }
+  }
+  if (!from_daemon) {
+    auto local = LocalReport(args, ctx, &gpu_count);
+    if (!local) {
+      ctx.err() << "gpuman: error: " << local.error().message << "\n";
+      return ExitCodeFor(local.error().code);
+    }
+    report = std::move(*local);
+  }
+  if (args.json) {
+    auto j = protocol::HealthReportToJson(report);
+    j["gpu_count"] = gpu_count;
+    j["from_daemon"] = from_daemon;
+    ctx.out() << j.dump(2) << "\n";
+  } else {
+    ctx.out() << render::RenderHealthText(report, gpu_count, ctx.Terminal(args.no_color));
+  }
+  if (!ctx.out().good()) return kExitError;
+  return ExitFor(report);
+}
+
+}  // namespace gpuman::cli

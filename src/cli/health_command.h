@@ -1,0 +1,28 @@
+// `gpuman health`: fatal and warning findings per GPU (Xids, ECC, pending retirement or
+// remapping, throttling, lost GPUs, driver problems), from the daemon's continuous watch
+// when one answers, else from one snapshot plus the kernel log. Exit code for scripts:
+// 0 healthy, 7 warnings only, 6 a fatal finding, 3 no driver.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "cli/context.h"
+
+namespace CLI {
+class App;
+}
+
+namespace gpuman::cli {
+
+struct HealthArgs {
+  bool json = false;
+  bool no_color = false;
+  bool local = false;                 // do not ask the daemon
+  std::optional<std::string> since;  // kernel-log window, default the [health] xid_window
+};
+
+CLI::App* AddHealthCommand(CLI::App& app, HealthArgs& args);
+int RunHealth(const HealthArgs& args, Context& ctx);
+
+}  // namespace gpuman::cli

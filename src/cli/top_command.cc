@@ -1,0 +1,146 @@
+#include "cli/top_command.h"
+
+#include <langinfo.h>
+#include <unistd.h>
+
+#include <clocale>
+#include <cstring>
+#include <filesystem>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/acquire.h"
+#include "cli/daemon_client.h"
+#include "cli/exit_codes.h"
+#include "devices/process_inspector.h"
+#include "protocol/messages.h"
+#include "tui/layout.h"
+#include "tui/sampler.h"
+#include "tui/top_app.h"
+
+namespace gpuman::cli {
+namespace {
+
+// One sample: snapshot with owners, then leases and jobs. Runs on the sampler thread
+// (the first one on the main thread, before the sampler starts).
+tui::Frame CollectFrame(Context& ctx) {
+  tui::Frame f;
+  const auto started = ctx.clock().NowUnixMs();
+  auto source = ctx.Devices();
+  if (!source) {
+    f.snapshot_error = source.error().message;
+  } else if (auto snap = (*source)->Snapshot(); !snap) {
+    f.snapshot_error = snap.error().message;
+  } else {
+    devices::EnrichProcesses(*snap, ctx.Inspector());
+    f.snapshot = std::move(*snap);
+  }
+  if (DaemonClient* d = ctx.Daemon()) {
+    f.has_daemon = true;
+    if (auto leases = d->Call<protocol::LeasesResult>(protocol::LeasesArgs{})) {
+      f.leases = std::move(leases->leases);
+    } else {
+      f.holders_error = leases.error().message;
+    }
+    if (auto jobs = d->Call<protocol::QueueResult>(protocol::QueueArgs{false})) {
+      f.jobs = std::move(jobs->jobs);
+    } else if (f.holders_error.empty()) {
+      f.holders_error = jobs.error().message;
+    }
+  } else {
+    // Without a daemon only this user's store has leases; do not create one just to look.
+    std::error_code ec;
+    if (std::filesystem::exists(ctx.state_dir() + "/leases.db", ec)) {
+      if (auto leases = LiveLeases(ctx)) {
+        f.leases = std::move(*leases);
+      } else {
+        f.holders_error = leases.error().message;
+      }
+    }
+  }
+  f.taken_at_unix_ms = ctx.clock().NowUnixMs();
+  f.took_ms = f.taken_at_unix_ms - started;
+  return f;
+}
+
+bool Utf8Locale() {
+  std::setlocale(LC_ALL, "");
+  const char* codeset = nl_langinfo(CODESET);
+  return codeset && (std::strcmp(codeset, "UTF-8") == 0 || std::strcmp(codeset, "utf8") == 0);
+}
+
+}  // namespace
+
+CLI::App* AddTopCommand(CLI::App& app, TopArgs& args) {
+  CLI::App* cmd = app.add_subcommand("top", "Full-screen monitor: GPUs, their processes, leases and jobs");
+  cmd->add_option("--interval", args.interval_seconds, "Seconds between samples (default 1; fractions allowed)")
+      ->check(CLI::Range(0.1, 3600.0));
+  cmd->add_flag("--once", args.once, "Print one screen as text and exit (no terminal needed)");
+  cmd->add_flag("--no-color", args.no_color, "Never use colour (also $NO_COLOR)");
+  cmd->add_flag("--ascii", args.ascii, "ASCII bars and history, even in a UTF-8 locale");
+  return cmd;
+}
+
+int RunTop(const TopArgs& args, Context& ctx) {
+  // The first sample on this thread, so a missing driver is one line and exit 3, as in status.
+  tui::Frame first = CollectFrame(ctx);
+  if (!first.snapshot) {
+    auto source = ctx.Devices();
+    const ErrorCode code = source ? ErrorCode::kUnavailable : source.error().code;
+    ctx.err() << "gpuman: error: " << first.snapshot_error << "\n";
+    return ExitCodeFor(code);
+  }
+  const bool unicode = !args.ascii && Utf8Locale();
+  tui::Identity me{static_cast<uint32_t>(geteuid()), geteuid() == 0};
+  std::string note;
+  if (ctx.simulation()) note = "simulated: " + ctx.simulation()->scenario_name;
+
+  if (args.once) {
+    tui::TopModel model;
+    model.Ingest(std::make_shared<const tui::Frame>(std::move(first)));
+    tui::UiState ui;
+    tui::LayoutOptions lo;
+    lo.now_unix_ms = ctx.clock().NowUnixMs();
+    lo.utc_offset_s = tui::LocalUtcOffsetSeconds(lo.now_unix_ms);
+    lo.unicode = unicode;
+    lo.interactive = false;
+    lo.interval_s = args.interval_seconds;
+    lo.note = note;
+    lo.me = me;
+    auto rows = tui::VisibleRows(model.rows(), ui, me);
+    // Tall enough for every GPU, process and holder; trailing blank lines are dropped.
+    const int height = 8 + 2 * static_cast<int>(model.snapshot()->gpus.size()) + static_cast<int>(rows.size()) +
+                       static_cast<int>(model.frame()->leases.size() + model.frame()->jobs.size());
+    auto laid = tui::RenderTop(model, ui, rows, lo, std::max(80, ctx.Terminal(true).width), std::max(24, height));
+    std::string text = laid.grid.Text();
+    while (text.size() >= 2 && text.ends_with("\n\n")) text.pop_back();
+    ctx.out() << text;
+    return ctx.out().good() ? kExitOk : kExitError;
+  }
+
+  if (!ctx.stdout_is_tty() || isatty(STDIN_FILENO) != 1) {
+    ctx.err() << "gpuman: error: top needs a terminal (try 'gpuman top --once' or 'gpuman status --watch 1')\n";
+    return kExitUsage;
+  }
+  const auto interval = std::chrono::milliseconds(static_cast<int64_t>(args.interval_seconds * 1000));
+  tui::Sampler sampler([&ctx] { return CollectFrame(ctx); }, interval);
+  if (Status started = sampler.Start(std::make_shared<const tui::Frame>(std::move(first))); !started) {
+    ctx.err() << "gpuman: error: " << started.error().message << "\n";
+    return ExitCodeFor(started.error().code);
+  }
+  tui::TopAppOptions options;
+  options.me = me;
+  options.use_color = ctx.Terminal(args.no_color).use_color;
+  options.unicode = unicode;
+  options.interval_s = args.interval_seconds;
+  options.note = note;
+  Status ran = tui::RunTopApp(sampler, options);
+  sampler.Stop();
+  if (!ran) {
+    ctx.err() << "gpuman: error: " << ran.error().message << "\n";
+    return ExitCodeFor(ran.error().code);
+  }
+  return kExitOk;
+}
+
+}  // namespace gpuman::cli

@@ -1,0 +1,300 @@
+#include "daemon/collector.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <set>
+
+#include "protocol/model_json.h"
+#include "store/proc_liveness.h"
+
+namespace gpuman::daemon {
+namespace {
+
+constexpr const char* kHealthDrainPrefix = "health:";
+
+void Log(const std::string& line) { std::cerr << "gpuman daemon: " << line << "\n"; }
+
+}  // namespace
+
+Collector::Collector(CollectorOptions options, devices::DeviceSource& devices, store::JobStore& jobs,
+                     store::LeaseStore& leases, const Clock& clock)
+    : options_(std::move(options)),
+      devices_(devices),
+      jobs_(jobs),
+      leases_(leases),
+      clock_(clock),
+      health_(options_.health),
+      idle_(options_.idle, options_.hostname),
+      alerts_(options_.alerts, options_.hostname),
+      job_waits_(metrics::Histogram::DefaultWaitBuckets()) {}
+
+Collector::~Collector() {
+  stop_ = true;
+  if (thread_.joinable()) thread_.join();
+  for (int fd : wake_) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+Status Collector::Start() {
+  if (options_.metrics_address) {
+    auto server = metrics::MetricsServer::Start(*options_.metrics_address);
+    if (!server) return server.error();
+    metrics_ = std::move(*server);
+  }
+  if (!options_.history_path.empty()) {
+    auto store = store::HistoryStore::Open(options_.history_path, /*read_only=*/false, options_.retention);
+    if (!store) return store.error();
+    history_ = std::move(*store);
+  }
+  if (!options_.kernel_log.empty()) {
+    auto reader = health::KernelLogReader::Open(options_.kernel_log, health::BootTimeUnixMs());
+    if (reader) {
+      kernel_log_ = std::move(*reader);
+      xid_sources_.push_back("kernel log " + options_.kernel_log);
+    } else {
+      xid_notes_.push_back(reader.error().message + ": Xids NVML cannot deliver (79, 119, 120) are missed");
+      Log(xid_notes_.back());
+    }
+  }
+  const int64_t now = clock_.NowUnixMs();
+  if (auto drained = jobs_.Drained()) {
+    for (const auto& [uuid, reason] : *drained) {
+      if (reason.rfind(kHealthDrainPrefix, 0) == 0) health_.RestoreQuarantine(uuid, now);
+    }
+  }
+  if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
+  if (options_.xid_source_factory) thread_ = std::thread([this] { EventThread(); });
+  return {};
+}
+
+void Collector::EventThread() {
+  // Owns the event set (NVML event sets are not thread safe). A broken set is recreated.
+  while (!stop_) {
+    auto source = options_.xid_source_factory();
+    if (!source) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        events_ok_ = false;
+        event_notes_ = {"NVML Xid events unavailable: " + source.error().message};
+      }
+      for (int i = 0; i < 50 && !stop_; ++i) usleep(100 * 1000);  // retry in 5 s
+      continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      events_ok_ = true;
+      event_notes_ = (*source)->notes();
+    }
+    while (!stop_) {
+      auto events = (*source)->Wait(200);
+      if (!events) {
+        std::lock_guard<std::mutex> lock(mu_);
+        events_ok_ = false;
+        event_notes_ = {events.error().message};
+        break;
+      }
+      if (events->empty()) continue;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        for (auto& ev : *events) pending_.push_back(std::move(ev));
+      }
+      if (wake_[1] >= 0) {
+        char b = 1;
+        (void)!write(wake_[1], &b, 1);
+      }
+    }
+  }
+}
+
+void Collector::DrainWake() {
+  char buf[64];
+  while (wake_[0] >= 0 && read(wake_[0], buf, sizeof buf) > 0) {
+  }
+}
+
+int64_t Collector::MsUntilDue(int64_t now) const {
+  if (wake_[0] >= 0) {
+    std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));
+    if (!pending_.empty()) return 0;
+  }
+  return std::max<int64_t>(0, next_due_ms_ - now);
+}
+
+void Collector::RunHook(const std::vector<std::string>& argv, const nlohmann::json& payload, const std::string& what) {
+  if (argv.empty()) return;
+  if (auto ran = hooks_.Run(argv, monitor::SerializePayload(payload) + "\n"); !ran) Log(what + ": " + ran.error().message);
+}
+
+std::vector<model::GpuSample> Collector::Samples(const model::MachineSnapshot& snap,
+                                                 const std::vector<model::Lease>& leases,
+                                                 const std::vector<model::Job>& jobs, int64_t now) const {
+  std::vector<model::GpuSample> out;
+  for (const auto& dev : snap.gpus) {
+    if (!dev.uuid) continue;
+    model::GpuSample s;
+    s.t_unix_ms = now;
+    s.gpu_uuid = *dev.uuid;
+    s.gpu_index = dev.index;
+    if (dev.gpu_utilization_percent) s.utilization_percent = *dev.gpu_utilization_percent;
+    if (dev.memory_utilization_percent) s.memory_utilization_percent = *dev.memory_utilization_percent;
+    s.memory_used_bytes = dev.memory_used_bytes;
+    s.memory_total_bytes = dev.memory_total_bytes;
+    if (dev.temperature_c) s.temperature_c = *dev.temperature_c;
+    s.power_w = dev.power_usage_w;
+    for (const auto& lease : leases) {
+      if (std::find(lease.gpu_uuids.begin(), lease.gpu_uuids.end(), *dev.uuid) == lease.gpu_uuids.end()) continue;
+      s.user = lease.user;
+      for (const auto& job : jobs) {
+        if (job.lease_id == lease.id) s.job_id = job.id;
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+bool Collector::Tick(int64_t now) {
+  bool changed = false;
+  next_due_ms_ = now + options_.sample_interval_ms;
+
+  // Xids: NVML events from the event thread, then new kernel log lines.
+  std::vector<model::XidEvent> events;
+  std::vector<std::string> sources = xid_sources_, notes = xid_notes_;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    events.swap(pending_);
+    if (options_.xid_source_factory) {
+      if (events_ok_) sources.insert(sources.begin(), "nvml events");
+      notes.insert(notes.end(), event_notes_.begin(), event_notes_.end());
+    }
+  }
+  DrainWake();
+  if (kernel_log_) {
+    if (auto lines = kernel_log_->Read(now)) {
+      for (auto& ev : *lines) events.push_back(std::move(ev));
+    } else {
+      notes.push_back(lines.error().message);
+    }
+  }
+  for (auto& ev : events) {
+    Log("Xid " + std::to_string(ev.xid) + " on " + (ev.gpu_uuid.empty() ? ev.pci_bus_id.value_or("?") : ev.gpu_uuid) +
+        " (" + ev.source + ")");
+    health_.AddXid(std::move(ev));
+  }
+  health_.SetXidSources(sources, notes);
+
+  auto snap = devices_.Snapshot();
+  if (snap) {
+    gpu_count_ = static_cast<int>(snap->gpus.size());
+    if (options_.inspector) devices::EnrichProcesses(*snap, *options_.inspector);
+  }
+  const model::MachineSnapshot* current = snap ? &*snap : nullptr;
+
+  // Health: drain on fatal findings, lift after a passing recheck.
+  auto health_changes = health_.Update(current, snap ? "" : snap.error().message, now);
+  for (const auto& [uuid, reason] : health_changes.drain) {
+    if (auto done = jobs_.Drain(uuid, reason, 0, now); done) {
+      Log("drained " + uuid + ": " + reason);
+      changed = true;
+    } else {
+      Log("could not drain " + uuid + ": " + done.error().message);
+    }
+  }
+  if (!health_changes.lift.empty()) {
+    auto drained = jobs_.Drained();
+    for (const auto& uuid : health_changes.lift) {
+      // Only the watch's own drains; an admin's drain stays until an admin lifts it.
+      if (!drained || !drained->count(uuid) || drained->at(uuid).rfind(kHealthDrainPrefix, 0) != 0) continue;
+      if (jobs_.Undrain(uuid)) {
+        Log("recheck passed, drain lifted: " + uuid);
+        changed = true;
+      }
+    }
+  }
+
+  // Leases and jobs: idle watch, then alerts over the annotated copies.
+  std::vector<model::Lease> leases;
+  if (auto live = leases_.List(store::ProcLivenessCheck())) leases = std::move(*live);
+  std::vector<model::Job> jobs;
+  if (auto active = jobs_.Active()) jobs = std::move(*active);
+  if (current && options_.idle.enabled) {
+    for (auto& action : idle_.Update(*current, leases, jobs, now)) {
+      if (action.kind == monitor::IdleAction::kRelease) {
+        if (auto released = leases_.Release(action.lease.id); released) {
+          Log("released idle lease " + std::to_string(action.lease.id) + " of " + action.lease.user);
+          changed = true;
+        } else {
+          Log("could not release idle lease " + std::to_string(action.lease.id) + ": " + released.error().message);
+        }
+      }
+      RunHook(options_.idle.notify_command, action.payload, "idle hook");
+    }
+  }
+  idle_.Annotate(leases);
+  idle_.Annotate(jobs);
+  const model::HealthReport report = health_.Report();
+  for (const auto& ev : alerts_.Evaluate(current, report.findings, leases, jobs, now)) {
+    RunHook(ev.command, ev.payload, "alert '" + ev.rule + "'");
+  }
+
+  if (history_ && current) {
+    if (auto recorded = history_->Record(Samples(*current, leases, jobs, now)); !recorded) {
+      if (!history_failed_) Log("history: " + recorded.error().message);
+      history_failed_ = true;
+    } else {
+      history_failed_ = false;
+    }
+  }
+
+  if (metrics_) {
+    metrics::MetricsInput in;
+    in.snapshot = current;
+    in.findings = report.findings;
+    if (auto drained = jobs_.Drained()) {
+      for (const auto& [uuid, reason] : *drained) in.drained_gpus.push_back(uuid);
+    }
+    in.xid_totals = health_.xid_totals();
+    in.leases = leases;
+    in.jobs = jobs;
+    in.job_wait_seconds = &job_waits_;
+    in.now_unix_ms = now;
+    in.hostname = options_.hostname;
+    metrics_->SetText(metrics::FormatPrometheus(in));
+  }
+
+  for (const auto& outcome : hooks_.Reap()) {
+    if (!outcome.ok) Log(outcome.message);
+  }
+  return changed;
+}
+
+nlohmann::json Collector::HealthJson() const {
+  auto j = protocol::HealthReportToJson(health_.Report());
+  j["gpu_count"] = gpu_count_;
+  return j;
+}
+
+void Collector::OnJobStarted(const model::Job& job, int64_t started_unix_ms) {
+  double wait_s = std::max<int64_t>(0, started_unix_ms - job.submitted_unix_ms) / 1000.0;
+  job_waits_.Observe(wait_s);
+  if (history_) {
+    model::JobWait w;
+    w.job_id = job.id;
+    w.user = job.user;
+    w.submitted_unix_ms = job.submitted_unix_ms;
+    w.started_unix_ms = started_unix_ms;
+    w.gpus = static_cast<int>(job.gpu_uuids.empty() ? job.request.count : job.gpu_uuids.size());
+    if (auto r = history_->RecordJobWait(w); !r) Log("history: " + r.error().message);
+  }
+}
+
+std::optional<int> Collector::metrics_port() const {
+  if (!metrics_) return std::nullopt;
+  return metrics_->port();
+}
+
+}  // namespace gpuman::daemon

@@ -1,0 +1,121 @@
+// Collector: the daemon's monitoring side. Once per sample period it takes a snapshot and
+// feeds the health watch (drains and lifts), the idle-lease watch, the alert rules, the
+// history db and the Prometheus text. A helper thread owns the NVML event set and hands
+// Xid events over through a queue and a wake-up fd; the kernel log is read non-blocking on
+// the loop thread. The metrics HTTP server runs on its own thread and only ever sees the
+// last rendered text. Everything else runs on the daemon's loop thread.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/clock.h"
+#include "devices/device_source.h"
+#include "devices/process_inspector.h"
+#include "devices/xid_source.h"
+#include "health/kernel_log.h"
+#include "health/watch.h"
+#include "metrics/prometheus.h"
+#include "metrics/server.h"
+#include "model/history.h"
+#include "monitor/alerts.h"
+#include "monitor/hook_runner.h"
+#include "monitor/idle.h"
+#include "store/history_store.h"
+#include "store/job_store.h"
+#include "store/lease_store.h"
+
+namespace gpuman::daemon {
+
+struct CollectorOptions {
+  int64_t sample_interval_ms = 1000;
+  std::string kernel_log = "/dev/kmsg";          // "" = do not read it
+  health::HealthPolicy health;
+  std::optional<std::string> metrics_address;    // Prometheus /metrics; off when unset
+  std::string history_path;                      // "" = no history
+  store::HistoryRetention retention;
+  monitor::IdlePolicy idle;
+  std::vector<monitor::AlertRule> alerts;
+  /// Creates the Xid event source on the event thread; unset = no NVML events.
+  std::function<Result<std::unique_ptr<devices::XidEventSource>>()> xid_source_factory;
+  devices::ProcessInspector* inspector = nullptr;  // users of GPU processes, for metrics
+  std::string hostname;
+};
+
+class Collector {
+ public:
+  Collector(CollectorOptions options, devices::DeviceSource& devices, store::JobStore& jobs,
+            store::LeaseStore& leases, const Clock& clock);
+  ~Collector();  // stops the event thread
+  Collector(const Collector&) = delete;
+  Collector& operator=(const Collector&) = delete;
+
+  /// Opens the history db, binds the metrics address, opens the kernel log, restores
+  /// health drains left by an earlier daemon, and starts the event thread.
+  /// Errors: kUnavailable/kIo for the metrics address or the history db (the daemon
+  /// refuses to start rather than run without what was asked for).
+  Status Start();
+
+  /// Readable when Xid events are waiting (poll it with the daemon's fds); -1 if none.
+  int wake_fd() const { return wake_[0]; }
+  /// Reads the wake fd dry.
+  void DrainWake();
+
+  /// Milliseconds until the next sample is due (0 = now).
+  int64_t MsUntilDue(int64_t now_unix_ms) const;
+  /// One sample. Returns true when drains or leases changed (run a scheduling pass).
+  bool Tick(int64_t now_unix_ms);
+
+  /// The report for `gpuman health` (with "gpu_count").
+  nlohmann::json HealthJson() const;
+  /// Sets idle_since on copies sent to clients.
+  void Annotate(std::vector<model::Lease>& leases) const { idle_.Annotate(leases); }
+  void Annotate(std::vector<model::Job>& jobs) const { idle_.Annotate(jobs); }
+  /// A queue job just started: its wait goes to the history and the metrics histogram.
+  void OnJobStarted(const model::Job& job, int64_t started_unix_ms);
+
+  const health::HealthWatch& health() const { return health_; }
+  std::optional<int> metrics_port() const;
+
+ private:
+  void EventThread();
+  void RunHook(const std::vector<std::string>& argv, const nlohmann::json& payload, const std::string& what);
+  std::vector<model::GpuSample> Samples(const model::MachineSnapshot& snap, const std::vector<model::Lease>& leases,
+                                        const std::vector<model::Job>& jobs, int64_t now) const;
+
+  CollectorOptions options_;
+  devices::DeviceSource& devices_;
+  store::JobStore& jobs_;
+  store::LeaseStore& leases_;
+  const Clock& clock_;
+
+  health::HealthWatch health_;
+  monitor::IdleWatch idle_;
+  monitor::AlertEngine alerts_;
+  monitor::HookRunner hooks_;
+  metrics::Histogram job_waits_;
+  std::unique_ptr<metrics::MetricsServer> metrics_;
+  std::unique_ptr<store::HistoryStore> history_;
+  std::unique_ptr<health::KernelLogReader> kernel_log_;
+  std::vector<std::string> xid_sources_, xid_notes_;
+  int gpu_count_ = 0;
+  int64_t next_due_ms_ = 0;
+  bool history_failed_ = false;  // log one line per failure streak, not one per second
+
+  // Event thread.
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::mutex mu_;
+  std::vector<model::XidEvent> pending_;  // guarded by mu_
+  std::vector<std::string> event_notes_;  // guarded by mu_
+  bool events_ok_ = false;                // guarded by mu_
+  int wake_[2] = {-1, -1};
+};
+
+}  // namespace gpuman::daemon

@@ -1,0 +1,44 @@
+#include "render/health_view.h"
+
+#include <sstream>
+
+#include "base/strings.h"
+#include "render/format.h"
+
+namespace gpuman::render {
+
+std::string RenderHealthText(const model::HealthReport& report, int gpu_count, const TerminalInfo& term) {
+  std::ostringstream out;
+  int fatal = 0, warnings = 0;
+  for (const auto& f : report.findings) (f.severity == model::Severity::kFatal ? fatal : warnings)++;
+  std::string sources = report.xid_sources.empty() ? "none" : Join(report.xid_sources, ", ");
+  if (fatal == 0 && warnings == 0) {
+    out << Colorize("healthy", Color::kGreen, term.use_color) << ": all " << gpu_count << " GPU"
+        << (gpu_count == 1 ? "" : "s") << " passed (Xids from: " << sources << ")\n";
+  } else {
+    std::string head = fatal > 0 ? Colorize("UNHEALTHY", Color::kRed, term.use_color)
+                                 : Colorize("warnings", Color::kYellow, term.use_color);
+    out << head << ": " << fatal << " fatal, " << warnings << " warning" << (warnings == 1 ? "" : "s") << " on "
+        << gpu_count << " GPU" << (gpu_count == 1 ? "" : "s") << " (Xids from: " << sources << ")\n";
+    const int width = std::max(80, term.width);
+    out << PadRight("SEVERITY", 8) << "  " << PadRight("GPU", 3) << "  " << PadRight("CODE", 24) << "  DETAILS\n";
+    for (const auto& f : report.findings) {
+      std::string sev = Colorize(PadRight(model::SeverityName(f.severity), 8),
+                                 f.severity == model::Severity::kFatal ? Color::kRed : Color::kYellow, term.use_color);
+      std::string gpu = f.gpu_index ? std::to_string(*f.gpu_index) : "-";
+      std::string code = f.code == "xid" && f.xid ? "xid " + std::to_string(*f.xid) : f.code;
+      std::string details = f.message;
+      if (f.count > 1) details += " (x" + std::to_string(f.count) + ")";
+      if (f.last_seen_unix_ms && f.code == "xid") details += ", last " + FormatIsoUtcMillis(*f.last_seen_unix_ms);
+      out << sev << "  " << PadRight(gpu, 3) << "  " << PadRight(code, 24) << "  "
+          << TruncateToWidth(details, width - 41) << "\n";
+    }
+  }
+  if (!report.quarantined.empty()) {
+    out << "drained by the health watch: " << Join(report.quarantined, ", ") << "\n";
+  }
+  for (const auto& note : report.notes) out << "note: " << note << "\n";
+  return out.str();
+}
+
+}  // namespace gpuman::render

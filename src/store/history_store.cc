@@ -1,0 +1,728 @@
+// The history db: why it looks the way it does.
+//
+// Two tiers of samples. The daemon records one row per GPU per second into fine_samples;
+// once a coarse step (a minute) of sample time has passed, its rows are averaged into one
+// coarse_samples row per GPU. Fine rows are kept for an hour, coarse rows for a month.
+// Both tables are WITHOUT ROWID with the primary key (t_unix_ms, gpu): rows arrive in time
+// order, so inserts append to the right edge of the b-tree, a time window is one range
+// scan, and pruning deletes a prefix. A GPU is a small integer (gpus.id) rather than its
+// 40-byte UUID in every row, and numbers are stored as integers in fixed units (hundredths
+// of a percent or degree, milliwatts), which SQLite packs into 1-4 bytes where a REAL
+// takes 8. docs/history.md has the measured size of a full month of 8 GPUs.
+//
+// There is no clock here: "now" is the time of the samples being recorded, so tests (and
+// a daemon whose clock jumps) decide what is old. Rolling up and pruning happen inside
+// Record's one short transaction; pruning at most once per coarse step.
+//
+// Readers (`gpuman history`, `gpuman report`) open the file read-only through a
+// "file:...?mode=ro" URI, as users who cannot write the file or its -wal and -shm files.
+// SQLite (3.22 and later) supports that for a WAL database as long as the -wal and -shm
+// files exist; they do while the daemon has the file open, and stay afterwards because
+// the connection wrapper disables the checkpoint-on-close that would delete them. SQLite
+// creates them with the database file's mode, so 0644 here makes all three readable.
+#include "store/history_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <limits>
+#include <set>
+#include <span>
+#include <tuple>
+
+#include "store/migrations.h"
+
+namespace gpuman::store {
+
+namespace {
+
+constexpr Migration kHistoryMigrations[] = {
+    {1, "per-GPU samples in two tiers, the GPUs they belong to, and queue wait times",
+     R"sql(
+CREATE TABLE gpus (
+  id        INTEGER PRIMARY KEY,
+  uuid      TEXT    NOT NULL UNIQUE,
+  gpu_index INTEGER NOT NULL                   -- NVML index it was last recorded with
+);
+-- One row per GPU per sample (fine) or per GPU per coarse step (means; t = step start).
+-- Units: *_cpct hundredths of a percent, temp_ccel hundredths of a degree Celsius,
+-- power_mw milliwatts. NULL: the GPU did not report it.
+CREATE TABLE fine_samples (
+  t_unix_ms       INTEGER NOT NULL,
+  gpu             INTEGER NOT NULL,            -- gpus.id (no foreign key: never deleted)
+  gpu_index       INTEGER NOT NULL,
+  util_cpct       INTEGER,
+  mem_util_cpct   INTEGER,
+  mem_used_bytes  INTEGER,
+  mem_total_bytes INTEGER,
+  temp_ccel       INTEGER,
+  power_mw        INTEGER,
+  user            TEXT    NOT NULL,            -- holder; '' when free
+  job_id          INTEGER,
+  PRIMARY KEY (t_unix_ms, gpu)
+) WITHOUT ROWID;
+CREATE TABLE coarse_samples (
+  t_unix_ms       INTEGER NOT NULL,
+  gpu             INTEGER NOT NULL,
+  gpu_index       INTEGER NOT NULL,
+  util_cpct       INTEGER,
+  mem_util_cpct   INTEGER,
+  mem_used_bytes  INTEGER,
+  mem_total_bytes INTEGER,
+  temp_ccel       INTEGER,
+  power_mw        INTEGER,
+  user            TEXT    NOT NULL,            -- holder at the end of the step
+  job_id          INTEGER,
+  PRIMARY KEY (t_unix_ms, gpu)
+) WITHOUT ROWID;
+CREATE TABLE job_waits (
+  started_unix_ms   INTEGER NOT NULL,
+  job_id            INTEGER NOT NULL,
+  user              TEXT    NOT NULL,
+  submitted_unix_ms INTEGER NOT NULL,
+  gpus              INTEGER NOT NULL,
+  PRIMARY KEY (started_unix_ms, job_id)
+) WITHOUT ROWID;
+)sql"},
+};
+
+#define GPUMAN_HISTORY_SAMPLE_COLUMNS                                                     \
+  "t_unix_ms, gpu, gpu_index, util_cpct, mem_util_cpct, mem_used_bytes, mem_total_bytes, " \
+  "temp_ccel, power_mw, user, job_id"
+
+enum SampleColumn {
+  kT, kGpu, kIndex, kUtil, kMemUtil, kMemUsed, kMemTotal, kTemp, kPower, kUser, kJob
+};
+
+constexpr int64_t kMinMs = std::numeric_limits<int64_t>::min();
+constexpr int64_t kMaxMs = std::numeric_limits<int64_t>::max();
+
+std::optional<int64_t> Scaled(const std::optional<double>& v, double scale) {
+  if (!v || !std::isfinite(*v)) return std::nullopt;
+  double x = *v * scale;
+  if (std::fabs(x) > 9e15) return std::nullopt;  // nonsense from a driver; not worth an error
+  return std::llround(x);
+}
+
+std::optional<double> Unscaled(const Statement& s, int column, double scale) {
+  if (s.ColumnIsNull(column)) return std::nullopt;
+  return static_cast<double>(s.ColumnInt64(column)) / scale;
+}
+
+std::optional<int64_t> OptionalInt(const Statement& s, int column) {
+  if (s.ColumnIsNull(column)) return std::nullopt;
+  return s.ColumnInt64(column);
+}
+
+void BindOptional(Statement& s, int index, const std::optional<int64_t>& v) {
+  if (v) {
+    s.Bind(index, *v);
+  } else {
+    s.BindNull(index);
+  }
+}
+
+int64_t FloorTo(int64_t t, int64_t step) {
+  int64_t q = t / step;
+  if (t % step != 0 && t < 0) --q;
+  return q * step;
+}
+
+// "file:" URI for a read-only open; SQLite wants '%', '?' and '#' (and more) escaped.
+std::string ReadOnlyUri(const std::string& path) {
+  static const char kHex[] = "0123456789ABCDEF";
+  std::string uri = "file:";
+  for (unsigned char c : path) {
+    if (std::isalnum(c) || c == '/' || c == '-' || c == '_' || c == '.' || c == '~') {
+      uri += static_cast<char>(c);
+    } else {
+      uri += '%';
+      uri += kHex[c >> 4];
+      uri += kHex[c & 15];
+    }
+  }
+  return uri + "?mode=ro";
+}
+
+Error RelabelError(Error e, const std::string& db_path, const std::string& path) {
+  const std::string from = "state db " + db_path;
+  const std::string to = "history db " + path;
+  for (size_t at = 0; (at = e.message.find(from, at)) != std::string::npos; at += to.size()) {
+    e.message.replace(at, from.size(), to);
+  }
+  return e;
+}
+
+// Creates the file with mode 0644 (whatever the umask), so that SQLite gives the -wal and
+// -shm files the same mode. An existing file we own is set back to 0644 too.
+Status PrepareWritableFile(const std::string& path) {
+  const std::string context = "create history db " + path;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0) {
+    if (st.st_uid == ::geteuid() && (st.st_mode & 07777) != 0644) {
+      for (const char* suffix : {"", "-wal", "-shm"}) {
+        ::chmod((path + suffix).c_str(), 0644);  // best effort: readers get a clear error
+      }
+    }
+    return {};
+  }
+  std::error_code ec;
+  auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  if (ec) {
+    return MakeError(ErrorCode::kIo, context + ": create directory " + parent.string() + ": " +
+                                         ec.message());
+  }
+  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    int err = errno;
+    if (err == EEXIST) return {};
+    return MakeError(err == EACCES || err == EPERM ? ErrorCode::kPermissionDenied : ErrorCode::kIo,
+                     context + ": " + std::strerror(err));
+  }
+  ::fchmod(fd, 0644);
+  ::close(fd);
+  return {};
+}
+
+}  // namespace
+
+// All SQL of the history store, prepared at open so that schema drift fails there.
+struct HistoryStore::Statements {
+  Statement select_gpus;
+  Statement insert_gpu;
+  Statement update_gpu_index;
+  Statement insert_fine;
+  Statement roll_up;
+  Statement max_coarse_t;
+  Statement min_fine_t;
+  Statement any_coarse_between;
+  Statement select_fine;
+  Statement select_coarse;
+  Statement prune_fine;
+  Statement prune_coarse;
+  Statement prune_waits;
+  Statement insert_wait;
+  Statement select_waits;
+  Statement time_range;
+};
+
+HistoryStore::HistoryStore(std::string path, bool read_only, HistoryRetention retention,
+                           std::unique_ptr<Database> db, std::unique_ptr<Statements> stmts)
+    : path_(std::move(path)),
+      read_only_(read_only),
+      retention_(retention),
+      db_(std::move(db)),
+      stmts_(std::move(stmts)) {}
+
+HistoryStore::~HistoryStore() = default;
+
+Result<std::unique_ptr<HistoryStore>> HistoryStore::Open(const std::string& path, bool read_only,
+                                                         HistoryRetention retention) {
+  const std::string context = "open history db " + path;
+  if (retention.fine_keep_ms <= 0 || retention.coarse_step_ms <= 0 ||
+      retention.coarse_keep_ms <= 0 || retention.fine_keep_ms < retention.coarse_step_ms) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     context + ": retention must be positive, and fine samples must be kept "
+                               "for at least one coarse step");
+  }
+  std::unique_ptr<Database> db;
+  if (read_only) {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+      int err = errno;
+      return MakeError(err == ENOENT ? ErrorCode::kNotFound
+                       : err == EACCES ? ErrorCode::kPermissionDenied
+                                       : ErrorCode::kIo,
+                       context + ": " + std::strerror(err));
+    }
+    DatabaseOptions options;
+    options.create = false;
+    auto opened = Database::Open(ReadOnlyUri(path), options);
+    if (!opened) return opened.error();
+    db = std::move(*opened);
+  } else {
+    if (auto made = PrepareWritableFile(path); !made) return made.error();
+    auto opened = Database::Open(path);
+    if (!opened) return opened.error();
+    db = std::move(*opened);
+  }
+  // The wrapper names its file "state db"; errors of this file say "history db PATH".
+  auto relabel = [&](Error e) { return RelabelError(std::move(e), db->path(), path); };
+
+  if (read_only) {
+    auto read = db->Prepare("read schema version", "PRAGMA user_version");
+    if (!read) return relabel(read.error());
+    auto use = read->Use();
+    auto row = read->Step();
+    if (!row) return relabel(row.error());
+    const int version = *row ? static_cast<int>(read->ColumnInt64(0)) : 0;
+    const int latest = std::size(kHistoryMigrations);
+    if (version == 0) {
+      return MakeError(ErrorCode::kNotFound, context + ": no history recorded yet (empty file)");
+    }
+    if (version != latest) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       context + ": schema version " + std::to_string(version) +
+                           "; this gpuman reads version " + std::to_string(latest) +
+                           (version < latest ? " (restart the daemon to migrate it)" : ""));
+    }
+  } else {
+    if (auto migrated = Migrate(*db, kHistoryMigrations); !migrated) {
+      return relabel(migrated.error());
+    }
+  }
+
+  auto stmts = std::make_unique<Statements>();
+  struct Sql {
+    Statement* target;
+    const char* name;
+    const char* sql;
+  };
+  const Sql all[] = {
+      {&stmts->select_gpus, "read gpus", "SELECT id, uuid, gpu_index FROM gpus"},
+      {&stmts->insert_gpu, "insert gpu", "INSERT INTO gpus (uuid, gpu_index) VALUES (?1, ?2)"},
+      {&stmts->update_gpu_index, "update gpu index", "UPDATE gpus SET gpu_index = ?2 WHERE id = ?1"},
+      {&stmts->insert_fine, "insert sample",
+       "INSERT OR REPLACE INTO fine_samples (" GPUMAN_HISTORY_SAMPLE_COLUMNS
+       ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"},
+      // Means per GPU and step; holder, job and index from the step's last row (SQLite
+      // takes bare columns from the row that max() picked).
+      {&stmts->roll_up, "roll up samples",
+       "INSERT OR REPLACE INTO coarse_samples (" GPUMAN_HISTORY_SAMPLE_COLUMNS ") "
+       "SELECT step, gpu, gpu_index, u, mu, mem, tot, tmp, pw, user, job_id FROM ("
+       "  SELECT (t_unix_ms / ?1) * ?1 AS step, gpu, gpu_index, user, job_id,"
+       "    max(t_unix_ms) AS last_t,"
+       "    CAST(round(avg(util_cpct)) AS INTEGER) AS u,"
+       "    CAST(round(avg(mem_util_cpct)) AS INTEGER) AS mu,"
+       "    CAST(round(avg(mem_used_bytes)) AS INTEGER) AS mem,"
+       "    CAST(round(avg(mem_total_bytes)) AS INTEGER) AS tot,"
+       "    CAST(round(avg(temp_ccel)) AS INTEGER) AS tmp,"
+       "    CAST(round(avg(power_mw)) AS INTEGER) AS pw"
+       "  FROM fine_samples WHERE t_unix_ms >= ?2 AND t_unix_ms < ?3"
+       "  GROUP BY step, gpu)"},
+      {&stmts->max_coarse_t, "read newest coarse sample", "SELECT max(t_unix_ms) FROM coarse_samples"},
+      {&stmts->min_fine_t, "read oldest fine sample", "SELECT min(t_unix_ms) FROM fine_samples"},
+      {&stmts->any_coarse_between, "find coarse samples",
+       "SELECT 1 FROM coarse_samples WHERE t_unix_ms >= ?1 AND t_unix_ms < ?2 LIMIT 1"},
+      {&stmts->select_fine, "read samples",
+       "SELECT " GPUMAN_HISTORY_SAMPLE_COLUMNS " FROM fine_samples "
+       "WHERE t_unix_ms >= ?1 AND t_unix_ms <= ?2 ORDER BY t_unix_ms, gpu_index"},
+      {&stmts->select_coarse, "read coarse samples",
+       "SELECT " GPUMAN_HISTORY_SAMPLE_COLUMNS " FROM coarse_samples "
+       "WHERE t_unix_ms >= ?1 AND t_unix_ms <= ?2 ORDER BY t_unix_ms, gpu_index"},
+      {&stmts->prune_fine, "prune samples", "DELETE FROM fine_samples WHERE t_unix_ms < ?1"},
+      {&stmts->prune_coarse, "prune coarse samples", "DELETE FROM coarse_samples WHERE t_unix_ms < ?1"},
+      {&stmts->prune_waits, "prune job waits", "DELETE FROM job_waits WHERE started_unix_ms < ?1"},
+      {&stmts->insert_wait, "insert job wait",
+       "INSERT OR REPLACE INTO job_waits (started_unix_ms, job_id, user, submitted_unix_ms, gpus) "
+       "VALUES (?1, ?2, ?3, ?4, ?5)"},
+      {&stmts->select_waits, "read job waits",
+       "SELECT job_id, user, submitted_unix_ms, started_unix_ms, gpus FROM job_waits "
+       "WHERE started_unix_ms >= ?1 ORDER BY started_unix_ms, job_id"},
+      {&stmts->time_range, "read time range",
+       "SELECT min(a), max(b) FROM ("
+       "  SELECT min(t_unix_ms) AS a, max(t_unix_ms) AS b FROM fine_samples"
+       "  UNION ALL SELECT min(t_unix_ms), max(t_unix_ms) FROM coarse_samples)"},
+  };
+  for (const Sql& s : all) {
+    auto prepared = db->Prepare(s.name, s.sql);
+    if (!prepared) return relabel(prepared.error());
+    *s.target = std::move(*prepared);
+  }
+  return std::unique_ptr<HistoryStore>(
+      new HistoryStore(path, read_only, retention, std::move(db), std::move(stmts)));
+}
+
+Error HistoryStore::Relabel(Error e) const { return RelabelError(std::move(e), db_->path(), path_); }
+
+// ---- Writing
+
+Result<int64_t> HistoryStore::GpuIdLocked(const model::GpuSample& s) {
+  auto it = gpu_ids_.find(s.gpu_uuid);
+  if (it == gpu_ids_.end()) {
+    auto known = GpuMapLocked();
+    if (!known) return known.error();
+    for (const auto& [id, gpu] : *known) gpu_ids_[gpu.uuid] = {id, gpu.index};
+    it = gpu_ids_.find(s.gpu_uuid);
+  }
+  if (it == gpu_ids_.end()) {
+    Statement& ins = stmts_->insert_gpu;
+    auto use = ins.Use();
+    ins.Bind(1, s.gpu_uuid).Bind(2, static_cast<int64_t>(s.gpu_index));
+    if (auto run = ins.Run(); !run) return run.error();
+    it = gpu_ids_.emplace(s.gpu_uuid, std::make_pair(db_->LastInsertRowId(), s.gpu_index)).first;
+  } else if (it->second.second != s.gpu_index) {
+    Statement& upd = stmts_->update_gpu_index;
+    auto use = upd.Use();
+    upd.Bind(1, it->second.first).Bind(2, static_cast<int64_t>(s.gpu_index));
+    if (auto run = upd.Run(); !run) return run.error();
+    it->second.second = s.gpu_index;
+  }
+  return it->second.first;
+}
+
+Status HistoryStore::RollUpLocked(int64_t now_ms) {
+  const int64_t step = retention_.coarse_step_ms;
+  const int64_t step_end = FloorTo(now_ms, step);
+  if (!rolled_until_ms_) {
+    Statement& q = stmts_->max_coarse_t;
+    auto use = q.Use();
+    auto row = q.Step();
+    if (!row) return row.error();
+    if (*row && !q.ColumnIsNull(0)) {
+      rolled_until_ms_ = q.ColumnInt64(0) + step;
+    } else {
+      Statement& f = stmts_->min_fine_t;
+      auto use_f = f.Use();
+      auto frow = f.Step();
+      if (!frow) return frow.error();
+      rolled_until_ms_ = (*frow && !f.ColumnIsNull(0)) ? FloorTo(f.ColumnInt64(0), step) : step_end;
+    }
+  }
+  if (*rolled_until_ms_ >= step_end) return {};
+  Statement& r = stmts_->roll_up;
+  auto use = r.Use();
+  r.Bind(1, step).Bind(2, *rolled_until_ms_).Bind(3, step_end);
+  if (auto run = r.Run(); !run) return run;
+  rolled_until_ms_ = step_end;
+  return {};
+}
+
+Status HistoryStore::PruneLocked(int64_t now_ms) {
+  if (last_prune_ms_ && now_ms >= *last_prune_ms_ &&
+      now_ms - *last_prune_ms_ < retention_.coarse_step_ms) {
+    return {};
+  }
+  // Fine rows are only dropped once rolled up (rolled_until_ms_ is set by RollUpLocked).
+  int64_t fine_cut = now_ms - retention_.fine_keep_ms;
+  if (rolled_until_ms_) fine_cut = std::min(fine_cut, *rolled_until_ms_);
+  const int64_t coarse_cut = now_ms - retention_.coarse_keep_ms;
+  for (auto [stmt, cut] : {std::pair{&stmts_->prune_fine, fine_cut},
+                           std::pair{&stmts_->prune_coarse, coarse_cut},
+                           std::pair{&stmts_->prune_waits, coarse_cut}}) {
+    auto use = stmt->Use();
+    stmt->Bind(1, cut);
+    if (auto run = stmt->Run(); !run) return run;
+  }
+  last_prune_ms_ = now_ms;
+  return {};
+}
+
+Status HistoryStore::Record(const std::vector<model::GpuSample>& samples) {
+  if (read_only_) {
+    return MakeError(ErrorCode::kPermissionDenied, "history db " + path_ + ": opened read-only");
+  }
+  if (samples.empty()) return {};
+  int64_t now_ms = samples.front().t_unix_ms;
+  for (const auto& s : samples) {
+    if (s.gpu_uuid.empty()) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "history db " + path_ + ": record sample: GPU " +
+                           std::to_string(s.gpu_index) + " has no UUID");
+    }
+    now_ms = std::max(now_ms, s.t_unix_ms);
+  }
+  auto work = [&]() -> Status {
+    auto tx = Transaction::BeginWrite(*db_);
+    if (!tx) return tx.error();
+    for (const auto& s : samples) {
+      auto id = GpuIdLocked(s);
+      if (!id) return id.error();
+      Statement& ins = stmts_->insert_fine;
+      auto use = ins.Use();
+      ins.Bind(1, s.t_unix_ms).Bind(2, *id).Bind(3, static_cast<int64_t>(s.gpu_index));
+      BindOptional(ins, 4, Scaled(s.utilization_percent, 100));
+      BindOptional(ins, 5, Scaled(s.memory_utilization_percent, 100));
+      BindOptional(ins, 6, s.memory_used_bytes);
+      BindOptional(ins, 7, s.memory_total_bytes);
+      BindOptional(ins, 8, Scaled(s.temperature_c, 100));
+      BindOptional(ins, 9, Scaled(s.power_w, 1000));
+      ins.Bind(10, s.user);
+      BindOptional(ins, 11, s.job_id);
+      if (auto run = ins.Run(); !run) return run;
+    }
+    if (auto rolled = RollUpLocked(now_ms); !rolled) return rolled;
+    if (auto pruned = PruneLocked(now_ms); !pruned) return pruned;
+    return tx->Commit();
+  };
+  Status done = work();
+  if (!done) {
+    // The rollback may have undone new GPU rows and a roll-up: forget what we cached.
+    gpu_ids_.clear();
+    rolled_until_ms_.reset();
+    last_prune_ms_.reset();
+    return Relabel(done.error());
+  }
+  return {};
+}
+
+Status HistoryStore::RecordJobWait(const model::JobWait& wait) {
+  if (read_only_) {
+    return MakeError(ErrorCode::kPermissionDenied, "history db " + path_ + ": opened read-only");
+  }
+  Statement& ins = stmts_->insert_wait;
+  auto use = ins.Use();
+  ins.Bind(1, wait.started_unix_ms)
+      .Bind(2, wait.job_id)
+      .Bind(3, wait.user)
+      .Bind(4, wait.submitted_unix_ms)
+      .Bind(5, static_cast<int64_t>(wait.gpus));
+  if (auto run = ins.Run(); !run) return Relabel(run.error());
+  return {};
+}
+
+// ---- Reading
+
+Result<std::map<int64_t, HistoryGpu>> HistoryStore::GpuMapLocked() {
+  std::map<int64_t, HistoryGpu> gpus;
+  Statement& q = stmts_->select_gpus;
+  auto use = q.Use();
+  while (true) {
+    auto row = q.Step();
+    if (!row) return row.error();
+    if (!*row) break;
+    gpus[q.ColumnInt64(0)] = HistoryGpu{q.ColumnText(1), static_cast<int>(q.ColumnInt64(2))};
+  }
+  return gpus;
+}
+
+Result<std::vector<model::GpuSample>> HistoryStore::ReadRows(
+    Statement& stmt, int64_t since, int64_t until, const std::map<int64_t, HistoryGpu>& gpus) {
+  std::vector<model::GpuSample> out;
+  if (since > until) return out;
+  auto use = stmt.Use();
+  stmt.Bind(1, since).Bind(2, until);
+  while (true) {
+    auto row = stmt.Step();
+    if (!row) return row.error();
+    if (!*row) break;
+    model::GpuSample s;
+    s.t_unix_ms = stmt.ColumnInt64(kT);
+    auto gpu = gpus.find(stmt.ColumnInt64(kGpu));
+    s.gpu_uuid = gpu != gpus.end() ? gpu->second.uuid : "";
+    s.gpu_index = static_cast<int>(stmt.ColumnInt64(kIndex));
+    s.utilization_percent = Unscaled(stmt, kUtil, 100);
+    s.memory_utilization_percent = Unscaled(stmt, kMemUtil, 100);
+    s.memory_used_bytes = OptionalInt(stmt, kMemUsed);
+    s.memory_total_bytes = OptionalInt(stmt, kMemTotal);
+    s.temperature_c = Unscaled(stmt, kTemp, 100);
+    s.power_w = Unscaled(stmt, kPower, 1000);
+    s.user = stmt.ColumnText(kUser);
+    s.job_id = OptionalInt(stmt, kJob);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Result<std::vector<model::GpuSample>> HistoryStore::Samples(const Query& q) {
+  const int64_t since = q.since_unix_ms.value_or(kMinMs);
+  const int64_t until = q.until_unix_ms.value_or(kMaxMs);
+  const int64_t step = retention_.coarse_step_ms;
+  auto work = [&]() -> Result<std::vector<model::GpuSample>> {
+    auto tx = Transaction::BeginRead(*db_);  // one snapshot for both tiers
+    if (!tx) return tx.error();
+    auto gpus = GpuMapLocked();
+    if (!gpus) return gpus.error();
+
+    bool coarse = q.step_ms && *q.step_ms >= step;
+    if (!coarse) {
+      Statement& f = stmts_->min_fine_t;
+      auto use = f.Use();
+      auto row = f.Step();
+      if (!row) return row.error();
+      if (!*row || f.ColumnIsNull(0)) {
+        coarse = true;  // no fine rows at all: whatever there is, is coarse
+      } else {
+        // Fine rows answer when no coarse row lies in the part of the window before them.
+        const int64_t oldest_fine = f.ColumnInt64(0);
+        Statement& c = stmts_->any_coarse_between;
+        auto use_c = c.Use();
+        c.Bind(1, since).Bind(2, oldest_fine);
+        auto found = c.Step();
+        if (!found) return found.error();
+        coarse = *found;
+      }
+    }
+    std::vector<model::GpuSample> rows;
+    if (!coarse) {
+      auto fine = ReadRows(stmts_->select_fine, since, until, *gpus);
+      if (!fine) return fine.error();
+      rows = std::move(*fine);
+    } else {
+      auto old = ReadRows(stmts_->select_coarse, since, until, *gpus);
+      if (!old) return old.error();
+      rows = std::move(*old);
+      // The newest fine rows that are not rolled up yet, averaged the same way.
+      int64_t coarse_end = kMinMs;
+      {
+        Statement& m = stmts_->max_coarse_t;
+        auto use = m.Use();
+        auto row = m.Step();
+        if (!row) return row.error();
+        if (*row && !m.ColumnIsNull(0)) coarse_end = m.ColumnInt64(0) + step;
+      }
+      auto tail = ReadRows(stmts_->select_fine, std::max(since, coarse_end), until, *gpus);
+      if (!tail) return tail.error();
+      for (auto& s : RebucketSamples(*tail, step)) rows.push_back(std::move(s));
+    }
+    if (!q.gpu_uuids.empty()) {
+      std::set<std::string> wanted(q.gpu_uuids.begin(), q.gpu_uuids.end());
+      std::erase_if(rows, [&](const model::GpuSample& s) { return !wanted.count(s.gpu_uuid); });
+    }
+    if (q.step_ms && *q.step_ms > 0) rows = RebucketSamples(rows, *q.step_ms);
+    if (auto done = tx->Commit(); !done) return done.error();
+    return rows;
+  };
+  auto rows = work();
+  if (!rows) return Relabel(rows.error());
+  return rows;
+}
+
+Result<std::vector<model::JobWait>> HistoryStore::JobWaits(std::optional<int64_t> since_unix_ms) {
+  std::vector<model::JobWait> out;
+  Statement& q = stmts_->select_waits;
+  auto use = q.Use();
+  q.Bind(1, since_unix_ms.value_or(kMinMs));
+  while (true) {
+    auto row = q.Step();
+    if (!row) return Relabel(row.error());
+    if (!*row) break;
+    model::JobWait w;
+    w.job_id = q.ColumnInt64(0);
+    w.user = q.ColumnText(1);
+    w.submitted_unix_ms = q.ColumnInt64(2);
+    w.started_unix_ms = q.ColumnInt64(3);
+    w.gpus = static_cast<int>(q.ColumnInt64(4));
+    out.push_back(std::move(w));
+  }
+  return out;
+}
+
+Result<std::map<std::string, double>> HistoryStore::GpuHoursByUser(std::optional<int64_t> since,
+                                                                   std::optional<int64_t> until) {
+  Query q;
+  q.since_unix_ms = since;
+  q.until_unix_ms = until;
+  auto rows = Samples(q);
+  if (!rows) return rows.error();
+  std::map<std::string, double> hours;
+  for (const auto& [user, ms] : HeldMsByUser(*rows, until)) {
+    hours[user] = static_cast<double>(ms) / 3600000.0;
+  }
+  return hours;
+}
+
+Result<std::vector<HistoryGpu>> HistoryStore::Gpus() {
+  auto gpus = GpuMapLocked();
+  if (!gpus) return Relabel(gpus.error());
+  std::vector<HistoryGpu> out;
+  for (auto& [id, gpu] : *gpus) out.push_back(gpu);
+  std::sort(out.begin(), out.end(), [](const HistoryGpu& a, const HistoryGpu& b) {
+    return std::tie(a.index, a.uuid) < std::tie(b.index, b.uuid);
+  });
+  return out;
+}
+
+Result<std::optional<std::pair<int64_t, int64_t>>> HistoryStore::TimeRange() {
+  Statement& q = stmts_->time_range;
+  auto use = q.Use();
+  auto row = q.Step();
+  if (!row) return Relabel(row.error());
+  if (!*row || q.ColumnIsNull(0)) return std::optional<std::pair<int64_t, int64_t>>();
+  return std::optional<std::pair<int64_t, int64_t>>(std::pair{q.ColumnInt64(0), q.ColumnInt64(1)});
+}
+
+// ---- Pure helpers
+
+std::vector<model::GpuSample> RebucketSamples(const std::vector<model::GpuSample>& samples,
+                                              int64_t step_ms) {
+  if (step_ms <= 0) return samples;
+  struct Mean {
+    double sum = 0;
+    int n = 0;
+    void Add(std::optional<double> v) {
+      if (v) sum += *v, ++n;
+    }
+    std::optional<double> Get() const { return n ? std::optional<double>(sum / n) : std::nullopt; }
+  };
+  struct Acc {
+    model::GpuSample last;  // the bucket's newest row: holder, job and index
+    Mean util, mem_util, temp, power, used, total;
+  };
+  std::map<std::pair<int64_t, std::string>, Acc> buckets;  // (bucket start, uuid)
+  for (const auto& s : samples) {
+    auto [it, is_new] = buckets.try_emplace({FloorTo(s.t_unix_ms, step_ms), s.gpu_uuid});
+    Acc& a = it->second;
+    if (is_new || s.t_unix_ms >= a.last.t_unix_ms) a.last = s;
+    a.util.Add(s.utilization_percent);
+    a.mem_util.Add(s.memory_utilization_percent);
+    a.temp.Add(s.temperature_c);
+    a.power.Add(s.power_w);
+    if (s.memory_used_bytes) a.used.Add(static_cast<double>(*s.memory_used_bytes));
+    if (s.memory_total_bytes) a.total.Add(static_cast<double>(*s.memory_total_bytes));
+  }
+  auto rounded = [](std::optional<double> v) -> std::optional<int64_t> {
+    if (!v) return std::nullopt;
+    return std::llround(*v);
+  };
+  std::vector<model::GpuSample> out;
+  out.reserve(buckets.size());
+  for (auto& [key, a] : buckets) {
+    model::GpuSample s = std::move(a.last);
+    s.t_unix_ms = key.first;
+    s.utilization_percent = a.util.Get();
+    s.memory_utilization_percent = a.mem_util.Get();
+    s.temperature_c = a.temp.Get();
+    s.power_w = a.power.Get();
+    s.memory_used_bytes = rounded(a.used.Get());
+    s.memory_total_bytes = rounded(a.total.Get());
+    out.push_back(std::move(s));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const model::GpuSample& a, const model::GpuSample& b) {
+    return std::tie(a.t_unix_ms, a.gpu_index, a.gpu_uuid) <
+           std::tie(b.t_unix_ms, b.gpu_index, b.gpu_uuid);
+  });
+  return out;
+}
+
+std::map<std::string, int64_t> HeldMsByUser(const std::vector<model::GpuSample>& samples,
+                                            std::optional<int64_t> until_unix_ms) {
+  std::map<std::string, std::vector<const model::GpuSample*>> by_gpu;
+  for (const auto& s : samples) by_gpu[s.gpu_uuid].push_back(&s);
+  // The sampling period: the smallest gap between two rows of one GPU (1 s for fine rows,
+  // the coarse step for roll-ups).
+  int64_t period = 0;
+  for (auto& [uuid, rows] : by_gpu) {
+    std::stable_sort(rows.begin(), rows.end(), [](const auto* a, const auto* b) {
+      return a->t_unix_ms < b->t_unix_ms;
+    });
+    for (size_t i = 1; i < rows.size(); ++i) {
+      int64_t gap = rows[i]->t_unix_ms - rows[i - 1]->t_unix_ms;
+      if (gap > 0 && (period == 0 || gap < period)) period = gap;
+    }
+  }
+  if (period == 0) period = 1000;  // single samples: the daemon's 1 s period
+  std::map<std::string, int64_t> held;
+  for (const auto& [uuid, rows] : by_gpu) {
+    for (size_t i = 0; i < rows.size(); ++i) {
+      int64_t covers = period;
+      if (i + 1 < rows.size()) {
+        int64_t gap = rows[i + 1]->t_unix_ms - rows[i]->t_unix_ms;
+        if (gap <= 3 * period) covers = gap;  // a missed sample or two; longer: nobody looked
+      }
+      if (until_unix_ms) covers = std::min(covers, *until_unix_ms - rows[i]->t_unix_ms);
+      if (covers > 0) held[rows[i]->user] += covers;
+    }
+  }
+  return held;
+}
+
+}  // namespace gpuman::store

@@ -1,0 +1,30 @@
+// The interactive loop of `gpuman top`: waits on the keyboard and the Sampler's wake pipe
+// (never on the driver), feeds new frames into the TopModel, lays out and draws, and
+// carries out key commands (quit, signal a process). Runs on the thread that called it
+// (the UI thread); the Sampler must already be started.
+#pragma once
+
+#include <string>
+
+#include "tui/kill.h"
+#include "tui/sampler.h"
+
+namespace gpuman::tui {
+
+struct TopAppOptions {
+  Identity me;
+  bool use_color = true;
+  bool unicode = false;
+  double interval_s = 1.0;
+  std::string note;  // right side of the title, e.g. "simulated: a100-4"
+};
+
+/// Runs until q, SIGINT or SIGTERM. Returns 0, or the error when the terminal cannot be
+/// set up (kUnavailable). Signals to processes are checked against /proc on this thread
+/// (a few file reads, never NVML).
+Status RunTopApp(Sampler& sampler, const TopAppOptions& options);
+
+/// The local time zone's offset from UTC at `unix_ms`, in seconds.
+int LocalUtcOffsetSeconds(int64_t unix_ms);
+
+}  // namespace gpuman::tui

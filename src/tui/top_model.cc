@@ -1,0 +1,247 @@
+#include "tui/top_model.h"
+
+#include <algorithm>
+#include <set>
+
+#include "base/duration.h"
+
+namespace gpuman::tui {
+
+const char* SortKeyName(SortKey key) {
+  switch (key) {
+    case SortKey::kGpuMemory: return "gpu-mem";
+    case SortKey::kSmUtil: return "sm";
+    case SortKey::kPid: return "pid";
+    case SortKey::kUser: return "user";
+    case SortKey::kGpu: return "gpu";
+  }
+  return "?";
+}
+
+SortKey NextSortKey(SortKey key) {
+  switch (key) {
+    case SortKey::kGpuMemory: return SortKey::kSmUtil;
+    case SortKey::kSmUtil: return SortKey::kPid;
+    case SortKey::kPid: return SortKey::kUser;
+    case SortKey::kUser: return SortKey::kGpu;
+    case SortKey::kGpu: return SortKey::kGpuMemory;
+  }
+  return SortKey::kGpuMemory;
+}
+
+namespace {
+
+bool Holds(const std::vector<std::string>& uuids, const std::string& uuid) {
+  return !uuid.empty() && std::find(uuids.begin(), uuids.end(), uuid) != uuids.end();
+}
+
+bool IsActive(model::JobState s) { return s == model::JobState::kRunning || s == model::JobState::kStarting; }
+
+}  // namespace
+
+std::string HeldBy(const std::string& gpu_uuid, uint32_t pid, const std::vector<model::Lease>& leases,
+                   const std::vector<model::Job>& jobs) {
+  for (const auto& lease : leases) {
+    if (!Holds(lease.gpu_uuids, gpu_uuid)) continue;
+    for (const auto& p : lease.processes) {
+      if (p.pid == static_cast<int32_t>(pid)) {
+        for (const auto& job : jobs) {
+          if (job.lease_id && *job.lease_id == lease.id) return "job " + std::to_string(job.id);
+        }
+        return "lease " + std::to_string(lease.id);
+      }
+    }
+  }
+  for (const auto& job : jobs) {
+    if (IsActive(job.state) && Holds(job.gpu_uuids, gpu_uuid)) return "job " + std::to_string(job.id);
+  }
+  for (const auto& lease : leases) {
+    if (Holds(lease.gpu_uuids, gpu_uuid)) return "lease " + std::to_string(lease.id);
+  }
+  return "";
+}
+
+std::vector<ProcessRow> BuildProcessRows(const model::MachineSnapshot& snap, const std::vector<model::Lease>& leases,
+                                         const std::vector<model::Job>& jobs) {
+  std::vector<ProcessRow> rows;
+  for (const auto& gpu : snap.gpus) {
+    for (const auto& p : gpu.processes) {
+      ProcessRow r;
+      r.gpu_index = gpu.index;
+      r.gpu_uuid = gpu.uuid.value_or("");
+      r.pid = p.pid;
+      r.type = p.type;
+      r.is_visible = p.is_visible;
+      r.uid = p.uid;
+      r.user = p.user.value_or("");
+      r.command = p.command.value_or("");
+      r.start_time_unix = p.start_time_unix;
+      r.memory_bytes = p.used_memory_bytes;
+      r.sm_percent = p.sm_util_percent;
+      r.held_by = HeldBy(r.gpu_uuid, p.pid, leases, jobs);
+      rows.push_back(std::move(r));
+    }
+  }
+  return rows;
+}
+
+std::vector<ProcessRow> FilterRows(std::vector<ProcessRow> rows, const RowFilter& filter) {
+  std::erase_if(rows, [&](const ProcessRow& r) {
+    if (filter.only_uid && (!r.uid || *r.uid != *filter.only_uid)) return true;
+    if (filter.gpu_index && r.gpu_index != *filter.gpu_index) return true;
+    return false;
+  });
+  return rows;
+}
+
+namespace {
+
+// -1, 0, 1 with unknown values after known ones, larger first.
+template <typename T>
+int CompareDescending(const std::optional<T>& a, const std::optional<T>& b) {
+  if (a.has_value() != b.has_value()) return a ? -1 : 1;
+  if (!a || *a == *b) return 0;
+  return *a > *b ? -1 : 1;
+}
+
+int Compare(const ProcessRow& a, const ProcessRow& b, SortKey key) {
+  int c = 0;
+  switch (key) {
+    case SortKey::kGpuMemory: c = CompareDescending(a.memory_bytes, b.memory_bytes); break;
+    case SortKey::kSmUtil: c = CompareDescending(a.sm_percent, b.sm_percent); break;
+    case SortKey::kPid: c = a.pid == b.pid ? 0 : (a.pid < b.pid ? -1 : 1); break;
+    case SortKey::kUser:
+      // Unknown owners last.
+      if (a.user.empty() != b.user.empty()) return a.user.empty() ? 1 : -1;
+      c = a.user.compare(b.user);
+      c = c < 0 ? -1 : (c > 0 ? 1 : 0);
+      if (c == 0) c = CompareDescending(a.memory_bytes, b.memory_bytes);
+      break;
+    case SortKey::kGpu:
+      c = a.gpu_index == b.gpu_index ? 0 : (a.gpu_index < b.gpu_index ? -1 : 1);
+      if (c == 0) c = CompareDescending(a.memory_bytes, b.memory_bytes);
+      break;
+  }
+  if (c != 0) return c;
+  if (a.gpu_index != b.gpu_index) return a.gpu_index < b.gpu_index ? -1 : 1;
+  if (a.pid != b.pid) return a.pid < b.pid ? -1 : 1;
+  return 0;
+}
+
+}  // namespace
+
+void SortRows(std::vector<ProcessRow>& rows, SortKey key, bool reverse) {
+  std::stable_sort(rows.begin(), rows.end(),
+                   [key](const ProcessRow& a, const ProcessRow& b) { return Compare(a, b, key) < 0; });
+  if (reverse) std::reverse(rows.begin(), rows.end());
+}
+
+namespace {
+
+std::string GpuList(const std::vector<std::string>& uuids, const model::MachineSnapshot* snap) {
+  std::string out;
+  for (const auto& uuid : uuids) {
+    std::string name;
+    if (snap) {
+      for (const auto& g : snap->gpus) {
+        if (g.uuid && *g.uuid == uuid) name = std::to_string(g.index);
+      }
+    }
+    if (name.empty()) name = uuid.substr(0, std::min<size_t>(uuid.size(), 12));
+    out += (out.empty() ? "" : ",") + name;
+  }
+  return out.empty() ? "-" : out;
+}
+
+}  // namespace
+
+std::vector<HolderRow> BuildHolderRows(const std::vector<model::Lease>& leases, const std::vector<model::Job>& jobs,
+                                       const model::MachineSnapshot* snap) {
+  std::set<int64_t> job_leases;
+  for (const auto& j : jobs) {
+    if (j.lease_id) job_leases.insert(*j.lease_id);
+  }
+  std::vector<const model::Lease*> sorted_leases;
+  for (const auto& l : leases) {
+    if (!job_leases.count(l.id)) sorted_leases.push_back(&l);
+  }
+  std::sort(sorted_leases.begin(), sorted_leases.end(), [](auto* a, auto* b) { return a->id < b->id; });
+  std::vector<HolderRow> rows;
+  for (const auto* l : sorted_leases) {
+    HolderRow r;
+    r.what = "lease " + std::to_string(l->id);
+    r.state = "held";
+    r.user = l->user;
+    r.gpus = GpuList(l->gpu_uuids, snap);
+    r.since_unix_ms = l->created_unix_ms;
+    r.idle_since_unix_ms = l->idle_since_unix_ms;
+    r.detail = l->command;
+    rows.push_back(std::move(r));
+  }
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const auto& j : jobs) {
+      const bool active = IsActive(j.state);
+      if (model::IsFinal(j.state) || active != (pass == 0)) continue;
+      HolderRow r;
+      r.what = "job " + std::to_string(j.id);
+      r.state = model::JobStateName(j.state);
+      r.user = j.user;
+      if (active) {
+        r.gpus = GpuList(j.gpu_uuids, snap);
+        r.since_unix_ms = j.started_unix_ms.value_or(j.submitted_unix_ms);
+        r.idle_since_unix_ms = j.idle_since_unix_ms;
+      } else {
+        r.gpus = "wants " + std::to_string(j.request.count);
+        r.since_unix_ms = j.submitted_unix_ms;
+      }
+      r.detail = j.name;
+      if (!j.reason.empty()) r.detail += (r.detail.empty() ? "" : ": ") + j.reason;
+      rows.push_back(std::move(r));
+    }
+  }
+  return rows;
+}
+
+std::string IdleText(std::optional<int64_t> idle_since_unix_ms, int64_t now_unix_ms) {
+  if (!idle_since_unix_ms) return "-";
+  return FormatDurationMs(std::max<int64_t>(0, now_unix_ms - *idle_since_unix_ms));
+}
+
+std::string GpuKey(const model::DeviceSnapshot& gpu) {
+  return gpu.uuid ? *gpu.uuid : "#" + std::to_string(gpu.index);
+}
+
+void TopModel::Ingest(std::shared_ptr<const Frame> frame) {
+  if (!frame || (frame_ && frame->sequence <= frame_->sequence)) return;
+  frame_ = std::move(frame);
+  if (!frame_->snapshot) return;
+  last_good_ = frame_;
+  for (const auto& gpu : frame_->snapshot->gpus) {
+    auto it = history_.try_emplace(GpuKey(gpu), capacity_).first;
+    GpuHistory& h = it->second;
+    auto to_double = [](const auto& v) -> std::optional<double> {
+      if (!v) return std::nullopt;
+      return static_cast<double>(*v);
+    };
+    h.utilization.Push(to_double(gpu.gpu_utilization_percent));
+    std::optional<double> mem;
+    if (gpu.memory_used_bytes && gpu.memory_total_bytes && *gpu.memory_total_bytes > 0) {
+      mem = 100.0 * static_cast<double>(*gpu.memory_used_bytes) / static_cast<double>(*gpu.memory_total_bytes);
+    }
+    h.memory_percent.Push(mem);
+    h.temperature_c.Push(to_double(gpu.temperature_c));
+    h.power_w.Push(gpu.power_usage_w);
+  }
+  rows_ = BuildProcessRows(*frame_->snapshot, frame_->leases, frame_->jobs);
+}
+
+const model::MachineSnapshot* TopModel::snapshot() const {
+  return last_good_ ? &*last_good_->snapshot : nullptr;
+}
+
+const GpuHistory* TopModel::HistoryFor(const model::DeviceSnapshot& gpu) const {
+  auto it = history_.find(GpuKey(gpu));
+  return it == history_.end() ? nullptr : &it->second;
+}
+
+}  // namespace gpuman::tui
