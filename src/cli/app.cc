@@ -15,6 +15,7 @@
 #include "cli/exit_codes.h"
 #include "cli/simulation.h"
 #include "cli/health_command.h"
+#include "cli/history_commands.h"
 #include "cli/inspect_commands.h"
 #include "cli/lease_commands.h"
 #include "cli/queue_commands.h"
@@ -93,6 +94,10 @@ int RunGpuman(int argc, char** argv) {
   CLI::App* explain = AddExplainCommand(app, explain_args);
   HealthArgs health_args;
   CLI::App* health = AddHealthCommand(app, health_args);
+  HistoryArgs history_args;
+  CLI::App* history = AddHistoryCommand(app, history_args);
+  ReportArgs report_args;
+  CLI::App* report = AddReportCommand(app, report_args);
   QueueArgs queue_args;
   std::vector<CLI::App*> queue_commands = AddQueueCommands(app, queue_args);
   CLI::App* scenarios = app.add_subcommand("scenarios", "List the simulated nodes usable with --simulate");
@@ -157,6 +162,8 @@ int RunGpuman(int argc, char** argv) {
   if (*topo) return RunTopo(topo_args, ctx);
   if (*explain) return RunExplain(explain_args, ctx);
   if (*health) return RunHealth(health_args, ctx);
+  if (*history) return RunHistory(history_args, ctx);
+  if (*report) return RunReport(report_args, ctx);
   for (CLI::App* cmd : queue_commands) {
     if (*cmd) return RunQueueCommand(cmd->get_name(), queue_args, ctx);
   }

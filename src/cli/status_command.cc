@@ -1,10 +1,13 @@
 #include "cli/status_command.h"
 
+#include <unistd.h>
+
 #include <csignal>
 #include <thread>
 
 #include <CLI/CLI.hpp>
 
+#include "cli/acquire.h"
 #include "cli/exit_codes.h"
 #include "devices/gpu_ids.h"
 
@@ -31,6 +34,17 @@ Result<model::MachineSnapshot> Collect(const StatusArgs& args, Context& ctx) {
   return snap;
 }
 
+// Leases for the "lease" lines: from the daemon when one answers (with idle marks), else
+// from the per-user lease db when it exists (status never creates one). Unreadable: none.
+std::optional<std::vector<model::Lease>> StatusLeases(Context& ctx) {
+  if (!ctx.Daemon() && access((ctx.state_dir() + "/leases.db").c_str(), F_OK) != 0) {
+    return std::vector<model::Lease>{};
+  }
+  auto live = LiveLeases(ctx);
+  if (!live) return std::nullopt;
+  return std::move(*live);
+}
+
 }  // namespace
 
 CLI::App* AddStatusCommand(CLI::App& app, StatusArgs& args) {
@@ -52,6 +66,7 @@ int RunStatus(const StatusArgs& args, Context& ctx) {
   opts.simulated = ctx.is_simulated();
   if (ctx.simulation()) opts.scenario = ctx.simulation()->scenario_name;
   const render::TerminalInfo term = ctx.Terminal(args.no_color);
+  opts.leases = StatusLeases(ctx);
 
   if (args.watch_seconds <= 0) {
     auto snap = Collect(args, ctx);
@@ -89,6 +104,7 @@ int RunStatus(const StatusArgs& args, Context& ctx) {
       if (args.json) {
         ctx.out() << render::StatusToJson(*snap, opts).dump() << "\n";
       } else {
+        opts.leases = StatusLeases(ctx);
         if (clear_screen) ctx.out() << "\x1b[H\x1b[2J";
         else if (n > 0) ctx.out() << "\n";
         ctx.out() << render::RenderStatusText(*snap, opts, term);

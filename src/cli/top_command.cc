@@ -108,12 +108,16 @@ int RunTop(const TopArgs& args, Context& ctx) {
     lo.note = note;
     lo.me = me;
     auto rows = tui::VisibleRows(model.rows(), ui, me);
-    // Tall enough for every GPU, process and holder; trailing blank lines are dropped.
-    const int height = 8 + 2 * static_cast<int>(model.snapshot()->gpus.size()) + static_cast<int>(rows.size()) +
-                       static_cast<int>(model.frame()->leases.size() + model.frame()->jobs.size());
-    auto laid = tui::RenderTop(model, ui, rows, lo, std::max(80, ctx.Terminal(true).width), std::max(24, height));
-    std::string text = laid.grid.Text();
-    while (text.size() >= 2 && text.ends_with("\n\n")) text.pop_back();
+    // Tall enough for every GPU at two lines, every process and holder; the blank lines
+    // that pad the process table are then dropped.
+    const int height = 10 + 4 * static_cast<int>(model.snapshot()->gpus.size()) + static_cast<int>(rows.size()) +
+                       2 * static_cast<int>(model.frame()->leases.size() + model.frame()->jobs.size());
+    auto laid = tui::RenderTop(model, ui, rows, lo, std::max(80, ctx.Terminal(true).width), height);
+    std::string text;
+    for (int r = 0; r < laid.grid.height(); ++r) {
+      std::string line = laid.grid.RowText(r);
+      if (!line.empty()) text += line + "\n";
+    }
     ctx.out() << text;
     return ctx.out().good() ? kExitOk : kExitError;
   }

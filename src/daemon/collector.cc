@@ -126,7 +126,7 @@ int64_t Collector::MsUntilDue(int64_t now) const {
 
 void Collector::RunHook(const std::vector<std::string>& argv, const nlohmann::json& payload, const std::string& what) {
   if (argv.empty()) return;
-  if (auto ran = hooks_.Run(argv, monitor::SerializePayload(payload) + "\n"); !ran) Log(what + ": " + ran.error().message);
+  if (auto ran = hooks_.Run(argv, monitor::SerializePayload(payload)); !ran) Log(what + ": " + ran.error().message);
 }
 
 std::vector<model::GpuSample> Collector::Samples(const model::MachineSnapshot& snap,

@@ -120,7 +120,9 @@ Peer Daemon::MakePeer(uint32_t uid, uint32_t gid, int32_t pid) const {
 Status Daemon::Start() {
   std::error_code ec;
   std::filesystem::create_directories(options_.state_dir, ec);
-  chmod(options_.state_dir.c_str(), 0700);
+  // 0711 in system mode: users may reach history.db (0644, read by `gpuman history`) by
+  // name but not list the directory; state.db and its WAL files are 0600.
+  chmod(options_.state_dir.c_str(), options_.system_mode ? 0711 : 0700);
   const std::string db = options_.state_dir + "/state.db";
   store::JobStoreOptions job_options;
   job_options.check_transition = sched::CheckTransition;
@@ -133,6 +135,7 @@ Status Daemon::Start() {
   auto leases = store::LeaseStore::Open(db, lease_options);
   if (!leases) return leases.error();
   leases_ = std::move(*leases);
+  for (const char* suffix : {"", "-wal", "-shm"}) chmod((db + suffix).c_str(), 0600);
 
   // The socket: never replace one that a live daemon still answers on.
   const std::string& path = options_.socket_path;

@@ -121,7 +121,7 @@ std::string Sparkline(const std::vector<SeriesPoint>& points, int64_t from_unix_
   if (width <= 0) return "";
   std::vector<double> sum(static_cast<size_t>(width), 0);
   std::vector<int> count(static_cast<size_t>(width), 0);
-  const double span = static_cast<double>(std::max<int64_t>(to_unix_ms - from_unix_ms, 1));
+  const double span = static_cast<double>(std::max<int64_t>(to_unix_ms - from_unix_ms, 0) + 1);
   for (const auto& p : points) {
     if (!p.value || p.t_unix_ms < from_unix_ms || p.t_unix_ms > to_unix_ms) continue;
     auto col = static_cast<int>(static_cast<double>(p.t_unix_ms - from_unix_ms) / span * width);
@@ -182,13 +182,18 @@ std::string RenderHistoryText(const HistoryView& view, const TerminalInfo& term)
     g.mem_points.push_back({s.t_unix_ms, MemoryPercent(s)});
   }
   const int width = std::max(term.width, 80);
-  const int spark_width = width - 13;  // "       util |" ... "|"
+  // One column per sample at most, so that a short window has no holes.
+  int most_samples = 0;
+  for (const auto& [key, g] : gpus) most_samples = std::max(most_samples, g.samples);
+  const int spark_width = std::min(width - 13, most_samples);  // "       util |" ... "|"
   std::string out = fmt::format("History {} .. {}", FormatIsoUtcSeconds(from / 1000),
                                 FormatIsoUtcSeconds(to / 1000));
   if (view.step_ms) out += ", step " + FormatDurationMs(*view.step_ms);
-  out += fmt::format(", {} GPU{}; sparklines: {} per column\n", gpus.size(),
-                     gpus.size() == 1 ? "" : "s",
-                     FormatDurationMs(std::max<int64_t>((to - from) / spark_width, 1)));
+  out += fmt::format(", {} GPU{}", gpus.size(), gpus.size() == 1 ? "" : "s");
+  if (const int64_t per_column = (to - from) / spark_width; per_column >= 1000) {
+    out += ", sparkline columns of " + FormatDurationMs(per_column);
+  }
+  out += "\n";
   auto percent = [](const std::optional<double>& v) {
     return v ? fmt::format("{:.0f}%", *v) : std::string("-");
   };

@@ -48,10 +48,6 @@ std::string TimeLabel(int64_t t_unix_ms, int64_t range_ms) {
   return iso.substr(5, 5) + " " + iso.substr(11, 5);
 }
 
-std::string Percent(const std::optional<double>& v) {
-  return v ? Num(*v) + " %" : std::string("&ndash;");
-}
-
 std::optional<double> MemoryPercent(const model::GpuSample& s) {
   if (s.memory_used_bytes && s.memory_total_bytes && *s.memory_total_bytes > 0) {
     return 100.0 * static_cast<double>(*s.memory_used_bytes) /
@@ -74,7 +70,7 @@ std::string LineChart(const std::vector<Series>& series, int64_t from, int64_t t
   auto x = [&](int64_t t) { return kLeft + static_cast<double>(t - from) / span * kPlotWidth; };
   auto y = [&](double v) { return kTop + kPlotHeight - std::clamp(v, 0.0, 100.0) / 100 * kPlotHeight; };
   std::string svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {0} {1}\" width=\"{0}\" "
+      "<svg viewBox=\"0 0 {0} {1}\" width=\"{0}\" "
       "height=\"{1}\" role=\"img\" aria-label=\"{2}\">\n",
       kChartWidth, kChartHeight, HtmlEscape(label));
   for (int v = 0; v <= 100; v += 25) {
@@ -93,6 +89,17 @@ std::string LineChart(const std::vector<Series>& series, int64_t from, int64_t t
                      kLeft, kTop, kPlotWidth, kPlotHeight);
   for (const Series& s : series) {
     // Segments of consecutive points.
+    // Lines break where more than three sampling periods are missing: the period is the
+    // caller's step or the series' own spacing, whichever is longer.
+    int64_t period = step_ms;
+    if (period > 0) {
+      int64_t spacing = 0;
+      for (size_t i = 1; i < s.points.size(); ++i) {
+        const int64_t gap = s.points[i].first - s.points[i - 1].first;
+        if (gap > 0 && (spacing == 0 || gap < spacing)) spacing = gap;
+      }
+      period = std::max(period, spacing);
+    }
     std::vector<std::vector<std::pair<double, double>>> segments;
     int64_t last_t = 0;
     bool open = false;
@@ -101,7 +108,7 @@ std::string LineChart(const std::vector<Series>& series, int64_t from, int64_t t
         open = false;
         continue;
       }
-      if (!open || (step_ms > 0 && t - last_t > 3 * step_ms)) segments.emplace_back();
+      if (!open || (period > 0 && t - last_t > 3 * period)) segments.emplace_back();
       segments.back().push_back({x(t), y(*v)});
       open = true;
       last_t = t;
@@ -237,7 +244,7 @@ std::string GpuHours(const ReportData& data) {
   html += fmt::format(
       "<p class=\"meta\">{} GPU-hours in total; \"(free)\" is time no lease or job held a "
       "GPU.</p>\n<div class=\"card\" style=\"max-width:{}px\">"
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" "
+      "<svg viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" "
       "role=\"img\" aria-label=\"GPU-hours per user\">\n",
       Num(total, 2), kWidth, kWidth, height, kWidth, height);
   int row = 0;
@@ -292,7 +299,7 @@ std::string Waits(const ReportData& data) {
   constexpr int kW = 560, kH = 200, kBase = 170, kBarArea = 140, kSlot = 76;
   html += fmt::format(
       "<div class=\"card\" style=\"max-width:{}px\"><h3>{}</h3>"
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" "
+      "<svg viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" "
       "role=\"img\" aria-label=\"queue wait histogram\">\n"
       "<line x1=\"12\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#bbb\"/>\n",
       kW, Key(kWaitColor, "jobs by time waited in the queue"), kW, kH, kW, kH, kBase, kW - 12, kBase);

@@ -8,6 +8,8 @@
 #include "render/format.h"
 #include "render/status_view.h"
 
+#include <algorithm>
+
 namespace gpuman::render {
 namespace {
 
@@ -32,6 +34,7 @@ json ProcessToJson(const model::GpuProcess& p) {
       {"type", model::ProcessTypeName(p.type)},
       {"gpu_instance_id", OrNull(p.gpu_instance_id)},
       {"compute_instance_id", OrNull(p.compute_instance_id)},
+      {"sm_util_percent", OrNull(p.sm_util_percent)},
   };
 }
 
@@ -74,7 +77,9 @@ json GpuToJson(const model::DeviceSnapshot& d, const StatusOptions& opts) {
        {{"current", OrNull(d.mig_mode_current)}, {"pending", OrNull(d.mig_mode_pending)}}},
       {"ecc",
        {{"volatile_corrected", OrNull(d.ecc_volatile_corrected)},
-        {"volatile_uncorrected", OrNull(d.ecc_volatile_uncorrected)}}},
+        {"volatile_uncorrected", OrNull(d.ecc_volatile_uncorrected)},
+        {"aggregate_corrected", OrNull(d.ecc_aggregate_corrected)},
+        {"aggregate_uncorrected", OrNull(d.ecc_aggregate_uncorrected)}}},
       {"retired_pages_pending", OrNull(d.retired_pages_pending)},
       {"remapped_rows",
        {{"pending", OrNull(d.remapped_rows_pending)},
@@ -87,6 +92,19 @@ json GpuToJson(const model::DeviceSnapshot& d, const StatusOptions& opts) {
       {"health_problems", d.health_problems},
       {"warnings", d.warnings},
   };
+  if (opts.leases) {
+    json lease = nullptr;
+    for (const model::Lease& l : *opts.leases) {
+      if (!d.uuid || std::find(l.gpu_uuids.begin(), l.gpu_uuids.end(), *d.uuid) == l.gpu_uuids.end()) continue;
+      lease = {{"id", l.id},
+               {"user", l.user},
+               {"kind", l.kind},
+               {"command", l.command},
+               {"since_unix_ms", l.created_unix_ms},
+               {"idle_since_unix_ms", OrNull(l.idle_since_unix_ms)}};
+    }
+    gpu["lease"] = std::move(lease);
+  }
   if (opts.show_processes) {
     json processes = json::array();
     for (const model::GpuProcess& p : d.processes) processes.push_back(ProcessToJson(p));

@@ -21,6 +21,8 @@
 #include "render/format.h"
 #include "render/status_view.h"
 
+#include "base/duration.h"
+
 namespace gpuman::render {
 namespace {
 
@@ -410,6 +412,18 @@ std::string RenderStatusText(const model::MachineSnapshot& snap, const StatusOpt
       }
       for (const std::string& warning : d.warnings) {
         AppendDetailLine(lines, "warning: ", warning, Color::kYellow, color, avail);
+      }
+      if (opts.leases && d.uuid) {
+        for (const model::Lease& l : *opts.leases) {
+          if (std::find(l.gpu_uuids.begin(), l.gpu_uuids.end(), *d.uuid) == l.gpu_uuids.end()) continue;
+          std::string text = "lease " + std::to_string(l.id) + " " + l.user + " (" + l.kind + ") since " +
+                             FormatIsoUtcSeconds(l.created_unix_ms / 1000);
+          if (l.idle_since_unix_ms) {
+            text += ", IDLE for " + FormatDurationMs(snap.taken_at_unix_ms - *l.idle_since_unix_ms);
+          }
+          text += ": " + l.command;
+          AppendDetailLine(lines, "", text, l.idle_since_unix_ms ? Color::kYellow : Color::kDim, color, avail);
+        }
       }
       if (opts.show_processes) {
         for (const model::GpuProcess& p : d.processes) {

@@ -4,11 +4,13 @@
 // Safe to call from any thread.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 #include "model/device_snapshot.h"
+#include "model/lease.h"
 #include "render/format.h"  // FormatBytes, used across the CLI
 
 namespace gpuman::render {
@@ -23,6 +25,9 @@ struct StatusOptions {
   bool show_processes = true;
   bool simulated = false;  // data comes from the stand-in NVML
   std::string scenario;    // name shown with the simulated marker
+  /// Leases, when the lease table could be read: each GPU then gets a "lease" line (text)
+  /// and a "lease" member (JSON, null when free), idle ones marked.
+  std::optional<std::vector<model::Lease>> leases;
 };
 
 /// The JSON contract of `gpuman status --json` (schema_version 1). Every unknown

@@ -151,6 +151,12 @@ std::string ReadOnlyUri(const std::string& path) {
   return uri + "?mode=ro";
 }
 
+std::string ErrnoText(int err) {
+  std::string text = std::strerror(err);
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
 Error RelabelError(Error e, const std::string& db_path, const std::string& path) {
   const std::string from = "state db " + db_path;
   const std::string to = "history db " + path;
@@ -185,7 +191,7 @@ Status PrepareWritableFile(const std::string& path) {
     int err = errno;
     if (err == EEXIST) return {};
     return MakeError(err == EACCES || err == EPERM ? ErrorCode::kPermissionDenied : ErrorCode::kIo,
-                     context + ": " + std::strerror(err));
+                     context + ": " + ErrnoText(err));
   }
   ::fchmod(fd, 0644);
   ::close(fd);
@@ -241,7 +247,7 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::Open(const std::string& path
       return MakeError(err == ENOENT ? ErrorCode::kNotFound
                        : err == EACCES ? ErrorCode::kPermissionDenied
                                        : ErrorCode::kIo,
-                       context + ": " + std::strerror(err));
+                       context + ": " + ErrnoText(err));
     }
     DatabaseOptions options;
     options.create = false;

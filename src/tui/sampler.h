@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "base/result.h"
 #include "tui/top_model.h"
 
 namespace gpuman::tui {

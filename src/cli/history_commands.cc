@@ -1,0 +1,297 @@
+#include "cli/history_commands.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <fstream>
+#include <regex>
+
+#include <CLI/CLI.hpp>
+
+#include "base/duration.h"
+#include "base/strings.h"
+#include "cli/exit_codes.h"
+#include "daemon/daemon.h"
+#include "devices/gpu_ids.h"
+#include "render/history_view.h"
+#include "render/report_html.h"
+#include "store/history_store.h"
+
+namespace gpuman::cli {
+namespace {
+
+constexpr const char* kNoHistory =
+    "no history yet: the gpuman daemon records it; start it with `gpuman daemon`";
+
+int Fail(Context& ctx, const Error& e) {
+  ctx.err() << "gpuman: error: " << e.message << "\n";
+  // A missing history is not a usage mistake: exit 1, not the kNotFound usage code.
+  return e.code == ErrorCode::kNotFound ? kExitError : ExitCodeFor(e.code);
+}
+
+// Present, or present but hidden behind a directory we may not search (then opening it
+// reports the permission problem, which is more useful than "no history").
+bool MayExist(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 || errno == EACCES;
+}
+
+Result<std::unique_ptr<store::HistoryStore>> OpenHistory(const std::string& explicit_path,
+                                                         Context& ctx) {
+  auto path = FindHistoryDb(explicit_path, ctx.env());
+  if (!path) return path.error();
+  auto store = store::HistoryStore::Open(*path, /*read_only=*/true);
+  if (!store && store.error().code == ErrorCode::kNotFound) {
+    return MakeError(ErrorCode::kNotFound, std::string(kNoHistory) + " (" + store.error().message + ")");
+  }
+  return store;
+}
+
+struct Window {
+  std::optional<int64_t> since, until;
+};
+
+Result<Window> ParseWindow(const std::string& since, const std::string& until, int64_t now_ms) {
+  Window w;
+  if (!since.empty()) {
+    auto t = ParseTimeArg(since, now_ms);
+    if (!t) return t.error().WithContext("--since");
+    w.since = *t;
+  }
+  if (!until.empty()) {
+    auto t = ParseTimeArg(until, now_ms);
+    if (!t) return t.error().WithContext("--until");
+    w.until = *t;
+  }
+  if (w.since && w.until && *w.since > *w.until) {
+    return MakeError(ErrorCode::kInvalidArgument, "--since is after --until");
+  }
+  return w;
+}
+
+// --gpu values (indices, UUIDs, UUID prefixes; comma lists) -> UUIDs, against the GPUs
+// the history knows (no driver needed: the db has both indices and UUIDs).
+Result<std::vector<std::string>> ResolveGpus(const std::vector<std::string>& ids,
+                                             store::HistoryStore& store) {
+  std::vector<std::string> uuids;
+  if (ids.empty()) return uuids;
+  auto known = store.Gpus();
+  if (!known) return known.error();
+  std::vector<model::DeviceSnapshot> gpus;
+  for (const auto& g : *known) {
+    model::DeviceSnapshot s;
+    s.index = g.index;
+    s.uuid = g.uuid;
+    gpus.push_back(std::move(s));
+  }
+  std::string list;
+  for (const auto& id : ids) list += (list.empty() ? "" : ",") + id;
+  auto picked = devices::ResolveGpuIds(list, gpus);
+  if (!picked) return picked.error().WithContext("--gpu (GPUs in the history)");
+  for (size_t i : *picked) uuids.push_back(*gpus[i].uuid);
+  return uuids;
+}
+
+// A step that keeps a chart to at most ~720 points: the smallest round step that does.
+int64_t ChartStep(int64_t range_ms) {
+  static constexpr int64_t kSteps[] = {1000,    5000,    10000,    30000,    60000,    120000,
+                                       300000,  600000,  900000,   1800000,  3600000,  7200000,
+                                       10800000, 21600000, 43200000, 86400000};
+  for (int64_t step : kSteps) {
+    if (range_ms / step <= 720) return step;
+  }
+  return kSteps[std::size(kSteps) - 1];
+}
+
+std::string HostName() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "";
+  return buf;
+}
+
+}  // namespace
+
+Result<std::string> FindHistoryDb(const std::string& explicit_path, const Environment& env) {
+  std::string chosen = explicit_path;
+  if (chosen.empty()) chosen = env.Get("GPUMAN_HISTORY_DB").value_or("");
+  if (!chosen.empty()) {
+    if (!MayExist(chosen)) {
+      return MakeError(ErrorCode::kNotFound, std::string(kNoHistory) + " (no file " + chosen + ")");
+    }
+    return chosen;
+  }
+  const std::string user_db = daemon::DefaultDaemonStateDir(false, env.vars) + "/history.db";
+  const std::string system_db = daemon::DefaultDaemonStateDir(true, env.vars) + "/history.db";
+  struct stat st {};
+  if (::stat(user_db.c_str(), &st) == 0) return user_db;
+  if (MayExist(system_db)) return system_db;
+  return MakeError(ErrorCode::kNotFound, std::string(kNoHistory) + " (looked for " + user_db +
+                                             " and " + system_db + ")");
+}
+
+Result<int64_t> ParseTimeArg(std::string_view text, int64_t now_unix_ms) {
+  const std::string s(Trim(text));
+  // YYYY-MM-DD[(T| )HH:MM[:SS[.fff]]][Z|(+|-)HH[:]MM]
+  static const std::regex kIso(
+      R"(^(\d{4})-(\d{2})-(\d{2})(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:\.(\d{1,3})\d*)?)?)?\s*([Zz]|[+-]\d{2}:?\d{2})?$)");
+  std::smatch m;
+  if (std::regex_match(s, m, kIso)) {
+    auto num = [&](int i) { return m[i].matched ? std::stoi(m[i].str()) : 0; };
+    std::tm tm{};
+    tm.tm_year = num(1) - 1900;
+    tm.tm_mon = num(2) - 1;
+    tm.tm_mday = num(3);
+    tm.tm_hour = num(4);
+    tm.tm_min = num(5);
+    tm.tm_sec = num(6);
+    const std::tm asked = tm;
+    const time_t secs = ::timegm(&tm);
+    if (tm.tm_year != asked.tm_year || tm.tm_mon != asked.tm_mon || tm.tm_mday != asked.tm_mday ||
+        tm.tm_hour != asked.tm_hour || tm.tm_min != asked.tm_min || tm.tm_sec != asked.tm_sec) {
+      return MakeError(ErrorCode::kInvalidArgument, "'" + s + "' is not a valid time");
+    }
+    int64_t ms = static_cast<int64_t>(secs) * 1000;
+    if (m[7].matched) {
+      std::string frac = m[7].str();
+      while (frac.size() < 3) frac += '0';
+      ms += std::stoi(frac);
+    }
+    if (m[8].matched && m[8].str() != "Z" && m[8].str() != "z") {
+      std::string zone = m[8].str();
+      const int sign = zone[0] == '-' ? -1 : 1;
+      zone.erase(std::remove(zone.begin(), zone.end(), ':'), zone.end());
+      const int hours = std::stoi(zone.substr(1, 2)), minutes = std::stoi(zone.substr(3, 2));
+      ms -= sign * (hours * 3600LL + minutes * 60LL) * 1000;
+    }
+    return ms;
+  }
+  auto ago = ParseDurationMs(s);
+  if (!ago) {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "'" + s + "' is neither a duration (\"1h\", \"30m\", \"7d\") nor an ISO time "
+                               "(\"2024-05-01T12:00Z\")");
+  }
+  return now_unix_ms - *ago;
+}
+
+CLI::App* AddHistoryCommand(CLI::App& app, HistoryArgs& args) {
+  CLI::App* cmd = app.add_subcommand("history", "GPU utilization, memory and holders over time, from the daemon's history");
+  cmd->add_option("--gpu", args.gpus, "Only these GPUs (index, UUID or UUID prefix; repeat or comma-separate)");
+  cmd->add_option("--since", args.since, "Start: a duration before now (1h, 30m, 7d) or an ISO time (default 1h)");
+  cmd->add_option("--until", args.until, "End: a duration before now or an ISO time (default now)");
+  cmd->add_option("--step", args.step, "Average samples over steps of this length (10s, 5m, 1h)");
+  cmd->add_option("--db", args.db, "History db to read (default $GPUMAN_HISTORY_DB, else the daemon's)");
+  auto* json = cmd->add_flag("--json", args.json, "Print JSON (docs/history.md)");
+  cmd->add_flag("--csv", args.csv, "Print CSV, one line per sample")->excludes(json);
+  cmd->add_flag("--no-color", args.no_color, "Never use colour");
+  return cmd;
+}
+
+int RunHistory(const HistoryArgs& args, Context& ctx) {
+  const int64_t now = ctx.clock().NowUnixMs();
+  auto window = ParseWindow(args.since, args.until, now);
+  if (!window) return Fail(ctx, window.error());
+  std::optional<int64_t> step;
+  if (!args.step.empty()) {
+    auto parsed = ParseDurationMs(args.step);
+    if (!parsed || *parsed <= 0) {
+      return Fail(ctx, MakeError(ErrorCode::kInvalidArgument,
+                                 "--step: '" + args.step + "' is not a positive duration"));
+    }
+    step = *parsed;
+  }
+  auto store = OpenHistory(args.db, ctx);
+  if (!store) return Fail(ctx, store.error());
+  store::HistoryStore::Query q;
+  q.since_unix_ms = window->since;
+  q.until_unix_ms = window->until;
+  q.step_ms = step;
+  auto gpus = ResolveGpus(args.gpus, **store);
+  if (!gpus) return Fail(ctx, gpus.error());
+  q.gpu_uuids = *gpus;
+  auto samples = (*store)->Samples(q);
+  if (!samples) return Fail(ctx, samples.error());
+
+  render::HistoryView view{window->since, window->until, step, std::move(*samples)};
+  if (args.json) {
+    ctx.out() << render::HistoryToJson(view).dump(2) << "\n";
+  } else if (args.csv) {
+    ctx.out() << render::HistoryToCsv(view.samples);
+  } else {
+    ctx.out() << render::RenderHistoryText(view, ctx.Terminal(args.no_color));
+  }
+  return kExitOk;
+}
+
+CLI::App* AddReportCommand(CLI::App& app, ReportArgs& args) {
+  CLI::App* cmd = app.add_subcommand("report", "Write a self-contained HTML report of GPU usage from the daemon's history");
+  cmd->add_option("--html", args.html, "Output file ('-' for stdout)")->required();
+  cmd->add_option("--since", args.since, "Start: a duration before now or an ISO time (default 24h)");
+  cmd->add_option("--until", args.until, "End: a duration before now or an ISO time (default now)");
+  cmd->add_option("--db", args.db, "History db to read (default $GPUMAN_HISTORY_DB, else the daemon's)");
+  return cmd;
+}
+
+int RunReport(const ReportArgs& args, Context& ctx) {
+  const int64_t now = ctx.clock().NowUnixMs();
+  auto window = ParseWindow(args.since, args.until, now);
+  if (!window) return Fail(ctx, window.error());
+  auto store = OpenHistory(args.db, ctx);
+  if (!store) return Fail(ctx, store.error());
+
+  render::ReportData data;
+  data.generated_unix_ms = now;
+  data.until_unix_ms = window->until.value_or(now);
+  data.since_unix_ms = window->since.value_or(data.until_unix_ms - 24 * 3600 * 1000LL);
+  if (!window->since) {  // "--since ''": everything there is
+    if (auto range = (*store)->TimeRange(); range && *range) data.since_unix_ms = (*range)->first;
+  }
+  data.host = HostName();
+  store::HistoryStore::Query q;
+  q.since_unix_ms = data.since_unix_ms;
+  q.until_unix_ms = data.until_unix_ms;
+  const int64_t step = ChartStep(data.until_unix_ms - data.since_unix_ms);
+  if (step > 1000) q.step_ms = step;
+  data.step_ms = step;
+  auto samples = (*store)->Samples(q);
+  if (!samples) return Fail(ctx, samples.error());
+  data.samples = std::move(*samples);
+  auto hours = (*store)->GpuHoursByUser(data.since_unix_ms, data.until_unix_ms);
+  if (!hours) return Fail(ctx, hours.error());
+  data.gpu_hours_by_user = std::move(*hours);
+  auto waits = (*store)->JobWaits(data.since_unix_ms);
+  if (!waits) return Fail(ctx, waits.error());
+  std::erase_if(*waits, [&](const model::JobWait& w) { return w.started_unix_ms > data.until_unix_ms; });
+  data.waits = std::move(*waits);
+
+  const std::string html = render::RenderReportHtml(data);
+  if (args.html == "-") {
+    ctx.out() << html;
+    return kExitOk;
+  }
+  // Written beside the target and renamed, so a reader never sees half a report.
+  const std::string tmp = args.html + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << html;
+    out.close();
+    if (!out) {
+      ::unlink(tmp.c_str());
+      return Fail(ctx, MakeError(ErrorCode::kIo, "write " + args.html + ": cannot write " + tmp));
+    }
+  }
+  if (std::rename(tmp.c_str(), args.html.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    return Fail(ctx, MakeError(ErrorCode::kIo, "write " + args.html + ": " + ToLower(std::strerror(err))));
+  }
+  ctx.err() << "gpuman: wrote " << args.html << " (" << data.samples.size() << " points, "
+            << FormatDurationMs(data.until_unix_ms - data.since_unix_ms) << ")\n";
+  return kExitOk;
+}
+
+}  // namespace gpuman::cli

@@ -1,0 +1,266 @@
+// End-to-end: `gpuman top` in a real terminal (a detached tmux session on a private
+// socket) against the stand-in NVML. Keys go in with send-keys; the screen comes back with
+// capture-pane, polled against a deadline rather than fixed sleeps.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "e2e/e2e_util.h"
+
+namespace gpuman::e2e {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+
+const char kTmux[] = "/usr/bin/tmux";
+constexpr auto kDeadline = std::chrono::seconds(10);
+
+int CountLines(const std::string& text) { return static_cast<int>(std::count(text.begin(), text.end(), '\n')); }
+
+// A private tmux server: its own socket in a temp dir, killed when the test ends.
+class Tmux {
+ public:
+  explicit Tmux(const std::string& state_dir) : env_(CleanEnv(state_dir)) {
+    env_["TERM"] = "xterm-256color";
+    env_["LC_ALL"] = "C";  // ASCII bars: what the test greps does not depend on the locale
+    env_["LANG"] = "";
+    env_["TMUX"] = "";
+    // A keeper session holds the server up, so remain-on-exit is set before gpuman runs.
+    Cmd({"new-session", "-d", "-s", "keeper", "-x", "80", "-y", "24", "/bin/sleep", "600"});
+    Cmd({"set-option", "-g", "remain-on-exit", "on"});
+  }
+  ~Tmux() { Cmd({"kill-server"}); }
+
+  testing::RunResult Cmd(std::vector<std::string> args) {
+    args.insert(args.begin(), {kTmux, "-S", sock_});
+    return testing::Run(args, env_);
+  }
+
+  /// Starts `argv` in a new session `top` of the given size.
+  void Start(const std::vector<std::string>& argv, int width, int height) {
+    std::vector<std::string> args = {"new-session", "-d",  "-s", "top", "-x", std::to_string(width),
+                                     "-y",          std::to_string(height)};
+    args.insert(args.end(), argv.begin(), argv.end());
+    auto r = Cmd(args);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+
+  std::string Screen() { return Cmd({"capture-pane", "-p", "-t", "top"}).out; }
+  void Keys(const std::vector<std::string>& keys) {
+    std::vector<std::string> args = {"send-keys", "-t", "top"};
+    args.insert(args.end(), keys.begin(), keys.end());
+    Cmd(args);
+  }
+  /// "1 0" once the pane's process exited with status 0.
+  std::string PaneDead() { return Cmd({"display-message", "-p", "-t", "top", "#{pane_dead} #{pane_dead_status}"}).out; }
+
+  /// Polls the screen until `ok` holds or the deadline passes; returns the last screen.
+  std::string WaitFor(const std::function<bool(const std::string&)>& ok) {
+    const auto until = std::chrono::steady_clock::now() + kDeadline;
+    std::string screen;
+    while (std::chrono::steady_clock::now() < until) {
+      screen = Screen();
+      if (ok(screen)) return screen;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return screen;
+  }
+  std::string WaitForText(const std::string& needle) {
+    return WaitFor([&](const std::string& s) { return s.find(needle) != std::string::npos; });
+  }
+
+ private:
+  TempDir dir_;
+  std::string sock_ = dir_.Join("tmux.sock");
+  std::map<std::string, std::string> env_;
+};
+
+bool Has(const std::string& screen, const std::string& needle) { return screen.find(needle) != std::string::npos; }
+
+// a100-4 with extra processes on GPU 0 (pid -> GiB).
+std::string Scenario(const TempDir& dir, const std::vector<std::pair<int, int64_t>>& extra, int gpu1_util = 97) {
+  std::ifstream in(kScenarios + "/a100-4.json");
+  json s = json::parse(in);
+  for (const auto& [pid, gib] : extra) {
+    s["gpus"][0]["processes"].push_back({{"pid", pid}, {"used_memory", gib << 30}, {"type", "compute"}});
+  }
+  s["gpus"][1]["utilization"]["gpu"] = gpu1_util;
+  return dir.Write("scenario.json", s.dump(2));
+}
+
+class TopE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (access(kTmux, X_OK) != 0) GTEST_SKIP() << "tmux is not installed";
+  }
+  TempDir dir_;
+  std::string state_ = dir_.Join("state");
+};
+
+TEST_F(TopE2E, ShowsGpusAndProcessesAt80x24ThenFollowsResizeSortAndQuits) {
+  Tmux tmux(state_);
+  const std::string scenario = Scenario(dir_, {});
+  tmux.Start({kGpuman, "--simulate", scenario, "top", "--interval", "0.2"}, 80, 24);
+  std::string screen = tmux.WaitForText("4243");
+  ASSERT_TRUE(Has(screen, "4243")) << screen;
+  EXPECT_TRUE(Has(screen, "gpuman top")) << screen;
+  EXPECT_TRUE(Has(screen, "4 GPUs")) << screen;
+  for (const char* gpu : {" 0 A100-SXM4-80GB", " 1 A100-SXM4-80GB", " 2 A100-SXM4-80GB", " 3 A100-SXM4-80GB"}) {
+    EXPECT_TRUE(Has(screen, gpu)) << gpu << "\n" << screen;
+  }
+  EXPECT_TRUE(Has(screen, "4242")) << screen;
+  EXPECT_TRUE(Has(screen, "alice")) << screen;
+  EXPECT_TRUE(Has(screen, "python train.py --epochs 90")) << screen;
+  EXPECT_TRUE(Has(screen, "97%")) << screen;
+  EXPECT_TRUE(Has(screen, "q quit")) << screen;
+  EXPECT_EQ(CountLines(screen), 24) << screen;
+  EXPECT_FALSE(Has(screen, "TYPE")) << screen;  // the 80-column table
+
+  // Largest memory first: 4242 (52 GiB) above 4243 (18.5 GiB); s switches to pid order.
+  EXPECT_LT(screen.find(" 4242 "), screen.find(" 4243 "));
+  tmux.Keys({"s"});
+  screen = tmux.WaitForText("sort sm");
+  ASSERT_TRUE(Has(screen, "sort sm")) << screen;
+  tmux.Keys({"s"});
+  screen = tmux.WaitForText("sort pid");
+  ASSERT_TRUE(Has(screen, "sort pid")) << screen;
+  tmux.Keys({"r"});
+  screen = tmux.WaitForText("sort pid (rev)");
+  ASSERT_TRUE(Has(screen, "(rev)")) << screen;
+  EXPECT_LT(screen.find(" 4243 "), screen.find(" 4242 ")) << screen;
+
+  // A wider, taller window gets the wide table.
+  tmux.Cmd({"resize-window", "-t", "top", "-x", "130", "-y", "40"});
+  screen = tmux.WaitFor([](const std::string& s) { return Has(s, "TYPE") && CountLines(s) == 40; });
+  EXPECT_TRUE(Has(screen, "TYPE")) << screen;
+  EXPECT_TRUE(Has(screen, " mem ")) << screen;  // second history line
+  // And back to 80x24.
+  tmux.Cmd({"resize-window", "-t", "top", "-x", "80", "-y", "24"});
+  screen = tmux.WaitFor([](const std::string& s) { return !Has(s, "TYPE") && CountLines(s) == 24; });
+  EXPECT_FALSE(Has(screen, "TYPE")) << screen;
+  EXPECT_TRUE(Has(screen, "4242")) << screen;
+
+  tmux.Keys({"q"});
+  const auto until = std::chrono::steady_clock::now() + kDeadline;
+  std::string dead;
+  while (std::chrono::steady_clock::now() < until && (dead = tmux.PaneDead()).rfind("1 ", 0) != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(dead, "1 0\n");
+}
+
+TEST_F(TopE2E, ViewFollowsScenarioChanges) {
+  Tmux tmux(state_);
+  const std::string scenario = Scenario(dir_, {}, 97);
+  tmux.Start({kGpuman, "--simulate", scenario, "top", "--interval", "0.2"}, 80, 24);
+  std::string screen = tmux.WaitForText("4243");
+  ASSERT_TRUE(Has(screen, "97%")) << screen;
+  ASSERT_FALSE(Has(screen, "31337"));
+  Scenario(dir_, {{31337, 2}}, 42);  // rename over the file: the stand-in reloads it
+  screen = tmux.WaitFor([](const std::string& s) { return Has(s, "31337") && Has(s, "42%"); });
+  EXPECT_TRUE(Has(screen, "31337")) << screen;
+  EXPECT_TRUE(Has(screen, "42%")) << screen;
+  tmux.Keys({"h"});
+  screen = tmux.WaitForText("gpuman top: keys");
+  EXPECT_TRUE(Has(screen, "signal the selected process")) << screen;
+  tmux.Keys({"x", "q"});
+}
+
+TEST_F(TopE2E, KillSendsSigtermToOwnProcess) {
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    execl("/bin/sleep", "sleep", "300", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // The child's pid is not in host_processes, so its owner comes from the real /proc: us.
+  Tmux tmux(state_);
+  const std::string scenario = Scenario(dir_, {{child, 60}});
+  tmux.Start({kGpuman, "--simulate", scenario, "top", "--interval", "0.2"}, 80, 24);
+  const std::string pid = std::to_string(child);
+  std::string screen = tmux.WaitForText("sleep 300");
+  ASSERT_TRUE(Has(screen, "sleep 300")) << screen;
+  tmux.Keys({"u"});  // only mine: the sleep is the only row, so it is selected
+  screen = tmux.WaitFor([](const std::string& s) { return Has(s, "| mine") && !Has(s, " 4242 "); });
+  ASSERT_TRUE(Has(screen, "| mine")) << screen;
+  tmux.Keys({"k"});
+  screen = tmux.WaitForText("Signal pid " + pid);
+  ASSERT_TRUE(Has(screen, "Signal pid " + pid)) << screen;
+  tmux.Keys({"Enter"});
+  int status = 0;
+  pid_t reaped = 0;
+  const auto until = std::chrono::steady_clock::now() + kDeadline;
+  while (std::chrono::steady_clock::now() < until && (reaped = waitpid(child, &status, WNOHANG)) == 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  if (reaped != child) {
+    kill(child, SIGKILL);
+    waitpid(child, &status, 0);
+    FAIL() << "the child was not signalled\n" << tmux.Screen();
+  }
+  EXPECT_TRUE(WIFSIGNALED(status));
+  EXPECT_EQ(WTERMSIG(status), SIGTERM);
+  screen = tmux.WaitForText("sent SIGTERM to pid " + pid);
+  EXPECT_TRUE(Has(screen, "sent SIGTERM to pid " + pid)) << screen;
+  tmux.Keys({"q"});
+}
+
+TEST_F(TopE2E, SimulatedPidsAreNeverSignalled) {
+  // alice's 4242 exists only in the scenario; whatever real process has that pid (if any)
+  // must not be signalled, even by root.
+  Tmux tmux(state_);
+  tmux.Start({kGpuman, "--simulate", Scenario(dir_, {}), "top"}, 80, 24);
+  std::string screen = tmux.WaitForText("4242");
+  ASSERT_TRUE(Has(screen, "4242")) << screen;
+  tmux.Keys({"k"});
+  screen = tmux.WaitFor([](const std::string& s) {
+    return Has(s, "Signal pid 4242") || Has(s, "only root") || Has(s, "belongs to alice");
+  });
+  if (Has(screen, "Signal pid 4242")) tmux.Keys({"Enter"});
+  if (geteuid() == 0) {
+    screen = tmux.WaitForText("belongs to alice");
+    tmux.Keys({"y"});
+    screen = tmux.WaitFor([](const std::string& s) { return Has(s, "pid 4242: ") || Has(s, "sent SIG"); });
+    EXPECT_TRUE(Has(screen, "pid 4242: ")) << screen;
+    EXPECT_FALSE(Has(screen, "sent SIG")) << screen;
+  } else {
+    EXPECT_TRUE(Has(screen, "only root")) << screen;
+  }
+  tmux.Keys({"q"});
+}
+
+TEST(TopE2ENoTerminal, NoDriverIsOneLineAndExitCode3) {
+  TempDir dir;
+  auto r = RunGpuman(dir.Join("state"), {"top"}, {{"GPUMAN_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"}});
+  EXPECT_EQ(r.exit_code, 3);
+  EXPECT_EQ(r.out, "");
+  EXPECT_EQ(CountLines(r.err), 1) << r.err;
+  EXPECT_EQ(r.err.rfind("gpuman: error: cannot load NVML library", 0), 0u) << r.err;
+  auto sim = RunGpuman(dir.Join("state"), {"--simulate", "no-driver", "top"});
+  EXPECT_EQ(sim.exit_code, 3);
+  EXPECT_EQ(CountLines(sim.err), 1) << sim.err;
+}
+
+TEST(TopE2ENoTerminal, NeedsATerminalUnlessOnce) {
+  TempDir dir;
+  auto r = RunGpuman(dir.Join("state"), {"--simulate", "a100-4", "top"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("top needs a terminal"), std::string::npos) << r.err;
+  auto once = RunGpuman(dir.Join("state"), {"--simulate", "a100-4", "top", "--once"}, {{"LC_ALL", "C"}});
+  ASSERT_EQ(once.exit_code, 0) << once.err;
+  EXPECT_NE(once.out.find("4 GPUs"), std::string::npos) << once.out;
+  EXPECT_NE(once.out.find("4243"), std::string::npos) << once.out;
+  EXPECT_NE(once.out.find("[simulated: a100-4]"), std::string::npos) << once.out;
+  auto bad = RunGpuman(dir.Join("state"), {"--simulate", "a100-4", "top", "--interval", "0.01"});
+  EXPECT_EQ(bad.exit_code, 2);
+}
+
+}  // namespace
+}  // namespace gpuman::e2e

@@ -1,0 +1,202 @@
+#include "tui/top_model.h"
+
+#include <gtest/gtest.h>
+
+#include "tui/history.h"
+#include "tui_fixtures.h"
+
+namespace gpuman::tui {
+namespace {
+
+using testing::kNowMs;
+using testing::Machine;
+using testing::MakeFrame;
+
+std::vector<uint32_t> Pids(const std::vector<ProcessRow>& rows) {
+  std::vector<uint32_t> out;
+  for (const auto& r : rows) out.push_back(r.pid);
+  return out;
+}
+
+TEST(HistoryTest, KeepsTheNewestSamplesInOrder) {
+  History h(3);
+  EXPECT_EQ(h.size(), 0u);
+  h.Push(1);
+  h.Push(2);
+  EXPECT_EQ(h.size(), 2u);
+  EXPECT_EQ(h.At(0), 1.0);
+  h.Push(3);
+  h.Push(std::nullopt);
+  h.Push(5);
+  ASSERT_EQ(h.size(), 3u);
+  EXPECT_EQ(h.At(0), 3.0);
+  EXPECT_EQ(h.At(1), std::nullopt);
+  EXPECT_EQ(h.At(2), 5.0);
+  EXPECT_EQ(h.At(3), std::nullopt);  // out of range
+  auto last = h.Last(2);
+  ASSERT_EQ(last.size(), 2u);
+  EXPECT_EQ(last[0], std::nullopt);
+  EXPECT_EQ(last[1], 5.0);
+  EXPECT_EQ(h.Last(10).size(), 3u);
+}
+
+TEST(HistoryTest, SparklineIsRightAlignedAndScaled) {
+  History h(10);
+  h.Push(0);
+  h.Push(100);
+  h.Push(std::nullopt);
+  EXPECT_EQ(Sparkline(h, 5, 100, false), "  .@ ");
+  EXPECT_EQ(Sparkline(h, 5, 100, true), "  ▁█ ");
+  EXPECT_EQ(Sparkline(h, 2, 100, false), "@ ");
+  EXPECT_EQ(Sparkline(h, 0, 100, false), "");
+}
+
+TEST(TopModelTest, RowsCarryOwnersMemoryAndHolders) {
+  model::Lease lease;
+  lease.id = 7;
+  lease.gpu_uuids = {"GPU-00000001-aaaa-bbbb-cccc-dddddddddddd"};
+  lease.processes = {{4243, 0}};
+  model::Job job;
+  job.id = 12;
+  job.state = model::JobState::kRunning;
+  job.gpu_uuids = {"GPU-00000002-aaaa-bbbb-cccc-dddddddddddd"};
+  auto rows = BuildProcessRows(Machine(), {lease}, {job});
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0].pid, 4242u);
+  EXPECT_EQ(rows[0].user, "alice");
+  EXPECT_EQ(rows[0].gpu_index, 1);
+  EXPECT_EQ(rows[0].memory_bytes, 52 * testing::kGiB);
+  EXPECT_EQ(rows[0].held_by, "lease 7");  // the lease holds GPU 1
+  EXPECT_EQ(rows[1].held_by, "lease 7");  // and lists pid 4243
+  EXPECT_EQ(rows[2].held_by, "job 12");
+  EXPECT_EQ(rows[3].held_by, "");
+  EXPECT_FALSE(rows[3].is_visible);
+}
+
+TEST(TopModelTest, HeldByPrefersTheLeaseListingThePidThenAJobOfTheLease) {
+  model::Lease a, b;
+  a.id = 1;
+  a.gpu_uuids = {"G"};
+  b.id = 2;
+  b.gpu_uuids = {"G"};
+  b.processes = {{99, 0}};
+  EXPECT_EQ(HeldBy("G", 99, {a, b}, {}), "lease 2");
+  EXPECT_EQ(HeldBy("G", 5, {a, b}, {}), "lease 1");
+  model::Job j;
+  j.id = 30;
+  j.lease_id = 2;
+  j.state = model::JobState::kRunning;
+  EXPECT_EQ(HeldBy("G", 99, {a, b}, {j}), "job 30");
+  EXPECT_EQ(HeldBy("other", 99, {a, b}, {j}), "");
+}
+
+TEST(TopModelTest, SortOrders) {
+  auto rows = BuildProcessRows(Machine(), {}, {});
+  SortRows(rows, SortKey::kGpuMemory, false);
+  EXPECT_EQ(Pids(rows), (std::vector<uint32_t>{4242, 5000, 4243, 777}));
+  SortRows(rows, SortKey::kSmUtil, false);  // unknown SM % last
+  EXPECT_EQ(Pids(rows), (std::vector<uint32_t>{4242, 4243, 5000, 777}));
+  SortRows(rows, SortKey::kPid, false);
+  EXPECT_EQ(Pids(rows), (std::vector<uint32_t>{777, 4242, 4243, 5000}));
+  SortRows(rows, SortKey::kUser, false);  // alice (by memory), bob, unknown last
+  EXPECT_EQ(Pids(rows), (std::vector<uint32_t>{4242, 4243, 5000, 777}));
+  SortRows(rows, SortKey::kGpu, false);
+  EXPECT_EQ(Pids(rows), (std::vector<uint32_t>{4242, 4243, 5000, 777}));
+  SortRows(rows, SortKey::kPid, true);
+  EXPECT_EQ(Pids(rows), (std::vector<uint32_t>{5000, 4243, 4242, 777}));
+}
+
+TEST(TopModelTest, SortKeysCycleThroughAllFive) {
+  SortKey k = SortKey::kGpuMemory;
+  std::vector<std::string> names;
+  for (int i = 0; i < 5; ++i) {
+    names.push_back(SortKeyName(k));
+    k = NextSortKey(k);
+  }
+  EXPECT_EQ(k, SortKey::kGpuMemory);
+  EXPECT_EQ(names, (std::vector<std::string>{"gpu-mem", "sm", "pid", "user", "gpu"}));
+}
+
+TEST(TopModelTest, OnlyMineAndGpuFilters) {
+  auto rows = BuildProcessRows(Machine(), {}, {});
+  EXPECT_EQ(Pids(FilterRows(rows, {1001, std::nullopt})), (std::vector<uint32_t>{4242, 4243}));
+  EXPECT_EQ(Pids(FilterRows(rows, {1002, std::nullopt})), (std::vector<uint32_t>{5000}));
+  EXPECT_EQ(Pids(FilterRows(rows, {std::nullopt, 3})), (std::vector<uint32_t>{777}));
+  EXPECT_TRUE(FilterRows(rows, {1002, 1}).empty());
+  EXPECT_EQ(FilterRows(rows, {}).size(), 4u);
+}
+
+TEST(TopModelTest, IngestBuildsHistoryAndKeepsTheLastGoodSnapshot) {
+  TopModel m(4);
+  auto s1 = Machine();
+  m.Ingest(MakeFrame(1, s1));
+  auto s2 = Machine();
+  s2.gpus[1].gpu_utilization_percent = 50;
+  m.Ingest(MakeFrame(2, s2));
+  m.Ingest(MakeFrame(2, Machine()));  // same sequence: ignored
+  const GpuHistory* h = m.HistoryFor(s1.gpus[1]);
+  ASSERT_NE(h, nullptr);
+  ASSERT_EQ(h->utilization.size(), 2u);
+  EXPECT_EQ(h->utilization.At(0), 97.0);
+  EXPECT_EQ(h->utilization.At(1), 50.0);
+  EXPECT_NEAR(*h->memory_percent.At(1), 71.0 / 80 * 100, 1e-9);
+  EXPECT_EQ(h->power_w.At(1), 362.0);
+
+  auto failed = std::make_shared<Frame>();
+  failed->sequence = 3;
+  failed->snapshot_error = "GPU is lost";
+  m.Ingest(failed);
+  ASSERT_NE(m.snapshot(), nullptr);  // still the last good one
+  EXPECT_EQ(m.frame()->snapshot_error, "GPU is lost");
+  EXPECT_EQ(m.rows().size(), 4u);
+  EXPECT_EQ(h->utilization.size(), 2u);  // no sample for a failed frame
+}
+
+TEST(TopModelTest, HolderRowsShowLeasesThenJobsWithIdleTimes) {
+  model::Lease l;
+  l.id = 7;
+  l.user = "alice";
+  l.command = "python train.py";
+  l.gpu_uuids = {"GPU-00000001-aaaa-bbbb-cccc-dddddddddddd"};
+  l.created_unix_ms = kNowMs - 3600 * 1000;
+  l.idle_since_unix_ms = kNowMs - 15 * 60 * 1000;
+  model::Lease job_lease;
+  job_lease.id = 8;
+  model::Job running;
+  running.id = 12;
+  running.state = model::JobState::kRunning;
+  running.lease_id = 8;
+  running.user = "bob";
+  running.name = "sweep";
+  running.gpu_uuids = {"GPU-00000002-aaaa-bbbb-cccc-dddddddddddd"};
+  running.started_unix_ms = kNowMs - 60000;
+  model::Job queued;
+  queued.id = 13;
+  queued.state = model::JobState::kQueued;
+  queued.request.count = 2;
+  queued.reason = "waiting for 2 GPUs";
+  queued.submitted_unix_ms = kNowMs - 5000;
+  auto snap = Machine();
+  auto rows = BuildHolderRows({l, job_lease}, {queued, running}, &snap);
+  ASSERT_EQ(rows.size(), 3u);  // lease 8 is shown as job 12
+  EXPECT_EQ(rows[0].what, "lease 7");
+  EXPECT_EQ(rows[0].gpus, "1");
+  EXPECT_EQ(IdleText(rows[0].idle_since_unix_ms, kNowMs), "15m");
+  EXPECT_EQ(rows[1].what, "job 12");
+  EXPECT_EQ(rows[1].gpus, "2");
+  EXPECT_EQ(rows[1].state, "running");
+  EXPECT_EQ(IdleText(rows[1].idle_since_unix_ms, kNowMs), "-");
+  EXPECT_EQ(rows[2].what, "job 13");
+  EXPECT_EQ(rows[2].gpus, "wants 2");
+  EXPECT_EQ(rows[2].detail, "waiting for 2 GPUs");
+}
+
+TEST(TopModelTest, IdleText) {
+  EXPECT_EQ(IdleText(std::nullopt, kNowMs), "-");
+  EXPECT_EQ(IdleText(kNowMs - 45000, kNowMs), "45s");
+  EXPECT_EQ(IdleText(kNowMs - (3 * 3600 + 20 * 60) * int64_t{1000}, kNowMs), "3h 20m");
+  EXPECT_EQ(IdleText(kNowMs + 5000, kNowMs), "0s");  // a clock step back is not negative
+}
+
+}  // namespace
+}  // namespace gpuman::tui
