@@ -14,6 +14,7 @@
 #include "base/duration.h"
 #include "cli/daemon_client.h"
 #include "cli/exit_codes.h"
+#include "metrics/listen_address.h"
 #include "nvml/nvml_event_source.h"
 #include "daemon/daemon.h"
 #include "policy/byte_size.h"
@@ -71,7 +72,7 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   mon.idle = ctx.config().idle;
   mon.alerts = ctx.config().alerts;
   mon.metrics_address = dc.metrics;
-  if (args.metrics) mon.metrics_address = args.metrics->empty() ? std::string("127.0.0.1:9400") : *args.metrics;
+  if (args.metrics) mon.metrics_address = args.metrics->empty() ? std::string(metrics::kDefaultMetricsAddress) : *args.metrics;
   mon.history_path = options.state_dir + "/history.db";
   mon.retention.fine_keep_ms = dc.history_fine_keep_ms;
   mon.retention.coarse_keep_ms = dc.history_coarse_keep_ms;
@@ -89,7 +90,7 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   daemon::Daemon d(options, *source, ctx.clock());
   if (auto started = d.Start(); !started) return Fail(ctx, started.error());
   ctx.err() << "gpuman: daemon serving " << options.socket_path << " (state " << options.state_dir << ")\n";
-  if (mon.metrics_address) ctx.err() << "gpuman: metrics at http://" << *mon.metrics_address << "/metrics\n";
+  if (auto addr = d.collector()->metrics_address()) ctx.err() << "gpuman: metrics at http://" << *addr << "/metrics\n";
   std::signal(SIGTERM, OnStop);
   std::signal(SIGINT, OnStop);
   std::signal(SIGPIPE, SIG_IGN);

@@ -292,6 +292,11 @@ void Collector::OnJobStarted(const model::Job& job, int64_t started_unix_ms) {
   }
 }
 
+std::optional<std::string> Collector::metrics_address() const {
+  if (!metrics_) return std::nullopt;
+  return metrics_->address();
+}
+
 std::optional<int> Collector::metrics_port() const {
   if (!metrics_) return std::nullopt;
   return metrics_->port();

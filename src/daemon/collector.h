@@ -82,6 +82,8 @@ class Collector {
 
   const health::HealthWatch& health() const { return health_; }
   std::optional<int> metrics_port() const;
+  /// The address /metrics is served on, as bound (a port 0 request shows the real port).
+  std::optional<std::string> metrics_address() const;
 
  private:
   void EventThread();

@@ -63,6 +63,9 @@ class Daemon {
   /// One scheduling pass (also run after every change and once a second).
   void SchedulePass();
 
+  /// The monitoring side, once Start() succeeded.
+  const Collector* collector() const { return collector_.get(); }
+
   /// Fills user name and admin flag for a uid/gid/pid triple from the kernel.
   Peer MakePeer(uint32_t uid, uint32_t gid, int32_t pid) const;
 

@@ -218,8 +218,9 @@ class MetricsE2E : public ::testing::Test {
 TEST_F(MetricsE2E, DaemonServesTheExpositionFormat) {
   httplib::Client client("127.0.0.1", metrics_port_);
   client.set_read_timeout(5);
-  httplib::Result r;
-  ASSERT_TRUE(WaitFor([&] { return (r = client.Get("/metrics")) && r->status == 200; }, 60)) << Logs();
+  ASSERT_TRUE(WaitFor([&] { auto r = client.Get("/metrics"); return r && r->status == 200; }, 60)) << Logs();
+  auto r = client.Get("/metrics");
+  ASSERT_TRUE(r);
   EXPECT_EQ(r->get_header_value("Content-Type"), "text/plain; version=0.0.4; charset=utf-8");
   EXPECT_NE(r->body.find("\ngpuman_nvml_up 1\n"), std::string::npos) << r->body;
   EXPECT_NE(r->body.find("# TYPE gpuman_gpu_memory_total_bytes gauge\n"), std::string::npos);
