@@ -29,8 +29,15 @@ TEST(ParseXidLineTest, IgnoresOtherLines) {
   EXPECT_FALSE(ParseXidLine("NVRM: loading NVIDIA UNIX x86_64 Kernel Module  550.54.15"));
   EXPECT_FALSE(ParseXidLine("usb 1-1: new high-speed USB device"));
   EXPECT_FALSE(ParseXidLine("NVRM: Xid (PCI:0000:3b:00): not-a-number"));
-  EXPECT_FALSE(ParseXidLine("NVRM: Xid (PCI:zz:3b:00): 79, x"));
+  EXPECT_FALSE(ParseXidLine("NVRM: Xid (PCI:0000:3b:00) 79 no colon"));
   EXPECT_FALSE(ParseXidLine(""));
+}
+
+TEST(ParseXidLineTest, UnparseableAddressKeepsTheXidWithoutAGpu) {
+  auto ev = ParseXidLine("NVRM: Xid (PCI:zz:3b:00): 79, x");
+  ASSERT_TRUE(ev);
+  EXPECT_EQ(ev->xid, 79);
+  EXPECT_FALSE(ev->pci_bus_id);
 }
 
 TEST(NormalizeBusIdTest, Forms) {
