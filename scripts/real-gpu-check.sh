@@ -59,3 +59,25 @@ for a in apps:
     print(f"process {a[1]} on {a[0]}: {'ok' if ok else 'MISSING in gpuman'}")
 print(f"{checks} checks, {diffs} differences")
 PY
+
+# Health and the daemon's monitoring against the real driver: `health --local` (kernel
+# log + one snapshot), then a user-mode daemon for a few seconds (NVML event registration,
+# /metrics, history rows).
+set +e
+"$GPUMAN" health --local --json > "$out/health.json"; echo "health --local exit $?"
+sock="$out/gpuman.sock"; state="$out/daemon-state"
+"$GPUMAN" daemon --socket "$sock" --state-dir "$state" --metrics 127.0.0.1:9477 2> "$out/daemon.err" &
+dpid=$!
+sleep 6
+GPUMAN_SOCKET="$sock" "$GPUMAN" health --json > "$out/health-daemon.json"; echo "health via daemon exit $?"
+python3 - "$out" <<'PY'
+import json, sys, urllib.request
+out = sys.argv[1]
+h = json.load(open(f"{out}/health-daemon.json"))
+print("xid sources:", h["xid_sources"], "notes:", h["notes"])
+text = urllib.request.urlopen("http://127.0.0.1:9477/metrics", timeout=5).read().decode()
+open(f"{out}/metrics.txt", "w").write(text)
+print("metrics lines:", len(text.splitlines()), "gpu_memory_total samples:", sum(l.startswith("gpuman_gpu_memory_total_bytes") for l in text.splitlines()))
+PY
+GPUMAN_HISTORY_DB="$state/history.db" "$GPUMAN" history --csv | head -5
+kill "$dpid"; wait "$dpid"

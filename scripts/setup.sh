@@ -10,7 +10,7 @@ PACKAGES=(
   build-essential cmake pkg-config
   libsqlite3-dev nlohmann-json3-dev libcli11-dev libfmt-dev libncurses-dev
   libcpp-httplib-dev libtomlplusplus-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
   # test tools: `gpuman top` runs under tmux, /metrics is scraped by a real Prometheus,
   # `gpuman report --html` is rendered by headless Chromium
   tmux prometheus chromium fonts-dejavu-core

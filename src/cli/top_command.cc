@@ -142,7 +142,7 @@ int RunTop(const TopArgs& args, Context& ctx) {
   sampler.Stop();
   if (!ran) {
     ctx.err() << "gpuman: error: " << ran.error().message << "\n";
-    return ExitCodeFor(ran.error().code);
+    return kExitError;  // the terminal, not the driver: never the "no driver" code
   }
   return kExitOk;
 }

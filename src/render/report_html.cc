@@ -146,7 +146,7 @@ std::string Key(std::string_view color, std::string_view text) {
 struct GpuStats {
   int index = 0;
   std::string uuid;
-  int samples = 0;
+  int samples = 0;  // chart points (samples or step means)
   int held = 0;
   double util_sum = 0, util_max = 0;
   int util_n = 0;
@@ -179,8 +179,14 @@ std::string SummaryAndCharts(const ReportData& data) {
       ++g.mem_n;
     }
     if (s.memory_total_bytes) g.mem_total = s.memory_total_bytes;
-    if (s.temperature_c) g.temp_sum += *s.temperature_c, ++g.temp_n;
-    if (s.power_w) g.power_sum += *s.power_w, ++g.power_n;
+    if (s.temperature_c) {
+      g.temp_sum += *s.temperature_c;
+      ++g.temp_n;
+    }
+    if (s.power_w) {
+      g.power_sum += *s.power_w;
+      ++g.power_n;
+    }
     g.util.points.push_back({s.t_unix_ms, s.utilization_percent});
     g.mem.points.push_back({s.t_unix_ms, MemoryPercent(s)});
   }
@@ -192,7 +198,7 @@ std::string SummaryAndCharts(const ReportData& data) {
     return html;
   }
   html +=
-      "<table id=\"summary\">\n<tr><th>GPU</th><th class=\"l\">UUID</th><th>samples</th>"
+      "<table id=\"summary\">\n<tr><th>GPU</th><th class=\"l\">UUID</th><th>points</th>"
       "<th>util avg</th><th>util max</th><th>memory avg</th><th>memory max</th>"
       "<th>memory total</th><th>temp avg</th><th>power avg</th><th>held</th></tr>\n";
   auto or_dash = [](bool has, const std::string& text) { return has ? text : std::string("&ndash;"); };

@@ -655,7 +655,9 @@ std::vector<model::GpuSample> RebucketSamples(const std::vector<model::GpuSample
     double sum = 0;
     int n = 0;
     void Add(std::optional<double> v) {
-      if (v) sum += *v, ++n;
+      if (!v) return;
+      sum += *v;
+      ++n;
     }
     std::optional<double> Get() const { return n ? std::optional<double>(sum / n) : std::nullopt; }
   };
