@@ -21,6 +21,69 @@ TEST(ParseConfigTest, ReadsNvmlLibrary) {
   EXPECT_EQ(c->nvml_library, "/opt/nvidia/libnvidia-ml.so.1");
 }
 
+TEST(ParseConfigTest, MonitoringSettings) {
+  auto c = ParseConfig(R"(kernel_log = "/var/log/kern.log"
+[daemon]
+metrics = "0.0.0.0:9400"
+sample_interval = "2s"
+history_fine_keep = "2h"
+history_coarse_keep = "7d"
+[health]
+drain_on_fatal = false
+recheck_after = "5m"
+xid_window = "1h"
+[idle]
+threshold_percent = 10
+after = "15m"
+release_after = "2h"
+notify_command = ["/usr/bin/logger", "-t", "gpuman"]
+[[alert]]
+name = "hot"
+metric = "temperature_c"
+above = 85
+for = "60s"
+command = ["/usr/bin/logger"]
+)",
+                       "x.toml");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->kernel_log, "/var/log/kern.log");
+  EXPECT_EQ(c->daemon.metrics, "0.0.0.0:9400");
+  EXPECT_EQ(c->daemon.sample_interval_ms, 2000);
+  EXPECT_EQ(c->daemon.history_fine_keep_ms, 2 * 3600 * 1000);
+  EXPECT_EQ(c->daemon.history_coarse_keep_ms, 7LL * 24 * 3600 * 1000);
+  EXPECT_FALSE(c->health.drain_on_fatal);
+  EXPECT_EQ(c->health.recheck_after_ms, 5 * 60 * 1000);
+  EXPECT_EQ(c->health.xid_window_ms, 3600 * 1000);
+  EXPECT_EQ(c->idle.threshold_percent, 10);
+  EXPECT_EQ(c->idle.idle_after_ms, 15 * 60 * 1000);
+  EXPECT_EQ(c->idle.release_after_ms, 2 * 3600 * 1000);
+  EXPECT_EQ(c->idle.notify_command.size(), 3u);
+  ASSERT_EQ(c->alerts.size(), 1u);
+  EXPECT_EQ(c->alerts[0].name, "hot");
+  EXPECT_EQ(c->alerts[0].for_ms, 60000);
+}
+
+TEST(ParseConfigTest, RejectsBadMonitoringSettings) {
+  struct Case {
+    const char* text;
+    const char* message_part;
+  } cases[] = {
+      {"[daemon]\nsample_interval = \"10ms\"\n", "at least 100ms"},
+      {"[daemon]\nmetrics = 9400\n", "daemon.metrics"},
+      {"[health]\nrecheck_after = \"soon\"\n", "health.recheck_after"},
+      {"[health]\nbogus = 1\n", "unknown key 'bogus'"},
+      {"[[alert]]\nname = \"x\"\nmetric = \"temp\"\nabove = 1\ncommand = [\"/bin/true\"]\n", "unknown metric"},
+      {"alert = 3\n", "array of tables"},
+      {"kernel_log = \"\"\n", "kernel_log must be a path"},
+  };
+  for (const auto& tc : cases) {
+    auto c = ParseConfig(tc.text, "x.toml");
+    ASSERT_FALSE(c.has_value()) << tc.text;
+    EXPECT_NE(c.error().message.find(tc.message_part), std::string::npos) << c.error().message;
+    EXPECT_NE(c.error().message.find("x.toml"), std::string::npos) << c.error().message;
+  }
+}
+
 TEST(ParseConfigTest, RejectsBrokenInputWithPosition) {
   struct Case {
     const char* text;

@@ -172,7 +172,9 @@ TEST_F(TopE2E, ShowsGpusAndProcessesAt80x24ThenFollowsResizeSortAndQuits) {
   tmux.Keys({"q"});
   const std::string dead = tmux.WaitForExit();
   EXPECT_EQ(dead.substr(0, 2), "1 ");  // exited
-  if (dead != "1 \n") EXPECT_EQ(dead, "1 0\n");
+  if (dead != "1 \n") {
+    EXPECT_EQ(dead, "1 0\n");
+  }
 }
 
 TEST_F(TopE2E, ViewFollowsScenarioChanges) {
@@ -195,7 +197,9 @@ TEST_F(TopE2E, ViewFollowsScenarioChanges) {
   tmux.Keys({"q"});
   const std::string dead = tmux.WaitForExit();
   EXPECT_EQ(dead.substr(0, 2), "1 ");  // exited
-  if (dead != "1 \n") EXPECT_EQ(dead, "1 0\n");
+  if (dead != "1 \n") {
+    EXPECT_EQ(dead, "1 0\n");
+  }
 }
 
 TEST_F(TopE2E, KillSendsSigtermToOwnProcess) {
