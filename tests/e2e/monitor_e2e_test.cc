@@ -264,10 +264,37 @@ TEST_F(MonitorE2E, IdleLeaseIsFlaggedOwnerToldThenReleased) {
     return leases.is_array() && !leases.empty() && !leases[0]["idle_since_unix_ms"].is_null();
   })) << leases.dump(2);
   ASSERT_TRUE(Eventually([&] { return Slurp(notify).find("\"lease\"") != std::string::npos; })) << Slurp(notify);
+  // Flagged where people look: status (text and JSON).
+  auto status = Gpuman({"status", "--no-color"});
+  EXPECT_NE(status.out.find("IDLE for"), std::string::npos) << status.out;
+  json sj = json::parse(Gpuman({"status", "--json"}).out);
+  int idle_gpus = 0;
+  for (const auto& g : sj["gpus"]) idle_gpus += g["lease"].is_object() && !g["lease"]["idle_since_unix_ms"].is_null();
+  EXPECT_EQ(idle_gpus, 1) << sj.dump(2);
   ASSERT_TRUE(Eventually([&] {
     leases = json::parse(Gpuman({"leases", "--json"}).out, nullptr, false)["leases"];
     return leases.is_array() && leases.empty();
   })) << leases.dump(2);
+}
+
+TEST_F(MonitorE2E, IdleRunningJobIsFlaggedInQueueButNeverReleased) {
+  StartDaemon("[idle]\nafter = \"1s\"\nrelease_after = \"2s\"\n");
+  auto submit = Gpuman({"submit", "-n", "1", "--output", dir_.Join("job.log"), "--", "sleep", "30"});
+  ASSERT_EQ(submit.exit_code, 0) << submit.err;
+  std::string id = submit.out.substr(0, submit.out.find('\n'));
+  std::string queue;
+  ASSERT_TRUE(Eventually([&] {
+    queue = Gpuman({"queue"}).out;
+    return queue.find("IDLE") != std::string::npos;
+  })) << queue;
+  json job = json::parse(Gpuman({"show", id, "--json"}).out);
+  EXPECT_FALSE(job["idle_since_unix_ms"].is_null()) << job.dump(2);
+  usleep(3000 * 1000);  // past release_after: a queue job's lease is never released
+  job = json::parse(Gpuman({"show", id, "--json"}).out);
+  EXPECT_EQ(job["state"], "running") << job.dump(2);
+  json leases = json::parse(Gpuman({"leases", "--json"}).out)["leases"];
+  EXPECT_EQ(leases.size(), 1u) << leases.dump(2);
+  EXPECT_EQ(Gpuman({"cancel", id}).exit_code, 0);
 }
 
 TEST_F(MonitorE2E, AlertHookRunsWithAJsonPayload) {
