@@ -1,117 +1,98 @@
 #include "metrics/server.h"
 
-#include <fcntl.h>
-#include <sys/socket.h>
+#include <dlfcn.h>
+#include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <cstring>
-#include <httplib.h>
-#include <mutex>
-#include <thread>
+#include <filesystem>
+#include <vector>
+
+#ifndef GPUMAN_METRICS_MODULE_PATH
+#define GPUMAN_METRICS_MODULE_PATH ""
+#endif
 
 namespace gpuman::metrics {
 namespace {
 
-constexpr const char* kContentType = "text/plain; version=0.0.4; charset=utf-8";
+constexpr const char* kModuleName = "gpuman-metrics-http.so";
 
-// httplib's default sets SO_REUSEPORT, which lets a second process bind the same port and
-// share the traffic: two daemons would answer scrapes in turn. SO_REUSEADDR only allows a
-// restart over connections in TIME_WAIT. CLOEXEC keeps the port out of job processes.
-void ListenSocketOptions(socket_t sock) {
-  int yes = 1;
-  setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
-  fcntl(sock, F_SETFD, FD_CLOEXEC);
+using StartFn = void* (*)(const char* host, int port, int* bound_port, int* error);
+using SetTextFn = void (*)(void* handle, const char* data, size_t size);
+using StopFn = void (*)(void* handle);
+
+// Next to the running binary (build tree), in ../lib/gpuman (installed), else where this
+// build put it.
+std::vector<std::string> ModuleCandidates() {
+  std::vector<std::string> out;
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    out.push_back((exe.parent_path() / kModuleName).string());
+    out.push_back((exe.parent_path().parent_path() / "lib" / "gpuman" / kModuleName).string());
+  }
+  if (*GPUMAN_METRICS_MODULE_PATH) out.push_back(GPUMAN_METRICS_MODULE_PATH);
+  return out;
 }
 
 }  // namespace
 
 struct MetricsServer::Impl {
-  httplib::Server server;
-  std::thread thread;
-  std::atomic<bool> loop_returned{false};
+  void* module = nullptr;
+  void* handle = nullptr;
+  SetTextFn set_text = nullptr;
+  StopFn stop = nullptr;
   ListenAddress bound;
-  std::mutex mu;
-  std::shared_ptr<const std::string> text;  // guarded by mu; null until the first SetText
-
-  // httplib's stop() only acts once its accept loop runs, so wait for that (or its end).
-  void Stop() {
-    if (!thread.joinable()) return;
-    while (!loop_returned && !server.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    server.stop();
-    thread.join();
-  }
 };
 
 MetricsServer::MetricsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-MetricsServer::~MetricsServer() { impl_->Stop(); }
+MetricsServer::~MetricsServer() {
+  if (impl_->handle) impl_->stop(impl_->handle);
+  // The module stays loaded: its threads are joined, but unloading C++ code that
+  // registered static destructors is not worth the risk for one process-lifetime server.
+}
 
-Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& address) {
+Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& address,
+                                                            const std::string& module_path) {
   Result<ListenAddress> parsed = ParseListenAddress(address);
   if (!parsed) return parsed.error();
-  auto impl = std::make_unique<Impl>();
-  Impl* raw = impl.get();
-  httplib::Server& server = impl->server;
-  // One scrape at a time is plenty; httplib's default is a pool of 8+ threads.
-  server.new_task_queue = [] { return new httplib::ThreadPool(2); };
-  server.set_socket_options(ListenSocketOptions);
-  // One request per connection: httplib polls idle keep-alive connections every few ms
-  // and would hold stop() up for the keep-alive timeout.
-  server.set_keep_alive_max_count(1);
-  server.set_keep_alive_timeout(2);
-  server.set_read_timeout(2, 0);
-  server.set_write_timeout(5, 0);
-  server.Get("/metrics", [raw](const httplib::Request&, httplib::Response& res) {
-    std::shared_ptr<const std::string> text;
-    {
-      std::lock_guard<std::mutex> lock(raw->mu);
-      text = raw->text;
-    }
-    if (!text) {
-      res.status = 503;
-      res.set_content("gpuman: metrics not collected yet\n", "text/plain; charset=utf-8");
-      return;
-    }
-    res.set_content(*text, kContentType);
-  });
-
   auto fail = [&](ErrorCode code, const std::string& why) -> Error {
     return MakeError(code, "metrics address '" + address + "': " + why);
   };
-  errno = 0;
-  int port = parsed->port;
-  bool bound = false;
-  if (port == 0) {
-    port = server.bind_to_any_port(parsed->host);
-    bound = port > 0;
-  } else {
-    bound = server.bind_to_port(parsed->host, port);
+
+  auto impl = std::make_unique<Impl>();
+  std::vector<std::string> candidates = module_path.empty() ? ModuleCandidates() : std::vector<std::string>{module_path};
+  std::string tried;
+  for (const auto& path : candidates) {
+    if (access(path.c_str(), R_OK) != 0) continue;
+    impl->module = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (impl->module) break;
+    tried += std::string(tried.empty() ? "" : "; ") + dlerror();
   }
-  int err = errno;
-  if (!bound) {
+  if (!impl->module) {
+    return fail(ErrorCode::kUnavailable,
+                std::string("the metrics server module ") + kModuleName + " could not be loaded" +
+                    (tried.empty() ? " (not found next to gpuman or in ../lib/gpuman)" : ": " + tried));
+  }
+  auto start = reinterpret_cast<StartFn>(dlsym(impl->module, "gpuman_metrics_http_start"));
+  impl->set_text = reinterpret_cast<SetTextFn>(dlsym(impl->module, "gpuman_metrics_http_set_text"));
+  impl->stop = reinterpret_cast<StopFn>(dlsym(impl->module, "gpuman_metrics_http_stop"));
+  if (!start || !impl->set_text || !impl->stop) {
+    return fail(ErrorCode::kUnavailable, std::string(kModuleName) + " lacks its entry points");
+  }
+  int port = 0, err = 0;
+  impl->handle = start(parsed->host.c_str(), parsed->port, &port, &err);
+  if (!impl->handle) {
     if (err == EADDRINUSE) return fail(ErrorCode::kConflict, "address already in use");
     if (err == EACCES) return fail(ErrorCode::kPermissionDenied, "permission denied");
-    return fail(ErrorCode::kIo, err ? std::string("cannot listen: ") + std::strerror(err) : "cannot listen");
+    return fail(ErrorCode::kIo, std::string("cannot listen: ") + std::strerror(err));
   }
   impl->bound = ListenAddress{parsed->host, port};
-  try {
-    impl->thread = std::thread([raw] {
-      raw->server.listen_after_bind();
-      raw->loop_returned = true;
-    });
-  } catch (const std::system_error& e) {
-    return fail(ErrorCode::kIo, std::string("cannot start a thread: ") + e.what());
-  }
   return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl)));
 }
 
-void MetricsServer::SetText(std::string text) {
-  auto shared = std::make_shared<const std::string>(std::move(text));
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  impl_->text = std::move(shared);
-}
+void MetricsServer::SetText(std::string text) { impl_->set_text(impl_->handle, text.data(), text.size()); }
 
 int MetricsServer::port() const { return impl_->bound.port; }
 

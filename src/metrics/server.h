@@ -1,6 +1,8 @@
 // MetricsServer: the HTTP endpoint Prometheus scrapes. cpp-httplib runs in its own thread
 // and serves whatever text the daemon last handed over with SetText(); it never touches
 // NVML or the state db, so a slow or hostile scraper cannot stall the daemon's loop.
+// The httplib part lives in a module (gpuman-metrics-http.so, http_module/) loaded on
+// Start(), so that commands other than `daemon --metrics` never load OpenSSL & co.
 // Start, SetText and the destructor may be called from any one owning thread.
 #pragma once
 
@@ -22,7 +24,10 @@ class MetricsServer {
   /// error rather than a silently shared port.
   /// Errors: kInvalidArgument (bad address), kConflict (address in use),
   /// kPermissionDenied (privileged port), kIo (other bind or thread failures).
-  static Result<std::unique_ptr<MetricsServer>> Start(const std::string& address);
+  /// kUnavailable when the module cannot be found or loaded. `module_path` "" = search
+  /// next to the executable, then ../lib/gpuman, then the build tree.
+  static Result<std::unique_ptr<MetricsServer>> Start(const std::string& address,
+                                                      const std::string& module_path = "");
 
   /// What the next scrape of /metrics returns. Thread-safe.
   void SetText(std::string text);

@@ -111,5 +111,13 @@ TEST(MetricsServer, StopsPromptlyWithAClientConnected) {
   EXPECT_FALSE(after) << "still answering after destruction";
 }
 
+TEST(MetricsServer, MissingModuleIsAClearError) {
+  auto server = MetricsServer::Start("127.0.0.1:0", "/nonexistent/gpuman-metrics-http.so");
+  ASSERT_FALSE(server.has_value());
+  EXPECT_EQ(server.error().code, ErrorCode::kUnavailable);
+  EXPECT_NE(server.error().message.find("gpuman-metrics-http.so could not be loaded"), std::string::npos)
+      << server.error().message;
+}
+
 }  // namespace
 }  // namespace gpuman::metrics
