@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <thread>
 
@@ -10,6 +11,7 @@
 #include "cli/acquire.h"
 #include "cli/exit_codes.h"
 #include "devices/gpu_ids.h"
+#include "store/proc_liveness.h"
 
 namespace gpuman::cli {
 namespace {
@@ -36,13 +38,22 @@ Result<model::MachineSnapshot> Collect(const StatusArgs& args, Context& ctx) {
 
 // Leases for the "lease" lines: from the daemon when one answers (with idle marks), else
 // from the per-user lease db when it exists (status never creates one). Unreadable: none.
+// Locally it only reads (no write transaction to reclaim stale leases, which `leases`
+// and every acquire do anyway): a lease counts while one of its processes lives.
 std::optional<std::vector<model::Lease>> StatusLeases(Context& ctx) {
-  if (!ctx.Daemon() && access((ctx.state_dir() + "/leases.db").c_str(), F_OK) != 0) {
-    return std::vector<model::Lease>{};
+  if (ctx.Daemon()) {
+    auto live = LiveLeases(ctx);
+    if (!live) return std::nullopt;
+    return std::move(*live);
   }
-  auto live = LiveLeases(ctx);
-  if (!live) return std::nullopt;
-  return std::move(*live);
+  if (access((ctx.state_dir() + "/leases.db").c_str(), F_OK) != 0) return std::vector<model::Lease>{};
+  auto store = ctx.Leases();
+  if (!store) return std::nullopt;
+  auto recorded = (*store)->ListRecorded();
+  if (!recorded) return std::nullopt;
+  const store::LivenessCheck alive = store::ProcLivenessCheck();
+  std::erase_if(*recorded, [&](const model::Lease& l) { return std::none_of(l.processes.begin(), l.processes.end(), alive); });
+  return std::move(*recorded);
 }
 
 }  // namespace
