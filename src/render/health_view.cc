@@ -1,11 +1,32 @@
 #include "render/health_view.h"
 
 #include <sstream>
+#include <vector>
 
 #include "base/strings.h"
 #include "render/format.h"
 
 namespace gpuman::render {
+namespace {
+
+// Greedy word wrap to `width` display columns; a word longer than a line is cut.
+std::vector<std::string> Wrap(const std::string& text, int width) {
+  std::vector<std::string> lines(1);
+  for (const std::string& word : Split(text, ' ')) {
+    if (word.empty()) continue;
+    std::string& line = lines.back();
+    if (line.empty()) {
+      line = TruncateToWidth(word, width);
+    } else if (DisplayWidth(line) + 1 + DisplayWidth(word) <= width) {
+      line += " " + word;
+    } else {
+      lines.push_back(TruncateToWidth(word, width));
+    }
+  }
+  return lines;
+}
+
+}  // namespace
 
 std::string RenderHealthText(const model::HealthReport& report, int gpu_count, const TerminalInfo& term) {
   std::ostringstream out;
@@ -30,8 +51,10 @@ std::string RenderHealthText(const model::HealthReport& report, int gpu_count, c
       std::string details = f.message;
       if (f.count > 1) details += " (x" + std::to_string(f.count) + ")";
       if (f.last_seen_unix_ms && f.code == "xid") details += ", last " + FormatIsoUtcMillis(*f.last_seen_unix_ms);
-      out << sev << "  " << PadRight(gpu, 3) << "  " << PadRight(code, 24) << "  "
-          << TruncateToWidth(details, width - 41) << "\n";
+      // Details wrap at word boundaries under the DETAILS column: nothing is cut off.
+      std::vector<std::string> lines = Wrap(details, width - 41);
+      out << sev << "  " << PadRight(gpu, 3) << "  " << PadRight(code, 24) << "  " << lines[0] << "\n";
+      for (size_t i = 1; i < lines.size(); ++i) out << std::string(41, ' ') << lines[i] << "\n";
     }
   }
   if (!report.quarantined.empty()) {
