@@ -46,15 +46,7 @@ class DaemonE2E : public ::testing::Test {
       _exit(127);
     }
     // Wait until it answers (a killed daemon leaves its socket file behind).
-    auto answers = [&] {
-      int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      sockaddr_un addr{};
-      addr.sun_family = AF_UNIX;
-      std::strncpy(addr.sun_path, socket_.c_str(), sizeof addr.sun_path - 1);
-      bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-      close(fd);
-      return ok;
-    };
+    auto answers = [&] { return DaemonAnswers(socket_); };
     for (int i = 0; i < 3000 && !answers(); ++i) usleep(20000);  // up to 60 s on a loaded machine
     ASSERT_TRUE(answers()) << "the daemon did not come up";
   }

@@ -3,6 +3,11 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
 
 #include <algorithm>
 #include <fstream>
@@ -38,6 +43,18 @@ inline testing::RunResult RunGpuman(const std::string& state_dir, std::vector<st
   for (const auto& [k, v] : env) base[k] = v;
   args.insert(args.begin(), kGpuman);
   return testing::Run(args, base);
+}
+
+/// True when something accepts connections on the Unix socket (a daemon that was killed
+/// leaves its socket file behind, so the file existing is not enough).
+inline bool DaemonAnswers(const std::string& socket_path) {
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, socket_path.c_str(), sizeof addr.sun_path - 1);
+  bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return ok;
 }
 
 inline std::string Slurp(const std::string& path) {

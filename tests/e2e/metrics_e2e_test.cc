@@ -136,15 +136,7 @@ class MetricsE2E : public ::testing::Test {
         CleanEnv(dir_.Join("leases")), dir_.Join(log));
   }
 
-  static bool Answers(const std::string& socket_path) {
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    std::strncpy(addr.sun_path, socket_path.c_str(), sizeof addr.sun_path - 1);
-    bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-    close(fd);
-    return ok;
-  }
+  static bool Answers(const std::string& socket_path) { return DaemonAnswers(socket_path); }
 
   testing::RunResult Gpuman(std::vector<std::string> args) {
     return RunGpuman(dir_.Join("leases"), std::move(args), {{"GPUMAN_SOCKET", socket_}});

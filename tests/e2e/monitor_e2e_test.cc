@@ -159,15 +159,7 @@ class MonitorE2E : public ::testing::Test {
             "--state-dir", dir_.Join("state").c_str(), static_cast<char*>(nullptr));
       _exit(127);
     }
-    ASSERT_TRUE(Eventually([&] {
-      int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      sockaddr_un addr{};
-      addr.sun_family = AF_UNIX;
-      std::strncpy(addr.sun_path, socket_.c_str(), sizeof addr.sun_path - 1);
-      bool ok = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
-      close(fd);
-      return ok;
-    }, 60000)) << "the daemon did not come up";
+    ASSERT_TRUE(Eventually([&] { return DaemonAnswers(socket_); }, 60000)) << "the daemon did not come up";
   }
   std::map<std::string, std::string> Env() {
     auto env = CleanEnv(dir_.Join("leases"));

@@ -18,6 +18,18 @@ class TickClock final : public Clock {
   int64_t NowUnixMs() const override { return 1764400000000; }
 };
 
+// Waits (up to ~5 s) until `want` Xids arrived.
+std::vector<model::XidEvent> Collect(devices::XidEventSource& src, size_t want) {
+  std::vector<model::XidEvent> got;
+  for (int i = 0; i < 50 && got.size() < want; ++i) {
+    auto events = src.Wait(100);
+    EXPECT_TRUE(events) << events.error().message;
+    if (!events) break;
+    got.insert(got.end(), events->begin(), events->end());
+  }
+  return got;
+}
+
 TEST(NvmlXidEventSourceTest, DeliversOnlyXidsAppendedAfterRegistration) {
   TempDir dir;
   auto scenario = TestScenario(2);
@@ -36,12 +48,7 @@ TEST(NvmlXidEventSourceTest, DeliversOnlyXidsAppendedAfterRegistration) {
 
   scenario["gpus"][1]["xid_events"] = {13, 79, 48};
   UseScenario(dir, scenario);
-  std::vector<model::XidEvent> got;
-  for (int i = 0; i < 50 && got.size() < 2; ++i) {
-    auto events = (*src)->Wait(100);
-    ASSERT_TRUE(events) << events.error().message;
-    got.insert(got.end(), events->begin(), events->end());
-  }
+  std::vector<model::XidEvent> got = Collect(**src, 2);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0].xid, 79);
   EXPECT_EQ(got[1].xid, 48);
@@ -90,12 +97,7 @@ TEST(NvmlXidEventSourceTest, LegacyLibraryUsesTheOldWaitName) {
   ASSERT_TRUE(src) << src.error().message;
   scenario["gpus"][0]["xid_events"] = {94};
   UseScenario(dir, scenario);
-  std::vector<model::XidEvent> got;
-  for (int i = 0; i < 50 && got.empty(); ++i) {
-    auto events = (*src)->Wait(100);
-    ASSERT_TRUE(events);
-    got = *events;
-  }
+  std::vector<model::XidEvent> got = Collect(**src, 1);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].xid, 94);
 }
