@@ -95,6 +95,9 @@ int main(int argc, char** argv) {
     unsigned long long corr = 0, unc = 0, reasons = 0;
     ecc_fn(d, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_VOLATILE_ECC, &corr);
     ecc_fn(d, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_VOLATILE_ECC, &unc);
+    unsigned long long agg_corr = 0, agg_unc = 0;
+    ecc_fn(d, NVML_MEMORY_ERROR_TYPE_CORRECTED, NVML_AGGREGATE_ECC, &agg_corr);
+    ecc_fn(d, NVML_MEMORY_ERROR_TYPE_UNCORRECTED, NVML_AGGREGATE_ECC, &agg_unc);
     retired_fn(d, &retired);
     unsigned rc = 0, ru = 0, rp = 0, rf = 0;
     remap_fn(d, &rc, &ru, &rp, &rf);
@@ -110,12 +113,13 @@ int main(int argc, char** argv) {
         "\"clocks\":{\"sm_mhz\":%u,\"sm_max_mhz\":%u,\"memory_mhz\":%u,\"memory_max_mhz\":%u},"
         "\"performance_state\":\"P%d\",\"compute_capability\":\"%d.%d\",\"compute_mode\":%d,"
         "\"persistence_mode\":%s,\"mig_mode\":{\"current\":%s,\"pending\":%s},"
-        "\"ecc\":{\"volatile_corrected\":%llu,\"volatile_uncorrected\":%llu},"
+        "\"ecc\":{\"volatile_corrected\":%llu,\"volatile_uncorrected\":%llu,"
+        "\"aggregate_corrected\":%llu,\"aggregate_uncorrected\":%llu},"
         "\"retired_pages_pending\":%s,\"remapped_rows\":{\"pending\":%s,\"failure\":%s},"
         "\"clock_event_reasons\":%llu,\"cpu_affinity_word0\":%lu,\"numa_node\":%u,\"processes\":[",
         i ? "," : "", i, uuid, name, serial, pci.busId, mem.total, mem.used, mem.free, mem.reserved, util.gpu,
         util.memory, temp, power / 1000.0, limit / 1000.0, fan, sm, smmax, memclk, memmax, ps, major, minor, mode,
-        persist ? "true" : "false", mig_cur ? "true" : "false", mig_pend ? "true" : "false", corr, unc,
+        persist ? "true" : "false", mig_cur ? "true" : "false", mig_pend ? "true" : "false", corr, unc, agg_corr, agg_unc,
         retired ? "true" : "false", rp ? "true" : "false", rf ? "true" : "false", reasons, cpus[0], numa);
     bool first = true;
     for (auto fn : {compute_fn, graphics_fn}) {
