@@ -190,6 +190,15 @@ bool Collector::Tick(int64_t now) {
   auto snap = devices_.Snapshot();
   if (snap) {
     gpu_count_ = static_cast<int>(snap->gpus.size());
+    // A lost GPU often cannot even say its UUID: name it by what it said last, so the
+    // health watch can drain it and later lift the drain.
+    for (auto& dev : snap->gpus) {
+      if (dev.uuid) {
+        uuid_by_index_[dev.index] = *dev.uuid;
+      } else if (auto known = uuid_by_index_.find(dev.index); known != uuid_by_index_.end()) {
+        dev.uuid = known->second;
+      }
+    }
     if (options_.inspector) devices::EnrichProcesses(*snap, *options_.inspector);
   }
   const model::MachineSnapshot* current = snap ? &*snap : nullptr;

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -107,6 +108,7 @@ class Collector {
   std::unique_ptr<health::KernelLogReader> kernel_log_;
   std::vector<std::string> xid_sources_, xid_notes_;
   int gpu_count_ = 0;
+  std::map<int, std::string> uuid_by_index_;  // last UUID each NVML index reported
   int64_t next_due_ms_ = 0;
   bool history_failed_ = false;  // log one line per failure streak, not one per second
 

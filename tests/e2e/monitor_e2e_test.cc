@@ -228,6 +228,31 @@ TEST_F(MonitorE2E, FatalXidEventDrainsTheGpuAndAQuietRecheckLiftsIt) {
   EXPECT_TRUE(Eventually([&] { return show()["state"] == "succeeded"; }, 60000)) << show().dump(2);
 }
 
+TEST_F(MonitorE2E, LostGpuIsDrainedByUuidAndLiftedWhenItIsBack) {
+  StartDaemon("[health]\nrecheck_after = \"2s\"\n");
+  json s = ReadJson(scenario_);
+  std::string uuid = s["gpus"][2]["uuid"];
+  ASSERT_TRUE(Eventually([&] { return HealthJson()["gpu_count"] == 8; }));  // the daemon saw it healthy first
+  s["gpus"][2]["lost"] = true;
+  WriteScenario(dir_, scenario_, s);
+  json h;
+  ASSERT_TRUE(Eventually([&] {
+    h = HealthJson();
+    return h.is_object() && !h["quarantined"].empty();
+  })) << h.dump(2);
+  EXPECT_EQ(h["quarantined"][0], uuid);
+  EXPECT_EQ(h["findings"][0]["code"], "gpu_lost");
+  s["gpus"][2]["lost"] = false;
+  WriteScenario(dir_, scenario_, s);
+  ASSERT_TRUE(Eventually([&] {
+    h = HealthJson();
+    return h.is_object() && h["quarantined"].empty();
+  })) << h.dump(2);
+  int code = -1;
+  HealthJson(&code);
+  EXPECT_EQ(code, 0);
+}
+
 TEST_F(MonitorE2E, KernelLogXidSeenByTheDaemon) {
   StartDaemon("");
   json s = ReadJson(scenario_);
