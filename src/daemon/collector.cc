@@ -118,7 +118,7 @@ void Collector::DrainWake() {
 
 int64_t Collector::MsUntilDue(int64_t now) const {
   if (wake_[0] >= 0) {
-    std::lock_guard<std::mutex> lock(const_cast<std::mutex&>(mu_));
+    std::lock_guard<std::mutex> lock(mu_);
     if (!pending_.empty()) return 0;
   }
   return std::max<int64_t>(0, next_due_ms_ - now);

@@ -115,7 +115,7 @@ class Collector {
   // Event thread.
   std::thread thread_;
   std::atomic<bool> stop_{false};
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::vector<model::XidEvent> pending_;  // guarded by mu_
   std::vector<std::string> event_notes_;  // guarded by mu_
   bool events_ok_ = false;                // guarded by mu_

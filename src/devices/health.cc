@@ -22,12 +22,13 @@ void AssessHealth(model::DeviceSnapshot& dev) {
     problem("row remapping failed: the GPU should be serviced");
   }
   // Throttling is worth knowing but does not make a GPU unfit for jobs.
-  constexpr uint64_t kHwSlowdown = 0x8, kSwThermal = 0x20, kHwThermal = 0x40, kPowerBrake = 0x80;
+  using model::kClockHwPowerBrakeSlowdown, model::kClockHwSlowdown, model::kClockHwThermalSlowdown,
+      model::kClockSwThermalSlowdown;
   uint64_t reasons = dev.clock_event_reasons.value_or(0);
-  if (reasons & kHwThermal) dev.warnings.push_back("throttled: hardware thermal slowdown");
-  else if (reasons & kSwThermal) dev.warnings.push_back("throttled: software thermal slowdown");
-  if (reasons & kPowerBrake) dev.warnings.push_back("throttled: hardware power brake");
-  else if (reasons & kHwSlowdown) dev.warnings.push_back("throttled: hardware slowdown");
+  if (reasons & kClockHwThermalSlowdown) dev.warnings.push_back("throttled: hardware thermal slowdown");
+  else if (reasons & kClockSwThermalSlowdown) dev.warnings.push_back("throttled: software thermal slowdown");
+  if (reasons & kClockHwPowerBrakeSlowdown) dev.warnings.push_back("throttled: hardware power brake");
+  else if (reasons & kClockHwSlowdown) dev.warnings.push_back("throttled: hardware slowdown");
 }
 
 }  // namespace gpuman::devices

@@ -68,16 +68,17 @@ std::vector<Finding> SnapshotFindings(const model::MachineSnapshot& snap) {
                          std::to_string(*dev.ecc_aggregate_uncorrected) +
                              " uncorrected ECC errors over the GPU's life"));
     }
-    constexpr uint64_t kHwSlowdown = 0x8, kSwThermal = 0x20, kHwThermal = 0x40, kPowerBrake = 0x80;
+    using model::kClockHwPowerBrakeSlowdown, model::kClockHwSlowdown, model::kClockHwThermalSlowdown,
+        model::kClockSwThermalSlowdown;
     uint64_t reasons = dev.clock_event_reasons.value_or(0);
-    if (reasons & (kHwThermal | kSwThermal)) {
+    if (reasons & (kClockHwThermalSlowdown | kClockSwThermalSlowdown)) {
       out.push_back(Make(dev, "throttle_thermal", Severity::kWarning,
                          std::string("clocks throttled: ") +
-                             ((reasons & kHwThermal) ? "hardware thermal slowdown" : "software thermal slowdown")));
+                             ((reasons & kClockHwThermalSlowdown) ? "hardware thermal slowdown" : "software thermal slowdown")));
     }
-    if (reasons & kPowerBrake) {
+    if (reasons & kClockHwPowerBrakeSlowdown) {
       out.push_back(Make(dev, "throttle_power", Severity::kWarning, "clocks throttled: hardware power brake"));
-    } else if (reasons & kHwSlowdown) {
+    } else if (reasons & kClockHwSlowdown) {
       out.push_back(Make(dev, "throttle_hw", Severity::kWarning, "clocks throttled: hardware slowdown"));
     }
   }

@@ -15,17 +15,16 @@ const char* ProcessTypeName(ProcessType type) {
 }
 
 std::vector<std::string> ClockEventReasonNames(uint64_t mask) {
-  // Bit values from NVML's nvmlClocksEventReason* constants.
   static constexpr std::pair<uint64_t, const char*> kNames[] = {
-      {0x1, "gpu_idle"},
-      {0x2, "applications_clocks_setting"},
-      {0x4, "sw_power_cap"},
-      {0x8, "hw_slowdown"},
-      {0x10, "sync_boost"},
-      {0x20, "sw_thermal_slowdown"},
-      {0x40, "hw_thermal_slowdown"},
-      {0x80, "hw_power_brake_slowdown"},
-      {0x100, "display_clock_setting"},
+      {kClockGpuIdle, "gpu_idle"},
+      {kClockApplicationsSetting, "applications_clocks_setting"},
+      {kClockSwPowerCap, "sw_power_cap"},
+      {kClockHwSlowdown, "hw_slowdown"},
+      {kClockSyncBoost, "sync_boost"},
+      {kClockSwThermalSlowdown, "sw_thermal_slowdown"},
+      {kClockHwThermalSlowdown, "hw_thermal_slowdown"},
+      {kClockHwPowerBrakeSlowdown, "hw_power_brake_slowdown"},
+      {kClockDisplaySetting, "display_clock_setting"},
   };
   std::vector<std::string> names;
   for (const auto& [bit, name] : kNames) {

@@ -105,6 +105,19 @@ struct MachineSnapshot {
   std::optional<Topology> topology;
 };
 
+/// Bits of DeviceSnapshot::clock_event_reasons (NVML's nvmlClocksEventReason* values).
+enum ClockEventReason : uint64_t {
+  kClockGpuIdle = 0x1,
+  kClockApplicationsSetting = 0x2,
+  kClockSwPowerCap = 0x4,
+  kClockHwSlowdown = 0x8,
+  kClockSyncBoost = 0x10,
+  kClockSwThermalSlowdown = 0x20,
+  kClockHwThermalSlowdown = 0x40,
+  kClockHwPowerBrakeSlowdown = 0x80,
+  kClockDisplaySetting = 0x100,
+};
+
 /// Names of the bits set in an NVML clock event reason mask ("gpu_idle", "sw_power_cap", ...).
 std::vector<std::string> ClockEventReasonNames(uint64_t mask);
 
