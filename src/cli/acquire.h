@@ -1,6 +1,7 @@
-// Taking a lease: snapshot, select, and record in one lease-store transaction, optionally
-// waiting (woken by changes to the state directory, re-checking at least every second)
-// until GPUs fit. Shared by `select --lease` and `run`. Main thread only.
+// Taking a lease from the command line: builds the request once (ids resolved against a
+// snapshot, the enclosing allocation and lease from the environment) and hands it to the
+// machine's one lease authority (cli/lease_broker.h), optionally waiting. Shared by
+// `select --lease` and `run`. Main thread only.
 #pragma once
 
 #include <optional>
@@ -22,22 +23,29 @@ struct Acquired {
   model::Lease lease;
   policy::Selection selection;
   model::MachineSnapshot snapshot;  // the snapshot the choice was made on
+  bool nested = false;              // joined the enclosing lease (GPUMAN_LEASE_ID): never release it
 };
 
 /// Errors: kBusy when nothing fits and we may not wait (or the wait ran out; the message
-/// says why); kNotFound when the request can never be met here; others from NVML/store.
+/// says why); kNotFound when the request can never be met here (machine size, the user's
+/// cap); kUnavailable when the machine's daemon is expected but does not answer; others
+/// from NVML, the daemon or the lease table.
 Result<Acquired> AcquireLease(Context& ctx, const SelectionArgs& args, model::Lease draft,
                               const AcquireOptions& options);
 
-/// The live leases, from the daemon when one runs, else from the per-user store.
+/// The live leases, from the machine's lease authority (daemon or machine lease table).
 Result<std::vector<model::Lease>> LiveLeases(Context& ctx);
 
-/// Adds processes to a lease / gives it back, through the daemon when one runs.
+/// Adds processes to a lease / gives it back, through the machine's lease authority.
 Status AddLeaseProcesses(Context& ctx, int64_t lease_id, const std::vector<model::LeaseProcess>& processes);
 Status ReleaseLease(Context& ctx, int64_t lease_id);
 
 /// A draft lease for the current user, held by `holder` (the runner, or the shell for
 /// `select --lease`). Errors: kNotFound when the holder's start time cannot be read.
 Result<model::Lease> DraftLease(Context& ctx, int holder_pid, std::string kind, std::string command);
+
+/// GPUMAN_LEASE_ID of the environment, when it names a lease (nested use). Errors:
+/// kInvalidArgument for a value that is not a lease id.
+Result<std::optional<int64_t>> EnclosingLease(const Context& ctx);
 
 }  // namespace gpuman::cli

@@ -1,5 +1,6 @@
 #include "cli/config.h"
 
+#include <pwd.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -42,13 +43,13 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
                      "config " + origin + ":" + std::to_string(where.line) + ":" +
                          std::to_string(where.column) + ": " + std::string(err.description()));
   }
-  static const std::set<std::string> kKnown = {"nvml_library", "kernel_log", "daemon", "health", "idle", "alert"};
+  static const std::set<std::string> kKnown = {"nvml_library", "kernel_log", "lease_dir", "daemon", "health", "idle", "alert"};
   for (const auto& [key, value] : table) {
     std::string k(key.str());
     if (!kKnown.count(k)) {
       return MakeError(ErrorCode::kInvalidArgument,
                        "config " + origin + ": unknown key '" + k +
-                           "' (known: nvml_library, kernel_log, [daemon], [health], [idle], [[alert]])");
+                           "' (known: nvml_library, kernel_log, lease_dir, [daemon], [health], [idle], [[alert]])");
     }
   }
   if (auto* node = table.get("daemon")) {
@@ -146,6 +147,13 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
     }
     config.kernel_log = *value;
   }
+  if (auto* node = table.get("lease_dir")) {
+    auto value = node->value<std::string>();
+    if (!value || value->empty() || (*value)[0] != '/') {
+      return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": lease_dir must be an absolute path");
+    }
+    config.lease_dir = *value;
+  }
   if (auto* node = table.get("nvml_library")) {
     auto value = node->value<std::string>();
     if (!value || value->empty()) {
@@ -196,6 +204,15 @@ Result<Config> LoadConfig(const Environment& env, const std::optional<std::strin
   if (auto lib = env.Get("GPUMAN_NVML_LIBRARY"); lib && !lib->empty()) config.nvml_library = *lib;
   if (auto log = env.Get("GPUMAN_KERNEL_LOG"); log && !log->empty()) config.kernel_log = *log;
   return config;
+}
+
+policy::MachineRules MachineRulesFromConfig(const Config& config) {
+  policy::MachineRules rules;
+  rules.default_max_gpus_per_user = config.daemon.max_gpus_per_user;
+  for (const auto& [user, n] : config.daemon.user_max_gpus) {
+    if (passwd* pw = getpwnam(user.c_str())) rules.max_gpus_per_user[pw->pw_uid] = n;
+  }
+  return rules;
 }
 
 }  // namespace gpuman::cli

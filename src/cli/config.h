@@ -11,6 +11,7 @@
 #include "health/watch.h"
 #include "monitor/alerts.h"
 #include "monitor/idle.h"
+#include "policy/lease_rules.h"
 
 namespace gpuman::cli {
 
@@ -30,6 +31,7 @@ struct Config {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string kernel_log = "/dev/kmsg";  // where Xid lines are read from ($GPUMAN_KERNEL_LOG)
   std::string config_path;  // the file that was read, "" if none
+  std::optional<std::string> lease_dir;  // the machine lease table's directory (lease_dir)
   DaemonConfig daemon;
   health::HealthPolicy health;  // [health]
   monitor::IdlePolicy idle;     // [idle]
@@ -50,6 +52,10 @@ struct Environment {
 /// Errors: kInvalidArgument for an unreadable explicit file, TOML syntax errors (with
 /// file, line and column), unknown keys, or values of the wrong type.
 Result<Config> LoadConfig(const Environment& env, const std::optional<std::string>& explicit_path);
+
+/// The machine's lease rules from [daemon] (caps by uid; user names that do not exist are
+/// left out). Drains are the daemon's and are not part of the config.
+policy::MachineRules MachineRulesFromConfig(const Config& config);
 
 /// Parses config text (exposed for tests). `origin` names the source in messages.
 Result<Config> ParseConfig(const std::string& text, const std::string& origin);

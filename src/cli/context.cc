@@ -5,7 +5,11 @@
 
 #include "base/strings.h"
 #include "cli/daemon_client.h"
+#include "cli/lease_broker.h"
 #include "nvml/nvml_device_source.h"
+#include "store/machine_lease_table.h"
+
+#include <pwd.h>
 
 namespace gpuman::cli {
 
@@ -20,6 +24,15 @@ Context::Context(Environment env, Config config, std::optional<Simulation> sim, 
     state_dir_ = *x + "/gpuman";
   } else {
     state_dir_ = env_.Get("HOME").value_or("/tmp") + "/.local/state/gpuman";
+  }
+  if (auto d = env_.Get("GPUMAN_LEASE_DIR"); d && !d->empty()) {
+    lease_dir_ = *d;
+  } else if (config_.lease_dir) {
+    lease_dir_ = *config_.lease_dir;
+  } else if (auto d = env_.Get("GPUMAN_STATE_DIR"); d && !d->empty()) {
+    lease_dir_ = *d;
+  } else {
+    lease_dir_ = store::kDefaultMachineLeaseDir;
   }
   if (sim_) {
     inspector_ = std::make_unique<devices::StaticProcessTable>(sim_->host_processes, procfs_.get());
@@ -47,11 +60,31 @@ DaemonClient* Context::Daemon() {
   if (!daemon_tried_) {
     daemon_tried_ = true;
     std::string socket = FindDaemonSocket(env_.vars);
-    if (access(socket.c_str(), F_OK) == 0) {
-      if (auto client = DaemonClient::Connect(socket)) daemon_ = std::move(*client);
+    auto explicit_socket = env_.Get("GPUMAN_SOCKET");
+    bool expected = access(socket.c_str(), F_OK) == 0 || (explicit_socket && !explicit_socket->empty());
+    if (expected) {
+      auto client = DaemonClient::Connect(socket);
+      if (client) {
+        daemon_ = std::move(*client);
+      } else {
+        daemon_error_ = client.error();
+      }
     }
   }
   return daemon_.get();
+}
+
+Result<DaemonClient*> Context::ExpectedDaemon() {
+  DaemonClient* d = Daemon();
+  if (d) return d;
+  if (daemon_error_) {
+    return MakeError(daemon_error_->code == ErrorCode::kPermissionDenied ? ErrorCode::kPermissionDenied
+                                                                           : ErrorCode::kUnavailable,
+                     daemon_error_->message +
+                         "; its leases and jobs are the machine's, so gpuman will not use another lease table "
+                         "(start the daemon again, or remove its stale socket)");
+  }
+  return static_cast<DaemonClient*>(nullptr);
 }
 
 Result<store::LeaseStore*> Context::Leases() {
@@ -60,10 +93,31 @@ Result<store::LeaseStore*> Context::Leases() {
   // gpuman processes start at once, and then waiting beats failing.
   store::LeaseStoreOptions options;
   options.busy_timeout = std::chrono::milliseconds(60000);
-  auto opened = store::LeaseStore::Open(state_dir_ + "/leases.db", options);
+  auto opened = store::OpenMachineLeaseTable(lease_dir_, getuid(), options);
   if (!opened) return opened.error();
-  leases_ = std::move(*opened);
+  leases_ = std::move(opened->store);
   return leases_.get();
+}
+
+Result<LeaseBroker*> Context::Broker() {
+  if (broker_) return broker_.get();
+  auto daemon = ExpectedDaemon();
+  if (!daemon) return daemon.error();
+  auto source = Devices();
+  if (!source) return source.error();
+  if (*daemon) {
+    broker_ = MakeDaemonBroker(**daemon, **source, FindDaemonSocket(env_.vars));
+    return broker_.get();
+  }
+  auto table = Leases();
+  if (!table) return table.error();
+  policy::Caller caller;
+  caller.uid = getuid();
+  passwd* pw = getpwuid(caller.uid);
+  caller.user = pw ? pw->pw_name : std::to_string(caller.uid);
+  caller.is_admin = caller.uid == 0;
+  broker_ = MakeTableBroker(**table, **source, caller, MachineRulesFromConfig(config_), lease_dir_);
+  return broker_.get();
 }
 
 devices::ProcessInspector& Context::Inspector() {

@@ -33,11 +33,22 @@ class Context {
   const nvml::NvmlLibrary* nvml_library() const { return nvml_.get(); }
 
   /// A connection to the machine's daemon when one answers (first use tries once), else
-  /// nullptr: leases then go to the per-user store.
+  /// nullptr.
   class DaemonClient* Daemon();
+  /// Like Daemon(), but an expected daemon that does not answer (its socket exists, or
+  /// GPUMAN_SOCKET names one) is an error, not nullptr: commands that take or list leases
+  /// must never quietly use another lease table. Errors: kUnavailable.
+  Result<class DaemonClient*> ExpectedDaemon();
 
-  /// The lease store in state_dir(), opened on first use. Errors: as LeaseStore::Open.
+  /// The machine lease table (used when no daemon runs), opened on first use.
+  /// Errors: as store::OpenMachineLeaseTable.
   Result<store::LeaseStore*> Leases();
+  /// The one lease authority for this command: the daemon when one runs, else the machine
+  /// lease table. Errors: as ExpectedDaemon, Leases and Devices.
+  Result<class LeaseBroker*> Broker();
+  /// Where the machine lease table lives: $GPUMAN_LEASE_DIR, else lease_dir from the
+  /// config, else $GPUMAN_STATE_DIR (tests, private setups), else /run/gpuman/leases.
+  const std::string& lease_dir() const { return lease_dir_; }
   /// $GPUMAN_STATE_DIR, else $XDG_STATE_HOME/gpuman, else ~/.local/state/gpuman.
   const std::string& state_dir() const { return state_dir_; }
   const Clock& clock() const { return clock_; }
@@ -68,9 +79,12 @@ class Context {
   std::unique_ptr<devices::ProcessInspector> procfs_;
   std::unique_ptr<devices::ProcessInspector> inspector_;
   std::string state_dir_;
+  std::string lease_dir_;
   std::unique_ptr<store::LeaseStore> leases_;
   std::unique_ptr<class DaemonClient> daemon_;
+  std::optional<Error> daemon_error_;  // the daemon is expected but did not answer
   bool daemon_tried_ = false;
+  std::unique_ptr<class LeaseBroker> broker_;
 };
 
 }  // namespace gpuman::cli

@@ -9,6 +9,7 @@
 #include "base/duration.h"
 #include "base/strings.h"
 #include "cli/acquire.h"
+#include "cli/lease_broker.h"
 #include "cli/exit_codes.h"
 #include "render/format.h"
 #include "store/proc_liveness.h"
@@ -182,43 +183,18 @@ CLI::App* AddReleaseCommand(CLI::App& app, ReleaseArgs& args) {
 }
 
 int RunRelease(const ReleaseArgs& args, Context& ctx) {
-  if (ctx.Daemon()) {
-    // The daemon checks who may release what.
-    int rc = kExitOk;
-    for (int64_t id : args.ids) {
-      if (auto r = ReleaseLease(ctx, id); !r) {
-        ctx.err() << "gpuman: error: " << r.error().message << "\n";
-        rc = ExitCodeFor(r.error().code);
-      } else {
-        ctx.err() << "gpuman: released lease " << id << "\n";
-      }
-    }
-    return rc;
-  }
-  auto leases = ctx.Leases();
-  if (!leases) return Fail(ctx, leases.error());
-  const auto alive = store::ProcLivenessCheck();
+  // The lease authority (daemon or machine lease table) checks who may release what.
+  auto broker = ctx.Broker();
+  if (!broker) return Fail(ctx, broker.error());
   int rc = kExitOk;
   for (int64_t id : args.ids) {
-    auto lease = (*leases)->Get(id);
-    if (!lease) return Fail(ctx, lease.error());
-    if (!*lease) {
-      ctx.err() << "gpuman: error: no lease " << id << " (see `gpuman leases`)\n";
-      rc = kExitUsage;
-      continue;
+    if (auto r = (*broker)->Release(id); !r) {
+      ctx.err() << "gpuman: error: " << r.error().message
+                << (r.error().code == ErrorCode::kNotFound ? " (see `gpuman leases`)" : "") << "\n";
+      rc = r.error().code == ErrorCode::kNotFound ? int{kExitUsage} : ExitCodeFor(r.error().code);
+    } else {
+      ctx.err() << "gpuman: released lease " << id << "\n";
     }
-    const model::Lease& l = **lease;
-    bool is_live = false;
-    for (const auto& p : l.processes) is_live = is_live || alive(p);
-    if (l.uid != getuid() && getuid() != 0 && is_live) {
-      ctx.err() << "gpuman: error: lease " << id << " belongs to " << l.user
-                << " and is in use; only its owner or root may release it\n";
-      rc = kExitPermission;
-      continue;
-    }
-    auto released = (*leases)->Release(id);
-    if (!released) return Fail(ctx, released.error());
-    ctx.err() << "gpuman: released lease " << id << (is_live ? "" : " (stale)") << "\n";
   }
   return rc;
 }

@@ -54,10 +54,10 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
     options.admin_gid = g->gr_gid;
   }
   if (dc.default_time_limit_ms) options.scheduler.default_time_limit_ms = *dc.default_time_limit_ms;
-  options.scheduler.default_max_gpus_per_user = dc.max_gpus_per_user;
-  for (const auto& [user, n] : dc.user_max_gpus) {
-    if (passwd* pw = getpwnam(user.c_str())) options.scheduler.max_gpus_per_user[pw->pw_uid] = n;
-  }
+  const policy::MachineRules rules = MachineRulesFromConfig(ctx.config());
+  options.scheduler.default_max_gpus_per_user = rules.default_max_gpus_per_user;
+  options.scheduler.max_gpus_per_user = rules.max_gpus_per_user;
+  options.machine_lease_dir = ctx.lease_dir();
   NoGpus no_gpus;
   devices::DeviceSource* source = &no_gpus;
   if (auto devices = ctx.Devices()) {
@@ -97,6 +97,19 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   return d.Run(&g_stop);
 }
 
+// The selection options a job was submitted with, as `submit` flags.
+std::string DescribeRequest(const model::GpuRequest& r) {
+  std::vector<std::string> parts{"-n " + std::to_string(r.count)};
+  if (r.gpus) parts.push_back("--gpus " + (r.gpus->empty() ? std::string("none") : Join(*r.gpus, ",")));
+  if (!r.exclude.empty()) parts.push_back("--exclude " + Join(r.exclude, ","));
+  if (r.model) parts.push_back("--model " + *r.model);
+  if (r.min_free_memory_bytes) parts.push_back("--min-free-memory " + render::FormatBytes(*r.min_free_memory_bytes));
+  if (r.max_utilization_percent) parts.push_back("--max-utilization " + std::to_string(*r.max_utilization_percent));
+  if (r.min_compute_capability) parts.push_back("--min-compute-capability " + *r.min_compute_capability);
+  if (r.allow_shared) parts.push_back("--allow-shared");
+  return Join(parts, " ");
+}
+
 void PrintJob(Context& ctx, const model::Job& j, bool json) {
   if (json) {
     ctx.out() << protocol::JobToJson(j, !j.argv.empty()).dump(2) << "\n";
@@ -106,6 +119,7 @@ void PrintJob(Context& ctx, const model::Job& j, bool json) {
             << "  state:     " << model::JobStateName(j.state) << (j.reason.empty() ? "" : " — " + j.reason) << "\n"
             << "  user:      " << j.user << "\n"
             << "  gpus:      " << (j.gpu_uuids.empty() ? "-" : Join(j.gpu_uuids, ",")) << " (wants " << j.request.count << ")\n"
+            << "  asks for:  " << DescribeRequest(j.request) << "\n"
             << "  priority:  " << j.priority << "\n"
             << "  submitted: " << render::FormatIsoUtcMillis(j.submitted_unix_ms) << "\n";
   if (j.started_unix_ms) ctx.out() << "  started:   " << render::FormatIsoUtcMillis(*j.started_unix_ms) << "\n";
@@ -189,15 +203,26 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     std::error_code ec;
     s.cwd = std::filesystem::current_path(ec).string();
     s.output = args.output;
-    s.request.count = args.selection.count;
-    s.request.model = args.selection.model;
-    s.request.max_utilization_percent = args.selection.max_utilization;
-    s.request.min_compute_capability = args.selection.min_compute_capability;
-    s.request.allow_shared = args.selection.allow_shared;
-    if (args.selection.min_free_memory) {
-      auto bytes = policy::ParseByteSize(*args.selection.min_free_memory);
-      if (!bytes) return Fail(ctx, bytes.error().WithContext("--min-free-memory"));
-      s.request.min_free_memory_bytes = *bytes;
+    // The same selection options and the same conversion as `run`: ids are resolved
+    // here, against this machine's GPUs, and travel as UUIDs. The submitting shell's own
+    // CUDA_VISIBLE_DEVICES does not confine a queued job (it runs later, elsewhere).
+    const auto& sel = args.selection;
+    if (sel.gpus || !sel.exclude.empty()) {
+      auto source = ctx.Devices();
+      if (!source) return Fail(ctx, source.error());
+      devices::SnapshotOptions who;
+      who.processes_only = true;
+      auto snap = (*source)->Snapshot(who);
+      if (!snap) return Fail(ctx, snap.error());
+      auto req = BuildSelectionRequest(sel, *snap, {});
+      if (!req) return Fail(ctx, req.error());
+      req->allowed.reset();
+      s.request = policy::ToGpuRequest(*req, {});
+    } else {
+      auto req = BuildSelectionRequest(sel, model::MachineSnapshot{}, {});
+      if (!req) return Fail(ctx, req.error());
+      req->allowed.reset();
+      s.request = policy::ToGpuRequest(*req, {});
     }
     s.priority = args.priority;
     if (args.time_limit) {

@@ -107,7 +107,9 @@ int RunRun(const RunArgs& args, Context& ctx) {
   auto acquired = AcquireLease(ctx, args.selection, *draft, options);
   if (!acquired) return fail(acquired.error());  // the child sees the barrier close and exits
   const int64_t lease_id = acquired->lease.id;
+  const bool nested = acquired->nested;  // inside the caller's own lease: it is not ours to give back
   auto release = [&] {
+    if (nested) return;
     if (auto r = ReleaseLease(ctx, lease_id); !r && r.error().code != ErrorCode::kNotFound) {
       ctx.err() << "gpuman: warning: releasing lease " << lease_id << ": " << r.error().message << "\n";
     }

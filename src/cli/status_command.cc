@@ -46,7 +46,7 @@ std::optional<std::vector<model::Lease>> StatusLeases(Context& ctx) {
     if (!live) return std::nullopt;
     return std::move(*live);
   }
-  if (access((ctx.state_dir() + "/leases.db").c_str(), F_OK) != 0) return std::vector<model::Lease>{};
+  if (access((ctx.lease_dir() + "/leases.db").c_str(), F_OK) != 0) return std::vector<model::Lease>{};
   auto store = ctx.Leases();
   if (!store) return std::nullopt;
   auto recorded = (*store)->ListRecorded();

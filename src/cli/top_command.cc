@@ -50,7 +50,7 @@ tui::Frame CollectFrame(Context& ctx) {
   } else {
     // Without a daemon only this user's store has leases; do not create one just to look.
     std::error_code ec;
-    if (std::filesystem::exists(ctx.state_dir() + "/leases.db", ec)) {
+    if (std::filesystem::exists(ctx.lease_dir() + "/leases.db", ec)) {
       if (auto leases = LiveLeases(ctx)) {
         f.leases = std::move(*leases);
       } else {

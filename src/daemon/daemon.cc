@@ -15,12 +15,14 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 #include "devices/gpu_ids.h"
 #include "policy/selection.h"
 #include "protocol/framing.h"
 #include "sched/job_state.h"
 #include "sched/supervisor.h"
+#include "store/machine_lease_table.h"
 #include "store/proc_liveness.h"
 
 namespace gpuman::daemon {
@@ -136,6 +138,12 @@ Status Daemon::Start() {
   if (!leases) return leases.error();
   leases_ = std::move(*leases);
   for (const char* suffix : {"", "-wal", "-shm"}) chmod((db + suffix).c_str(), 0600);
+  if (!options_.machine_lease_dir.empty()) {
+    // Leases taken while no daemon ran stay respected; as root this also sets the table up.
+    auto table = store::OpenMachineLeaseTable(options_.machine_lease_dir, getuid(), lease_options);
+    if (table) machine_leases_ = std::move(table->store);
+    else std::fprintf(stderr, "gpuman: warning: machine lease table: %s\n", table.error().message.c_str());
+  }
 
   // The socket: never replace one that a live daemon still answers on.
   const std::string& path = options_.socket_path;
@@ -337,7 +345,7 @@ void Daemon::SchedulePass() {
   sched::SchedulerInput input;
   input.now_unix_ms = now;
   input.snapshot = std::move(*snap);
-  if (auto live = leases_->List(store::ProcLivenessCheck())) input.leases = *live;
+  if (auto live = AllLiveLeases()) input.leases = *live;
   input.jobs = *active;
   if (auto drained = jobs_->Drained()) {
     for (const auto& [uuid, reason] : *drained) input.drained.insert(uuid);
@@ -395,6 +403,7 @@ Reply Daemon::Handle(const Peer& peer, const protocol::Request& request) {
       if (!options_.system_mode && peer.uid != getuid()) {
         return MakeErrorReply(id, Wire(WireCode::kPermissionDenied, "this daemon runs jobs of " + UserName(getuid()) + " only"));
       }
+      if (auto ok = CheckSubmitFor(peer, args); !ok) return fail(ok.error());
       if (args.cwd.empty() || args.cwd[0] != '/') {
         return MakeErrorReply(id, Wire(WireCode::kInvalidArgument, "args.cwd: must be an absolute path"));
       }
@@ -547,7 +556,7 @@ Reply Daemon::Handle(const Peer& peer, const protocol::Request& request) {
       return MakeReply(id, protocol::DrainResult{uuid});
     }
     case protocol::Op::kLeases: {
-      auto live = leases_->List(store::ProcLivenessCheck());
+      auto live = AllLiveLeases();
       if (!live) return fail(live.error());
       if (collector_) collector_->Annotate(*live);
       return MakeReply(id, protocol::LeasesResult{*live});
@@ -557,48 +566,16 @@ Reply Daemon::Handle(const Peer& peer, const protocol::Request& request) {
       auto lease = leases_->Get(args.lease_id);
       if (!lease) return fail(lease.error());
       if (!*lease) return MakeErrorReply(id, Wire(WireCode::kNotFound, "no lease " + std::to_string(args.lease_id)));
-      if ((*lease)->uid != peer.uid && !peer.is_admin) {
-        return MakeErrorReply(id, Wire(WireCode::kPermissionDenied, "lease " + std::to_string(args.lease_id) + " belongs to another user"));
-      }
+      if (auto ok = CheckReleaseFor(peer, **lease); !ok) return fail(ok.error());
       if (auto r = leases_->Release(args.lease_id); !r) return fail(r.error());
       dirty_ = true;
       return MakeReply(id, protocol::EmptyResult{});
     }
     case protocol::Op::kAcquire: {
       // `gpuman run` / `select --lease` while a daemon runs: one lease table for everyone.
-      const auto& a = std::get<protocol::AcquireArgs>(request.args);
-      model::LeaseProcess holder{a.pid, a.start_time_ticks};
-      if (auto bad = CheckOwnProcess(peer, holder)) return MakeErrorReply(id, *bad);
-      devices::SnapshotOptions snap_options;
-      snap_options.topology = !topology_.has_value();
-      auto snap = devices_.Snapshot(snap_options);
-      if (!snap) return fail(snap.error());
-      if (topology_) snap->topology = topology_;
-      else topology_ = snap->topology;
-      policy::SelectionRequest req = policy::FromGpuRequest(a.request);
-      if (auto drained = jobs_->Drained()) {
-        for (const auto& [uuid, why] : *drained) {
-          bool present = std::any_of(snap->gpus.begin(), snap->gpus.end(), [&](const auto& g) { return g.uuid == uuid; });
-          if (present) req.exclude.push_back(uuid);
-        }
-      }
-      model::Lease draft;
-      draft.uid = peer.uid;
-      draft.user = peer.user;
-      draft.kind = "run";
-      draft.command = a.command;
-      draft.created_unix_ms = clock_.NowUnixMs();
-      draft.processes = {holder};
-      auto lease = leases_->Acquire(
-          draft,
-          [&](const std::vector<model::Lease>& live) -> Result<std::vector<std::string>> {
-            auto chosen = policy::Select(*snap, live, req);
-            if (!chosen) return chosen.error();
-            return chosen->uuids;
-          },
-          store::ProcLivenessCheck());
-      if (!lease) return fail(lease.error());
-      return MakeReply(id, protocol::AcquireResult{lease->id, lease->gpu_uuids});
+      auto got = AcquireFor(peer, std::get<protocol::AcquireArgs>(request.args));
+      if (!got) return fail(got.error());
+      return MakeReply(id, *got);
     }
     case protocol::Op::kAddProcesses: {
       const auto& a = std::get<protocol::AddProcessesArgs>(request.args);
@@ -768,6 +745,106 @@ int Daemon::Run(const volatile std::sig_atomic_t* stop) {
     }
   }
   return 0;
+}
+
+policy::Caller Daemon::CallerOf(const Peer& peer) {
+  return policy::Caller{peer.uid, peer.user, peer.is_admin};
+}
+
+policy::MachineRules Daemon::Rules() const {
+  policy::MachineRules rules;
+  rules.default_max_gpus_per_user = options_.scheduler.default_max_gpus_per_user;
+  rules.max_gpus_per_user = options_.scheduler.max_gpus_per_user;
+  if (auto drained = jobs_->Drained()) rules.drained = *drained;
+  return rules;
+}
+
+Result<std::vector<model::Lease>> Daemon::AllLiveLeases() {
+  const auto alive = store::ProcLivenessCheck();
+  auto live = leases_->List(alive);
+  if (!live) return live.error();
+  if (machine_leases_) {
+    // Read only: their holders (no daemon then) gave them back themselves, or they go stale.
+    if (auto recorded = machine_leases_->ListRecorded()) {
+      for (auto& l : *recorded) {
+        if (std::none_of(l.processes.begin(), l.processes.end(), alive)) continue;
+        l.command += " (taken without the daemon)";
+        l.id = -l.id;  // not a lease of this daemon's table: never released or joined here
+        live->push_back(std::move(l));
+      }
+    }
+  }
+  return live;
+}
+
+Result<protocol::AcquireResult> Daemon::AcquireFor(const Peer& peer, const protocol::AcquireArgs& a) {
+  model::LeaseProcess holder{a.pid, a.start_time_ticks};
+  if (auto bad = CheckOwnProcess(peer, holder)) return MakeError(protocol::ToErrorCode(bad->code), bad->message);
+  devices::SnapshotOptions snap_options;
+  snap_options.topology = !topology_.has_value();
+  auto snap = devices_.Snapshot(snap_options);
+  if (!snap) return snap.error();
+  if (topology_) snap->topology = topology_;
+  else topology_ = snap->topology;
+  const policy::SelectionRequest req = policy::FromGpuRequest(a.request);
+  const policy::MachineRules rules = Rules();
+  const policy::Caller caller = CallerOf(peer);
+  const int machine_gpus = static_cast<int>(snap->gpus.size());
+  auto live = AllLiveLeases();
+  if (!live) return live.error();
+  auto ruled = policy::ApplyLeaseRules(req, caller, a.within_lease_id, *live, rules, machine_gpus);
+  if (!ruled) return ruled.error();
+  if (ruled->within) {
+    // Inside the caller's own lease (a run in a `select --lease` shell or in a job): the
+    // runner joins it, so the lease lives as long as the runner too.
+    auto chosen = policy::Select(*snap, ruled->leases, ruled->request);
+    if (!chosen) return chosen.error();
+    if (auto added = leases_->AddProcesses(*ruled->within, {holder}); !added) return added.error();
+    return protocol::AcquireResult{*ruled->within, chosen->uuids, true};
+  }
+  std::vector<model::Lease> foreign;  // machine-table leases the store does not know of
+  for (const auto& l : *live) {
+    if (l.id < 0) foreign.push_back(l);
+  }
+  model::Lease draft;
+  draft.uid = peer.uid;
+  draft.user = peer.user;
+  draft.kind = "run";
+  draft.command = a.command;
+  draft.created_unix_ms = clock_.NowUnixMs();
+  draft.processes = {holder};
+  auto lease = leases_->Acquire(
+      draft,
+      [&](const std::vector<model::Lease>& current) -> Result<std::vector<std::string>> {
+        std::vector<model::Lease> all = current;
+        all.insert(all.end(), foreign.begin(), foreign.end());
+        auto again = policy::ApplyLeaseRules(req, caller, std::nullopt, all, rules, machine_gpus);
+        if (!again) return again.error();
+        auto chosen = policy::Select(*snap, again->leases, again->request);
+        if (!chosen) return chosen.error();
+        return chosen->uuids;
+      },
+      store::ProcLivenessCheck());
+  if (!lease) return lease.error();
+  return protocol::AcquireResult{lease->id, lease->gpu_uuids, false};
+}
+
+Status Daemon::CheckReleaseFor(const Peer& peer, const model::Lease& lease) {
+  std::optional<policy::LeaseJob> job;
+  if (auto active = jobs_->Active()) {
+    for (const auto& j : *active) {
+      if (j.lease_id == lease.id) job = policy::LeaseJob{j.id, j.name};
+    }
+  }
+  return policy::CheckRelease(lease, CallerOf(peer), job);
+}
+
+Status Daemon::CheckSubmitFor(const Peer& peer, const protocol::SubmitArgs& args) {
+  int machine_gpus = std::numeric_limits<int>::max();  // unknown when NVML does not answer now
+  devices::SnapshotOptions who;
+  who.processes_only = true;
+  if (auto snap = devices_.Snapshot(who)) machine_gpus = static_cast<int>(snap->gpus.size());
+  return policy::CheckSatisfiable(args.request.count, args.request.gpus, CallerOf(peer), Rules(), machine_gpus);
 }
 
 }  // namespace gpuman::daemon

@@ -17,6 +17,7 @@
 #include "base/result.h"
 #include "daemon/collector.h"
 #include "devices/device_source.h"
+#include "policy/lease_rules.h"
 #include "protocol/envelope.h"
 #include "sched/scheduler.h"
 #include "store/job_store.h"
@@ -33,6 +34,9 @@ struct DaemonOptions {
   sched::SchedulerConfig scheduler;
   int grace_ms = 10000;              // SIGTERM -> SIGKILL for cancelled / over-time jobs
   CollectorOptions monitor;          // health, idle leases, alerts, history, metrics
+  /// The machine lease table (leases taken while no daemon ran): its live leases are
+  /// respected by every acquire and scheduling pass. Empty: none.
+  std::string machine_lease_dir;
 };
 
 /// Who is calling, from SO_PEERCRED (never from the message).
@@ -75,6 +79,14 @@ class Daemon {
   void WatchRunningJobs();  // a GPU of a running job failed: tell its supervisor
   Status StartJob(const model::Job& job, const std::vector<std::string>& gpus);
   bool MayActOn(const Peer& peer, const model::Job& job) const;
+  // The machine's rules (policy/lease_rules.h) as the daemon applies them.
+  policy::MachineRules Rules() const;
+  static policy::Caller CallerOf(const Peer& peer);
+  // Every live lease the daemon must respect: its own table and the machine lease table.
+  Result<std::vector<model::Lease>> AllLiveLeases();
+  Result<protocol::AcquireResult> AcquireFor(const Peer& peer, const protocol::AcquireArgs& args);
+  Status CheckReleaseFor(const Peer& peer, const model::Lease& lease);
+  Status CheckSubmitFor(const Peer& peer, const protocol::SubmitArgs& args);
   model::Job WithWaitInfo(model::Job job) const;
   void AcceptClients();
   bool ServeClient(Connection& c);  // false: close it
@@ -84,6 +96,7 @@ class Daemon {
   const Clock& clock_;
   std::unique_ptr<store::JobStore> jobs_;
   std::unique_ptr<store::LeaseStore> leases_;
+  std::unique_ptr<store::LeaseStore> machine_leases_;  // read only; may be absent
   std::optional<model::Topology> topology_;
   std::map<int64_t, sched::WaitReason> waiting_;  // from the last pass, for `queue`
   int listen_fd_ = -1;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,8 @@ struct SelectionRequest {
   /// Enclosing allocation (Slurm, container, outer CUDA_VISIBLE_DEVICES): only these
   /// UUIDs. UUIDs that are not on this machine are ignored.
   std::optional<std::vector<std::string>> allowed;
+  /// Drained GPUs (uuid -> reason): never eligible.
+  std::map<std::string, std::string> drained;
 };
 
 /// The request as data on the wire and in the job store (model::GpuRequest) and back.

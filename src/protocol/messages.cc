@@ -179,9 +179,12 @@ json ToJson(const AcquireArgs& v) {
   return json{
       {"request", GpuRequestToJson(v.request)}, {"command", v.command},         {"pid", v.pid},
       {"start_time_ticks", v.start_time_ticks}, {"wait_ms", OrNull(v.wait_ms)},
+      {"within_lease_id", OrNull(v.within_lease_id)},
   };
 }
-json ToJson(const AcquireResult& v) { return json{{"lease_id", v.lease_id}, {"gpu_uuids", v.gpu_uuids}}; }
+json ToJson(const AcquireResult& v) {
+  return json{{"lease_id", v.lease_id}, {"gpu_uuids", v.gpu_uuids}, {"nested", v.nested}};
+}
 json ToJson(const AddProcessesArgs& v) {
   json processes = json::array();
   for (const auto& p : v.processes) processes.push_back(LeaseProcessToJson(p));
@@ -457,6 +460,8 @@ Result<AcquireArgs> FromJson<AcquireArgs>(const json& j) {
   f.Check(v.start_time_ticks >= 0, "start_time_ticks", "integer >= 0");
   f.Optional("wait_ms", v.wait_ms);
   f.Check(!v.wait_ms || *v.wait_ms >= 0, "wait_ms", "integer >= 0 or null");
+  f.Optional("within_lease_id", v.within_lease_id);
+  f.Check(!v.within_lease_id || *v.within_lease_id >= 1, "within_lease_id", "integer >= 1 or null");
   return Done(f, std::move(v));
 }
 
@@ -466,6 +471,7 @@ Result<AcquireResult> FromJson<AcquireResult>(const json& j) {
   FieldReader f(j, "result");
   ReadId(f, "lease_id", v.lease_id);
   f.Required("gpu_uuids", v.gpu_uuids);
+  f.Optional("nested", v.nested);
   return Done(f, std::move(v));
 }
 

@@ -162,10 +162,12 @@ struct AcquireArgs {
   int32_t pid = 0;                 // the runner; >= 1
   int64_t start_time_ticks = 0;    // of `pid`, field 22 of /proc/<pid>/stat
   std::optional<int64_t> wait_ms;  // null: fail at once when busy; >= 0 otherwise
+  std::optional<int64_t> within_lease_id;  // GPUMAN_LEASE_ID: choose inside this lease of the caller
 };
 struct AcquireResult {
   int64_t lease_id = 0;
   std::vector<std::string> gpu_uuids;
+  bool nested = false;  // lease_id is the enclosing lease: the caller joined it, not a new one
 };
 
 // ---- add_processes: more processes that keep a lease alive.

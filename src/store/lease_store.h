@@ -28,6 +28,8 @@ using ChooseGpus =
 struct LeaseStoreOptions {
   /// How long to wait for another process's write transaction before failing with kBusy.
   std::chrono::milliseconds busy_timeout{5000};
+  /// Mode of the file when Open creates it (see DatabaseOptions::file_mode).
+  unsigned file_mode = 0600;
 };
 
 class LeaseStore {

@@ -182,8 +182,9 @@ Status Database::CreateWalFile(const std::string& path, const DatabaseOptions& o
   ::unlink(staging.c_str());  // left over by an earlier crash of a process with our pid
   // Creating it ourselves with 0600 keeps the database private whatever the umask; SQLite
   // gives the -wal and -shm files the database file's mode.
-  int fd = ::open(staging.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  int fd = ::open(staging.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, options.file_mode & 0666);
   if (fd < 0) return ErrnoError("create " + path, errno);
+  (void)::fchmod(fd, options.file_mode & 0666);  // the umask does not decide
   ::close(fd);
   DatabaseOptions staging_options = options;
   staging_options.create = false;

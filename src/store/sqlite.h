@@ -26,6 +26,9 @@ struct DatabaseOptions {
   /// How long a statement waits for another connection's lock before failing with kBusy.
   /// The wait sleeps between attempts (see Database::OnBusy); it never spins.
   std::chrono::milliseconds busy_timeout{5000};
+  /// Mode of a file Open creates (whatever the umask; SQLite gives the -wal and -shm files
+  /// the same). 0666 only for the machine lease table (store/machine_lease_table.h).
+  unsigned file_mode = 0600;
 };
 
 class Database {

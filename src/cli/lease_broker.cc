@@ -1,0 +1,315 @@
+#include "cli/lease_broker.h"
+
+#include <poll.h>
+#include <sys/inotify.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <random>
+#include <set>
+#include <thread>
+
+#include "base/duration.h"
+#include "cli/daemon_client.h"
+#include "devices/device_source.h"
+#include "store/lease_store.h"
+#include "store/proc_liveness.h"
+
+namespace gpuman::cli {
+
+Result<Granted> AcquireWaiting(LeaseBroker& broker, const LeaseAsk& ask, const WaitPolicy& policy,
+                               const Clock& clock, const std::function<void(const std::string&)>& note) {
+  const int64_t started = clock.NowUnixMs();
+  int64_t next_note = started;
+  while (true) {
+    auto got = broker.TryAcquire(ask);
+    if (got) return got;
+    const Error& err = got.error();
+    bool retryable = err.code == ErrorCode::kBusy || err.code == ErrorCode::kConflict;
+    if (!retryable || !policy.wait_ms) return err;
+    const int64_t now = clock.NowUnixMs();
+    const int64_t waited = now - started;
+    if (*policy.wait_ms >= 0 && waited >= *policy.wait_ms) {
+      return MakeError(ErrorCode::kBusy, "gave up after " + FormatDurationMs(waited) + ": " + err.message);
+    }
+    if (now >= next_note) {
+      note(waited < 1000 ? "waiting for " + policy.waiting_for + ": " + err.message
+                         : "still waiting (" + FormatDurationMs(waited) + ") for " + policy.waiting_for + ": " +
+                               err.message);
+      next_note = now + policy.note_every_ms;
+    }
+    int64_t budget = 1000;
+    if (*policy.wait_ms >= 0) budget = std::min<int64_t>(budget, *policy.wait_ms - waited);
+    broker.WaitForChange(static_cast<int>(std::max<int64_t>(budget, 1)));
+  }
+}
+
+namespace {
+
+// Indices and placement of chosen UUIDs, looked up in a snapshot.
+void FillIndices(Granted& g) {
+  g.indices.clear();
+  for (const auto& u : g.uuids) {
+    for (const auto& d : g.snapshot.gpus) {
+      if (d.uuid == u) g.indices.push_back(d.index);
+    }
+  }
+}
+
+// ---- the daemon
+
+class DaemonBroker final : public LeaseBroker {
+ public:
+  DaemonBroker(DaemonClient& daemon, devices::DeviceSource& devices, std::string socket)
+      : daemon_(daemon), devices_(devices), socket_(std::move(socket)) {}
+
+  Result<Granted> TryAcquire(const LeaseAsk& ask) override {
+    // The snapshot only maps UUIDs to indices and CPUs here (they do not change): one is enough.
+    if (!snapshot_) {
+      devices::SnapshotOptions options;
+      options.topology = true;
+      auto snap = devices_.Snapshot(options);
+      if (!snap) return snap.error();
+      snapshot_ = std::move(*snap);
+    }
+    std::vector<std::string> machine;
+    for (const auto& g : snapshot_->gpus) {
+      if (g.uuid) machine.push_back(*g.uuid);
+    }
+    protocol::AcquireArgs a;
+    a.request = policy::ToGpuRequest(ask.request, machine);  // the enclosing allocation travels as exclusions
+    a.command = ask.draft.command;
+    a.pid = ask.draft.processes.front().pid;
+    a.start_time_ticks = ask.draft.processes.front().start_time_ticks;
+    a.within_lease_id = ask.within;
+    auto got = daemon_.Call<protocol::AcquireResult>(a);
+    if (!got) return got.error();
+    if (ask.draft.processes.size() > 1) {
+      std::vector<model::LeaseProcess> rest(ask.draft.processes.begin() + 1, ask.draft.processes.end());
+      if (auto added = AddProcesses(got->lease_id, rest); !added) {
+        if (!got->nested) (void)Release(got->lease_id);
+        return added.error();
+      }
+    }
+    Granted g;
+    g.lease_id = got->lease_id;
+    g.uuids = got->gpu_uuids;
+    g.nested = got->nested;
+    g.placement = got->nested ? "inside lease " + std::to_string(got->lease_id) : "chosen by the daemon";
+    g.snapshot = *snapshot_;
+    FillIndices(g);
+    return g;
+  }
+
+  Status AddProcesses(int64_t lease_id, const std::vector<model::LeaseProcess>& processes) override {
+    auto r = daemon_.Call<protocol::EmptyResult>(protocol::AddProcessesArgs{lease_id, processes});
+    if (!r) return r.error();
+    return {};
+  }
+
+  Status Release(int64_t lease_id) override {
+    auto r = daemon_.Call<protocol::EmptyResult>(protocol::ReleaseArgs{lease_id});
+    if (!r) return r.error();
+    return {};
+  }
+
+  Result<std::vector<model::Lease>> List() override {
+    auto r = daemon_.Call<protocol::LeasesResult>(protocol::LeasesArgs{});
+    if (!r) return r.error();
+    return r->leases;
+  }
+
+  // The daemon's state directory is not ours to watch: poll.
+  void WaitForChange(int ms) override { std::this_thread::sleep_for(std::chrono::milliseconds(std::min(ms, 200))); }
+
+  std::string Describe() const override { return "the daemon at " + socket_; }
+
+ private:
+  DaemonClient& daemon_;
+  devices::DeviceSource& devices_;
+  std::string socket_;
+  std::optional<model::MachineSnapshot> snapshot_;
+};
+
+// ---- the machine lease table
+
+// Wakes on writes in the table's directory (a lease released or taken), or after `ms`.
+class ChangeWaiter {
+ public:
+  explicit ChangeWaiter(const std::string& dir) {
+    fd_ = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    if (fd_ >= 0) inotify_add_watch(fd_, dir.c_str(), IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE);
+  }
+  ~ChangeWaiter() {
+    if (fd_ >= 0) close(fd_);
+  }
+  ChangeWaiter(const ChangeWaiter&) = delete;
+  ChangeWaiter& operator=(const ChangeWaiter&) = delete;
+  void Wait(int ms) {
+    if (fd_ < 0) {
+      usleep(static_cast<useconds_t>(ms) * 1000);
+      return;
+    }
+    pollfd p{fd_, POLLIN, 0};
+    if (poll(&p, 1, ms) > 0) {
+      char buf[4096];
+      while (read(fd_, buf, sizeof buf) > 0) {
+      }
+    }
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+class TableBroker final : public LeaseBroker {
+ public:
+  TableBroker(store::LeaseStore& table, devices::DeviceSource& devices, policy::Caller caller,
+              policy::MachineRules rules, std::string dir)
+      : table_(table), devices_(devices), caller_(std::move(caller)), rules_(std::move(rules)),
+        dir_(std::move(dir)), alive_(store::ProcLivenessCheck()), jitter_(static_cast<unsigned>(getpid())) {}
+
+  Result<Granted> TryAcquire(const LeaseAsk& ask) override {
+    // A read-only look at the leases first (WAL readers never wait for writers). When we
+    // were woken only because someone else took GPUs, nothing got free for us: skip the
+    // NVML snapshot and selection, except for a full look every second (a foreign
+    // process may have exited, which the lease table does not tell us).
+    std::vector<model::Lease> live;
+    std::set<std::string> leased_now;
+    if (auto recorded = table_.ListRecorded()) {
+      for (auto& l : *recorded) {
+        if (std::none_of(l.processes.begin(), l.processes.end(), alive_)) continue;
+        leased_now.insert(l.gpu_uuids.begin(), l.gpu_uuids.end());
+        live.push_back(std::move(l));
+      }
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (last_error_ && std::includes(leased_now.begin(), leased_now.end(), leased_before_.begin(), leased_before_.end()) &&
+        now - last_full_look_ < std::chrono::milliseconds(900)) {
+      return *last_error_;
+    }
+    last_full_look_ = now;
+    leased_before_ = leased_now;
+    auto result = Attempt(ask, live);
+    if (result) last_error_.reset();
+    else last_error_ = result.error();
+    return result;
+  }
+
+  Status AddProcesses(int64_t lease_id, const std::vector<model::LeaseProcess>& processes) override {
+    if (auto owned = CheckOwned(lease_id); !owned) return owned;
+    return table_.AddProcesses(lease_id, processes);
+  }
+
+  Status Release(int64_t lease_id) override {
+    auto lease = table_.Get(lease_id);
+    if (!lease) return lease.error();
+    if (!*lease) return MakeError(ErrorCode::kNotFound, "no lease " + std::to_string(lease_id));
+    // A stale lease (none of its processes lives) may be cleared by anyone.
+    const auto& ps = (*lease)->processes;
+    if (std::any_of(ps.begin(), ps.end(), alive_)) {
+      if (auto ok = policy::CheckRelease(**lease, caller_, std::nullopt); !ok) return ok;
+    }
+    return table_.Release(lease_id);
+  }
+
+  Result<std::vector<model::Lease>> List() override { return table_.List(alive_); }
+
+  void WaitForChange(int ms) override {
+    if (!waiter_) waiter_ = std::make_unique<ChangeWaiter>(dir_);
+    waiter_->Wait(ms);
+    // A little jitter so that many waiters woken by one release do not all collide.
+    usleep(std::uniform_int_distribution<int>(0, 20000)(jitter_));
+  }
+
+  std::string Describe() const override { return "the machine lease table in " + dir_; }
+
+ private:
+  Status CheckOwned(int64_t lease_id) {
+    auto lease = table_.Get(lease_id);
+    if (!lease) return lease.error();
+    if (!*lease) return MakeError(ErrorCode::kNotFound, "no lease " + std::to_string(lease_id));
+    if ((*lease)->uid != caller_.uid && !caller_.is_admin) {
+      return MakeError(ErrorCode::kPermissionDenied,
+                       "lease " + std::to_string(lease_id) + " belongs to " + (*lease)->user);
+    }
+    return {};
+  }
+
+  Result<Granted> Attempt(const LeaseAsk& ask, const std::vector<model::Lease>& live) {
+    devices::SnapshotOptions options;
+    // Even one GPU is placed by topology: it should come from a group already in use.
+    options.topology = !topology_.has_value();
+    auto snap = devices_.Snapshot(options);
+    if (!snap) return snap.error();
+    if (topology_) snap->topology = topology_;
+    else topology_ = snap->topology;
+    const int machine_gpus = static_cast<int>(snap->gpus.size());
+
+    auto ruled = policy::ApplyLeaseRules(ask.request, caller_, ask.within, live, rules_, machine_gpus);
+    if (!ruled) return ruled.error();
+    auto pre = policy::Select(*snap, ruled->leases, ruled->request);
+    if (!pre) return pre.error();
+
+    Granted g;
+    if (ruled->within) {
+      // Inside the caller's own lease: no new lease; our processes keep it alive too.
+      if (auto added = table_.AddProcesses(*ruled->within, ask.draft.processes); !added) return added.error();
+      g.lease_id = *ruled->within;
+      g.nested = true;
+      g.uuids = pre->uuids;
+      g.indices = pre->indices;
+      g.placement = pre->placement + ", inside lease " + std::to_string(*ruled->within);
+      g.snapshot = std::move(*snap);
+      return g;
+    }
+    // Only now ask for the write lock; the rules run again on what the lock shows.
+    std::optional<policy::Selection> chosen;
+    auto lease = table_.Acquire(
+        ask.draft,
+        [&](const std::vector<model::Lease>& current) -> Result<std::vector<std::string>> {
+          auto again = policy::ApplyLeaseRules(ask.request, caller_, std::nullopt, current, rules_, machine_gpus);
+          if (!again) return again.error();
+          auto selection = policy::Select(*snap, again->leases, again->request);
+          if (!selection) return selection.error();
+          chosen = *selection;
+          return selection->uuids;
+        },
+        alive_);
+    if (!lease) return lease.error();
+    g.lease_id = lease->id;
+    g.uuids = chosen->uuids;
+    g.indices = chosen->indices;
+    g.placement = chosen->placement;
+    g.snapshot = std::move(*snap);
+    return g;
+  }
+
+  store::LeaseStore& table_;
+  devices::DeviceSource& devices_;
+  policy::Caller caller_;
+  policy::MachineRules rules_;
+  std::string dir_;
+  store::LivenessCheck alive_;
+  std::mt19937 jitter_;
+  std::unique_ptr<ChangeWaiter> waiter_;
+  std::optional<model::Topology> topology_;  // does not change while we wait
+  std::set<std::string> leased_before_;      // GPUs leased at our last full look
+  std::chrono::steady_clock::time_point last_full_look_{};
+  std::optional<Error> last_error_;
+};
+
+}  // namespace
+
+std::unique_ptr<LeaseBroker> MakeDaemonBroker(DaemonClient& daemon, devices::DeviceSource& devices,
+                                              std::string socket_path) {
+  return std::make_unique<DaemonBroker>(daemon, devices, std::move(socket_path));
+}
+
+std::unique_ptr<LeaseBroker> MakeTableBroker(store::LeaseStore& table, devices::DeviceSource& devices,
+                                             policy::Caller caller, policy::MachineRules rules,
+                                             std::string table_dir) {
+  return std::make_unique<TableBroker>(table, devices, std::move(caller), std::move(rules), std::move(table_dir));
+}
+
+}  // namespace gpuman::cli

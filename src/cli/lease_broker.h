@@ -1,0 +1,89 @@
+// LeaseBroker: the one seam through which every command takes, lists and gives back
+// GPU leases. Two implementations: the machine's daemon (when one runs, it is the
+// authority: one table for interactive runs and queued jobs), and the machine lease
+// table (a shared SQLite file, store/machine_lease_table.h) when no daemon runs. Both
+// apply the same rules (policy/lease_rules.h) under their lock. The waiting loop is
+// AcquireWaiting, written once against this interface with time passed in, so waits
+// are unit-testable with a fake broker and clock. Main thread only.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/clock.h"
+#include "base/result.h"
+#include "model/device_snapshot.h"
+#include "model/lease.h"
+#include "policy/lease_rules.h"
+#include "policy/selection.h"
+
+namespace gpuman::devices {
+class DeviceSource;
+}
+namespace gpuman::store {
+class LeaseStore;
+}
+
+namespace gpuman::cli {
+
+class DaemonClient;
+
+/// One request for a lease, as the CLI built it (ids resolved against a snapshot once).
+struct LeaseAsk {
+  policy::SelectionRequest request;
+  model::Lease draft;                 // uid, user, kind, command, created, processes
+  std::optional<int64_t> within;      // GPUMAN_LEASE_ID of the caller's environment
+};
+
+struct Granted {
+  int64_t lease_id = 0;
+  std::vector<std::string> uuids;     // in index order
+  std::vector<int> indices;           // their NVML indices, same order
+  std::string placement;              // "NVLink (NV12)", "chosen by the daemon", ...
+  bool nested = false;                // joined the enclosing lease: do not release it
+  model::MachineSnapshot snapshot;    // the snapshot the choice was made on (or looked up)
+};
+
+class LeaseBroker {
+ public:
+  virtual ~LeaseBroker() = default;
+  /// One attempt. Errors: kBusy (nothing fits now; the message says why), kNotFound
+  /// (never: more than the machine or the cap allows), kPermissionDenied, others.
+  virtual Result<Granted> TryAcquire(const LeaseAsk& ask) = 0;
+  virtual Status AddProcesses(int64_t lease_id, const std::vector<model::LeaseProcess>& processes) = 0;
+  /// Errors: kNotFound, kPermissionDenied (another user's), kConflict (a job's lease).
+  virtual Status Release(int64_t lease_id) = 0;
+  /// The live leases of the machine.
+  virtual Result<std::vector<model::Lease>> List() = 0;
+  /// Returns when something may have changed (a lease given back), or after `ms`.
+  virtual void WaitForChange(int ms) = 0;
+  /// "the daemon at /run/gpuman/gpuman.sock", "the machine lease table /run/gpuman/leases".
+  virtual std::string Describe() const = 0;
+};
+
+struct WaitPolicy {
+  std::optional<int64_t> wait_ms;  // nullopt: one attempt; < 0: wait forever
+  std::string waiting_for;         // "2 GPUs for 'python train.py'" for the notes
+  int64_t note_every_ms = 10000;   // how often a waiter says it still waits
+};
+
+/// Tries until granted, a lasting refusal, or the wait runs out; says on `note` (one
+/// line each, at most every note_every_ms) what it waits for. kBusy and kConflict are
+/// retried; anything else ends the wait. Errors: the broker's; kBusy "gave up after 30s:
+/// ..." when the wait ran out.
+Result<Granted> AcquireWaiting(LeaseBroker& broker, const LeaseAsk& ask, const WaitPolicy& policy,
+                               const Clock& clock, const std::function<void(const std::string&)>& note);
+
+/// The daemon as broker. Rules are the daemon's; selection happens there.
+std::unique_ptr<LeaseBroker> MakeDaemonBroker(DaemonClient& daemon, devices::DeviceSource& devices,
+                                              std::string socket_path);
+
+/// The machine lease table as broker: `caller` from getuid(), `rules` from the config.
+std::unique_ptr<LeaseBroker> MakeTableBroker(store::LeaseStore& table, devices::DeviceSource& devices,
+                                             policy::Caller caller, policy::MachineRules rules,
+                                             std::string table_dir);
+
+}  // namespace gpuman::cli

@@ -1,0 +1,135 @@
+#include "policy/lease_rules.h"
+
+#include <algorithm>
+#include <charconv>
+
+namespace gpuman::policy {
+namespace {
+
+std::string Gpus(int64_t n) { return std::to_string(n) + (n == 1 ? " GPU" : " GPUs"); }
+
+std::string Name(const Caller& caller) {
+  return caller.user.empty() ? "uid " + std::to_string(caller.uid) : caller.user;
+}
+
+}  // namespace
+
+std::optional<int> MachineRules::CapFor(uint32_t uid) const {
+  auto it = max_gpus_per_user.find(uid);
+  if (it != max_gpus_per_user.end()) return it->second;
+  return default_max_gpus_per_user;
+}
+
+int GpusHeldBy(uint32_t uid, const std::vector<model::Lease>& leases, std::optional<int64_t> except) {
+  int held = 0;
+  for (const auto& l : leases) {
+    if (l.uid == uid && (!except || l.id != *except)) held += static_cast<int>(l.gpu_uuids.size());
+  }
+  return held;
+}
+
+Result<RuledRequest> ApplyLeaseRules(SelectionRequest req, const Caller& caller,
+                                     std::optional<int64_t> within_lease,
+                                     const std::vector<model::Lease>& live,
+                                     const MachineRules& rules, int machine_gpus) {
+  RuledRequest out;
+  for (const auto& [uuid, reason] : rules.drained) {
+    if (std::find(req.exclude.begin(), req.exclude.end(), uuid) == req.exclude.end()) {
+      req.exclude.push_back(uuid);
+    }
+    req.drained[uuid] = reason;
+  }
+
+  if (within_lease) {
+    auto it = std::find_if(live.begin(), live.end(), [&](const model::Lease& l) { return l.id == *within_lease; });
+    if (it == live.end()) {
+      return MakeError(ErrorCode::kInvalidArgument, "GPUMAN_LEASE_ID=" + std::to_string(*within_lease) +
+                                                        ": no such lease (it ended?); unset it to lease new GPUs");
+    }
+    if (it->uid != caller.uid) {
+      return MakeError(ErrorCode::kPermissionDenied, "GPUMAN_LEASE_ID=" + std::to_string(*within_lease) +
+                                                         ": the lease belongs to " + it->user + ", not to you");
+    }
+    // Inside the lease: its GPUs and nothing else, whatever the outer environment says.
+    std::vector<std::string> inside = it->gpu_uuids;
+    if (req.allowed) {
+      std::erase_if(inside, [&](const std::string& u) {
+        return std::find(req.allowed->begin(), req.allowed->end(), u) == req.allowed->end();
+      });
+    }
+    req.allowed = inside;
+    if (req.count > static_cast<int>(it->gpu_uuids.size())) {
+      return MakeError(ErrorCode::kNotFound, "asked for " + Gpus(req.count) + " inside lease " +
+                                                 std::to_string(it->id) + ", which holds " +
+                                                 Gpus(static_cast<int64_t>(it->gpu_uuids.size())));
+    }
+    for (const auto& l : live) {
+      if (l.id != it->id) out.leases.push_back(l);
+    }
+    out.within = it->id;
+    out.request = std::move(req);
+    return out;  // the enclosing lease was within the cap when it was taken
+  }
+
+  if (req.count > machine_gpus) {
+    return MakeError(ErrorCode::kNotFound, "asked for " + Gpus(req.count) + "; this machine has " + Gpus(machine_gpus));
+  }
+  if (auto cap = rules.CapFor(caller.uid)) {
+    if (req.count > *cap) {
+      return MakeError(ErrorCode::kNotFound, "asked for " + Gpus(req.count) + "; " + Name(caller) +
+                                                 " may hold at most " + Gpus(*cap) + " (max_gpus_per_user)");
+    }
+    int held = GpusHeldBy(caller.uid, live);
+    if (held + req.count > *cap) {
+      return MakeError(ErrorCode::kBusy, Name(caller) + " holds " + Gpus(held) + " of at most " + Gpus(*cap) +
+                                             " (max_gpus_per_user); asked for " + std::to_string(req.count) + " more");
+    }
+  }
+  out.leases = live;
+  out.request = std::move(req);
+  return out;
+}
+
+Status CheckSatisfiable(int count, const std::optional<std::vector<std::string>>& gpus, const Caller& caller,
+                        const MachineRules& rules, int machine_gpus) {
+  if (count > machine_gpus) {
+    return MakeError(ErrorCode::kNotFound, "asked for " + Gpus(count) + "; this machine has " + Gpus(machine_gpus));
+  }
+  if (gpus && count > static_cast<int>(gpus->size())) {
+    return MakeError(ErrorCode::kNotFound, "asked for " + Gpus(count) + " but --gpus names " +
+                                               Gpus(static_cast<int64_t>(gpus->size())));
+  }
+  if (auto cap = rules.CapFor(caller.uid); cap && count > *cap) {
+    return MakeError(ErrorCode::kNotFound, "asked for " + Gpus(count) + "; " + Name(caller) + " may hold at most " +
+                                               Gpus(*cap) + " (max_gpus_per_user)");
+  }
+  return {};
+}
+
+std::optional<int64_t> JobIdOfLease(const model::Lease& lease) {
+  if (lease.kind != "job") return std::nullopt;
+  const std::string& c = lease.command;  // "job 7 (train)"
+  if (c.rfind("job ", 0) != 0) return std::nullopt;
+  int64_t id = 0;
+  const char* begin = c.data() + 4;
+  const char* end = c.data() + c.size();
+  auto [ptr, ec] = std::from_chars(begin, end, id);
+  if (ec != std::errc() || ptr == begin) return std::nullopt;
+  return id;
+}
+
+Status CheckRelease(const model::Lease& lease, const Caller& caller, const std::optional<LeaseJob>& job) {
+  if (job || lease.kind == "job") {
+    std::string id = job ? std::to_string(job->id) : std::to_string(JobIdOfLease(lease).value_or(0));
+    std::string name = job && !job->name.empty() ? " (" + job->name + ")" : "";
+    return MakeError(ErrorCode::kConflict, "lease " + std::to_string(lease.id) + " belongs to job " + id + name +
+                                               ", which still runs on its GPUs: cancel the job with `gpuman cancel " +
+                                               id + "`");
+  }
+  if (lease.uid != caller.uid && !caller.is_admin) {
+    return MakeError(ErrorCode::kPermissionDenied, "lease " + std::to_string(lease.id) + " belongs to " + lease.user);
+  }
+  return {};
+}
+
+}  // namespace gpuman::policy

@@ -1,0 +1,90 @@
+// The machine's rules for handing out GPUs, in one place for every path that hands them
+// out: the daemon's acquire and submit handlers, and the machine lease table used when no
+// daemon runs. Pure: the caller passes the live leases, the rules and who is asking;
+// nothing here reads a clock, a file or NVML. docs/design.md ("One lease authority").
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "model/lease.h"
+#include "policy/selection.h"
+
+namespace gpuman::policy {
+
+/// The rules an admin sets for the machine ([daemon] in the config file).
+struct MachineRules {
+  std::optional<int> default_max_gpus_per_user;  // max_gpus_per_user; unset: no cap
+  std::map<uint32_t, int> max_gpus_per_user;     // [daemon.user_limits], by uid
+  std::map<std::string, std::string> drained;    // uuid -> reason: never handed out
+
+  /// The cap of `uid`, or nullopt when there is none.
+  std::optional<int> CapFor(uint32_t uid) const;
+};
+
+/// Who asks, from the kernel (SO_PEERCRED or getuid()).
+struct Caller {
+  uint32_t uid = 0;
+  std::string user;
+  bool is_admin = false;  // root or the admin group
+};
+
+/// A request after the rules were applied: what to pass to Select, against which leases.
+struct RuledRequest {
+  SelectionRequest request;
+  /// The live leases Select must respect. Without `within`, all of them; with it, all but
+  /// the enclosing lease (its GPUs are the caller's to use).
+  std::vector<model::Lease> leases;
+  /// Set when the request runs inside one of the caller's own leases (a `gpuman run` in a
+  /// shell that holds `select --lease`, or inside a job): no new lease is taken; the
+  /// caller's processes join the enclosing lease, like a Slurm step inside its allocation.
+  std::optional<int64_t> within;
+};
+
+/// GPUs held by `uid` in `leases`, leaving out the lease `except` (the enclosing one).
+int GpusHeldBy(uint32_t uid, const std::vector<model::Lease>& leases,
+               std::optional<int64_t> except = std::nullopt);
+
+/// Applies the rules to `req` for `caller`:
+/// - drained GPUs are excluded (the verdicts name them "drained: REASON");
+/// - `within_lease` (the GPUMAN_LEASE_ID of the caller's environment): the lease must be
+///   live and the caller's; the request is confined to its GPUs and sees them as free;
+/// - the caller's cap: more GPUs than the cap can never be granted (kNotFound); more than
+///   the cap leaves after what the caller holds now is kBusy (wait or release one).
+/// `machine_gpus` is the number of GPUs of the machine (a request for more is kNotFound).
+/// Errors: kNotFound (never satisfiable), kBusy (cap reached for now), kPermissionDenied
+/// (the enclosing lease is another user's), kInvalidArgument (the enclosing lease is not
+/// live: "GPUMAN_LEASE_ID=12: no such lease (it ended?)").
+Result<RuledRequest> ApplyLeaseRules(SelectionRequest req, const Caller& caller,
+                                     std::optional<int64_t> within_lease,
+                                     const std::vector<model::Lease>& live,
+                                     const MachineRules& rules, int machine_gpus);
+
+/// Whether a job asking for `count` GPUs (with the `gpus` list it named) can ever run for
+/// `caller`: refused at submit with the reason instead of waiting forever.
+/// Errors: kNotFound (more GPUs than the machine has, than its --gpus list names, or than
+/// the caller's cap).
+Status CheckSatisfiable(int count, const std::optional<std::vector<std::string>>& gpus,
+                        const Caller& caller, const MachineRules& rules, int machine_gpus);
+
+/// What a lease is for, when it is a queue job's: the job's id and name.
+struct LeaseJob {
+  int64_t id = 0;
+  std::string name;
+};
+
+/// Whether `caller` may release `lease`. A queue job's lease belongs to the job: nobody
+/// releases it (cancel the job instead). Otherwise the holder, root and the admin group.
+/// Errors: kConflict (a job's lease: "lease 12 belongs to job 7 (train), which is still
+/// running: cancel the job with `gpuman cancel 7`"), kPermissionDenied (another user's).
+Status CheckRelease(const model::Lease& lease, const Caller& caller,
+                    const std::optional<LeaseJob>& job);
+
+/// The job id a lease of kind "job" was taken for ("job 7 (train)"), or nullopt.
+std::optional<int64_t> JobIdOfLease(const model::Lease& lease);
+
+}  // namespace gpuman::policy
