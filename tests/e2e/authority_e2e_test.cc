@@ -1,0 +1,311 @@
+// End-to-end tests of the one lease authority (issue "One authority for the machine's
+// GPUs"): the machine lease table shared by users without a daemon, nested leases, caps on
+// every path, job leases that only their job gives back, and no silent second table.
+// Real binaries, the stand-in NVML; tests that need two Unix users run as root only.
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include "base/strings.h"
+#include "e2e/e2e_util.h"
+#include "e2e/users.h"
+
+namespace gpuman::e2e {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+
+class AuthorityE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    chmod(dir_.path().c_str(), 0755);  // test users reach the scenario and the lease table
+    lease_dir_ = dir_.Join("leases");
+    scenario_ = IdleScenario(dir_, "h100-8");
+    chmod(scenario_.c_str(), 0644);
+  }
+  void TearDown() override { StopDaemon(); }
+
+  std::map<std::string, std::string> Env(std::map<std::string, std::string> extra = {}) {
+    auto env = CleanEnv(lease_dir_);
+    env["GPUMAN_LEASE_DIR"] = lease_dir_;
+    env["GPUMAN_SIMULATE"] = scenario_;
+    env["PATH"] = "/usr/bin:/bin";
+    env["HOME"] = "/nonexistent";  // users without a writable home must be able to run
+    for (auto& [k, v] : extra) env[k] = v;
+    return env;
+  }
+  testing::RunResult Gpuman(std::vector<std::string> args, std::map<std::string, std::string> extra = {}) {
+    args.insert(args.begin(), kGpuman);
+    return testing::Run(args, Env(std::move(extra)));
+  }
+  // A shell (run as root) with `script`; $G is gpuman.
+  testing::RunResult Shell(const std::string& script, std::map<std::string, std::string> extra = {}) {
+    extra["G"] = kGpuman;
+    return testing::Run({"/bin/sh", "-c", script}, Env(std::move(extra)));
+  }
+
+  void StartDaemon(std::map<std::string, std::string> extra = {}) {
+    socket_ = dir_.Join("gpuman.sock");
+    auto env = Env(std::move(extra));
+    daemon_ = fork();
+    if (daemon_ == 0) {
+      for (const auto& [k, v] : env) {
+        if (v.empty()) unsetenv(k.c_str());
+        else setenv(k.c_str(), v.c_str(), 1);
+      }
+      unsetenv("GPUMAN_SIMULATE");
+      execl(kGpuman.c_str(), kGpuman.c_str(), "--simulate", scenario_.c_str(), "daemon", "--socket", socket_.c_str(),
+            "--state-dir", dir_.Join("state").c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    for (int i = 0; i < 3000 && !DaemonAnswers(socket_); ++i) usleep(20000);
+    ASSERT_TRUE(DaemonAnswers(socket_)) << "the daemon did not come up";
+  }
+  void StopDaemon() {
+    if (daemon_ <= 0) return;
+    kill(daemon_, SIGTERM);
+    waitpid(daemon_, nullptr, 0);
+    daemon_ = -1;
+  }
+  json Show(int64_t id) {
+    auto r = Gpuman({"show", std::to_string(id), "--json"}, {{"GPUMAN_SOCKET", socket_}});
+    return r.exit_code == 0 ? json::parse(r.out) : json();
+  }
+  bool WaitForState(int64_t id, const std::string& state, int ms = 30000) {
+    for (int waited = 0; waited < ms; waited += 50) {
+      if (Show(id)["state"] == state) return true;
+      usleep(50000);
+    }
+    return false;
+  }
+
+  TempDir dir_;
+  std::string lease_dir_, scenario_, socket_;
+  pid_t daemon_ = -1;
+};
+
+// Without a daemon, two users who take every GPU at the same moment are served one after
+// the other: the machine lease table is shared, not per user.
+TEST_F(AuthorityE2E, TwoUsersAtOnceWithoutDaemonNeverOverlap) {
+  if (getuid() != 0) GTEST_SKIP() << "needs root to create users";
+  auto alice = EnsureTestUser("gpumanta");
+  auto bob = EnsureTestUser("gpumantb");
+  if (!alice || !bob) GTEST_SKIP() << "useradd is not available";
+  if (RunAsUser(*alice, {kGpuman, "--version"}, Env()).exit_code != 0) GTEST_SKIP() << "test users cannot run gpuman";
+  // Root sets the table up once (as scripts/setup.sh or the daemon would).
+  ASSERT_EQ(Gpuman({"leases"}).exit_code, 0);
+  struct stat st {};
+  ASSERT_EQ(stat((lease_dir_ + "/leases.db").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0666u);
+  EXPECT_EQ(st.st_uid, 0u);
+
+  const std::string timeline = dir_.Write("timeline", "");
+  chmod(timeline.c_str(), 0666);
+  const std::vector<std::string> run = {kGpuman, "run", "-n", "8", "--wait", "--", "/bin/sh", "-c",
+                                        "echo start $(id -u) >> " + timeline + "; sleep 0.3; echo end $(id -u) >> " + timeline};
+  std::vector<testing::RunResult> results(6);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 6; ++i) {
+    const passwd& who = i % 2 ? *bob : *alice;
+    threads.emplace_back([&, i, who] { results[static_cast<size_t>(i)] = RunAsUser(who, run, Env()); });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << r.err;
+  auto lines = Split(Trim(Slurp(timeline)), '\n');
+  ASSERT_EQ(lines.size(), 12u) << Slurp(timeline);
+  for (size_t i = 0; i < lines.size(); i += 2) {
+    EXPECT_EQ(lines[i].substr(0, 6), "start ") << "two runs held all 8 GPUs at once:\n" << Slurp(timeline);
+    EXPECT_EQ(lines[i + 1], "end " + lines[i].substr(6)) << Slurp(timeline);
+  }
+  // Both users were served (and neither needed a home directory).
+  EXPECT_NE(Slurp(timeline).find("start " + std::to_string(alice->pw_uid)), std::string::npos);
+  EXPECT_NE(Slurp(timeline).find("start " + std::to_string(bob->pw_uid)), std::string::npos);
+}
+
+// A user cannot release another user's live lease in the shared table; a lease of theirs
+// is shown to the other user as taken.
+TEST_F(AuthorityE2E, OtherUsersLeaseIsTakenAndNotTheirsToRelease) {
+  if (getuid() != 0) GTEST_SKIP() << "needs root to create users";
+  auto alice = EnsureTestUser("gpumanta");
+  auto bob = EnsureTestUser("gpumantb");
+  if (!alice || !bob) GTEST_SKIP() << "useradd is not available";
+  ASSERT_EQ(Gpuman({"leases"}).exit_code, 0);
+  std::thread holder([&] {
+    RunAsUser(*alice, {kGpuman, "run", "-n", "8", "--", "/bin/sleep", "3"}, Env());
+  });
+  json leases;
+  for (int i = 0; i < 100; ++i) {
+    auto r = RunAsUser(*bob, {kGpuman, "leases", "--json"}, Env());
+    leases = json::parse(r.out.empty() ? "{}" : r.out);
+    if (leases.contains("leases") && !leases["leases"].empty()) break;
+    usleep(50000);
+  }
+  ASSERT_FALSE(leases["leases"].empty());
+  const std::string id = std::to_string(leases["leases"][0]["id"].get<int64_t>());
+  auto busy = RunAsUser(*bob, {kGpuman, "run", "-n", "1", "--", "/bin/true"}, Env());
+  EXPECT_EQ(busy.exit_code, 4) << busy.err;
+  EXPECT_NE(busy.err.find("leased to gpumanta"), std::string::npos) << busy.err;
+  auto release = RunAsUser(*bob, {kGpuman, "release", id}, Env());
+  EXPECT_EQ(release.exit_code, 5) << release.err;
+  EXPECT_NE(release.err.find("belongs to gpumanta"), std::string::npos) << release.err;
+  holder.join();
+}
+
+// In a shell that holds `select --lease`, `gpuman run` works within the shell's GPUs, like a
+// Slurm step inside its allocation, and never beyond them.
+TEST_F(AuthorityE2E, NestedRunInsideALeaseShell) {
+  auto r = Shell(R"SH(eval "$($G select --lease -n 2 --format env)" || exit 90
+echo lease=$CUDA_VISIBLE_DEVICES
+$G run -q -n 1 -- printenv CUDA_VISIBLE_DEVICES || exit 91
+$G run -q -n 2 -- printenv CUDA_VISIBLE_DEVICES || exit 92
+$G run -q -n 3 -- true; echo three=$?
+$G leases --json | grep -c '"id"'
+)SH");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  auto lines = Split(Trim(r.out), '\n');
+  ASSERT_EQ(lines.size(), 5u) << r.out;
+  const std::string lease = lines[0].substr(6);
+  auto gpus = Split(lease, ',');
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_TRUE(lines[1] == gpus[0] || lines[1] == gpus[1]) << lines[1];
+  EXPECT_EQ(lines[2], lease) << "a nested run of the whole lease gets the lease's GPUs";
+  EXPECT_EQ(lines[3], "three=4");
+  EXPECT_NE(r.err.find("inside lease"), std::string::npos) << r.err;
+  EXPECT_EQ(lines[4], "1") << "nested runs take no lease of their own";
+}
+
+// max_gpus_per_user holds for `run` and `select --lease` as for `submit`, with and without
+// the daemon; more than the cap is refused at once, not queued.
+TEST_F(AuthorityE2E, CapHoldsForRunSelectAndSubmit) {
+  const std::string config = dir_.Write("config.toml", "[daemon]\nmax_gpus_per_user = 1\n");
+  const std::map<std::string, std::string> with_cap = {{"GPUMAN_CONFIG", config}};
+  auto big = Gpuman({"run", "-n", "2", "--wait", "--", "true"}, with_cap);
+  EXPECT_EQ(big.exit_code, 4) << big.err;
+  EXPECT_NE(big.err.find("at most 1 GPU (max_gpus_per_user)"), std::string::npos) << big.err;
+  auto held = Shell(R"SH(eval "$($G select --lease -n 1 --format env)" || exit 90
+unset GPUMAN_LEASE_ID CUDA_VISIBLE_DEVICES
+$G run -n 1 -- true; echo second=$?
+)SH", with_cap);
+  EXPECT_NE(held.out.find("second=4"), std::string::npos) << held.out << held.err;
+  EXPECT_NE(held.err.find("holds 1 GPU of at most 1"), std::string::npos) << held.err;
+
+  StartDaemon(with_cap);
+  std::map<std::string, std::string> through_daemon = with_cap;
+  through_daemon["GPUMAN_SOCKET"] = socket_;
+  auto sub = Gpuman({"submit", "-n", "2", "--", "true"}, through_daemon);
+  EXPECT_EQ(sub.exit_code, 2) << sub.err;
+  EXPECT_NE(sub.err.find("at most 1 GPU"), std::string::npos) << sub.err;
+  auto run = Gpuman({"run", "-n", "2", "--wait", "--", "true"}, through_daemon);
+  EXPECT_EQ(run.exit_code, 4) << run.err;
+  EXPECT_NE(run.err.find("at most 1 GPU"), std::string::npos) << run.err;
+  auto ok = Gpuman({"run", "-n", "1", "--", "true"}, through_daemon);
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
+// A running queue job's lease is the job's: `release` is refused and names the job.
+TEST_F(AuthorityE2E, ReleaseOfARunningJobsLeaseIsRefused) {
+  StartDaemon();
+  const std::map<std::string, std::string> d = {{"GPUMAN_SOCKET", socket_}};
+  auto sub = Gpuman({"submit", "-n", "8", "--output", dir_.Join("job.log"), "--", "sleep", "30"}, d);
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  const int64_t job = std::stoll(std::string(Trim(sub.out)));
+  ASSERT_TRUE(WaitForState(job, "running"));
+  auto leases = json::parse(Gpuman({"leases", "--json"}, d).out);
+  ASSERT_EQ(leases["leases"].size(), 1u);
+  const std::string lease = std::to_string(leases["leases"][0]["id"].get<int64_t>());
+  auto r = Gpuman({"release", lease}, d);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("belongs to job " + std::to_string(job)), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("gpuman cancel " + std::to_string(job)), std::string::npos) << r.err;
+  EXPECT_EQ(Show(job)["state"], "running");
+  EXPECT_EQ(Gpuman({"run", "-n", "1", "--", "true"}, d).exit_code, 4) << "its GPUs are still the job's";
+  EXPECT_EQ(Gpuman({"cancel", std::to_string(job)}, d).exit_code, 0);
+}
+
+// `submit` honours the selection options `run` honours, and `show` says what was asked.
+TEST_F(AuthorityE2E, SubmitHonoursGpusAndExclude) {
+  StartDaemon();
+  const std::map<std::string, std::string> d = {{"GPUMAN_SOCKET", socket_}};
+  auto status = json::parse(Gpuman({"status", "--json"}).out);
+  const std::string gpu3 = status["gpus"][3]["uuid"];
+  auto sub = Gpuman({"submit", "--gpus", "3", "--output", dir_.Join("a.log"), "--", "true"}, d);
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  const int64_t a = std::stoll(std::string(Trim(sub.out)));
+  ASSERT_TRUE(WaitForState(a, "succeeded"));
+  json job = Show(a);
+  ASSERT_EQ(job["gpu_uuids"].size(), 1u);
+  EXPECT_EQ(job["gpu_uuids"][0], gpu3);
+  auto shown = Gpuman({"show", std::to_string(a)}, d);
+  EXPECT_NE(shown.out.find("--gpus " + gpu3), std::string::npos) << shown.out;
+
+  std::vector<std::string> args = {"submit", "-n", "6", "--exclude", "0,1", "--output", dir_.Join("b.log"), "--", "true"};
+  sub = Gpuman(args, d);
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  const int64_t b = std::stoll(std::string(Trim(sub.out)));
+  ASSERT_TRUE(WaitForState(b, "succeeded"));
+  job = Show(b);
+  ASSERT_EQ(job["gpu_uuids"].size(), 6u);
+  for (const auto& u : job["gpu_uuids"]) {
+    EXPECT_NE(u, status["gpus"][0]["uuid"]);
+    EXPECT_NE(u, status["gpus"][1]["uuid"]);
+  }
+  auto never = Gpuman({"submit", "-n", "9", "--", "true"}, d);
+  EXPECT_EQ(never.exit_code, 2) << never.err;
+  EXPECT_NE(never.err.find("this machine has 8 GPUs"), std::string::npos) << never.err;
+}
+
+// A daemon that is expected (its socket exists) but does not answer: lease commands fail
+// with one line instead of quietly using the machine lease table.
+TEST_F(AuthorityE2E, ExpectedDaemonThatDoesNotAnswerIsAnError) {
+  const std::string stale = dir_.Join("stale.sock");
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, stale.c_str(), sizeof addr.sun_path - 1);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  close(fd);  // the file stays; nobody listens: a daemon killed with -9
+  auto r = Gpuman({"run", "-n", "1", "--", "true"}, {{"GPUMAN_SOCKET", stale}});
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("will not use another lease table"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(Gpuman({"select", "--lease"}, {{"GPUMAN_SOCKET", stale}}).exit_code, 0);
+}
+
+// Leases taken while no daemon ran are respected by the daemon when it starts.
+TEST_F(AuthorityE2E, DaemonRespectsLeasesTakenWithoutIt) {
+  pid_t holder = fork();
+  if (holder == 0) {
+    for (const auto& [k, v] : Env()) {
+      if (v.empty()) unsetenv(k.c_str());
+      else setenv(k.c_str(), v.c_str(), 1);
+    }
+    execl(kGpuman.c_str(), kGpuman.c_str(), "run", "-q", "-n", "8", "--", "sleep", "3", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  for (int i = 0; i < 100; ++i) {
+    auto l = json::parse(Gpuman({"leases", "--json"}).out);
+    if (!l["leases"].empty()) break;
+    usleep(30000);
+  }
+  StartDaemon();
+  const std::map<std::string, std::string> d = {{"GPUMAN_SOCKET", socket_}};
+  auto sub = Gpuman({"submit", "-n", "1", "--output", dir_.Join("j.log"), "--", "true"}, d);
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  const int64_t job = std::stoll(std::string(Trim(sub.out)));
+  usleep(1000000);
+  EXPECT_EQ(Show(job)["state"], "queued") << "the GPUs are held by a run taken without the daemon";
+  auto leases = Gpuman({"leases", "--json"}, d);
+  EXPECT_NE(leases.out.find("(taken without the daemon)"), std::string::npos) << leases.out;
+  waitpid(holder, nullptr, 0);
+  EXPECT_TRUE(WaitForState(job, "succeeded"));
+}
+
+}  // namespace
+}  // namespace gpuman::e2e
