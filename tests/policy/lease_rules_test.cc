@@ -1,0 +1,144 @@
+#include "policy/lease_rules.h"
+
+#include <gtest/gtest.h>
+
+namespace gpuman::policy {
+namespace {
+
+model::Lease LeaseOf(int64_t id, uint32_t uid, std::string user, std::vector<std::string> gpus, std::string kind = "run") {
+  model::Lease l;
+  l.id = id;
+  l.uid = uid;
+  l.user = std::move(user);
+  l.gpu_uuids = std::move(gpus);
+  l.kind = std::move(kind);
+  l.command = l.kind == "job" ? "job " + std::to_string(id * 10) + " (train)" : "python train.py";
+  return l;
+}
+
+SelectionRequest Ask(int count) {
+  SelectionRequest r;
+  r.count = count;
+  return r;
+}
+
+const Caller kAlice{1001, "alice", false};
+const Caller kBob{1002, "bob", false};
+
+TEST(LeaseRulesTest, NoRulesPassesTheRequestAndEveryLease) {
+  std::vector<model::Lease> live = {LeaseOf(1, 1002, "bob", {"GPU-a"})};
+  auto r = ApplyLeaseRules(Ask(2), kAlice, std::nullopt, live, {}, 8);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->request.count, 2);
+  EXPECT_EQ(r->leases.size(), 1u);
+  EXPECT_FALSE(r->within);
+}
+
+TEST(LeaseRulesTest, MoreThanTheMachineIsNever) {
+  auto r = ApplyLeaseRules(Ask(9), kAlice, std::nullopt, {}, {}, 8);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(r.error().message, "asked for 9 GPUs; this machine has 8 GPUs");
+}
+
+TEST(LeaseRulesTest, CapAboveIsNeverAndCapReachedIsBusy) {
+  MachineRules rules;
+  rules.default_max_gpus_per_user = 2;
+  rules.max_gpus_per_user[1002] = 4;  // bob's own limit
+  auto never = ApplyLeaseRules(Ask(3), kAlice, std::nullopt, {}, rules, 8);
+  ASSERT_FALSE(never);
+  EXPECT_EQ(never.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(never.error().message, "asked for 3 GPUs; alice may hold at most 2 GPUs (max_gpus_per_user)");
+  EXPECT_TRUE(ApplyLeaseRules(Ask(3), kBob, std::nullopt, {}, rules, 8)) << "user_limits beat the default";
+
+  std::vector<model::Lease> live = {LeaseOf(1, 1001, "alice", {"GPU-a"}), LeaseOf(2, 1002, "bob", {"GPU-b", "GPU-c"})};
+  auto busy = ApplyLeaseRules(Ask(2), kAlice, std::nullopt, live, rules, 8);
+  ASSERT_FALSE(busy);
+  EXPECT_EQ(busy.error().code, ErrorCode::kBusy);
+  EXPECT_EQ(busy.error().message, "alice holds 1 GPU of at most 2 GPUs (max_gpus_per_user); asked for 2 more");
+  EXPECT_TRUE(ApplyLeaseRules(Ask(1), kAlice, std::nullopt, live, rules, 8)) << "other users' GPUs do not count";
+}
+
+TEST(LeaseRulesTest, DrainedGpusAreExcludedWithTheirReason) {
+  MachineRules rules;
+  rules.drained["GPU-d"] = "health: Xid 79";
+  auto r = ApplyLeaseRules(Ask(1), kAlice, std::nullopt, {}, rules, 8);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->request.exclude, std::vector<std::string>{"GPU-d"});
+  EXPECT_EQ(r->request.drained.at("GPU-d"), "health: Xid 79");
+}
+
+TEST(LeaseRulesTest, InsideOwnLeaseConfinesToItsGpusAndHidesIt) {
+  MachineRules rules;
+  rules.default_max_gpus_per_user = 2;
+  std::vector<model::Lease> live = {LeaseOf(7, 1001, "alice", {"GPU-a", "GPU-b"}), LeaseOf(8, 1002, "bob", {"GPU-c"})};
+  auto r = ApplyLeaseRules(Ask(2), kAlice, 7, live, rules, 8);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->within, 7);
+  EXPECT_EQ(*r->request.allowed, (std::vector<std::string>{"GPU-a", "GPU-b"}));
+  ASSERT_EQ(r->leases.size(), 1u);
+  EXPECT_EQ(r->leases[0].id, 8) << "the enclosing lease is the caller's to use";
+
+  auto too_many = ApplyLeaseRules(Ask(3), kAlice, 7, live, rules, 8);
+  ASSERT_FALSE(too_many);
+  EXPECT_EQ(too_many.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(too_many.error().message, "asked for 3 GPUs inside lease 7, which holds 2 GPUs");
+
+  auto not_mine = ApplyLeaseRules(Ask(1), kAlice, 8, live, rules, 8);
+  ASSERT_FALSE(not_mine);
+  EXPECT_EQ(not_mine.error().code, ErrorCode::kPermissionDenied);
+
+  auto gone = ApplyLeaseRules(Ask(1), kAlice, 99, live, rules, 8);
+  ASSERT_FALSE(gone);
+  EXPECT_EQ(gone.error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST(LeaseRulesTest, InsideALeaseTheOuterAllocationStillNarrows) {
+  std::vector<model::Lease> live = {LeaseOf(7, 1001, "alice", {"GPU-a", "GPU-b"})};
+  SelectionRequest req = Ask(1);
+  req.allowed = std::vector<std::string>{"GPU-b", "GPU-z"};
+  auto r = ApplyLeaseRules(req, kAlice, 7, live, {}, 8);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(*r->request.allowed, std::vector<std::string>{"GPU-b"});
+}
+
+TEST(LeaseRulesTest, SatisfiableChecksMachineGpusListAndCap) {
+  MachineRules rules;
+  rules.default_max_gpus_per_user = 4;
+  EXPECT_TRUE(CheckSatisfiable(4, std::nullopt, kAlice, rules, 8));
+  EXPECT_EQ(CheckSatisfiable(9, std::nullopt, kAlice, {}, 8).error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(CheckSatisfiable(5, std::nullopt, kAlice, rules, 8).error().message,
+            "asked for 5 GPUs; alice may hold at most 4 GPUs (max_gpus_per_user)");
+  EXPECT_EQ(CheckSatisfiable(2, std::vector<std::string>{"GPU-a"}, kAlice, {}, 8).error().message,
+            "asked for 2 GPUs but --gpus names 1 GPU");
+}
+
+TEST(LeaseRulesTest, AJobsLeaseIsReleasedByNobody) {
+  model::Lease job = LeaseOf(3, 1001, "alice", {"GPU-a"}, "job");
+  const Caller root{0, "root", true};
+  for (const Caller& who : {kAlice, kBob, root}) {
+    auto s = CheckRelease(job, who, LeaseJob{30, "train"});
+    ASSERT_FALSE(s);
+    EXPECT_EQ(s.error().code, ErrorCode::kConflict);
+    EXPECT_EQ(s.error().message,
+              "lease 3 belongs to job 30 (train), which still runs on its GPUs: cancel the job with `gpuman cancel 30`");
+  }
+  // Known as a job's by its kind alone (the job table not consulted).
+  EXPECT_EQ(CheckRelease(job, kAlice, std::nullopt).error().code, ErrorCode::kConflict);
+  EXPECT_EQ(JobIdOfLease(job), 30);
+}
+
+TEST(LeaseRulesTest, AnInteractiveLeaseIsReleasedByItsOwnerOrAnAdmin) {
+  model::Lease run = LeaseOf(4, 1001, "alice", {"GPU-a"});
+  EXPECT_TRUE(CheckRelease(run, kAlice, std::nullopt));
+  EXPECT_TRUE(CheckRelease(run, Caller{0, "root", true}, std::nullopt));
+  EXPECT_TRUE(CheckRelease(run, Caller{1003, "ops", true}, std::nullopt));
+  auto other = CheckRelease(run, kBob, std::nullopt);
+  ASSERT_FALSE(other);
+  EXPECT_EQ(other.error().code, ErrorCode::kPermissionDenied);
+  EXPECT_EQ(other.error().message, "lease 4 belongs to alice");
+  EXPECT_FALSE(JobIdOfLease(run));
+}
+
+}  // namespace
+}  // namespace gpuman::policy
