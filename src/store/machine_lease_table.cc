@@ -12,8 +12,8 @@ namespace {
 
 std::string OwnerName(uid_t uid) {
   passwd* pw = getpwuid(uid);
-  return (pw ? std::string(pw->pw_name) : std::string("uid ") + std::to_string(uid)) + " (uid " +
-         std::to_string(uid) + ")";
+  if (!pw) return "uid " + std::to_string(uid);
+  return std::string(pw->pw_name) + " (uid " + std::to_string(uid) + ")";
 }
 
 Error Refuse(const std::string& what, const std::string& why) {
