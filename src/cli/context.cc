@@ -103,10 +103,9 @@ Result<LeaseBroker*> Context::Broker() {
   if (broker_) return broker_.get();
   auto daemon = ExpectedDaemon();
   if (!daemon) return daemon.error();
-  auto source = Devices();
-  if (!source) return source.error();
+  DeviceGetter devices = [this] { return Devices(); };
   if (*daemon) {
-    broker_ = MakeDaemonBroker(**daemon, **source, FindDaemonSocket(env_.vars));
+    broker_ = MakeDaemonBroker(**daemon, devices, FindDaemonSocket(env_.vars));
     return broker_.get();
   }
   auto table = Leases();
@@ -116,7 +115,7 @@ Result<LeaseBroker*> Context::Broker() {
   passwd* pw = getpwuid(caller.uid);
   caller.user = pw ? pw->pw_name : std::to_string(caller.uid);
   caller.is_admin = caller.uid == 0;
-  broker_ = MakeTableBroker(**table, **source, caller, MachineRulesFromConfig(config_), lease_dir_);
+  broker_ = MakeTableBroker(**table, devices, caller, MachineRulesFromConfig(config_), lease_dir_);
   return broker_.get();
 }
 

@@ -60,15 +60,17 @@ void FillIndices(Granted& g) {
 
 class DaemonBroker final : public LeaseBroker {
  public:
-  DaemonBroker(DaemonClient& daemon, devices::DeviceSource& devices, std::string socket)
-      : daemon_(daemon), devices_(devices), socket_(std::move(socket)) {}
+  DaemonBroker(DaemonClient& daemon, DeviceGetter devices, std::string socket)
+      : daemon_(daemon), devices_(std::move(devices)), socket_(std::move(socket)) {}
 
   Result<Granted> TryAcquire(const LeaseAsk& ask) override {
     // The snapshot only maps UUIDs to indices and CPUs here (they do not change): one is enough.
     if (!snapshot_) {
       devices::SnapshotOptions options;
       options.topology = true;
-      auto snap = devices_.Snapshot(options);
+      auto source = devices_();
+      if (!source) return source.error();
+      auto snap = (*source)->Snapshot(options);
       if (!snap) return snap.error();
       snapshot_ = std::move(*snap);
     }
@@ -126,7 +128,7 @@ class DaemonBroker final : public LeaseBroker {
 
  private:
   DaemonClient& daemon_;
-  devices::DeviceSource& devices_;
+  DeviceGetter devices_;
   std::string socket_;
   std::optional<model::MachineSnapshot> snapshot_;
 };
@@ -164,9 +166,9 @@ class ChangeWaiter {
 
 class TableBroker final : public LeaseBroker {
  public:
-  TableBroker(store::LeaseStore& table, devices::DeviceSource& devices, policy::Caller caller,
-              policy::MachineRules rules, std::string dir)
-      : table_(table), devices_(devices), caller_(std::move(caller)), rules_(std::move(rules)),
+  TableBroker(store::LeaseStore& table, DeviceGetter devices, policy::Caller caller, policy::MachineRules rules,
+              std::string dir)
+      : table_(table), devices_(std::move(devices)), caller_(std::move(caller)), rules_(std::move(rules)),
         dir_(std::move(dir)), alive_(store::ProcLivenessCheck()), jitter_(static_cast<unsigned>(getpid())) {}
 
   Result<Granted> TryAcquire(const LeaseAsk& ask) override {
@@ -240,7 +242,9 @@ class TableBroker final : public LeaseBroker {
     devices::SnapshotOptions options;
     // Even one GPU is placed by topology: it should come from a group already in use.
     options.topology = !topology_.has_value();
-    auto snap = devices_.Snapshot(options);
+    auto source = devices_();
+    if (!source) return source.error();
+    auto snap = (*source)->Snapshot(options);
     if (!snap) return snap.error();
     if (topology_) snap->topology = topology_;
     else topology_ = snap->topology;
@@ -286,7 +290,7 @@ class TableBroker final : public LeaseBroker {
   }
 
   store::LeaseStore& table_;
-  devices::DeviceSource& devices_;
+  DeviceGetter devices_;
   policy::Caller caller_;
   policy::MachineRules rules_;
   std::string dir_;
@@ -301,15 +305,14 @@ class TableBroker final : public LeaseBroker {
 
 }  // namespace
 
-std::unique_ptr<LeaseBroker> MakeDaemonBroker(DaemonClient& daemon, devices::DeviceSource& devices,
-                                              std::string socket_path) {
-  return std::make_unique<DaemonBroker>(daemon, devices, std::move(socket_path));
+std::unique_ptr<LeaseBroker> MakeDaemonBroker(DaemonClient& daemon, DeviceGetter devices, std::string socket_path) {
+  return std::make_unique<DaemonBroker>(daemon, std::move(devices), std::move(socket_path));
 }
 
-std::unique_ptr<LeaseBroker> MakeTableBroker(store::LeaseStore& table, devices::DeviceSource& devices,
-                                             policy::Caller caller, policy::MachineRules rules,
-                                             std::string table_dir) {
-  return std::make_unique<TableBroker>(table, devices, std::move(caller), std::move(rules), std::move(table_dir));
+std::unique_ptr<LeaseBroker> MakeTableBroker(store::LeaseStore& table, DeviceGetter devices, policy::Caller caller,
+                                             policy::MachineRules rules, std::string table_dir) {
+  return std::make_unique<TableBroker>(table, std::move(devices), std::move(caller), std::move(rules),
+                                       std::move(table_dir));
 }
 
 }  // namespace gpuman::cli

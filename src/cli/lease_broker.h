@@ -77,13 +77,14 @@ struct WaitPolicy {
 Result<Granted> AcquireWaiting(LeaseBroker& broker, const LeaseAsk& ask, const WaitPolicy& policy,
                                const Clock& clock, const std::function<void(const std::string&)>& note);
 
+/// The device source, opened when first needed (listing or releasing leases needs no driver).
+using DeviceGetter = std::function<Result<devices::DeviceSource*>()>;
+
 /// The daemon as broker. Rules are the daemon's; selection happens there.
-std::unique_ptr<LeaseBroker> MakeDaemonBroker(DaemonClient& daemon, devices::DeviceSource& devices,
-                                              std::string socket_path);
+std::unique_ptr<LeaseBroker> MakeDaemonBroker(DaemonClient& daemon, DeviceGetter devices, std::string socket_path);
 
 /// The machine lease table as broker: `caller` from getuid(), `rules` from the config.
-std::unique_ptr<LeaseBroker> MakeTableBroker(store::LeaseStore& table, devices::DeviceSource& devices,
-                                             policy::Caller caller, policy::MachineRules rules,
-                                             std::string table_dir);
+std::unique_ptr<LeaseBroker> MakeTableBroker(store::LeaseStore& table, DeviceGetter devices, policy::Caller caller,
+                                             policy::MachineRules rules, std::string table_dir);
 
 }  // namespace gpuman::cli

@@ -41,7 +41,14 @@ Result<model::MachineSnapshot> Collect(const StatusArgs& args, Context& ctx) {
 // Locally it only reads (no write transaction to reclaim stale leases, which `leases`
 // and every acquire do anyway): a lease counts while one of its processes lives.
 std::optional<std::vector<model::Lease>> StatusLeases(Context& ctx) {
-  if (ctx.Daemon()) {
+  auto daemon = ctx.ExpectedDaemon();
+  if (!daemon) {  // expected but silent: the holders are unknown, not "none"
+    static bool warned = false;
+    if (!warned) ctx.err() << "gpuman: warning: lease holders unknown: " << daemon.error().message << "\n";
+    warned = true;
+    return std::nullopt;
+  }
+  if (*daemon) {
     auto live = LiveLeases(ctx);
     if (!live) return std::nullopt;
     return std::move(*live);

@@ -1,6 +1,7 @@
 #include "store/proc_liveness.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -81,7 +82,16 @@ std::optional<model::LeaseProcess> CurrentLeaseProcess(int pid, const std::strin
 
 bool IsProcessAlive(const model::LeaseProcess& process, const std::string& proc_root) {
   auto ticks = ProcessStartTicks(process.pid, proc_root);
-  return ticks && *ticks == process.start_time_ticks;
+  if (ticks) return *ticks == process.start_time_ticks;
+  // /proc mounted with hidepid hides other users' processes: a pid we cannot see but the
+  // kernel says exists (EPERM: it is someone else's) is alive as far as we can tell. Only
+  // the real /proc, not a test's fake root, answers for kill().
+  if (proc_root == "/proc" && process.pid > 0 && ::access((proc_root + "/self").c_str(), F_OK) == 0 &&
+      ::access((proc_root + "/" + std::to_string(process.pid)).c_str(), F_OK) != 0 &&
+      ::kill(process.pid, 0) != 0 && errno == EPERM) {
+    return true;
+  }
+  return false;
 }
 
 LivenessCheck ProcLivenessCheck(std::string proc_root) {
