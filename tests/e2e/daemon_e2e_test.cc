@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -328,20 +329,39 @@ TEST_F(DaemonE2E, AJobWhoseSupervisorDiedKeepsItsGpusWhileItLives) {
   EXPECT_NE(ended["reason"].get<std::string>().find("exit status unknown"), std::string::npos) << ended.dump();
 }
 
-// An adopted job still ends at its time limit: the daemon signals its process group.
+// An adopted job still ends at its time limit: the daemon sends SIGTERM to its process
+// group and, since this job ignores it, SIGKILL after the grace period (10 s). Until then
+// the next job waits: the GPUs are not handed out while a process of the job lives.
 TEST_F(DaemonE2E, AnAdoptedJobStillEndsAtItsTimeLimit) {
-  const std::string pid_file = dir_.Join("a.pid");
-  int64_t a = Submit(PidThenSleep(pid_file, {"-n", "8", "--time-limit", "6s"}));
+  const std::string pid_file = dir_.Join("a.pid"), marker = dir_.Join("b.ran");
+  int64_t a = Submit({"-n", "8", "--time-limit", "5s", "--", "sh", "-c",
+                      "trap '' TERM; echo $$ > \"$1.tmp\"; mv \"$1.tmp\" \"$1\"; sleep 60", "sh", pid_file});
   ASSERT_TRUE(WaitForState(a, "running"));
   const int leader = ReadPid(pid_file);
   ASSERT_GT(leader, 0);
   ASSERT_EQ(kill(Show(a)["supervisor_pid"].get<int>(), SIGKILL), 0);
+  int64_t b = Submit({"-n", "8", "--", "touch", marker});
+  bool ending = false;
+  for (int i = 0; i < 300 && !ending; ++i) {
+    ending = Show(a)["reason"].get<std::string>().find("ending the job (ran past its time limit)") != std::string::npos;
+    if (!ending) usleep(50000);
+  }
+  ASSERT_TRUE(ending) << Show(a).dump();
+  const auto term_sent = std::chrono::steady_clock::now();
+  for (int i = 0; i < 50; ++i) {  // 5 s of the grace period
+    EXPECT_EQ(Show(a)["state"], "running");
+    EXPECT_EQ(Show(b)["state"], "queued") << "A's process ignores SIGTERM and still lives";
+    usleep(100000);
+  }
+  EXPECT_TRUE(store::ProcessStartTicks(leader).has_value()) << "A ignores SIGTERM";
   ASSERT_TRUE(WaitForState(a, "timed_out", 30000)) << Show(a).dump();
+  EXPECT_GE(std::chrono::steady_clock::now() - term_sent, std::chrono::seconds(8)) << "SIGKILL only after the grace";
   EXPECT_NE(Show(a)["reason"].get<std::string>().find("its supervisor had died"), std::string::npos) << Show(a).dump();
   EXPECT_FALSE(store::ProcessStartTicks(leader).has_value()) << "the daemon ended A's process";
+  ASSERT_TRUE(WaitForState(b, "succeeded")) << Show(b).dump();
   auto leases = Gpuman({"leases", "--json"});
   EXPECT_EQ(leases.exit_code, 0) << leases.err;
-  EXPECT_TRUE(json::parse(leases.out)["leases"].empty()) << "A's lease is released: " << leases.out;
+  EXPECT_TRUE(json::parse(leases.out)["leases"].empty()) << "every lease is released: " << leases.out;
 }
 
 // Cancel of an adopted job (no supervisor to tell): the daemon ends its process group.
