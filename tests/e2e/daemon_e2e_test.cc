@@ -359,7 +359,7 @@ TEST_F(DaemonE2E, AnAdoptedJobStillEndsAtItsTimeLimit) {
   EXPECT_NE(Show(a)["reason"].get<std::string>().find("its supervisor had died"), std::string::npos) << Show(a).dump();
   EXPECT_FALSE(store::ProcessStartTicks(leader).has_value()) << "the daemon ended A's process";
   ASSERT_TRUE(WaitForState(b, "succeeded")) << Show(b).dump();
-  auto leases = Gpuman({"leases", "--json"});
+  auto leases = Gpuman({"--simulate", scenario_, "leases", "--json"});
   EXPECT_EQ(leases.exit_code, 0) << leases.err;
   EXPECT_TRUE(json::parse(leases.out)["leases"].empty()) << "every lease is released: " << leases.out;
 }
