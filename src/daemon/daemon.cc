@@ -70,12 +70,15 @@ bool IsSameLiveProcess(std::optional<int32_t> pid, std::optional<int64_t> ticks)
 constexpr std::string_view kSupervisorDied = "its supervisor died";
 
 // The live processes of a job, its supervisor aside: those its lease names (the supervisor
-// adds the job's leader before the job runs) and every member of their process groups.
-// Once a group's leader is gone, the members the lease does not name yet are added to it,
-// so that the lease stays alive while any of them does.
+// adds the job's leader before the job runs) and every member of the process groups that
+// processes the lease names lead (the job's own group first of all; never a group someone
+// else leads, such as a login session's). Once a group's leader is gone, the members the
+// lease does not name yet are added to it, so that the lease stays alive while any of them
+// does.
 struct JobProcesses {
   std::vector<model::LeaseProcess> live;
-  std::set<int> groups;
+  std::set<int> groups;                      // led by a process the lease names
+  std::vector<model::LeaseProcess> loners;   // named, alive, in a group of someone else's
 };
 
 JobProcesses FindJobProcesses(store::LeaseStore& leases, const model::Job& job) {
@@ -83,36 +86,41 @@ JobProcesses FindJobProcesses(store::LeaseStore& leases, const model::Job& job) 
   if (!job.lease_id) return out;
   auto lease = leases.Get(*job.lease_id);
   if (!lease || !*lease) return out;
+  std::set<int> named;  // alive or not: a dead leader's group lives on in its members
   std::vector<model::LeaseProcess> recorded;
   for (const auto& p : (*lease)->processes) {
     if (job.supervisor_pid && p.pid == *job.supervisor_pid) continue;
+    named.insert(p.pid);
     if (store::IsProcessAlive(p)) recorded.push_back(p);
   }
   for (const auto& p : recorded) {
-    if (auto group = sched::ProcessGroupOf(p.pid)) out.groups.insert(*group);
+    auto group = sched::ProcessGroupOf(p.pid);
+    if (group && named.count(*group)) out.groups.insert(*group);
+    else out.loners.push_back(p);
   }
   std::vector<model::LeaseProcess> unrecorded;
-  bool leaders_recorded = true;
+  bool leaders_alive = true;
   for (int group : out.groups) {
-    bool leader_recorded = false;
+    bool leader_alive = false;
     for (const auto& m : sched::ProcessesInGroup(group)) {
       bool known = std::find(recorded.begin(), recorded.end(), m) != recorded.end();
-      if (known && m.pid == group) leader_recorded = true;
+      if (known && m.pid == group) leader_alive = true;
       if (!known) unrecorded.push_back(m);
       out.live.push_back(m);
     }
-    leaders_recorded = leaders_recorded && leader_recorded;
+    leaders_alive = leaders_alive && leader_alive;
   }
-  for (const auto& p : recorded) {  // one that left its group for a group of its own
-    if (std::find(out.live.begin(), out.live.end(), p) == out.live.end()) out.live.push_back(p);
-  }
-  if (!leaders_recorded && !unrecorded.empty()) (void)leases.AddProcesses(*job.lease_id, unrecorded);
+  out.live.insert(out.live.end(), out.loners.begin(), out.loners.end());
+  if (!leaders_alive && !unrecorded.empty()) (void)leases.AddProcesses(*job.lease_id, unrecorded);
   return out;
 }
 
-void SignalGroups(const std::set<int>& groups, int sig) {
-  for (int group : groups) {
+void SignalJob(const JobProcesses& procs, int sig) {
+  for (int group : procs.groups) {
     if (group > 1) kill(-group, sig);
+  }
+  for (const auto& p : procs.loners) {
+    if (store::IsProcessAlive(p)) kill(p.pid, sig);
   }
 }
 
@@ -295,7 +303,7 @@ void Daemon::WatchOrphan(const model::Job& job, int64_t now) {
         now - *job.started_unix_ms > *job.time_limit_ms) {
       BeginEnding(job, model::JobState::kTimedOut, "ran past its time limit", now);
     }
-    if (orphan.ending_as && now >= orphan.kill_at_ms) SignalGroups(procs.groups, SIGKILL);
+    if (orphan.ending_as && now >= orphan.kill_at_ms) SignalJob(procs, SIGKILL);
     return;
   }
   // Nothing of the job lives any more.
@@ -337,7 +345,7 @@ void Daemon::BeginEnding(const model::Job& job, model::JobState as, const std::s
   orphan.ending_reason = reason;
   orphan.kill_at_ms = now + options_.grace_ms;
   JobProcesses procs = FindJobProcesses(*leases_, job);
-  SignalGroups(procs.groups, SIGTERM);
+  SignalJob(procs, SIGTERM);
   store::JobStore::Update ending;
   ending.reason = std::string(kSupervisorDied) + "; the daemon is ending the job (" + reason + ")";
   (void)jobs_->Transition(job.id, model::JobState::kRunning, model::JobState::kRunning, ending);
