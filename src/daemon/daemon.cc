@@ -17,10 +17,12 @@
 #include <filesystem>
 #include <limits>
 
+#include "base/strings.h"
 #include "devices/gpu_ids.h"
 #include "policy/selection.h"
 #include "protocol/framing.h"
 #include "sched/job_state.h"
+#include "sched/process_group.h"
 #include "sched/supervisor.h"
 #include "store/machine_lease_table.h"
 #include "store/proc_liveness.h"
@@ -62,6 +64,64 @@ bool IsSameLiveProcess(std::optional<int32_t> pid, std::optional<int64_t> ticks)
   if (!pid || *pid <= 0) return false;
   if (!ticks) return kill(*pid, 0) == 0;
   return store::IsProcessAlive(model::LeaseProcess{*pid, *ticks});
+}
+
+// The reason of a job the daemon adopted starts with this (a restarted daemon sees it).
+constexpr std::string_view kSupervisorDied = "its supervisor died";
+
+// The live processes of a job, its supervisor aside: those its lease names (the supervisor
+// adds the job's leader before the job runs) and every member of the process groups that
+// processes the lease names lead (the job's own group first of all; never a group someone
+// else leads, such as a login session's). Once a group's leader is gone, the members the
+// lease does not name yet are added to it, so that the lease stays alive while any of them
+// does.
+struct JobProcesses {
+  std::vector<model::LeaseProcess> live;
+  std::set<int> groups;                      // led by a process the lease names
+  std::vector<model::LeaseProcess> loners;   // named, alive, in a group of someone else's
+};
+
+JobProcesses FindJobProcesses(store::LeaseStore& leases, const model::Job& job) {
+  JobProcesses out;
+  if (!job.lease_id) return out;
+  auto lease = leases.Get(*job.lease_id);
+  if (!lease || !*lease) return out;
+  std::set<int> named;  // alive or not: a dead leader's group lives on in its members
+  std::vector<model::LeaseProcess> recorded;
+  for (const auto& p : (*lease)->processes) {
+    if (job.supervisor_pid && p.pid == *job.supervisor_pid) continue;
+    named.insert(p.pid);
+    if (store::IsProcessAlive(p)) recorded.push_back(p);
+  }
+  for (const auto& p : recorded) {
+    auto group = sched::ProcessGroupOf(p.pid);
+    if (group && named.count(*group)) out.groups.insert(*group);
+    else out.loners.push_back(p);
+  }
+  std::vector<model::LeaseProcess> unrecorded;
+  bool leaders_alive = true;
+  for (int group : out.groups) {
+    bool leader_alive = false;
+    for (const auto& m : sched::ProcessesInGroup(group)) {
+      bool known = std::find(recorded.begin(), recorded.end(), m) != recorded.end();
+      if (known && m.pid == group) leader_alive = true;
+      if (!known) unrecorded.push_back(m);
+      out.live.push_back(m);
+    }
+    leaders_alive = leaders_alive && leader_alive;
+  }
+  out.live.insert(out.live.end(), out.loners.begin(), out.loners.end());
+  if (!leaders_alive && !unrecorded.empty()) (void)leases.AddProcesses(*job.lease_id, unrecorded);
+  return out;
+}
+
+void SignalJob(const JobProcesses& procs, int sig) {
+  for (int group : procs.groups) {
+    if (group > 1) kill(-group, sig);
+  }
+  for (const auto& p : procs.loners) {
+    if (store::IsProcessAlive(p)) kill(p.pid, sig);
+  }
 }
 
 }  // namespace
@@ -184,11 +244,19 @@ Status Daemon::Start() {
   return {};
 }
 
-// Jobs an earlier daemon (or a crashed supervisor) left behind.
+// Jobs an earlier daemon (or a crashed supervisor) left behind; runs at start and every pass.
+// A job in starting whose supervisor and job process are gone never ran: it is queued
+// again. A running job whose supervisor died is adopted (WatchOrphan): its GPUs stay taken
+// while any process of the job lives.
 void Daemon::Reconcile() {
   auto active = jobs_->Active();
   if (!active) return;
   const int64_t now = clock_.NowUnixMs();
+  std::erase_if(orphans_, [&](const auto& entry) {
+    return std::none_of(active->begin(), active->end(), [&](const model::Job& j) {
+      return j.id == entry.first && j.state == model::JobState::kRunning;
+    });
+  });
   for (const auto& job : *active) {
     bool supervisor_alive = IsSameLiveProcess(job.supervisor_pid, job.supervisor_start_ticks);
     if (job.state == model::JobState::kStarting) {
@@ -210,13 +278,108 @@ void Daemon::Reconcile() {
         if (lease) (void)leases_->Release(lease->id);
       }
     } else if (job.state == model::JobState::kRunning && !supervisor_alive) {
-      store::JobStore::Update lost;
-      lost.ended_unix_ms = now;
-      lost.reason = "its supervisor died; the job's exit status is unknown";
-      (void)jobs_->Transition(job.id, model::JobState::kRunning, model::JobState::kFailed, lost);
-      if (job.lease_id) (void)leases_->Release(*job.lease_id);
+      WatchOrphan(job, now);
     }
   }
+}
+
+// A running job without its supervisor. While a process of the job lives, the job keeps
+// its GPUs: the daemon adopts it and watches it. Once none lives, it records the end
+// (the exit status died with the supervisor) and releases the lease.
+void Daemon::WatchOrphan(const model::Job& job, int64_t now) {
+  JobProcesses procs = FindJobProcesses(*leases_, job);
+  auto [it, fresh] = orphans_.try_emplace(job.id);
+  Orphan& orphan = it->second;
+  if (!procs.live.empty()) {
+    orphan.last_seen_alive_ms = now;
+    if (fresh && !std::string_view(job.reason).starts_with(kSupervisorDied)) {
+      store::JobStore::Update adopted;
+      adopted.reason = std::string(kSupervisorDied) +
+                       " at about " + FormatIsoUtc(now / 1000) +
+                       "; the daemon watches the job until it ends (its exit status will be unknown)";
+      (void)jobs_->Transition(job.id, model::JobState::kRunning, model::JobState::kRunning, adopted);
+    }
+    if (!orphan.ending_as && job.time_limit_ms && job.started_unix_ms &&
+        now - *job.started_unix_ms > *job.time_limit_ms) {
+      BeginEnding(job, model::JobState::kTimedOut, "ran past its time limit", now);
+    }
+    if (orphan.ending_as && now >= orphan.kill_at_ms) SignalJob(procs, SIGKILL);
+    return;
+  }
+  // Nothing of the job lives any more.
+  store::JobStore::Update end;
+  model::JobState to = model::JobState::kFailed;
+  if (orphan.ending_as) {
+    to = *orphan.ending_as;
+    end.reason = orphan.ending_reason + " (its supervisor had died; exit status unknown)";
+  } else if (orphan.last_seen_alive_ms) {
+    end.reason = std::string(kSupervisorDied) + "; the job ran until " + FormatIsoUtc(now / 1000) +
+                 ", exit status unknown";
+  } else {
+    end.reason = std::string(kSupervisorDied) + "; the job ended by " + FormatIsoUtc(now / 1000) +
+                 ", exit status unknown";
+  }
+  if (to == model::JobState::kQueued) {
+    end.clear_run = true;  // a GPU failed and the job asked for --requeue
+  } else {
+    end.ended_unix_ms = now;
+  }
+  auto moved = jobs_->Transition(job.id, model::JobState::kRunning, to, end);
+  if (!moved) return;  // busy: the next pass tries again; changed meanwhile: not ours
+  if (job.started_unix_ms) {
+    double gpu_seconds = static_cast<double>(now - *job.started_unix_ms) / 1000.0 *
+                         static_cast<double>(std::max<size_t>(1, job.gpu_uuids.size()));
+    if (gpu_seconds > 0) (void)jobs_->AddUsage(job.uid, gpu_seconds, now);
+  }
+  if (job.lease_id) (void)leases_->Release(*job.lease_id);
+  orphans_.erase(job.id);
+  dirty_ = true;
+}
+
+// Ends an adopted job: SIGTERM to its process groups now, SIGKILL once the grace period is
+// over (WatchOrphan), and `as` recorded when nothing of it lives.
+void Daemon::BeginEnding(const model::Job& job, model::JobState as, const std::string& reason, int64_t now) {
+  Orphan& orphan = orphans_[job.id];
+  if (orphan.ending_as) return;
+  orphan.ending_as = as;
+  orphan.ending_reason = reason;
+  orphan.kill_at_ms = now + options_.grace_ms;
+  JobProcesses procs = FindJobProcesses(*leases_, job);
+  SignalJob(procs, SIGTERM);
+  store::JobStore::Update ending;
+  ending.reason = std::string(kSupervisorDied) + "; the daemon is ending the job (" + reason + ")";
+  (void)jobs_->Transition(job.id, model::JobState::kRunning, model::JobState::kRunning, ending);
+  dirty_ = true;
+}
+
+Status Daemon::EndOrphanedJob(const model::Job& job, const std::string& by_user) {
+  const std::string id = std::to_string(job.id);
+  if (job.state != model::JobState::kStarting && job.state != model::JobState::kRunning) {
+    return MakeError(ErrorCode::kConflict, "job " + id + " is already " + model::JobStateName(job.state));
+  }
+  if (IsSameLiveProcess(job.supervisor_pid, job.supervisor_start_ticks)) {
+    kill(*job.supervisor_pid, SIGTERM);  // the supervisor ends the job and records "cancelled"
+    return {};
+  }
+  const int64_t now = clock_.NowUnixMs();
+  if (job.state == model::JobState::kStarting) {
+    // A supervisor that died before the go never ran the job; its child, if any, is
+    // about to exit at its barrier.
+    if (!FindJobProcesses(*leases_, job).live.empty()) {
+      return MakeError(ErrorCode::kConflict, "job " + id + " is starting; try again");
+    }
+    store::JobStore::Update cancelled;
+    cancelled.ended_unix_ms = now;
+    cancelled.reason = "cancelled by " + by_user;
+    auto moved = jobs_->Transition(job.id, model::JobState::kStarting, model::JobState::kCancelled, cancelled);
+    if (!moved) return moved.error();
+    if (job.lease_id) (void)leases_->Release(*job.lease_id);
+    dirty_ = true;
+    return {};
+  }
+  WatchOrphan(job, now);  // adopts it, or records its end if nothing of it lives
+  if (orphans_.count(job.id)) BeginEnding(job, model::JobState::kCancelled, "cancelled by " + by_user, now);
+  return {};
 }
 
 Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& gpus) {
@@ -288,6 +451,7 @@ void Daemon::WatchRunningJobs() {
     auto known = uuid_by_index_.find(g.index);
     if (!g.is_healthy && known != uuid_by_index_.end()) failed.insert(known->second);
   }
+  const int64_t now = clock_.NowUnixMs();
   std::erase_if(told_gpu_lost_, [&](int64_t id) {
     return std::none_of(active->begin(), active->end(), [&](const model::Job& j) {
       return j.id == id && j.state == model::JobState::kRunning;
@@ -296,8 +460,16 @@ void Daemon::WatchRunningJobs() {
   for (const auto& job : *active) {
     if (job.state != model::JobState::kRunning || told_gpu_lost_.count(job.id)) continue;
     bool hit = std::any_of(job.gpu_uuids.begin(), job.gpu_uuids.end(), [&](const std::string& u) { return failed.count(u) > 0; });
-    if (hit && IsSameLiveProcess(job.supervisor_pid, job.supervisor_start_ticks)) {
+    if (!hit) continue;
+    if (IsSameLiveProcess(job.supervisor_pid, job.supervisor_start_ticks)) {
       kill(*job.supervisor_pid, SIGUSR1);  // it ends the job and records failed (or requeues it)
+      told_gpu_lost_.insert(job.id);
+    } else if (orphans_.count(job.id)) {  // adopted: the daemon ends it instead
+      if (job.requeue) {
+        BeginEnding(job, model::JobState::kQueued, "requeued: one of its GPUs failed while it ran", now);
+      } else {
+        BeginEnding(job, model::JobState::kFailed, "one of its GPUs failed while it ran", now);
+      }
       told_gpu_lost_.insert(job.id);
     }
   }

@@ -73,9 +73,31 @@ class Daemon {
   /// Fills user name and admin flag for a uid/gid/pid triple from the kernel.
   Peer MakePeer(uint32_t uid, uint32_t gid, int32_t pid) const;
 
+  /// Cancel of a starting or running job, `by_user`: with a live supervisor, SIGTERM to it
+  /// (it ends the job and records "cancelled"). Without one, a starting job nothing of
+  /// which lives is cancelled at once, and a running (adopted) job's process groups get
+  /// SIGTERM, SIGKILL after the grace period; the daemon records "cancelled" once none of
+  /// its processes lives, and only then releases its GPUs. Errors: kConflict (starting and
+  /// still being set up: "job N is starting; try again"; not starting or running); kBusy,
+  /// kIo from the state db.
+  Status EndOrphanedJob(const model::Job& job, const std::string& by_user);
+
  private:
   struct Connection;
+  // A running job whose supervisor died while processes of the job live on: the daemon
+  // adopts it. It stays running with its lease (which names the job's processes), the
+  // daemon watches its process groups every pass, enforces its time limit, ends it on
+  // cancel or GPU loss, and records the end (exit status unknown) only once none of the
+  // job's processes lives; then it releases the lease.
+  struct Orphan {
+    int64_t last_seen_alive_ms = 0;            // 0: never seen alive by this daemon
+    std::optional<model::JobState> ending_as;  // set once the daemon began to end it
+    std::string ending_reason;
+    int64_t kill_at_ms = 0;                    // SIGKILL from then on
+  };
   void Reconcile();
+  void WatchOrphan(const model::Job& job, int64_t now);
+  void BeginEnding(const model::Job& job, model::JobState as, const std::string& reason, int64_t now);
   void WatchRunningJobs();  // a GPU of a running job failed: tell its supervisor
   Status StartJob(const model::Job& job, const std::vector<std::string>& gpus);
   bool MayActOn(const Peer& peer, const model::Job& job) const;
@@ -105,6 +127,7 @@ class Daemon {
   bool dirty_ = true;  // something changed: run a scheduling pass
   std::map<int, std::string> uuid_by_index_;  // last known; a lost GPU may not say its UUID
   std::set<int64_t> told_gpu_lost_;           // jobs whose supervisor got SIGUSR1
+  std::map<int64_t, Orphan> orphans_;         // adopted jobs, by id (rebuilt after a restart)
   std::unique_ptr<Collector> collector_;
 };
 

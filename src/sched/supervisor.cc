@@ -1,19 +1,25 @@
 // How a queued job runs.
 //
 //   daemon --fork--> intermediate --fork--> supervisor --fork--> job
-//                    (setsid; exits at once)   |                  (setgid, initgroups,
-//                                              |                   setuid, chdir, open log,
-//   the daemon reaps the intermediate;         |                   exec argv)
-//   the supervisor is re-parented to init      waits for the job; SIGTERM = cancel;
-//   (or a subreaper), so it outlives the       time limit; writes the outcome to the db
-//   daemon.
+//                    (setsid; exits at once)   |                  (own process group;
+//                                              |                   waits at a barrier, then
+//   the daemon reaps the intermediate;         |                   setgid, initgroups, setuid,
+//   the supervisor is re-parented to init      |                   chdir, open log, exec argv)
+//   (or a subreaper), so it outlives the       waits for the job; SIGTERM = cancel;
+//   daemon.                                    time limit; writes the outcome to the db
 //
-// The supervisor sends its pid back over a pipe and then waits at a barrier until the
-// daemon has recorded it in the job's lease (Go()). If the daemon dies first, the barrier
-// closes and the supervisor exits without starting the job: no job runs without a lease,
-// and a job that never started can be queued again safely. Once the supervisor has moved
-// the job to "running" in the db, it owns the outcome: the daemon never starts that job
-// again (compare-and-set on the job's state), whatever happens to either process.
+// Two barriers keep every process that may touch a GPU named in the job's lease before it
+// runs. The supervisor sends its pid back over a pipe and waits until the daemon has put it
+// in a lease (Go()); if the daemon dies first, the barrier closes and the supervisor exits
+// without starting the job: a job that never started can be queued again safely. The
+// supervisor then forks the job, which waits at a second barrier while the supervisor adds
+// its pid and start time to the lease (LeaseStore::AddProcesses) and moves the job to
+// "running"; only then may the job exec. If the supervisor dies before that, the job reads
+// EOF and exits without running. From then on the lease lives as long as the supervisor or
+// the job's leader lives: kill -9 of the supervisor leaves the GPUs taken by the job, and
+// the daemon adopts it (daemon.cc, Reconcile). Once the supervisor has moved the job to
+// "running", it owns the outcome while it lives: the daemon never starts that job again
+// (compare-and-set on the job's state, checked against sched::CheckTransition's table).
 #include "sched/supervisor.h"
 
 #include <errno.h>
@@ -28,6 +34,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "sched/job_state.h"
 #include "store/job_store.h"
 #include "store/lease_store.h"
 #include "store/proc_liveness.h"
@@ -70,11 +77,19 @@ bool WriteAll(int fd, const void* data, size_t n) {
   return true;
 }
 
-// In the job's process: become the owner, then open the log (so it is theirs and cannot be
-// used to write where they may not), then exec. Errors go to the log if it is open.
-[[noreturn]] void JobMain(const SupervisorSpec& spec) {
+// In the job's process: wait until the supervisor has recorded us in the lease, become the
+// owner, then open the log (so it is theirs and cannot be used to write where they may
+// not), then exec. Errors go to the log if it is open.
+[[noreturn]] void JobMain(const SupervisorSpec& spec, int gate_read) {
   const model::Job& job = spec.job;
   setpgid(0, 0);
+  char go = 0;
+  ssize_t got;
+  do {
+    got = read(gate_read, &go, 1);
+  } while (got < 0 && errno == EINTR);
+  if (got != 1) _exit(125);  // the supervisor is gone or gave up: never run unrecorded
+  close(gate_read);
   signal(SIGTERM, SIG_DFL);
   signal(SIGUSR1, SIG_DFL);
   signal(SIGINT, SIG_DFL);
@@ -135,9 +150,13 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
 
   store::JobStoreOptions options;
   options.busy_timeout = std::chrono::milliseconds(60000);
+  options.check_transition = CheckTransition;  // the same table as the daemon's
   auto jobs = store::JobStore::Open(state_db, options);
   if (!jobs) _exit(1);
-  auto leases = store::LeaseStore::Open(state_db);
+  store::LeaseStoreOptions lease_options;
+  lease_options.busy_timeout = std::chrono::milliseconds(60000);
+  auto leases = store::LeaseStore::Open(state_db, lease_options);
+  if (!leases) _exit(1);  // the job would run unrecorded; the daemon queues it again
   auto stored = (*jobs)->Get(job_id);
   if (!stored || !*stored) _exit(1);
   SupervisorSpec spec;
@@ -146,6 +165,58 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
   spec.extra_env = std::move(extra_env);
   spec.grace_ms = grace_ms;
   const model::Job& job = spec.job;
+  auto give_up = [&](const std::string& why) {
+    store::JobStore::Update failed;
+    failed.ended_unix_ms = NowMs();
+    failed.reason = why;
+    (void)(*jobs)->Transition(job.id, model::JobState::kStarting, model::JobState::kFailed, failed);
+    (void)(*leases)->Release(lease_id);
+    _exit(1);
+  };
+
+  // The job is forked first and held at its own barrier (`gate`) until its pid is in the
+  // lease and the job is running in the db. It must not inherit our cancel handler: hold
+  // SIGTERM across the fork; the job resets it to the default and unblocks it (a pending
+  // one then ends it, as it should).
+  int gate[2];
+  if (pipe2(gate, O_CLOEXEC) != 0) give_up(std::string("could not start the job: pipe: ") + strerror(errno));
+  sigset_t term, old;
+  sigemptyset(&term);
+  sigaddset(&term, SIGTERM);
+  sigaddset(&term, SIGUSR1);
+  sigprocmask(SIG_BLOCK, &term, &old);
+  pid_t child = fork();
+  if (child == 0) {
+    close(gate[1]);
+    JobMain(spec, gate[0]);
+  }
+  int fork_errno = errno;
+  sigprocmask(SIG_SETMASK, &old, nullptr);
+  close(gate[0]);
+  if (child < 0) {
+    close(gate[1]);
+    give_up(std::string("could not start the job: fork: ") + strerror(fork_errno));
+  }
+  // SIGCHLD stays blocked so the wait below wakes the moment the job exits.
+  sigset_t chld;
+  sigemptyset(&chld);
+  sigaddset(&chld, SIGCHLD);
+  sigprocmask(SIG_BLOCK, &chld, nullptr);
+  setpgid(child, child);  // also done by the child; signals below go to the whole group
+  auto abandon = [&]() {  // the job reads EOF at its barrier and exits without running
+    close(gate[1]);
+    int ignored = 0;
+    waitpid(child, &ignored, 0);
+  };
+  auto job_process = store::CurrentLeaseProcess(child);
+  if (!job_process) {
+    abandon();
+    give_up("the job's process vanished before it started");
+  }
+  if (Status added = (*leases)->AddProcesses(lease_id, {*job_process}); !added) {
+    abandon();
+    give_up("could not record the job's process in its lease: " + added.error().message);
+  }
   auto self = store::CurrentLeaseProcess(getpid());
   store::JobStore::Update running;
   running.lease_id = lease_id;
@@ -156,27 +227,14 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
   auto moved = (*jobs)->Transition(job.id, model::JobState::kStarting, model::JobState::kRunning, running);
   if (!moved) {
     // Cancelled or taken over meanwhile: never start it.
-    if (leases) (void)(*leases)->Release(lease_id);
+    abandon();
+    (void)(*leases)->Release(lease_id);
     _exit(0);
   }
-
   const int64_t started = NowMs();
-  // The job must not inherit our cancel handler: hold SIGTERM across the fork; the job
-  // resets it to the default and unblocks it (a pending one then ends it, as it should).
-  sigset_t term, old;
-  sigemptyset(&term);
-  sigaddset(&term, SIGTERM);
-  sigaddset(&term, SIGUSR1);
-  sigprocmask(SIG_BLOCK, &term, &old);
-  pid_t child = fork();
-  if (child == 0) JobMain(spec);
-  sigprocmask(SIG_SETMASK, &old, nullptr);
-  // SIGCHLD stays blocked so the wait below wakes the moment the job exits.
-  sigset_t chld;
-  sigemptyset(&chld);
-  sigaddset(&chld, SIGCHLD);
-  sigprocmask(SIG_BLOCK, &chld, nullptr);
-  setpgid(child, child);  // also done by the child; signals below go to the whole group
+  const char go = 'g';
+  WriteAll(gate[1], &go, 1);  // if the job is gone already, the wait below says how it ended
+  close(gate[1]);
   int status = 0;
   bool cancelled = false, timed_out = false, gpu_lost = false, signalled = false;
   int64_t kill_at = 0;
@@ -240,7 +298,7 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
   (void)(*jobs)->Transition(job.id, model::JobState::kRunning, final_state, outcome);
   double gpu_seconds = (ended - started) / 1000.0 * static_cast<double>(std::max<size_t>(1, job.gpu_uuids.size()));
   (void)(*jobs)->AddUsage(job.uid, gpu_seconds, ended);
-  if (leases) (void)(*leases)->Release(lease_id);
+  (void)(*leases)->Release(lease_id);
   return 0;
 }
 

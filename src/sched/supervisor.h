@@ -2,7 +2,10 @@
 // (double fork + setsid), so that stopping, upgrading or kill -9 of the daemon neither
 // kills nor loses a running job. It drops privileges to the job's owner before opening the
 // log or exec'ing, enforces the time limit, forwards cancellation (SIGTERM to the
-// supervisor), and writes the job's outcome into the state db itself.
+// supervisor), and writes the job's outcome into the state db itself (every state change
+// through JobStore::Transition, checked against sched::CheckTransition). The job's own pid
+// goes into the job's lease before the job may run, so the job's GPUs stay taken while the
+// job lives even if the supervisor is killed (the daemon then adopts the job).
 // LaunchSupervisor is called from the daemon's single thread.
 #pragma once
 
@@ -46,8 +49,10 @@ class PendingSupervisor {
 Result<std::unique_ptr<PendingSupervisor>> LaunchSupervisor(const SupervisorSpec& spec,
                                                             const std::string& gpuman_exe);
 
-/// The body of `gpuman __supervise`: waits at the barrier (`go_fd`), records the running
-/// state, runs the job as its owner, records the outcome. Returns the process exit code.
+/// The body of `gpuman __supervise`: waits at the barrier (`go_fd`), forks the job held at a
+/// barrier of its own, adds the job's pid and start time to the lease, records the running
+/// state, lets the job exec as its owner, waits, records the outcome and releases the
+/// lease. Returns the process exit code.
 int RunSupervisor(const std::string& state_db, int64_t job_id, int go_fd, std::vector<std::string> extra_env,
                   int grace_ms);
 

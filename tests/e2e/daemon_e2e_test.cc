@@ -11,11 +11,13 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <thread>
 
 #include "base/strings.h"
 #include "e2e/e2e_util.h"
+#include "store/proc_liveness.h"
 
 namespace gpuman::e2e {
 namespace {
@@ -265,6 +267,123 @@ TEST_F(DaemonE2E, GpuLostWhileJobsRun) {
   }
   EXPECT_TRUE(restarted) << Show(again).dump();
   EXPECT_EQ(Gpuman({"cancel", std::to_string(again)}).exit_code, 0);
+}
+
+// A job that writes its pid (its process group's id) to `pid_file`, then sleeps.
+std::vector<std::string> PidThenSleep(const std::string& pid_file, std::vector<std::string> options) {
+  options.insert(options.end(), {"--", "sh", "-c", "echo $$ > \"$1.tmp\"; mv \"$1.tmp\" \"$1\"; sleep 60", "sh", pid_file});
+  return options;
+}
+
+int ReadPid(const std::string& pid_file) {
+  for (int i = 0; i < 1200; ++i) {
+    int pid = 0;
+    std::ifstream in(pid_file);
+    if (in >> pid && pid > 0) return pid;
+    usleep(50000);
+  }
+  return 0;
+}
+
+// kill -9 of a running job's supervisor: the daemon adopts the job. Its GPUs stay taken
+// while a process of it lives, across a kill -9 and restart of the daemon too; once it is
+// gone the job is recorded failed with an unknown exit status, and the next job starts.
+TEST_F(DaemonE2E, AJobWhoseSupervisorDiedKeepsItsGpusWhileItLives) {
+  const std::string pid_file = dir_.Join("a.pid"), marker = dir_.Join("b.ran");
+  int64_t a = Submit(PidThenSleep(pid_file, {"-n", "8"}));
+  ASSERT_TRUE(WaitForState(a, "running"));
+  int64_t b = Submit({"-n", "8", "--", "touch", marker});
+  const int leader = ReadPid(pid_file);
+  ASSERT_GT(leader, 0) << "job A did not start";
+  json shown = Show(a);
+  ASSERT_TRUE(shown["supervisor_pid"].is_number()) << shown.dump();
+  const int supervisor = shown["supervisor_pid"];
+  ASSERT_EQ(kill(supervisor, SIGKILL), 0);
+
+  auto holds = [&](int ms, const std::string& when) {
+    bool adopted = false;
+    for (int waited = 0; waited < ms; waited += 100) {
+      json ja = Show(a), jb = Show(b);
+      EXPECT_EQ(ja["state"], "running") << when << ": " << ja.dump();
+      EXPECT_EQ(jb["state"], "queued") << when << ": B must not get A's GPUs while A lives: " << jb.dump();
+      adopted = adopted || ja["reason"].get<std::string>().find("its supervisor died") != std::string::npos;
+      usleep(100000);
+    }
+    EXPECT_TRUE(adopted) << when << ": A's state says what happened: " << Show(a).dump();
+    EXPECT_TRUE(store::ProcessStartTicks(leader).has_value()) << when << ": A's process still runs";
+    EXPECT_FALSE(std::ifstream(marker).good()) << when << ": B never ran";
+  };
+  holds(3000, "after kill -9 of A's supervisor");
+  StopDaemon(SIGKILL);
+  StartDaemon();
+  holds(2000, "after kill -9 and restart of the daemon");
+
+  ASSERT_EQ(kill(-leader, SIGKILL), 0);  // A's whole process group
+  ASSERT_TRUE(WaitForState(b, "succeeded")) << Show(b).dump();
+  EXPECT_TRUE(std::ifstream(marker).good());
+  json ended = Show(a);
+  EXPECT_EQ(ended["state"], "failed");
+  EXPECT_TRUE(ended["exit_code"].is_null()) << ended.dump();
+  EXPECT_NE(ended["reason"].get<std::string>().find("its supervisor died; the job ran until "), std::string::npos)
+      << ended.dump();
+  EXPECT_NE(ended["reason"].get<std::string>().find("exit status unknown"), std::string::npos) << ended.dump();
+}
+
+// An adopted job still ends at its time limit: the daemon sends SIGTERM to its process
+// group and, since this job ignores it, SIGKILL after the grace period (10 s). Until then
+// the next job waits: the GPUs are not handed out while a process of the job lives.
+TEST_F(DaemonE2E, AnAdoptedJobStillEndsAtItsTimeLimit) {
+  const std::string pid_file = dir_.Join("a.pid"), marker = dir_.Join("b.ran");
+  int64_t a = Submit({"-n", "8", "--time-limit", "5s", "--", "sh", "-c",
+                      "trap '' TERM; echo $$ > \"$1.tmp\"; mv \"$1.tmp\" \"$1\"; sleep 60", "sh", pid_file});
+  ASSERT_TRUE(WaitForState(a, "running"));
+  const int leader = ReadPid(pid_file);
+  ASSERT_GT(leader, 0);
+  ASSERT_EQ(kill(Show(a)["supervisor_pid"].get<int>(), SIGKILL), 0);
+  int64_t b = Submit({"-n", "8", "--", "touch", marker});
+  bool ending = false;
+  for (int i = 0; i < 300 && !ending; ++i) {
+    ending = Show(a)["reason"].get<std::string>().find("ending the job (ran past its time limit)") != std::string::npos;
+    if (!ending) usleep(50000);
+  }
+  ASSERT_TRUE(ending) << Show(a).dump();
+  const auto term_sent = std::chrono::steady_clock::now();
+  for (int i = 0; i < 50; ++i) {  // 5 s of the grace period
+    EXPECT_EQ(Show(a)["state"], "running");
+    EXPECT_EQ(Show(b)["state"], "queued") << "A's process ignores SIGTERM and still lives";
+    usleep(100000);
+  }
+  EXPECT_TRUE(store::ProcessStartTicks(leader).has_value()) << "A ignores SIGTERM";
+  ASSERT_TRUE(WaitForState(a, "timed_out", 30000)) << Show(a).dump();
+  EXPECT_GE(std::chrono::steady_clock::now() - term_sent, std::chrono::seconds(8)) << "SIGKILL only after the grace";
+  EXPECT_NE(Show(a)["reason"].get<std::string>().find("its supervisor had died"), std::string::npos) << Show(a).dump();
+  EXPECT_FALSE(store::ProcessStartTicks(leader).has_value()) << "the daemon ended A's process";
+  ASSERT_TRUE(WaitForState(b, "succeeded")) << Show(b).dump();
+  auto leases = Gpuman({"--simulate", scenario_, "leases", "--json"});
+  EXPECT_EQ(leases.exit_code, 0) << leases.err;
+  EXPECT_TRUE(json::parse(leases.out)["leases"].empty()) << "every lease is released: " << leases.out;
+}
+
+// Cancel of an adopted job (no supervisor to tell): the daemon ends its process group.
+// Enabled once the cancel handler calls Daemon::EndOrphanedJob (see daemon.h).
+TEST_F(DaemonE2E, DISABLED_CancelOfAnAdoptedJobEndsItsProcesses) {
+  const std::string pid_file = dir_.Join("a.pid");
+  int64_t a = Submit(PidThenSleep(pid_file, {"-n", "8"}));
+  ASSERT_TRUE(WaitForState(a, "running"));
+  const int leader = ReadPid(pid_file);
+  ASSERT_GT(leader, 0);
+  ASSERT_EQ(kill(Show(a)["supervisor_pid"].get<int>(), SIGKILL), 0);
+  bool adopted = false;
+  for (int i = 0; i < 200 && !adopted; ++i) {
+    adopted = Show(a)["reason"].get<std::string>().find("its supervisor died") != std::string::npos;
+    if (!adopted) usleep(50000);
+  }
+  ASSERT_TRUE(adopted) << Show(a).dump();
+  auto cancelled = Gpuman({"cancel", std::to_string(a)});
+  EXPECT_EQ(cancelled.exit_code, 0) << cancelled.err;
+  ASSERT_TRUE(WaitForState(a, "cancelled", 30000)) << Show(a).dump();
+  EXPECT_NE(Show(a)["reason"].get<std::string>().find("cancelled by "), std::string::npos) << Show(a).dump();
+  EXPECT_FALSE(store::ProcessStartTicks(leader).has_value()) << "the daemon ended A's process";
 }
 
 TEST_F(DaemonE2E, SecondDaemonOnTheSameSocketIsRefused) {

@@ -172,6 +172,63 @@ TEST_F(SupervisorTest, CancelAndTimeLimit) {
   EXPECT_EQ(timed_out.state, model::JobState::kTimedOut);
 }
 
+// The job's own pid (with its start time) is in the lease before the job runs: the first
+// thing the job does is write its pid, and by then the lease names it.
+TEST_F(SupervisorTest, TheJobsPidIsInTheLeaseBeforeItRuns) {
+  const std::string pid_file = dir_.Join("pid");
+  auto job = Starting({"sh", "-c", "echo $$ > " + pid_file + ".tmp; mv " + pid_file + ".tmp " + pid_file + "; exec sleep 30"});
+  auto sup = Launch(job);
+  int pid = 0;
+  for (int i = 0; i < 500 && pid == 0; ++i) {
+    std::ifstream in(pid_file);
+    if (!(in >> pid)) pid = 0;
+    if (pid == 0) usleep(20000);
+  }
+  ASSERT_GT(pid, 0) << "the job did not start";
+  auto running = jobs_->Get(job.id);
+  ASSERT_TRUE(running.has_value() && *running);
+  ASSERT_TRUE((*running)->lease_id.has_value());
+  auto lease = leases_->Get(*(*running)->lease_id);
+  ASSERT_TRUE(lease.has_value() && *lease);
+  auto start = store::ProcessStartTicks(pid);
+  ASSERT_TRUE(start.has_value());
+  std::vector<model::LeaseProcess> expected = {{sup->pid(), *store::ProcessStartTicks(sup->pid())},
+                                               {pid, *start}};
+  EXPECT_EQ((*lease)->processes, expected) << "the supervisor, then the job's leader";
+  EXPECT_EQ(getpgid(pid), pid) << "the job leads its own process group";
+  kill(sup->pid(), SIGTERM);
+  EXPECT_EQ(WaitFinal(job.id).state, model::JobState::kCancelled);
+}
+
+// kill -9 of the supervisor: the lease stays alive for as long as the job does.
+TEST_F(SupervisorTest, AfterTheSupervisorIsKilledTheLeaseLivesWithTheJob) {
+  const std::string pid_file = dir_.Join("pid");
+  auto job = Starting({"sh", "-c", "echo $$ > " + pid_file + ".tmp; mv " + pid_file + ".tmp " + pid_file + "; exec sleep 30"});
+  auto sup = Launch(job);
+  int pid = 0;
+  for (int i = 0; i < 500 && pid == 0; ++i) {
+    std::ifstream in(pid_file);
+    if (!(in >> pid)) pid = 0;
+    if (pid == 0) usleep(20000);
+  }
+  ASSERT_GT(pid, 0) << "the job did not start";
+  ASSERT_EQ(kill(sup->pid(), SIGKILL), 0);
+  for (int i = 0; i < 250 && store::ProcessStartTicks(sup->pid()); ++i) usleep(20000);
+  ASSERT_FALSE(store::ProcessStartTicks(sup->pid()).has_value()) << "the supervisor is gone";
+  auto live = leases_->List(store::ProcLivenessCheck());
+  ASSERT_TRUE(live.has_value());
+  EXPECT_EQ(live->size(), 1u) << "the job still runs, so its GPUs stay taken";
+  EXPECT_EQ((*jobs_->Get(job.id))->state, model::JobState::kRunning);
+  kill(-pid, SIGKILL);
+  bool stale = false;
+  for (int i = 0; i < 250 && !stale; ++i) {
+    auto now = leases_->List(store::ProcLivenessCheck());
+    stale = now.has_value() && now->empty();
+    if (!stale) usleep(20000);
+  }
+  EXPECT_TRUE(stale) << "with the job gone too, nothing holds the lease";
+}
+
 TEST_F(SupervisorTest, MissingCommandFailsWith127) {
   auto job = Starting({"/nonexistent/cmd"});
   auto sup = Launch(job);
