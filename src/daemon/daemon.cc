@@ -659,12 +659,8 @@ Reply Daemon::Handle(const Peer& peer, const protocol::Request& request) {
             update.reason = "cancelled by " + peer.user;
             changed = jobs_->Transition(job_id, job->state, model::JobState::kCancelled, update);
           } else if (job->state == model::JobState::kRunning || job->state == model::JobState::kStarting) {
-            // The supervisor ends the job and records "cancelled".
-            if (IsSameLiveProcess(job->supervisor_pid, job->supervisor_start_ticks)) {
-              kill(*job->supervisor_pid, SIGTERM);
-            } else {
-              changed = MakeError(ErrorCode::kConflict, "job " + std::to_string(job_id) + " is starting; try again");
-            }
+            // The supervisor ends the job and records "cancelled"; without one, the daemon does.
+            if (Status ended = EndOrphanedJob(*job, peer.user); !ended) changed = ended.error();
           } else {
             changed = MakeError(ErrorCode::kConflict, "job " + std::to_string(job_id) + " is already " +
                                                           model::JobStateName(job->state));

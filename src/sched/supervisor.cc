@@ -163,6 +163,8 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
   spec.job = **stored;
   spec.state_db = state_db;
   spec.extra_env = std::move(extra_env);
+  // A `gpuman run` or `select` inside the job works within the job's GPUs (a nested lease).
+  spec.extra_env.push_back("GPUMAN_LEASE_ID=" + std::to_string(lease_id));
   spec.grace_ms = grace_ms;
   const model::Job& job = spec.job;
   auto give_up = [&](const std::string& why) {

@@ -229,6 +229,24 @@ TEST_F(AuthorityE2E, ReleaseOfARunningJobsLeaseIsRefused) {
   EXPECT_EQ(Gpuman({"cancel", std::to_string(job)}, d).exit_code, 0);
 }
 
+// Inside a queue job, `gpuman run` works within the job's GPUs (GPUMAN_LEASE_ID of the job).
+TEST_F(AuthorityE2E, NestedRunInsideAJob) {
+  StartDaemon();
+  const std::map<std::string, std::string> d = {{"GPUMAN_SOCKET", socket_}};
+  const std::string log = dir_.Join("nested.log");
+  auto sub = Gpuman({"submit", "-n", "2", "--output", log, "--", "/bin/sh", "-c",
+                     "echo job=$CUDA_VISIBLE_DEVICES; " + kGpuman + " run -q -n 1 -- printenv CUDA_VISIBLE_DEVICES"},
+                    d);
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  const int64_t job = std::stoll(std::string(Trim(sub.out)));
+  ASSERT_TRUE(WaitForState(job, "succeeded")) << Slurp(log);
+  auto lines = Split(Trim(Slurp(log)), '\n');
+  ASSERT_EQ(lines.size(), 2u) << Slurp(log);
+  auto gpus = Split(lines[0].substr(4), ',');
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_TRUE(lines[1] == gpus[0] || lines[1] == gpus[1]) << Slurp(log);
+}
+
 // `submit` honours the selection options `run` honours, and `show` says what was asked.
 TEST_F(AuthorityE2E, SubmitHonoursGpusAndExclude) {
   StartDaemon();

@@ -366,7 +366,7 @@ TEST_F(DaemonE2E, AnAdoptedJobStillEndsAtItsTimeLimit) {
 
 // Cancel of an adopted job (no supervisor to tell): the daemon ends its process group.
 // Enabled once the cancel handler calls Daemon::EndOrphanedJob (see daemon.h).
-TEST_F(DaemonE2E, DISABLED_CancelOfAnAdoptedJobEndsItsProcesses) {
+TEST_F(DaemonE2E, CancelOfAnAdoptedJobEndsItsProcesses) {
   const std::string pid_file = dir_.Join("a.pid");
   int64_t a = Submit(PidThenSleep(pid_file, {"-n", "8"}));
   ASSERT_TRUE(WaitForState(a, "running"));
