@@ -7,6 +7,7 @@
 
 #include "cli/acquire.h"
 #include "cli/exit_codes.h"
+#include "devices/process_inspector.h"
 #include "render/explain_view.h"
 #include "render/topo_view.h"
 #include "visibility/resolver.h"
@@ -85,6 +86,7 @@ int RunExplain(const ExplainArgs& args, Context& ctx) {
     // The doctor case: still explain the variables, and say why there are no GPUs.
     report = visibility::ExplainWithoutDriver(env, snap.error().message);
   } else {
+    devices::EnrichProcesses(*snap, ctx.Inspector());  // who owns each GPU process
     visibility::ResolveOptions options;
     options.current_uid = getuid();
     // Everyone's leases (the daemon's table when one runs): a GPU leased to someone else
