@@ -1,7 +1,7 @@
 // End-to-end: `gpuman explain` warns when a GPU it would expose is leased to another user
 // or runs another user's process, never about the caller's own lease, and turns an
 // unreadable lease table into one note (docs/visibility.md). The lease case needs root:
-// a throwaway user takes the lease in a shared GPUMAN_STATE_DIR.
+// a throwaway user takes the lease in a shared machine lease table (GPUMAN_LEASE_DIR).
 #include <sys/stat.h>
 
 #include <regex>
@@ -24,8 +24,9 @@ std::vector<json> WarningsWithCode(const json& doc, const std::string& code) {
 
 class ExplainOthersE2E : public ::testing::Test {
  protected:
+  // No GPUMAN_SOCKET: a named socket that does not answer is an error (the daemon is
+  // expected); without one, no daemon means the machine lease table.
   testing::RunResult Gpuman(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
-    env.emplace("GPUMAN_SOCKET", state_.Join("no-daemon.sock"));
     return RunGpuman(state_.path(), std::move(args), env);
   }
   TempDir state_;
@@ -58,8 +59,8 @@ TEST_F(ExplainOthersE2E, AnotherUsersProcessOnAVisibleGpu) {
 
 TEST_F(ExplainOthersE2E, AnUnreadableLeaseTableIsOneNote) {
   const std::string not_a_dir = state_.Write("file", "not a directory");
-  auto r = RunGpuman(not_a_dir, {"--simulate", "a100-4", "explain", "--json"},
-                     {{"GPUMAN_SOCKET", state_.Join("no-daemon.sock")}});
+  auto r = RunGpuman(state_.path(), {"--simulate", "a100-4", "explain", "--json"},
+                     {{"GPUMAN_LEASE_DIR", not_a_dir}});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.err, "");
   json doc = json::parse(r.out);
@@ -68,7 +69,8 @@ TEST_F(ExplainOthersE2E, AnUnreadableLeaseTableIsOneNote) {
   EXPECT_EQ(note.rfind("leases not checked (", 0), 0u) << note;
   EXPECT_NE(note.find("): a GPU leased to another user is not warned about"), std::string::npos) << note;
   EXPECT_EQ(doc["visible"].size(), 4u) << "everything else is still explained";
-  auto text = RunGpuman(not_a_dir, {"--simulate", "a100-4", "explain"}, {{"GPUMAN_SOCKET", state_.Join("none.sock")}});
+  auto text = RunGpuman(state_.path(), {"--simulate", "a100-4", "explain"},
+                        {{"GPUMAN_LEASE_DIR", not_a_dir}});
   EXPECT_EQ(text.exit_code, 0);
   EXPECT_NE(text.out.find("\nNotes:\n  - leases not checked ("), std::string::npos) << text.out;
 }
@@ -77,12 +79,17 @@ TEST_F(ExplainOthersE2E, AnotherUsersLeaseIsWarnedTheOwnersIsNot) {
   if (getuid() != 0) GTEST_SKIP() << "needs root to create a user";
   auto bob = EnsureUser("gpumanvic");
   if (!bob) GTEST_SKIP() << "useradd is not available";
-  TempDir shared;  // one GPUMAN_STATE_DIR for both users
-  chmod(shared.path().c_str(), 0777);
+  // A shared machine lease table, as /run/gpuman/leases: root's 0755 directory, set up by
+  // a first root command.
+  TempDir shared;
+  chmod(shared.path().c_str(), 0755);
+  const std::map<std::string, std::string> root_env = {{"GPUMAN_LEASE_DIR", shared.path()}};
+  auto setup = RunGpuman(state_.path(), {"--simulate", "a100-4", "leases"}, root_env);
+  ASSERT_EQ(setup.exit_code, 0) << setup.err;
   TempDir home;
   chmod(home.path().c_str(), 0777);
-  auto env = UserEnv(*bob, home.path(), shared.path());
-  env["GPUMAN_SOCKET"] = shared.Join("no-daemon.sock");
+  auto env = UserEnv(*bob, home.path(), home.Join("state"));
+  env["GPUMAN_LEASE_DIR"] = shared.path();
   auto probe = RunAs(*bob, {kGpuman, "--version"}, env);
   if (probe.exit_code != 0) GTEST_SKIP() << "the test user cannot run " << kGpuman << ": " << probe.err;
 
@@ -108,10 +115,10 @@ TEST_F(ExplainOthersE2E, AnotherUsersLeaseIsWarnedTheOwnersIsNot) {
   EXPECT_EQ(own_doc["visible"][0]["leased_to_uids"], json::array());
   EXPECT_EQ(own_doc["notes"], json::array()) << own.out;
 
-  // Root, in the same state directory: bob's lease on that GPU is.
-  auto root = RunGpuman(shared.path(), {"--simulate", "a100-4", "explain", "--json", "--env",
+  // Root, on the same machine lease table: bob's lease on that GPU is.
+  auto root = RunGpuman(state_.path(), {"--simulate", "a100-4", "explain", "--json", "--env",
                                         "CUDA_VISIBLE_DEVICES=" + uuid},
-                        {{"GPUMAN_SOCKET", shared.Join("no-daemon.sock")}});
+                        root_env);
   ASSERT_EQ(root.exit_code, 0) << root.err;
   json doc = json::parse(root.out);
   auto leased = WarningsWithCode(doc, "leased_to_other");
@@ -128,9 +135,9 @@ TEST_F(ExplainOthersE2E, AnotherUsersLeaseIsWarnedTheOwnersIsNot) {
 
   auto rel = RunAs(*bob, {kGpuman, "--simulate", "a100-4", "release", lease_id}, env);
   EXPECT_EQ(rel.exit_code, 0) << rel.err;
-  auto after = RunGpuman(shared.path(), {"--simulate", "a100-4", "explain", "--json", "--env",
+  auto after = RunGpuman(state_.path(), {"--simulate", "a100-4", "explain", "--json", "--env",
                                          "CUDA_VISIBLE_DEVICES=" + uuid},
-                         {{"GPUMAN_SOCKET", shared.Join("no-daemon.sock")}});
+                         root_env);
   EXPECT_TRUE(WarningsWithCode(json::parse(after.out), "leased_to_other").empty()) << after.out;
 }
 

@@ -131,6 +131,18 @@ TEST_F(SocketTrustE2E, APlantedUserSocketIsRefusedAndGetsNothing) {
   auto named = RunAs(*victim_, {kGpuman, "submit", "--", "true"}, env);
   EXPECT_EQ(named.exit_code, 5) << named.err;
   EXPECT_EQ(named.err, expected);
+  // Lease commands refuse too (the machine's daemon is expected there: no other table).
+  auto run = RunAs(*victim_, {kGpuman, "--simulate", "a100-4", "run", "--", "true"}, Env());
+  EXPECT_EQ(run.exit_code, 5) << run.err;
+  EXPECT_EQ(run.err.rfind(expected.substr(0, expected.size() - 1), 0), 0u) << run.err;
+  // explain never fails for it: the leases it could not read are one note.
+  auto explain = RunAs(*victim_, {kGpuman, "--simulate", "a100-4", "explain", "--json"}, Env());
+  EXPECT_EQ(explain.exit_code, 0) << explain.err;
+  auto doc = nlohmann::json::parse(explain.out, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << explain.out;
+  ASSERT_EQ(doc["notes"].size(), 1u) << explain.out;
+  EXPECT_NE(doc["notes"][0].get<std::string>().find("refusing the daemon socket " + planted_dir_), std::string::npos)
+      << explain.out;
   auto [connections, bytes] = planted.Stop();
   EXPECT_EQ(connections, 0) << "the victim's client never connected to mallory's socket";
   EXPECT_EQ(bytes, 0);
