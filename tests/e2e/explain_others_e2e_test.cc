@@ -6,7 +6,8 @@
 
 #include <regex>
 
-#include "e2e/as_user.h"
+#include "e2e/user_env.h"
+#include "e2e/users.h"
 
 namespace gpuman::e2e {
 namespace {
@@ -77,7 +78,7 @@ TEST_F(ExplainOthersE2E, AnUnreadableLeaseTableIsOneNote) {
 
 TEST_F(ExplainOthersE2E, AnotherUsersLeaseIsWarnedTheOwnersIsNot) {
   if (getuid() != 0) GTEST_SKIP() << "needs root to create a user";
-  auto bob = EnsureUser("gpumanvic");
+  auto bob = EnsureTestUser("gpumanvic");
   if (!bob) GTEST_SKIP() << "useradd is not available";
   // A shared machine lease table, as /run/gpuman/leases: root's 0755 directory, set up by
   // a first root command.
@@ -90,11 +91,11 @@ TEST_F(ExplainOthersE2E, AnotherUsersLeaseIsWarnedTheOwnersIsNot) {
   chmod(home.path().c_str(), 0777);
   auto env = UserEnv(*bob, home.path(), home.Join("state"));
   env["GPUMAN_LEASE_DIR"] = shared.path();
-  auto probe = RunAs(*bob, {kGpuman, "--version"}, env);
+  auto probe = RunAsUser(*bob, {kGpuman, "--version"}, env);
   if (probe.exit_code != 0) GTEST_SKIP() << "the test user cannot run " << kGpuman << ": " << probe.err;
 
   // Bob's lease lives as long as its holder, gpuman's parent: this test process.
-  auto sel = RunAs(*bob, {kGpuman, "--simulate", "a100-4", "select", "--lease", "-n", "1", "--format", "env"}, env);
+  auto sel = RunAsUser(*bob, {kGpuman, "--simulate", "a100-4", "select", "--lease", "-n", "1", "--format", "env"}, env);
   ASSERT_EQ(sel.exit_code, 0) << sel.err;
   std::smatch m;
   ASSERT_TRUE(std::regex_search(sel.out, m, std::regex("CUDA_VISIBLE_DEVICES=(GPU-[0-9a-f-]+)"))) << sel.out;
@@ -107,7 +108,7 @@ TEST_F(ExplainOthersE2E, AnotherUsersLeaseIsWarnedTheOwnersIsNot) {
   auto own_env = env;
   own_env["CUDA_VISIBLE_DEVICES"] = uuid;
   own_env["GPUMAN_LEASE_ID"] = lease_id;
-  auto own = RunAs(*bob, {kGpuman, "--simulate", "a100-4", "explain", "--json"}, own_env);
+  auto own = RunAsUser(*bob, {kGpuman, "--simulate", "a100-4", "explain", "--json"}, own_env);
   ASSERT_EQ(own.exit_code, 0) << own.err;
   json own_doc = json::parse(own.out);
   ASSERT_EQ(own_doc["visible"].size(), 1u) << own.out;
@@ -133,7 +134,7 @@ TEST_F(ExplainOthersE2E, AnotherUsersLeaseIsWarnedTheOwnersIsNot) {
       << message;
   EXPECT_EQ(doc["visible"][0]["leased_to_uids"], json::array({bob->pw_uid}));
 
-  auto rel = RunAs(*bob, {kGpuman, "--simulate", "a100-4", "release", lease_id}, env);
+  auto rel = RunAsUser(*bob, {kGpuman, "--simulate", "a100-4", "release", lease_id}, env);
   EXPECT_EQ(rel.exit_code, 0) << rel.err;
   auto after = RunGpuman(state_.path(), {"--simulate", "a100-4", "explain", "--json", "--env",
                                          "CUDA_VISIBLE_DEVICES=" + uuid},

@@ -10,7 +10,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "e2e/as_user.h"
+#include "e2e/user_env.h"
+#include "e2e/users.h"
 
 namespace gpuman::e2e {
 namespace {
@@ -90,11 +91,11 @@ class SocketTrustE2E : public ::testing::Test {
  protected:
   void SetUp() override {
     if (getuid() != 0) GTEST_SKIP() << "needs root to create users";
-    mallory_ = EnsureUser("gpumanmal");
-    victim_ = EnsureUser("gpumanvic");
+    mallory_ = EnsureTestUser("gpumanmal");
+    victim_ = EnsureTestUser("gpumanvic");
     if (!mallory_ || !victim_) GTEST_SKIP() << "useradd is not available";
     chmod(home_.path().c_str(), 0777);
-    auto probe = RunAs(*victim_, {kGpuman, "--version"}, Env());
+    auto probe = RunAsUser(*victim_, {kGpuman, "--version"}, Env());
     if (probe.exit_code != 0) GTEST_SKIP() << "the test users cannot run " << kGpuman << ": " << probe.err;
     planted_dir_ = "/tmp/gpuman-" + std::to_string(victim_->pw_uid);
     std::error_code ec;
@@ -118,25 +119,25 @@ TEST_F(SocketTrustE2E, APlantedUserSocketIsRefusedAndGetsNothing) {
   const std::string expected = "gpuman: error: refusing the daemon socket " + planted_dir_ +
                                "/gpuman.sock: its directory belongs to gpumanmal (uid " +
                                std::to_string(mallory_->pw_uid) + "), not to you or root\n";
-  auto queue = RunAs(*victim_, {kGpuman, "queue"}, Env());
+  auto queue = RunAsUser(*victim_, {kGpuman, "queue"}, Env());
   EXPECT_EQ(queue.exit_code, 5) << queue.err;
   EXPECT_EQ(queue.err, expected);
-  auto submit = RunAs(*victim_, {kGpuman, "submit", "--", "true"}, Env());
+  auto submit = RunAsUser(*victim_, {kGpuman, "submit", "--", "true"}, Env());
   EXPECT_EQ(submit.exit_code, 5) << submit.err;
   EXPECT_EQ(submit.err, expected);
   EXPECT_EQ(submit.out, "") << "no job id: nothing was submitted";
   // Named explicitly, the same socket gets the same checks.
   auto env = Env();
   env["GPUMAN_SOCKET"] = planted_dir_ + "/gpuman.sock";
-  auto named = RunAs(*victim_, {kGpuman, "submit", "--", "true"}, env);
+  auto named = RunAsUser(*victim_, {kGpuman, "submit", "--", "true"}, env);
   EXPECT_EQ(named.exit_code, 5) << named.err;
   EXPECT_EQ(named.err, expected);
   // Lease commands refuse too (the machine's daemon is expected there: no other table).
-  auto run = RunAs(*victim_, {kGpuman, "--simulate", "a100-4", "run", "--", "true"}, Env());
+  auto run = RunAsUser(*victim_, {kGpuman, "--simulate", "a100-4", "run", "--", "true"}, Env());
   EXPECT_EQ(run.exit_code, 5) << run.err;
   EXPECT_EQ(run.err.rfind(expected.substr(0, expected.size() - 1), 0), 0u) << run.err;
   // explain never fails for it: the leases it could not read are one note.
-  auto explain = RunAs(*victim_, {kGpuman, "--simulate", "a100-4", "explain", "--json"}, Env());
+  auto explain = RunAsUser(*victim_, {kGpuman, "--simulate", "a100-4", "explain", "--json"}, Env());
   EXPECT_EQ(explain.exit_code, 0) << explain.err;
   auto doc = nlohmann::json::parse(explain.out, nullptr, false);
   ASSERT_FALSE(doc.is_discarded()) << explain.out;
@@ -161,7 +162,7 @@ TEST_F(SocketTrustE2E, AnotherUsersSocketInARootDirectoryIsRefused) {
   chmod(dir.c_str(), 0755);
   auto env = Env();
   env["GPUMAN_SOCKET"] = dir + "/gpuman.sock";
-  auto r = RunAs(*victim_, {kGpuman, "queue"}, env);
+  auto r = RunAsUser(*victim_, {kGpuman, "queue"}, env);
   EXPECT_EQ(r.exit_code, 5) << r.err;
   EXPECT_EQ(r.err, "gpuman: error: refusing the daemon socket " + dir + "/gpuman.sock: it belongs to gpumanmal (uid " +
                        std::to_string(mallory_->pw_uid) + "), not to you or root\n");
@@ -195,7 +196,7 @@ TEST_F(SocketTrustE2E, TheUsersOwnDaemonAtTheDefaultPathIsUsed) {
   const std::string socket = planted_dir_ + "/gpuman.sock";
   for (int i = 0; i < 3000 && !DaemonAnswers(socket); ++i) usleep(20000);
   ASSERT_TRUE(DaemonAnswers(socket)) << "the user daemon did not come up";
-  auto r = RunAs(*victim_, {kGpuman, "queue", "--json"}, Env());
+  auto r = RunAsUser(*victim_, {kGpuman, "queue", "--json"}, Env());
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("\"jobs\""), std::string::npos) << r.out;
   // Root does not talk to a user's daemon: its socket is not root's.
