@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "cli/socket_trust.h"
 #include "daemon/daemon.h"
 #include "protocol/framing.h"
 
@@ -22,6 +23,9 @@ std::string FindDaemonSocket(const std::map<std::string, std::string>& env) {
 }
 
 Result<std::unique_ptr<DaemonClient>> DaemonClient::Connect(const std::string& socket_path) {
+  const uint32_t my_uid = getuid();
+  // Before anything is sent: whose socket is it (docs/protocol.md, "Which daemon a client trusts").
+  if (auto trusted = CheckSocketTrust(socket_path, my_uid); !trusted) return trusted.error();
   std::unique_ptr<DaemonClient> client(new DaemonClient());
   client->path_ = socket_path;
   client->fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -32,6 +36,13 @@ Result<std::unique_ptr<DaemonClient>> DaemonClient::Connect(const std::string& s
     return MakeError(ErrorCode::kUnavailable, "no gpuman daemon at " + socket_path + ": " + std::strerror(errno) +
                                                   " (start one with `gpuman daemon`, or set GPUMAN_SOCKET)");
   }
+  // And who answers: the kernel's word for the listening process, not the hello's.
+  ucred peer{};
+  socklen_t len = sizeof peer;
+  if (getsockopt(client->fd_, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0) {
+    return MakeError(ErrorCode::kIo, "daemon socket " + socket_path + ": SO_PEERCRED: " + std::strerror(errno));
+  }
+  if (auto trusted = CheckPeerTrust(socket_path, peer.uid, my_uid); !trusted) return trusted.error();
   protocol::HelloArgs hello;
   hello.client = "gpuman";
   auto result = client->Call<protocol::HelloResult>(hello);

@@ -2,6 +2,7 @@
 // Used by the queue commands; main thread only.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -12,8 +13,12 @@ namespace gpuman::cli {
 
 class DaemonClient {
  public:
-  /// Connects and says hello. Errors: kUnavailable when no daemon answers at `socket_path`
-  /// (the message says how to start one); errors from the hello.
+  /// Connects and says hello, to a daemon of root or of the calling user only: the socket
+  /// and its directory must pass CheckSocketTrust before connect(2), and the listening
+  /// process's SO_PEERCRED uid must pass CheckPeerTrust before the hello is sent.
+  /// Errors: kPermissionDenied when either check refuses (one line naming the path and
+  /// its owner); kUnavailable when no daemon answers at `socket_path` (the message says
+  /// how to start one); errors from the hello.
   static Result<std::unique_ptr<DaemonClient>> Connect(const std::string& socket_path);
   ~DaemonClient();
 
@@ -38,7 +43,9 @@ class DaemonClient {
 };
 
 /// Where the daemon's socket is: $GPUMAN_SOCKET, else the user daemon's socket when it
-/// exists, else the system daemon's /run/gpuman/gpuman.sock.
+/// exists, else the system daemon's /run/gpuman/gpuman.sock. Whether to trust it is
+/// Connect's business: a user socket that exists but is not trusted is returned, so the
+/// refusal is said rather than silently passed over.
 std::string FindDaemonSocket(const std::map<std::string, std::string>& env);
 
 }  // namespace gpuman::cli

@@ -5,10 +5,11 @@
 #include <CLI/CLI.hpp>
 #include <sstream>
 
+#include "cli/acquire.h"
 #include "cli/exit_codes.h"
+#include "devices/process_inspector.h"
 #include "render/explain_view.h"
 #include "render/topo_view.h"
-#include "store/proc_liveness.h"
 #include "visibility/resolver.h"
 
 namespace gpuman::cli {
@@ -85,10 +86,15 @@ int RunExplain(const ExplainArgs& args, Context& ctx) {
     // The doctor case: still explain the variables, and say why there are no GPUs.
     report = visibility::ExplainWithoutDriver(env, snap.error().message);
   } else {
+    devices::EnrichProcesses(*snap, ctx.Inspector());  // who owns each GPU process
     visibility::ResolveOptions options;
     options.current_uid = getuid();
-    if (auto leases = ctx.Leases()) {
-      if (auto live = (*leases)->List(store::ProcLivenessCheck())) options.leases = *live;
+    // Everyone's leases (the daemon's table when one runs): a GPU leased to someone else
+    // is worth a warning. Not being able to read them is worth a note, never a failure.
+    if (auto live = LiveLeases(ctx)) {
+      options.leases = std::move(*live);
+    } else {
+      options.leases_error = live.error().message;
     }
     report = visibility::Resolve(env, snap->gpus, options);
   }

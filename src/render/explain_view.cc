@@ -114,6 +114,7 @@ std::string DeviceNotes(const VisibleDevice& v) {
   if (!v.is_healthy) notes.push_back("unhealthy");
   if (v.is_outside_allocation) notes.push_back("outside the allocation");
   for (uint32_t uid : v.leased_to_uids) notes.push_back("leased to uid " + std::to_string(uid));
+  for (uint32_t uid : v.used_by_uids) notes.push_back("used by uid " + std::to_string(uid));
   std::string out;
   for (const std::string& n : notes) out += (out.empty() ? "" : "; ") + n;
   return out;
@@ -213,6 +214,12 @@ void RenderWarnings(const VisibilityReport& report, int width, bool color, std::
   }
 }
 
+void RenderNotes(const VisibilityReport& report, int width, bool color, std::string& out) {
+  if (report.notes.empty()) return;
+  out += "\n" + Colorize("Notes:", Color::kBold, color) + "\n";
+  for (const std::string& note : report.notes) AppendWrapped(out, "  - ", 4, note, width);
+}
+
 }  // namespace
 
 nlohmann::ordered_json ExplainToJson(const VisibilityReport& report) {
@@ -254,7 +261,8 @@ nlohmann::ordered_json ExplainToJson(const VisibilityReport& report) {
                        {"mig", OptString(v.mig)},
                        {"healthy", v.is_healthy},
                        {"outside_allocation", v.is_outside_allocation},
-                       {"leased_to_uids", v.leased_to_uids}});
+                       {"leased_to_uids", v.leased_to_uids},
+                       {"used_by_uids", v.used_by_uids}});
   }
   j["visible"] = std::move(visible);
   j["allowed_uuids"] = report.allowed_uuids ? nlohmann::ordered_json(*report.allowed_uuids)
@@ -265,6 +273,7 @@ nlohmann::ordered_json ExplainToJson(const VisibilityReport& report) {
     warnings.push_back({{"code", visibility::WarningCodeName(w.code)}, {"message", w.message}});
   }
   j["warnings"] = std::move(warnings);
+  j["notes"] = report.notes;
   return j;
 }
 
@@ -275,6 +284,7 @@ std::string RenderExplainText(const VisibilityReport& report, const TerminalInfo
   RenderEntries(report, width, out);
   RenderVisible(report, width, term.use_color, out);
   RenderWarnings(report, width, term.use_color, out);
+  RenderNotes(report, width, term.use_color, out);
   return out;
 }
 

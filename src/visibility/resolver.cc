@@ -1,7 +1,7 @@
 // Resolve(): the layers of a process environment, applied outermost first, and the
 // warnings `gpuman explain` prints. The CUDA rules themselves are in
 // cuda_visible_devices.cc; this file composes them with the enclosing allocations and
-// the machine's state (health, leases, MIG mode).
+// the machine's state (health, other users' leases and processes, MIG mode).
 //
 // Composition, in the host's numbering:
 //   1. container (NVIDIA_VISIBLE_DEVICES) and Slurm (SLURM_STEP_GPUS/SLURM_JOB_GPUS)
@@ -192,6 +192,52 @@ void ApplyMigMode(const std::vector<model::DeviceSnapshot>& gpus,
   Warn(report, WarningCode::kMigSingleDevice, std::move(message));
 }
 
+// Someone else on a GPU this process would get: a lease of another uid (the daemon's
+// table, or the per-user store), or a process of another uid in the snapshot. Both mean
+// the process would share the GPU; neither stops CUDA from opening it.
+void WarnOtherUsers(const model::DeviceSnapshot& gpu, size_t cuda_index, const ResolveOptions& options,
+                    VisibleDevice& v, VisibilityReport& report) {
+  const auto is_other = [&options](uint32_t uid) { return !options.current_uid || uid != *options.current_uid; };
+  const std::string share = ": your process would share it as cuda:" + std::to_string(cuda_index);
+  if (gpu.uuid) {
+    for (const model::Lease& lease : options.leases) {
+      const bool holds = std::find(lease.gpu_uuids.begin(), lease.gpu_uuids.end(), *gpu.uuid) != lease.gpu_uuids.end();
+      if (!holds || !is_other(lease.uid)) continue;
+      v.leased_to_uids.push_back(lease.uid);
+      // "alice (uid 1001, lease 7 for python train.py)", or "uid 1001 (lease 7 ...)".
+      const std::string uid = "uid " + std::to_string(lease.uid);
+      const std::string what = "lease " + std::to_string(lease.id) + (lease.command.empty() ? "" : " for " + lease.command);
+      const std::string who = lease.user.empty() ? uid + " (" + what + ")" : lease.user + " (" + uid + ", " + what + ")";
+      Warn(report, WarningCode::kLeasedToOther, detail::GpuIdLabel(gpu) + " is leased to " + who + share);
+    }
+  }
+  // A MIG instance is isolated from the others on its GPU, and we cannot tell which
+  // instance a process uses relative to the one CUDA picks: no process warning there.
+  if (v.mig) return;
+  std::vector<uint32_t> uids;  // in order of first appearance
+  for (const model::GpuProcess& p : gpu.processes) {
+    if (p.uid && is_other(*p.uid) && std::find(uids.begin(), uids.end(), *p.uid) == uids.end()) uids.push_back(*p.uid);
+  }
+  for (uint32_t uid : uids) {
+    std::vector<const model::GpuProcess*> theirs;
+    for (const model::GpuProcess& p : gpu.processes) {
+      if (p.uid == uid) theirs.push_back(&p);
+    }
+    constexpr size_t kListed = 3;
+    std::string list;
+    for (size_t i = 0; i < theirs.size() && i < kListed; ++i) {
+      list += (i == 0 ? "" : ", ") + std::string("pid ") + std::to_string(theirs[i]->pid) +
+              (theirs[i]->command ? " " + *theirs[i]->command : "");
+    }
+    if (theirs.size() > kListed) list += " and " + std::to_string(theirs.size() - kListed) + " more";
+    v.used_by_uids.push_back(uid);
+    Warn(report, WarningCode::kUsedByOtherUser,
+         detail::GpuIdLabel(gpu) + " runs " + std::to_string(theirs.size()) + " process" +
+             (theirs.size() == 1 ? "" : "es") + " of " + detail::UserLabel(theirs.front()->user, uid) + " (" +
+             list + ")" + share);
+  }
+}
+
 }  // namespace
 
 const char* WarningCodeName(WarningCode code) {
@@ -205,6 +251,7 @@ const char* WarningCodeName(WarningCode code) {
     case WarningCode::kUnhealthyGpu: return "unhealthy_gpu";
     case WarningCode::kMigSingleDevice: return "mig_single_device";
     case WarningCode::kLeasedToOther: return "leased_to_other";
+    case WarningCode::kUsedByOtherUser: return "used_by_other_user";
     case WarningCode::kNoDriver: return "no_driver";
   }
   return "invalid_entry";
@@ -285,20 +332,7 @@ VisibilityReport Resolve(const Environment& env, const std::vector<model::Device
              "cuda:" + std::to_string(k) + " is " + GpuLabel(gpus, *d.index) +
                  ", which is unhealthy" + (problems.empty() ? "" : ": " + problems));
       }
-      for (const model::Lease& lease : options.leases) {
-        const bool holds = std::find(lease.gpu_uuids.begin(), lease.gpu_uuids.end(),
-                                     gpu->uuid.value_or("")) != lease.gpu_uuids.end();
-        if (!gpu->uuid || !holds || (options.current_uid && lease.uid == *options.current_uid)) {
-          continue;
-        }
-        v.leased_to_uids.push_back(lease.uid);
-        Warn(report, WarningCode::kLeasedToOther,
-             "cuda:" + std::to_string(k) + " is " + GpuLabel(gpus, *d.index) +
-                 ", leased to " + (lease.user.empty() ? "uid" : lease.user + " (uid") + " " +
-                 std::to_string(lease.uid) + (lease.user.empty() ? "" : ")") + ", lease " +
-                 std::to_string(lease.id) +
-                 (lease.command.empty() ? std::string() : ": " + lease.command));
-      }
+      WarnOtherUsers(*gpu, k, options, v, report);
     }
     report.visible.push_back(std::move(v));
   }
@@ -319,6 +353,10 @@ VisibilityReport Resolve(const Environment& env, const std::vector<model::Device
                       : (cvd.is_set ? "see CUDA_VISIBLE_DEVICES=\"" + std::string(*cvd_value) + "\""
                                     : "the allocation is empty");
     Warn(report, WarningCode::kNothingVisible, "CUDA will see no GPU: " + why);
+  }
+  if (options.leases_error) {
+    report.notes.push_back("leases not checked (" + *options.leases_error +
+                           "): a GPU leased to another user is not warned about");
   }
   report.allowed_uuids = AllowedGpus(env, gpus);
   return report;

@@ -30,12 +30,13 @@ enum class WarningCode {
   kUnhealthyGpu,             // a visible GPU has is_healthy == false
   kMigSingleDevice,          // MIG devices hidden: CUDA exposes only one
   kLeasedToOther,            // a visible GPU is leased to another uid
+  kUsedByOtherUser,          // a visible GPU runs a process of another uid
   kNoDriver,                 // no snapshot: the driver/NVML could not be reached
 };
 
 /// "invalid_entry", "duplicate_entry", "index_without_pci_bus_order",
 /// "outside_allocation", "unknown_device_order", "nothing_visible", "unhealthy_gpu",
-/// "mig_single_device", "leased_to_other", "no_driver".
+/// "mig_single_device", "leased_to_other", "used_by_other_user", "no_driver".
 const char* WarningCodeName(WarningCode code);
 
 struct Warning {
@@ -61,6 +62,7 @@ struct VisibleDevice {
   bool is_healthy = true;
   bool is_outside_allocation = false;
   std::vector<uint32_t> leased_to_uids;  // other users holding it
+  std::vector<uint32_t> used_by_uids;    // other users whose processes run on it
 };
 
 struct VisibilityReport {
@@ -74,15 +76,22 @@ struct VisibilityReport {
   std::vector<EntryDiagnostic> entries;  // CUDA_VISIBLE_DEVICES, one per entry
   std::optional<std::vector<std::string>> allowed_uuids;  // AllowedGpus(env, gpus)
   std::vector<Warning> warnings;
+  /// What the report could not check, one sentence each (e.g. the lease table could
+  /// not be read). Not warnings: nothing is known to be wrong.
+  std::vector<std::string> notes;
 
   bool HasWarning(WarningCode code) const;
 };
 
 struct ResolveOptions {
   std::vector<model::Lease> leases;
-  /// The caller's uid; leases held by other uids are warned about. nullopt: every
-  /// lease counts as someone else's.
+  /// The caller's uid; leases held by other uids, and processes of other uids on a
+  /// visible GPU (from the snapshot), are warned about. nullopt: every lease and every
+  /// process whose owner is known counts as someone else's.
   std::optional<uint32_t> current_uid;
+  /// Set when the lease table could not be read (`leases` is then empty): Resolve says
+  /// so in one note instead of warning about leases.
+  std::optional<std::string> leases_error;
 };
 
 /// Explains what a CUDA process started with `env` on a machine with `gpus` will see.

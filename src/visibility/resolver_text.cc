@@ -10,6 +10,20 @@ std::string GpuLabel(const std::vector<model::DeviceSnapshot>& gpus, PhysicalInd
   return label;
 }
 
+std::string GpuIdLabel(const model::DeviceSnapshot& gpu) {
+  std::string label = "GPU " + std::to_string(gpu.index);
+  if (gpu.uuid) {
+    constexpr size_t kShown = 12;  // "GPU-" + 8 hex digits
+    label += " (" + (gpu.uuid->size() > kShown ? gpu.uuid->substr(0, kShown) + "…" : *gpu.uuid) + ")";
+  }
+  return label;
+}
+
+std::string UserLabel(const std::optional<std::string>& name, uint32_t uid) {
+  if (!name || name->empty()) return "uid " + std::to_string(uid);
+  return *name + " (uid " + std::to_string(uid) + ")";
+}
+
 std::string JoinIndices(const std::vector<PhysicalIndex>& indices) {
   if (indices.empty()) return "none";
   std::string out;

@@ -50,7 +50,49 @@ visibility::VisibilityReport Busy() {
   lease.gpu_uuids = {"GPU-30900000-0000-4000-8000-00000000000c"};
   const visibility::Environment env{{"SLURM_STEP_GPUS", "1,2"},
                                     {"CUDA_VISIBLE_DEVICES", "0,2,garbage-entry-that-is-long,1"}};
-  return visibility::Resolve(env, gpus, visibility::ResolveOptions{{lease}, 1000});
+  visibility::ResolveOptions options;
+  options.leases = {lease};
+  options.current_uid = 1000;
+  return visibility::Resolve(env, gpus, options);
+}
+
+model::GpuProcess Process(uint32_t pid, uint32_t uid, const char* user, const char* command) {
+  model::GpuProcess p;
+  p.pid = pid;
+  p.is_visible = true;
+  p.uid = uid;
+  p.user = user;
+  p.command = command;
+  return p;
+}
+
+// Another user on every side of GPU 2 (cuda:1 when CUDA_VISIBLE_DEVICES=0,2): bob's lease
+// 12 and a process of carol, plus the caller's own lease and process on GPU 0 (cuda:0).
+visibility::VisibilityReport Shared(std::optional<std::string> leases_error = std::nullopt) {
+  auto gpus = Mixed();
+  gpus[2].processes = {Process(4242, 1003, "carol", "python train.py --epochs 90")};
+  gpus[0].processes = {Process(4300, 1000, "me", "python mine.py")};
+  model::Lease bob;
+  bob.id = 12;
+  bob.uid = 1002;
+  bob.user = "bob";
+  bob.command = "gpuman select --lease";
+  bob.gpu_uuids = {"GPU-30900000-0000-4000-8000-00000000000c"};
+  model::Lease mine;
+  mine.id = 13;
+  mine.uid = 1000;
+  mine.user = "me";
+  mine.gpu_uuids = {"GPU-30900000-0000-4000-8000-00000000000a"};
+  visibility::ResolveOptions options;
+  if (leases_error) {
+    options.leases_error = leases_error;
+  } else {
+    options.leases = {bob, mine};
+  }
+  options.current_uid = 1000;
+  return visibility::Resolve({{"CUDA_VISIBLE_DEVICES", "0,2"}, {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
+                              {"GPUMAN_LEASE_ID", "13"}},
+                             gpus, options);
 }
 
 std::vector<std::string> Lines(const std::string& text) {
@@ -66,7 +108,7 @@ TEST(ExplainToJsonTest, ContractKeysInOrder) {
   for (const auto& item : j.items()) keys.push_back(item.key());
   EXPECT_THAT(keys, ElementsAre("schema_version", "device_order", "order_is_estimate", "gpu_count",
                                 "driver_error", "layers", "entries", "visible", "allowed_uuids",
-                                "warnings"));
+                                "warnings", "notes"));
   EXPECT_EQ(j["schema_version"], 1);
   EXPECT_EQ(j["device_order"], "FASTEST_FIRST");
   EXPECT_EQ(j["order_is_estimate"], true);
@@ -97,7 +139,7 @@ TEST(ExplainToJsonTest, VisibleMapsCudaIndexToPhysical) {
   std::vector<std::string> keys;
   for (const auto& item : v0.items()) keys.push_back(item.key());
   EXPECT_THAT(keys, ElementsAre("cuda_index", "index", "uuid", "name", "mig", "healthy",
-                                "outside_allocation", "leased_to_uids"));
+                                "outside_allocation", "leased_to_uids", "used_by_uids"));
   // FASTEST_FIRST estimate on this machine is 1, 0, 2: "0" is the 4090, "2" the second 3090.
   EXPECT_EQ(v0["cuda_index"], 0);
   EXPECT_EQ(v0["index"], 1);
@@ -107,6 +149,37 @@ TEST(ExplainToJsonTest, VisibleMapsCudaIndexToPhysical) {
   EXPECT_TRUE(v0["mig"].is_null());
   EXPECT_EQ(j["visible"][1]["index"], 2);
   EXPECT_EQ(j["visible"][1]["leased_to_uids"], nlohmann::ordered_json::array({1001}));
+  EXPECT_EQ(j["visible"][1]["used_by_uids"], nlohmann::ordered_json::array());
+  EXPECT_EQ(j["notes"], nlohmann::ordered_json::array());
+}
+
+TEST(ExplainToJsonTest, OtherUsersLeaseAndProcessAreWarnedOwnAreNot) {
+  const auto j = ExplainToJson(Shared());
+  ASSERT_EQ(j["warnings"].size(), 2u) << j.dump(2);
+  EXPECT_EQ(j["warnings"][0]["code"], "leased_to_other");
+  EXPECT_EQ(j["warnings"][0]["message"],
+            "GPU 2 (GPU-30900000\u2026) is leased to bob (uid 1002, lease 12 for gpuman select --lease): your "
+            "process would share it as cuda:1");
+  EXPECT_EQ(j["warnings"][1]["code"], "used_by_other_user");
+  EXPECT_EQ(j["warnings"][1]["message"],
+            "GPU 2 (GPU-30900000\u2026) runs 1 process of carol (uid 1003) (pid 4242 python train.py --epochs 90): "
+            "your process would share it as cuda:1");
+  // cuda:0 is GPU 0: the caller's own lease 13 and own process, nothing to say.
+  EXPECT_EQ(j["visible"][0]["index"], 0);
+  EXPECT_EQ(j["visible"][0]["leased_to_uids"], nlohmann::ordered_json::array());
+  EXPECT_EQ(j["visible"][0]["used_by_uids"], nlohmann::ordered_json::array());
+  EXPECT_EQ(j["visible"][1]["leased_to_uids"], nlohmann::ordered_json::array({1002}));
+  EXPECT_EQ(j["visible"][1]["used_by_uids"], nlohmann::ordered_json::array({1003}));
+}
+
+TEST(ExplainToJsonTest, UnreadableLeasesAreANote) {
+  const auto j = ExplainToJson(Shared("open /home/me/.local/state/gpuman/leases.db: permission denied"));
+  ASSERT_EQ(j["notes"].size(), 1u);
+  EXPECT_EQ(j["notes"][0],
+            "leases not checked (open /home/me/.local/state/gpuman/leases.db: permission denied): a GPU leased to "
+            "another user is not warned about");
+  ASSERT_EQ(j["warnings"].size(), 1u) << "the process warning does not need the lease table";
+  EXPECT_EQ(j["warnings"][0]["code"], "used_by_other_user");
 }
 
 TEST(ExplainToJsonTest, WarningsHaveStableCodes) {
@@ -165,6 +238,26 @@ TEST(RenderExplainTextTest, ShowsLayersTableAndWarnings) {
   EXPECT_THAT(text, HasSubstr("invalid: not a number"));
   // Messages are wrapped, not cut: the end of the lease warning is there.
   EXPECT_THAT(text, HasSubstr("a-very-long-experiment-name.yaml"));
+}
+
+TEST(RenderExplainTextTest, OtherUsersOnAVisibleGpu) {
+  const std::string text = RenderExplainText(Shared(), TerminalInfo{80, false});
+  EXPECT_THAT(text, HasSubstr("! leased_to_other: GPU 2 (GPU-30900000\u2026) is leased to bob"));
+  EXPECT_THAT(text, HasSubstr("! used_by_other_user: GPU 2 (GPU-30900000\u2026) runs 1 process of carol"));
+  EXPECT_THAT(text, HasSubstr("leased to uid 1002; used by uid 1003"));
+  EXPECT_THAT(text, Not(HasSubstr("uid 1000")));
+  EXPECT_THAT(text, Not(HasSubstr("Notes:")));
+  for (const std::string& line : Lines(text)) EXPECT_LE(DisplayWidth(line), 80) << line;
+}
+
+TEST(RenderExplainTextTest, NotesComeLastAndWrap) {
+  const std::string text =
+      RenderExplainText(Shared("open /home/me/.local/state/gpuman/leases.db: permission denied"), TerminalInfo{80, false});
+  const size_t notes = text.find("\nNotes:\n  - leases not checked (open /home/me/");
+  ASSERT_NE(notes, std::string::npos) << text;
+  EXPECT_GT(notes, text.find("Warnings:"));
+  EXPECT_THAT(text, HasSubstr("\n    denied): a GPU leased to another user is not warned about\n")) << text;
+  for (const std::string& line : Lines(text)) EXPECT_LE(DisplayWidth(line), 80) << line;
 }
 
 TEST(RenderExplainTextTest, WideTerminalAllowsLongerLines) {

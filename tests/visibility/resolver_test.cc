@@ -168,6 +168,24 @@ TEST(ResolveTest, UnhealthyVisibleGpu) {
   EXPECT_FALSE(Resolve({{"CUDA_VISIBLE_DEVICES", "0"}}, gpus).HasWarning(WarningCode::kUnhealthyGpu));
 }
 
+ResolveOptions Options(std::vector<model::Lease> leases, std::optional<uint32_t> uid) {
+  ResolveOptions options;
+  options.leases = std::move(leases);
+  options.current_uid = uid;
+  return options;
+}
+
+model::GpuProcess Process(uint32_t pid, std::optional<uint32_t> uid, std::optional<std::string> user,
+                          std::optional<std::string> command = std::nullopt) {
+  model::GpuProcess p;
+  p.pid = pid;
+  p.uid = uid;
+  p.user = std::move(user);
+  p.command = std::move(command);
+  p.is_visible = uid.has_value();
+  return p;
+}
+
 TEST(ResolveTest, LeasedToOther) {
   model::Lease mine;
   mine.id = 1;
@@ -179,23 +197,117 @@ TEST(ResolveTest, LeasedToOther) {
   theirs.user = "alice";
   theirs.command = "python train.py";
   theirs.gpu_uuids = {kUuid1, kUuid3};
-  ResolveOptions options{{mine, theirs}, 1000};
-  const VisibilityReport r = Resolve({{"CUDA_VISIBLE_DEVICES", "0,1,2"}}, FourA100(), options);
-  ASSERT_EQ(r.warnings.size(), 1u);
+  const VisibilityReport r = Resolve({{"CUDA_VISIBLE_DEVICES", "0,1,2"}}, FourA100(), Options({mine, theirs}, 1000));
+  ASSERT_EQ(r.warnings.size(), 1u) << "GPU 3 is leased too, but not visible; GPU 0 is my own lease";
   EXPECT_EQ(r.warnings[0].code, WarningCode::kLeasedToOther);
-  EXPECT_THAT(r.warnings[0].message, HasSubstr("cuda:1 is GPU 1"));
-  EXPECT_THAT(r.warnings[0].message, HasSubstr("alice (uid 1001)"));
-  EXPECT_THAT(r.warnings[0].message, HasSubstr("lease 7"));
+  EXPECT_EQ(r.warnings[0].message,
+            "GPU 1 (GPU-8932f9aa\u2026) is leased to alice (uid 1001, lease 7 for python train.py): your process "
+            "would share it as cuda:1");
   EXPECT_THAT(r.visible[1].leased_to_uids, ElementsAre(1001u));
   EXPECT_THAT(r.visible[0].leased_to_uids, IsEmpty());
+  EXPECT_THAT(r.notes, IsEmpty());
+}
+
+TEST(ResolveTest, OwnLeaseIsNotWarnedAbout) {
+  // The shell's own `select --lease` (GPUMAN_LEASE_ID) on the GPUs it exported.
+  model::Lease mine;
+  mine.id = 12;
+  mine.uid = 1000;
+  mine.user = "me";
+  mine.gpu_uuids = {kUuid0, kUuid1};
+  const VisibilityReport r = Resolve({{"CUDA_VISIBLE_DEVICES", std::string(kUuid0) + "," + kUuid1},
+                                      {"GPUMAN_LEASE_ID", "12"}},
+                                     FourA100(), Options({mine}, 1000));
+  EXPECT_THAT(Codes(r), IsEmpty());
+  EXPECT_THAT(r.visible[0].leased_to_uids, IsEmpty());
+}
+
+TEST(ResolveTest, LeaseWithoutAUserNameIsNamedByUid) {
+  model::Lease theirs;
+  theirs.id = 3;
+  theirs.uid = 1002;
+  theirs.gpu_uuids = {kUuid2};
+  const VisibilityReport r = Resolve({{"CUDA_VISIBLE_DEVICES", "2"}}, FourA100(), Options({theirs}, 1000));
+  const Warning* w = Find(r, WarningCode::kLeasedToOther);
+  ASSERT_NE(w, nullptr);
+  EXPECT_THAT(w->message, HasSubstr("is leased to uid 1002 (lease 3): your process would share it as cuda:0"));
+}
+
+TEST(ResolveTest, ProcessOfAnotherUserOnAVisibleGpu) {
+  auto gpus = FourA100();
+  gpus[1].processes = {Process(4242, 1001, "alice", "python train.py"), Process(4243, 1001, "alice", "python eval.py"),
+                       Process(4300, 1000, "me", "python mine.py")};
+  gpus[3].processes = {Process(5000, 1002, "bob")};  // not visible below
+  const VisibilityReport r = Resolve({{"CUDA_VISIBLE_DEVICES", "0,1,2"}}, gpus, Options({}, 1000));
+  ASSERT_THAT(Codes(r), ElementsAre("used_by_other_user"));
+  EXPECT_EQ(r.warnings[0].message,
+            "GPU 1 (GPU-8932f9aa\u2026) runs 2 processes of alice (uid 1001) (pid 4242 python train.py, pid 4243 "
+            "python eval.py): your process would share it as cuda:1");
+  EXPECT_THAT(r.visible[1].used_by_uids, ElementsAre(1001u));
+  EXPECT_THAT(r.visible[0].used_by_uids, IsEmpty());
+}
+
+TEST(ResolveTest, OwnAndUnattributedProcessesAreNotWarnedAbout) {
+  auto gpus = FourA100();
+  gpus[0].processes = {Process(4300, 1000, "me", "python mine.py"), Process(77, std::nullopt, std::nullopt)};
+  const VisibilityReport r = Resolve({{"CUDA_VISIBLE_DEVICES", "0"}}, gpus, Options({}, 1000));
+  EXPECT_THAT(Codes(r), IsEmpty());
+  EXPECT_THAT(r.visible[0].used_by_uids, IsEmpty());
+}
+
+TEST(ResolveTest, ManyProcessesOfOneUserAreOneWarning) {
+  auto gpus = FourA100();
+  for (uint32_t pid = 100; pid < 105; ++pid) gpus[2].processes.push_back(Process(pid, 1001, "alice"));
+  gpus[2].processes.push_back(Process(200, 1002, "bob"));
+  const VisibilityReport r = Resolve({{"CUDA_VISIBLE_DEVICES", "2"}}, gpus, Options({}, 1000));
+  ASSERT_THAT(Codes(r), ElementsAre("used_by_other_user", "used_by_other_user"));
+  EXPECT_THAT(r.warnings[0].message, HasSubstr("runs 5 processes of alice (uid 1001) (pid 100, pid 101, pid 102 and 2 more)"));
+  EXPECT_THAT(r.warnings[1].message, HasSubstr("runs 1 process of bob (uid 1002) (pid 200)"));
+  EXPECT_THAT(r.visible[0].used_by_uids, ElementsAre(1001u, 1002u));
+}
+
+TEST(ResolveTest, LeaseAndProcessOfAnotherUserBothWarn) {
+  auto gpus = FourA100();
+  gpus[0].processes = {Process(4242, 1001, "alice", "python train.py")};
+  model::Lease theirs;
+  theirs.id = 9;
+  theirs.uid = 1001;
+  theirs.user = "alice";
+  theirs.gpu_uuids = {kUuid0};
+  const VisibilityReport r = Resolve({}, gpus, Options({theirs}, 1000));
+  EXPECT_THAT(Codes(r), ElementsAre("leased_to_other", "used_by_other_user"));
+}
+
+TEST(ResolveTest, UnreadableLeasesAreOneNoteNotAFailure) {
+  ResolveOptions options = Options({}, 1000);
+  options.leases_error = "open /x/leases.db: permission denied";
+  const VisibilityReport r = Resolve({}, FourA100(), options);
+  EXPECT_THAT(Codes(r), IsEmpty());
+  EXPECT_EQ(r.visible.size(), 4u);
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_EQ(r.notes[0],
+            "leases not checked (open /x/leases.db: permission denied): a GPU leased to another user is not warned about");
+}
+
+TEST(ResolveTest, NoProcessWarningForAMigDevice) {
+  auto gpus = FourA100();
+  gpus[0].mig_mode_current = true;
+  gpus[0].processes = {Process(4242, 1001, "alice")};
+  const VisibilityReport r = Resolve({{"CUDA_VISIBLE_DEVICES", "0"}}, gpus, Options({}, 1000));
+  ASSERT_EQ(r.visible.size(), 1u);
+  ASSERT_TRUE(r.visible[0].mig.has_value());
+  EXPECT_FALSE(r.HasWarning(WarningCode::kUsedByOtherUser)) << "a MIG instance does not share with the others";
 }
 
 TEST(ResolveTest, UnknownUidTreatsEveryLeaseAsOthers) {
   model::Lease lease;
   lease.uid = 1000;
   lease.gpu_uuids = {kUuid0};
-  const VisibilityReport r = Resolve({}, FourA100(), ResolveOptions{{lease}, std::nullopt});
+  const VisibilityReport r = Resolve({}, FourA100(), Options({lease}, std::nullopt));
   EXPECT_TRUE(r.HasWarning(WarningCode::kLeasedToOther));
+  auto gpus = FourA100();
+  gpus[0].processes = {Process(1, 1000, "someone")};
+  EXPECT_TRUE(Resolve({}, gpus, Options({}, std::nullopt)).HasWarning(WarningCode::kUsedByOtherUser));
 }
 
 TEST(ResolveTest, MigListWarnsSingleDevice) {
@@ -259,6 +371,7 @@ TEST(ExplainWithoutDriverTest, LexicalProblemsStillFound) {
                      C{"GPU-abc", {"no_driver"}}}) {
     const VisibilityReport r = ExplainWithoutDriver({{"CUDA_VISIBLE_DEVICES", c.value}}, "e");
     EXPECT_THAT(Codes(r), ::testing::ElementsAreArray(c.codes)) << c.value;
+    EXPECT_THAT(r.notes, IsEmpty()) << "no GPUs, so no leases to check";
   }
   EXPECT_THAT(Codes(ExplainWithoutDriver({{"CUDA_DEVICE_ORDER", "x"}}, "e")),
               ElementsAre("no_driver", "unknown_device_order"));
@@ -269,6 +382,7 @@ TEST(WarningCodeNameTest, StableSnakeCase) {
   EXPECT_STREQ(WarningCodeName(WarningCode::kOutsideAllocation), "outside_allocation");
   EXPECT_STREQ(WarningCodeName(WarningCode::kNoDriver), "no_driver");
   EXPECT_STREQ(WarningCodeName(WarningCode::kLeasedToOther), "leased_to_other");
+  EXPECT_STREQ(WarningCodeName(WarningCode::kUsedByOtherUser), "used_by_other_user");
 }
 
 }  // namespace

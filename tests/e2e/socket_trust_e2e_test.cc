@@ -1,0 +1,212 @@
+// End-to-end: a user who plants a socket where another user's client looks for its daemon
+// (/tmp/gpuman-<uid>/gpuman.sock, used when XDG_RUNTIME_DIR is unset) gets nothing, and
+// the victim gets one line naming the path and its owner (docs/protocol.md, "Which daemon
+// a client trusts"). Needs root: it creates two throwaway users.
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include <cstring>
+#include <filesystem>
+
+#include "e2e/user_env.h"
+#include "e2e/users.h"
+
+namespace gpuman::e2e {
+namespace {
+
+using testing::TempDir;
+
+// A listener run as `owner`: makes `dir` (0755) and a 0777 socket in it, then accepts and
+// counts connections and bytes until Stop(), reading each connection until it is quiet
+// for 300 ms and closing it (so a client that did send something fails instead of hanging).
+class PlantedListener {
+ public:
+  PlantedListener(const passwd& owner, const std::string& dir) : socket_path_(dir + "/gpuman.sock") {
+    int ready[2];
+    if (pipe(ready) != 0 || pipe(stop_) != 0 || pipe(report_) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      close(ready[0]);
+      if (setgid(owner.pw_gid) != 0 || setuid(owner.pw_uid) != 0) _exit(2);
+      mkdir(dir.c_str(), 0755);
+      chmod(dir.c_str(), 0755);
+      int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      sockaddr_un addr{};
+      addr.sun_family = AF_UNIX;
+      std::strncpy(addr.sun_path, socket_path_.c_str(), sizeof addr.sun_path - 1);
+      if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(fd, 8) != 0) _exit(3);
+      chmod(socket_path_.c_str(), 0777);
+      (void)!write(ready[1], "r", 1);
+      int64_t counts[2] = {0, 0};  // connections, bytes
+      while (true) {
+        pollfd fds[2] = {{fd, POLLIN, 0}, {stop_[0], POLLIN, 0}};
+        if (poll(fds, 2, -1) < 0) continue;
+        if (fds[1].revents != 0) break;
+        int conn = accept(fd, nullptr, nullptr);
+        if (conn < 0) continue;
+        ++counts[0];
+        char buf[4096];
+        pollfd c{conn, POLLIN, 0};
+        while (poll(&c, 1, 300) > 0) {
+          ssize_t n = read(conn, buf, sizeof buf);
+          if (n <= 0) break;
+          counts[1] += n;
+        }
+        close(conn);
+      }
+      (void)!write(report_[1], counts, sizeof counts);
+      _exit(0);
+    }
+    close(ready[1]);
+    char c;
+    ready_ = read(ready[0], &c, 1) == 1;
+    close(ready[0]);
+  }
+  ~PlantedListener() {
+    if (pid_ > 0 && !stopped_) Stop();
+    for (int fd : {stop_[0], stop_[1], report_[0], report_[1]}) close(fd);
+  }
+  bool ready() const { return ready_; }
+  // {connections, bytes} seen.
+  std::pair<int64_t, int64_t> Stop() {
+    stopped_ = true;
+    int64_t counts[2] = {-1, -1};
+    (void)!write(stop_[1], "s", 1);
+    if (read(report_[0], counts, sizeof counts) != static_cast<ssize_t>(sizeof counts)) counts[0] = counts[1] = -1;
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    return {counts[0], counts[1]};
+  }
+
+ private:
+  std::string socket_path_;
+  pid_t pid_ = -1;
+  int stop_[2] = {-1, -1}, report_[2] = {-1, -1};
+  bool ready_ = false, stopped_ = false;
+};
+
+class SocketTrustE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (getuid() != 0) GTEST_SKIP() << "needs root to create users";
+    mallory_ = EnsureTestUser("gpumanmal");
+    victim_ = EnsureTestUser("gpumanvic");
+    if (!mallory_ || !victim_) GTEST_SKIP() << "useradd is not available";
+    chmod(home_.path().c_str(), 0777);
+    auto probe = RunAsUser(*victim_, {kGpuman, "--version"}, Env());
+    if (probe.exit_code != 0) GTEST_SKIP() << "the test users cannot run " << kGpuman << ": " << probe.err;
+    planted_dir_ = "/tmp/gpuman-" + std::to_string(victim_->pw_uid);
+    std::error_code ec;
+    std::filesystem::remove_all(planted_dir_, ec);  // a leftover of an earlier run
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!planted_dir_.empty()) std::filesystem::remove_all(planted_dir_, ec);
+  }
+  // The victim's environment: no XDG_RUNTIME_DIR, no GPUMAN_SOCKET.
+  std::map<std::string, std::string> Env() { return UserEnv(*victim_, home_.path(), home_.Join("state")); }
+
+  std::optional<passwd> mallory_, victim_;
+  TempDir home_;
+  std::string planted_dir_;
+};
+
+TEST_F(SocketTrustE2E, APlantedUserSocketIsRefusedAndGetsNothing) {
+  PlantedListener planted(*mallory_, planted_dir_);
+  ASSERT_TRUE(planted.ready());
+  const std::string expected = "gpuman: error: refusing the daemon socket " + planted_dir_ +
+                               "/gpuman.sock: its directory belongs to gpumanmal (uid " +
+                               std::to_string(mallory_->pw_uid) + "), not to you or root\n";
+  auto queue = RunAsUser(*victim_, {kGpuman, "queue"}, Env());
+  EXPECT_EQ(queue.exit_code, 5) << queue.err;
+  EXPECT_EQ(queue.err, expected);
+  auto submit = RunAsUser(*victim_, {kGpuman, "submit", "--", "true"}, Env());
+  EXPECT_EQ(submit.exit_code, 5) << submit.err;
+  EXPECT_EQ(submit.err, expected);
+  EXPECT_EQ(submit.out, "") << "no job id: nothing was submitted";
+  // Named explicitly, the same socket gets the same checks.
+  auto env = Env();
+  env["GPUMAN_SOCKET"] = planted_dir_ + "/gpuman.sock";
+  auto named = RunAsUser(*victim_, {kGpuman, "submit", "--", "true"}, env);
+  EXPECT_EQ(named.exit_code, 5) << named.err;
+  EXPECT_EQ(named.err, expected);
+  // Lease commands refuse too (the machine's daemon is expected there: no other table).
+  auto run = RunAsUser(*victim_, {kGpuman, "--simulate", "a100-4", "run", "--", "true"}, Env());
+  EXPECT_EQ(run.exit_code, 5) << run.err;
+  EXPECT_EQ(run.err.rfind(expected.substr(0, expected.size() - 1), 0), 0u) << run.err;
+  // explain never fails for it: the leases it could not read are one note.
+  auto explain = RunAsUser(*victim_, {kGpuman, "--simulate", "a100-4", "explain", "--json"}, Env());
+  EXPECT_EQ(explain.exit_code, 0) << explain.err;
+  auto doc = nlohmann::json::parse(explain.out, nullptr, false);
+  ASSERT_FALSE(doc.is_discarded()) << explain.out;
+  ASSERT_EQ(doc["notes"].size(), 1u) << explain.out;
+  EXPECT_NE(doc["notes"][0].get<std::string>().find("refusing the daemon socket " + planted_dir_), std::string::npos)
+      << explain.out;
+  auto [connections, bytes] = planted.Stop();
+  EXPECT_EQ(connections, 0) << "the victim's client never connected to mallory's socket";
+  EXPECT_EQ(bytes, 0);
+}
+
+TEST_F(SocketTrustE2E, AnotherUsersSocketInARootDirectoryIsRefused) {
+  // Root's 0755 directory (like /run/gpuman), but the socket and its listener are mallory's.
+  TempDir root_dir;
+  chmod(root_dir.path().c_str(), 0755);
+  const std::string dir = root_dir.Join("run");
+  mkdir(dir.c_str(), 0777);
+  chown(dir.c_str(), mallory_->pw_uid, mallory_->pw_gid);  // mallory may create in it...
+  PlantedListener planted(*mallory_, dir);
+  ASSERT_TRUE(planted.ready());
+  chown(dir.c_str(), 0, 0);  // ...then it is root's again, and not writable by others
+  chmod(dir.c_str(), 0755);
+  auto env = Env();
+  env["GPUMAN_SOCKET"] = dir + "/gpuman.sock";
+  auto r = RunAsUser(*victim_, {kGpuman, "queue"}, env);
+  EXPECT_EQ(r.exit_code, 5) << r.err;
+  EXPECT_EQ(r.err, "gpuman: error: refusing the daemon socket " + dir + "/gpuman.sock: it belongs to gpumanmal (uid " +
+                       std::to_string(mallory_->pw_uid) + "), not to you or root\n");
+  EXPECT_EQ(planted.Stop(), std::make_pair(int64_t{0}, int64_t{0}));
+}
+
+// The legitimate case the rule must keep working: the victim's own user daemon at the
+// default path, found with XDG_RUNTIME_DIR unset.
+TEST_F(SocketTrustE2E, TheUsersOwnDaemonAtTheDefaultPathIsUsed) {
+  TempDir scenario_dir;
+  chmod(scenario_dir.path().c_str(), 0755);
+  const std::string scenario = IdleScenario(scenario_dir, "a100-4");
+  chmod(scenario.c_str(), 0644);
+  auto env = Env();
+  std::vector<std::string> envs;
+  for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
+  pid_t daemon = fork();
+  if (daemon == 0) {
+    std::vector<char*> envp;
+    for (auto& s : envs) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    initgroups(victim_->pw_name, victim_->pw_gid);
+    if (setgid(victim_->pw_gid) != 0 || setuid(victim_->pw_uid) != 0) _exit(126);
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    dup2(null, 2);
+    execle(kGpuman.c_str(), kGpuman.c_str(), "--simulate", scenario.c_str(), "daemon", static_cast<char*>(nullptr),
+           envp.data());
+    _exit(127);
+  }
+  const std::string socket = planted_dir_ + "/gpuman.sock";
+  for (int i = 0; i < 3000 && !DaemonAnswers(socket); ++i) usleep(20000);
+  ASSERT_TRUE(DaemonAnswers(socket)) << "the user daemon did not come up";
+  auto r = RunAsUser(*victim_, {kGpuman, "queue", "--json"}, Env());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"jobs\""), std::string::npos) << r.out;
+  // Root does not talk to a user's daemon: its socket is not root's.
+  auto as_root = RunGpuman(home_.Join("root-state"), {"queue"}, {{"GPUMAN_SOCKET", socket}});
+  EXPECT_EQ(as_root.exit_code, 5) << as_root.err;
+  EXPECT_NE(as_root.err.find("its directory belongs to gpumanvic"), std::string::npos) << as_root.err;
+  kill(daemon, SIGTERM);
+  int status = 0;
+  waitpid(daemon, &status, 0);
+}
+
+}  // namespace
+}  // namespace gpuman::e2e
