@@ -29,8 +29,8 @@ Context::Context(Environment env, Config config, std::optional<Simulation> sim, 
     lease_dir_ = *d;
   } else if (config_.lease_dir) {
     lease_dir_ = *config_.lease_dir;
-  } else if (auto d = env_.Get("GPUMAN_STATE_DIR"); d && !d->empty()) {
-    lease_dir_ = *d;
+  } else if (auto state = env_.Get("GPUMAN_STATE_DIR"); state && !state->empty()) {
+    lease_dir_ = *state;
   } else {
     lease_dir_ = store::kDefaultMachineLeaseDir;
   }
@@ -78,8 +78,9 @@ Result<DaemonClient*> Context::ExpectedDaemon() {
   DaemonClient* d = Daemon();
   if (d) return d;
   if (daemon_error_) {
-    return MakeError(daemon_error_->code == ErrorCode::kPermissionDenied ? ErrorCode::kPermissionDenied
-                                                                           : ErrorCode::kUnavailable,
+    // A socket we refused (someone else's) is not a daemon that went away: no advice to remove it.
+    if (daemon_error_->code == ErrorCode::kPermissionDenied) return *daemon_error_;
+    return MakeError(ErrorCode::kUnavailable,
                      daemon_error_->message +
                          "; its leases and jobs are the machine's, so gpuman will not use another lease table "
                          "(start the daemon again, or remove its stale socket)");
