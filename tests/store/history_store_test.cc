@@ -683,20 +683,25 @@ TEST(HistoryStoreTest, RefusesANewerSchemaAndBadRetention) {
 }
 
 // Measures the file for docs/history.md: a month of 1 min rows and an hour of 1 s rows for
-// 8 GPUs. Slow (tens of seconds); run with --gtest_also_run_disabled_tests.
-TEST(HistoryStoreTest, DISABLED_SizeOfAFullMonthOfEightGpus) {
+// 8 GPUs; `shared`: every minute of the held GPUs split between two holders (the worst
+// case for the share tables). Slow (tens of seconds each).
+void MeasureAFullMonthOfEightGpus(bool shared) {
   testing::TempDir dir;
   const std::string path = dir.Join("history.db");
   auto store = OpenOrDie(path);
   ASSERT_TRUE(store);
   HistoryRetention r;
-  auto eight = [](int64_t t, int k) {
+  auto eight = [shared](int64_t t, int k) {
     std::vector<GpuSample> v;
     for (int g = 0; g < 8; ++g) {
       v.push_back(Sample(t, g, (k * 7 + g * 13) % 101, g % 3 ? "user" + std::to_string(g) : "",
                          g % 3 ? std::optional<int64_t>(1000 + k / 600) : std::nullopt));
       v.back().temperature_c = 30 + (k + g) % 50 + 0.25;
       v.back().power_w = 100 + (k * 3 + g) % 300 + 0.5;
+      if (shared && g % 3) {
+        v.back().holders = {{v.back().holder_kind, v.back().user, 0.75},
+                            {HolderKind::kOutside, "other" + std::to_string(g), 0.25}};
+      }
     }
     return v;
   };
@@ -708,11 +713,17 @@ TEST(HistoryStoreTest, DISABLED_SizeOfAFullMonthOfEightGpus) {
     ASSERT_TRUE(store->Record(eight(t, k)));
   }
   ASSERT_TRUE(store->DatabaseForTesting().ExecScript("checkpoint", "PRAGMA wal_checkpoint(TRUNCATE)"));
-  std::printf("fine rows %lld, coarse rows %lld, file %lld bytes\n",
+  std::printf("fine rows %lld (+%lld shares), coarse rows %lld (+%lld shares), file %lld bytes\n",
               static_cast<long long>(CountRows(*store, "fine_samples")),
+              static_cast<long long>(CountRows(*store, "fine_shares")),
               static_cast<long long>(CountRows(*store, "coarse_samples")),
+              static_cast<long long>(CountRows(*store, "coarse_shares")),
               static_cast<long long>(std::filesystem::file_size(path)));
 }
+
+// Run with --gtest_also_run_disabled_tests.
+TEST(HistoryStoreTest, DISABLED_SizeOfAFullMonthOfEightGpus) { MeasureAFullMonthOfEightGpus(false); }
+TEST(HistoryStoreTest, DISABLED_SizeOfAFullMonthOfEightSharedGpus) { MeasureAFullMonthOfEightGpus(true); }
 
 }  // namespace
 }  // namespace gpuman::store
