@@ -661,58 +661,55 @@ Result<std::vector<model::GpuSample>> HistoryStore::ReadRows(
     const std::map<int64_t, HistoryGpu>& gpus) {
   std::vector<model::GpuSample> out;
   if (since > until) return out;
-  std::map<std::pair<int64_t, int64_t>, size_t> at;  // (t, gpu id) -> row in out
-  {
-    auto use = stmt.Use();
-    stmt.Bind(1, since).Bind(2, until);
-    while (true) {
-      auto row = stmt.Step();
-      if (!row) return row.error();
-      if (!*row) break;
-      model::GpuSample s;
-      s.t_unix_ms = stmt.ColumnInt64(kT);
-      auto gpu = gpus.find(stmt.ColumnInt64(kGpu));
-      s.gpu_uuid = gpu != gpus.end() ? gpu->second.uuid : "";
-      s.gpu_index = static_cast<int>(stmt.ColumnInt64(kIndex));
-      s.utilization_percent = Unscaled(stmt, kUtil, 100);
-      s.memory_utilization_percent = Unscaled(stmt, kMemUtil, 100);
-      s.memory_used_bytes = OptionalInt(stmt, kMemUsed);
-      s.memory_total_bytes = OptionalInt(stmt, kMemTotal);
-      s.temperature_c = Unscaled(stmt, kTemp, 100);
-      s.power_w = Unscaled(stmt, kPower, 1000);
-      s.user = stmt.ColumnText(kUser);
-      s.job_id = OptionalInt(stmt, kJob);
-      s.holder_kind = KindFromColumn(stmt.ColumnInt64(kHolderKind));
-      at[{s.t_unix_ms, stmt.ColumnInt64(kGpu)}] = out.size();
-      out.push_back(std::move(s));
-    }
-  }
-  if (!shares || !has_shares_ || out.empty()) return out;
-  // Weights -> shares of each row that has several holders.
-  std::map<size_t, std::vector<std::pair<model::HolderShare, int64_t>>> weighted;
-  {
+  // Share rows first: few (only rows with several holders have them), so a month of
+  // single-holder rows costs no lookup table.
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<model::HolderShare, int64_t>>> weighted;
+  if (shares && has_shares_) {
     auto use = shares->Use();
     shares->Bind(1, since).Bind(2, until);
     while (true) {
       auto row = shares->Step();
       if (!row) return row.error();
       if (!*row) break;
-      auto it = at.find({shares->ColumnInt64(0), shares->ColumnInt64(1)});
       const int64_t weight = shares->ColumnInt64(4);
-      if (it == at.end() || weight <= 0) continue;
-      weighted[it->second].push_back(
+      if (weight <= 0) continue;
+      weighted[{shares->ColumnInt64(0), shares->ColumnInt64(1)}].push_back(
           {model::HolderShare{KindFromColumn(shares->ColumnInt64(2)), shares->ColumnText(3), 0}, weight});
     }
   }
-  for (auto& [row, list] : weighted) {
-    if (list.size() < 2) continue;  // one holder: the row says it all
-    double total = 0;
-    for (const auto& [h, w] : list) total += static_cast<double>(w);
-    for (auto& [h, w] : list) {
-      h.share = static_cast<double>(w) / total;
-      out[row].holders.push_back(std::move(h));
+  auto use = stmt.Use();
+  stmt.Bind(1, since).Bind(2, until);
+  while (true) {
+    auto row = stmt.Step();
+    if (!row) return row.error();
+    if (!*row) break;
+    model::GpuSample s;
+    s.t_unix_ms = stmt.ColumnInt64(kT);
+    auto gpu = gpus.find(stmt.ColumnInt64(kGpu));
+    s.gpu_uuid = gpu != gpus.end() ? gpu->second.uuid : "";
+    s.gpu_index = static_cast<int>(stmt.ColumnInt64(kIndex));
+    s.utilization_percent = Unscaled(stmt, kUtil, 100);
+    s.memory_utilization_percent = Unscaled(stmt, kMemUtil, 100);
+    s.memory_used_bytes = OptionalInt(stmt, kMemUsed);
+    s.memory_total_bytes = OptionalInt(stmt, kMemTotal);
+    s.temperature_c = Unscaled(stmt, kTemp, 100);
+    s.power_w = Unscaled(stmt, kPower, 1000);
+    s.user = stmt.ColumnText(kUser);
+    s.job_id = OptionalInt(stmt, kJob);
+    s.holder_kind = KindFromColumn(stmt.ColumnInt64(kHolderKind));
+    if (!weighted.empty()) {
+      auto it = weighted.find({s.t_unix_ms, stmt.ColumnInt64(kGpu)});
+      if (it != weighted.end() && it->second.size() >= 2) {  // one holder: the row says it all
+        double total = 0;
+        for (const auto& [h, w] : it->second) total += static_cast<double>(w);
+        for (auto& [h, w] : it->second) {
+          h.share = static_cast<double>(w) / total;
+          s.holders.push_back(std::move(h));
+        }
+        SortShares(s.holders);
+      }
     }
-    SortShares(out[row].holders);
+    out.push_back(std::move(s));
   }
   return out;
 }
