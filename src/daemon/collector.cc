@@ -145,13 +145,12 @@ std::vector<model::GpuSample> Collector::Samples(const model::MachineSnapshot& s
     s.memory_total_bytes = dev.memory_total_bytes;
     if (dev.temperature_c) s.temperature_c = *dev.temperature_c;
     s.power_w = dev.power_usage_w;
-    for (const auto& lease : leases) {
-      if (std::find(lease.gpu_uuids.begin(), lease.gpu_uuids.end(), *dev.uuid) == lease.gpu_uuids.end()) continue;
-      s.user = lease.user;
-      for (const auto& job : jobs) {
-        if (job.lease_id == lease.id) s.job_id = job.id;
-      }
-    }
+    // The lease or job holding it; else the users of its processes, outside gpuman.
+    auto holder = model::AttributeHolder(dev, leases, jobs);
+    s.holder_kind = holder.kind;
+    s.user = std::move(holder.user);
+    s.job_id = holder.job_id;
+    s.holders = std::move(holder.holders);
     out.push_back(std::move(s));
   }
   return out;

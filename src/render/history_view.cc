@@ -52,6 +52,24 @@ std::optional<double> MemoryPercent(const model::GpuSample& s) {
          static_cast<double>(*s.memory_total_bytes);
 }
 
+nlohmann::json HoldersJson(const model::GpuSample& s) {
+  auto out = nlohmann::json::array();
+  for (const auto& h : model::SharesOf(s)) {
+    out.push_back({{"user", h.user}, {"kind", model::HolderKindName(h.kind)}, {"share", Round(h.share, 4)}});
+  }
+  return out;
+}
+
+// "kind:user:share;..." when the sample had more than one holder; "" otherwise.
+std::string HoldersCsv(const model::GpuSample& s) {
+  std::string out;
+  for (const auto& h : s.holders) {
+    if (!out.empty()) out += ';';
+    out += fmt::format("{}:{}:{}", model::HolderKindName(h.kind), h.user, Round(h.share, 4));
+  }
+  return out;
+}
+
 struct Stat {
   double sum = 0, max = 0;
   int n = 0;
@@ -93,6 +111,8 @@ nlohmann::json HistoryToJson(const HistoryView& view) {
         {"power_w", Number(s.power_w, 3)},
         {"user", s.user},
         {"job_id", Optional(s.job_id)},
+        {"holder_kind", model::HolderKindName(s.holder_kind)},
+        {"holders", HoldersJson(s)},
     });
   }
   return doc;
@@ -101,15 +121,16 @@ nlohmann::json HistoryToJson(const HistoryView& view) {
 std::string HistoryToCsv(const std::vector<model::GpuSample>& samples) {
   std::string out =
       "t_unix_ms,time,gpu_index,gpu_uuid,utilization_percent,memory_utilization_percent,"
-      "memory_used_bytes,memory_total_bytes,temperature_c,power_w,user,job_id\n";
+      "memory_used_bytes,memory_total_bytes,temperature_c,power_w,user,job_id,holder_kind,holders\n";
   for (const auto& s : samples) {
     auto integer = [](const std::optional<int64_t>& v) { return v ? std::to_string(*v) : ""; };
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{}\n", s.t_unix_ms,
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.t_unix_ms,
                        FormatIsoUtcSeconds(s.t_unix_ms / 1000), s.gpu_index, CsvField(s.gpu_uuid),
                        CsvNumber(s.utilization_percent, 2),
                        CsvNumber(s.memory_utilization_percent, 2), integer(s.memory_used_bytes),
                        integer(s.memory_total_bytes), CsvNumber(s.temperature_c, 2),
-                       CsvNumber(s.power_w, 3), CsvField(s.user), integer(s.job_id));
+                       CsvNumber(s.power_w, 3), CsvField(s.user), integer(s.job_id),
+                       model::HolderKindName(s.holder_kind), CsvField(HoldersCsv(s)));
   }
   return out;
 }
@@ -158,7 +179,7 @@ std::string RenderHistoryText(const HistoryView& view, const TerminalInfo& term)
     double mem_used_sum = 0;
     int64_t mem_used_max = 0;
     int mem_used_n = 0;
-    std::map<std::string, int> holders;
+    std::map<model::UsageKey, double> holders;  // sum of shares
     std::vector<SeriesPoint> util_points, mem_points;
   };
   std::map<std::pair<int, std::string>, Gpu> gpus;
@@ -177,7 +198,7 @@ std::string RenderHistoryText(const HistoryView& view, const TerminalInfo& term)
       g.mem_used_max = std::max(g.mem_used_max, *s.memory_used_bytes);
       ++g.mem_used_n;
     }
-    ++g.holders[s.user];
+    for (const auto& h : model::SharesOf(s)) g.holders[model::UsageKeyOf(h.kind, h.user)] += h.share;
     g.util_points.push_back({s.t_unix_ms, s.utilization_percent});
     g.mem_points.push_back({s.t_unix_ms, MemoryPercent(s)});
   }
@@ -213,13 +234,14 @@ std::string RenderHistoryText(const HistoryView& view, const TerminalInfo& term)
     out += line + "\n";
     out += "       util |" + Sparkline(g.util_points, from, to, spark_width, 100) + "|\n";
     out += "       mem  |" + Sparkline(g.mem_points, from, to, spark_width, 100) + "|\n";
-    std::vector<std::pair<int, std::string>> holders;
-    for (const auto& [user, n] : g.holders) holders.push_back({-n, user});
-    std::sort(holders.begin(), holders.end());
+    // Largest share first; "(free)" only for time nobody used the GPU.
+    std::vector<std::pair<double, model::UsageKey>> holders;
+    for (const auto& [who, share] : g.holders) holders.push_back({share, who});
+    std::stable_sort(holders.begin(), holders.end(),
+                     [](const auto& a, const auto& b) { return a.first > b.first; });
     std::string held = "       held:";
-    for (const auto& [neg, user] : holders) {
-      held += fmt::format(" {} {:.0f}%", user.empty() ? "(free)" : user,
-                          100.0 * -neg / g.samples);
+    for (const auto& [share, who] : holders) {
+      held += fmt::format(" {} {:.0f}%", model::UsageLabel(who), 100.0 * share / g.samples);
     }
     out += TruncateToWidth(held, width) + "\n";
   }

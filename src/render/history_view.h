@@ -22,8 +22,9 @@ struct HistoryView {
 };
 
 /// {"version": 1, "since_unix_ms", "until_unix_ms", "step_ms", "gpus": [{index, uuid}],
-///  "samples": [{t_unix_ms, time, gpu_index, gpu_uuid, utilization_percent, ...}]};
-/// missing values are null. Schema: docs/history.md.
+///  "samples": [{t_unix_ms, time, gpu_index, gpu_uuid, utilization_percent, ..., user,
+///  job_id, holder_kind, holders: [{user, kind, share}]}]}; missing values are null.
+/// Schema: docs/history.md.
 nlohmann::json HistoryToJson(const HistoryView& view);
 
 /// A header line, then one line per sample in the JSON sample fields' order; empty
@@ -31,7 +32,8 @@ nlohmann::json HistoryToJson(const HistoryView& view);
 std::string HistoryToCsv(const std::vector<model::GpuSample>& samples);
 
 /// Per GPU: a summary line (averages and maxima), utilization and memory sparklines over
-/// the window, and who held it for what share of the samples. "No samples" when empty.
+/// the window, and who held it for what share of the samples (users outside gpuman as
+/// "alice (outside gpuman)", unused time as "(free)"). "No samples" when empty.
 std::string RenderHistoryText(const HistoryView& view, const TerminalInfo& term);
 
 /// A point of a series: time and value (nullopt: not reported).

@@ -147,7 +147,7 @@ struct GpuStats {
   int index = 0;
   std::string uuid;
   int samples = 0;  // chart points (samples or step means)
-  int held = 0;
+  double held = 0, outside = 0;  // sums of shares: through gpuman, outside it
   double util_sum = 0, util_max = 0;
   int util_n = 0;
   double mem_sum = 0;
@@ -167,7 +167,13 @@ std::string SummaryAndCharts(const ReportData& data) {
     g.index = s.gpu_index;
     g.uuid = s.gpu_uuid;
     ++g.samples;
-    if (!s.user.empty()) ++g.held;
+    for (const auto& h : model::SharesOf(s)) {
+      if (h.kind == model::HolderKind::kOutside) {
+        g.outside += h.share;
+      } else if (h.kind != model::HolderKind::kFree) {
+        g.held += h.share;
+      }
+    }
     if (s.utilization_percent) {
       g.util_sum += *s.utilization_percent;
       g.util_max = g.util_n ? std::max(g.util_max, *s.utilization_percent) : *s.utilization_percent;
@@ -200,12 +206,13 @@ std::string SummaryAndCharts(const ReportData& data) {
   html +=
       "<table id=\"summary\">\n<tr><th>GPU</th><th class=\"l\">UUID</th><th>points</th>"
       "<th>util avg</th><th>util max</th><th>memory avg</th><th>memory max</th>"
-      "<th>memory total</th><th>temp avg</th><th>power avg</th><th>held</th></tr>\n";
+      "<th>memory total</th><th>temp avg</th><th>power avg</th><th>held</th>"
+      "<th>outside gpuman</th></tr>\n";
   auto or_dash = [](bool has, const std::string& text) { return has ? text : std::string("&ndash;"); };
   for (const auto& [key, g] : gpus) {
     html += fmt::format(
         "<tr><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+        "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
         g.index, HtmlEscape(g.uuid), g.samples,
         or_dash(g.util_n > 0, Num(g.util_n ? g.util_sum / g.util_n : 0) + " %"),
         or_dash(g.util_n > 0, Num(g.util_max) + " %"),
@@ -214,7 +221,7 @@ std::string SummaryAndCharts(const ReportData& data) {
         or_dash(g.mem_total.has_value(), FormatBytes(g.mem_total.value_or(0))),
         or_dash(g.temp_n > 0, Num(g.temp_n ? g.temp_sum / g.temp_n : 0) + " &deg;C"),
         or_dash(g.power_n > 0, Num(g.power_n ? g.power_sum / g.power_n : 0) + " W"),
-        Num(100.0 * g.held / g.samples) + " %");
+        Num(100.0 * g.held / g.samples) + " %", Num(100.0 * g.outside / g.samples) + " %");
   }
   html += "</table>\n<h2>Utilization and memory per GPU</h2>\n<div class=\"grid\">\n";
   for (const auto& [key, g] : gpus) {
@@ -233,11 +240,11 @@ std::string SummaryAndCharts(const ReportData& data) {
 
 std::string GpuHours(const ReportData& data) {
   std::string html = "<h2>GPU-hours per user</h2>\n";
-  std::vector<std::pair<double, std::string>> rows;
+  std::vector<std::pair<double, model::UsageKey>> rows;
   double total = 0;
-  for (const auto& [user, hours] : data.gpu_hours_by_user) {
+  for (const auto& [who, hours] : data.gpu_hours_by_user) {
     if (hours <= 0) continue;
-    rows.push_back({hours, user});
+    rows.push_back({hours, who});
     total += hours;
   }
   if (rows.empty()) return html + "<p class=\"empty\">No GPU time in this range.</p>\n";
@@ -245,25 +252,27 @@ std::string GpuHours(const ReportData& data) {
     return a.first != b.first ? a.first > b.first : a.second < b.second;
   });
   const double max = rows.front().first;
-  constexpr int kRow = 24, kLabel = 150, kWidth = 760, kBarMax = kWidth - kLabel - 110;
+  constexpr int kRow = 24, kLabel = 210, kWidth = 820, kBarMax = kWidth - kLabel - 110;
   const int height = static_cast<int>(rows.size()) * kRow + 8;
   html += fmt::format(
-      "<p class=\"meta\">{} GPU-hours in total; \"(free)\" is time no lease or job held a "
+      "<p class=\"meta\">{} GPU-hours in total; \"(outside gpuman)\" is time processes of "
+      "that user ran on a GPU that no lease or job held; \"(free)\" is time nobody used a "
       "GPU.</p>\n<div class=\"card\" style=\"max-width:{}px\">"
       "<svg viewBox=\"0 0 {} {}\" width=\"{}\" height=\"{}\" "
       "role=\"img\" aria-label=\"GPU-hours per user\">\n",
       Num(total, 2), kWidth, kWidth, height, kWidth, height);
   int row = 0;
-  for (const auto& [hours, user] : rows) {
+  for (const auto& [hours, who] : rows) {
     const int y = 4 + row++ * kRow;
     const double w = std::max(1.0, hours / max * kBarMax);
-    const bool free = user.empty();
+    const bool free = who.user.empty() && !who.outside;
+    const std::string_view color = free ? kFreeColor : who.outside ? kOutsideColor : kGpuHoursColor;
     html += fmt::format(
         "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>"
         "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\"/>"
         "<text x=\"{}\" y=\"{}\">{} h ({} %)</text>\n",
-        kLabel - 6, y + 15, free ? "(free)" : HtmlEscape(user), kLabel, y + 2, Num(w), kRow - 6,
-        free ? std::string_view("#bbbbbb") : kGpuHoursColor, Num(kLabel + w + 6), y + 15,
+        kLabel - 6, y + 15, HtmlEscape(model::UsageLabel(who)), kLabel, y + 2, Num(w), kRow - 6,
+        color, Num(kLabel + w + 6), y + 15,
         Num(hours, 2), Num(100 * hours / total));
   }
   return html + "</svg></div>\n";

@@ -22,11 +22,13 @@ struct ReportData {
   int64_t step_ms = 0;
   std::string host;                           // shown in the title when not empty
   std::vector<model::GpuSample> samples;      // by time, then GPU
-  std::map<std::string, double> gpu_hours_by_user;  // "" = free GPUs
+  /// GPU-hours per user through gpuman, per user outside gpuman, and free ({"", false}).
+  std::map<model::UsageKey, double> gpu_hours_by_user;
   std::vector<model::JobWait> waits;
 };
 
 /// The page. Every string from the data (user and host names, UUIDs) is HTML-escaped.
+/// Users outside gpuman are named "alice (outside gpuman)"; "(free)" is time nobody used.
 /// Sections without data say so ("No samples in this range.") instead of drawing charts.
 std::string RenderReportHtml(const ReportData& data);
 
@@ -37,6 +39,8 @@ std::string HtmlEscape(std::string_view text);
 inline constexpr std::string_view kUtilizationColor = "#1f77b4";
 inline constexpr std::string_view kMemoryColor = "#ff7f0e";
 inline constexpr std::string_view kGpuHoursColor = "#2ca02c";
+inline constexpr std::string_view kOutsideColor = "#8c564b";  // GPU-hours outside gpuman
+inline constexpr std::string_view kFreeColor = "#bbbbbb";
 inline constexpr std::string_view kWaitColor = "#9467bd";
 
 }  // namespace gpuman::render

@@ -10,6 +10,15 @@
 // of a percent or degree, milliwatts), which SQLite packs into 1-4 bytes where a REAL
 // takes 8. docs/history.md has the measured size of a full month of 8 GPUs.
 //
+// Holders. Each sample row names its main holder (user, holder_kind, job_id). A row with
+// more than one holder (several users outside gpuman on one GPU, or a minute whose holder
+// changed) also has rows in fine_shares / coarse_shares, one per holder, with a weight:
+// the holder's share is its weight over the sum of the row's weights. Single-holder rows,
+// the common case, cost nothing extra, and rows written before the shares existed (schema
+// 1) read as "the main holder held all of it", which is what they meant. The roll-up is
+// done here in C++ (RebucketSamples, the same code that answers --step) rather than in
+// SQL, because the shares of a minute are a per-holder sum across rows.
+//
 // There is no clock here: "now" is the time of the samples being recorded, so tests (and
 // a daemon whose clock jumps) decide what is old. Rolling up and pruning happen inside
 // Record's one short transaction; pruning at most once per coarse step.
@@ -91,15 +100,61 @@ CREATE TABLE job_waits (
   PRIMARY KEY (started_unix_ms, job_id)
 ) WITHOUT ROWID;
 )sql"},
+    {2, "holder kinds (lease, job, outside gpuman, free) and per-holder shares of a sample",
+     R"sql(
+-- holder_kind: 0 free, 1 lease, 2 job, 3 outside gpuman (processes on a GPU no lease
+-- holds; user is their Unix user). Rows of schema 1 only knew leases and jobs.
+ALTER TABLE fine_samples ADD COLUMN holder_kind INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE coarse_samples ADD COLUMN holder_kind INTEGER NOT NULL DEFAULT 0;
+UPDATE fine_samples SET holder_kind = CASE WHEN job_id IS NULL THEN 1 ELSE 2 END WHERE user <> '';
+UPDATE coarse_samples SET holder_kind = CASE WHEN job_id IS NULL THEN 1 ELSE 2 END WHERE user <> '';
+-- Every holder of a sample that had more than one; share = weight / sum of the sample's
+-- weights. Fine: equal weights (several users outside gpuman on one GPU). Coarse: the
+-- milliseconds of the step each holder (free time under holder_kind 0, user '') had.
+CREATE TABLE fine_shares (
+  t_unix_ms   INTEGER NOT NULL,
+  gpu         INTEGER NOT NULL,
+  holder_kind INTEGER NOT NULL,
+  user        TEXT    NOT NULL,
+  weight      INTEGER NOT NULL,
+  PRIMARY KEY (t_unix_ms, gpu, holder_kind, user)
+) WITHOUT ROWID;
+CREATE TABLE coarse_shares (
+  t_unix_ms   INTEGER NOT NULL,
+  gpu         INTEGER NOT NULL,
+  holder_kind INTEGER NOT NULL,
+  user        TEXT    NOT NULL,
+  held_ms     INTEGER NOT NULL,
+  PRIMARY KEY (t_unix_ms, gpu, holder_kind, user)
+) WITHOUT ROWID;
+)sql"},
 };
 
-#define GPUMAN_HISTORY_SAMPLE_COLUMNS                                                     \
+constexpr int kLatestVersion = static_cast<int>(std::size(kHistoryMigrations));
+
+#define GPUMAN_HISTORY_SAMPLE_COLUMNS_V1                                                  \
   "t_unix_ms, gpu, gpu_index, util_cpct, mem_util_cpct, mem_used_bytes, mem_total_bytes, " \
   "temp_ccel, power_mw, user, job_id"
+#define GPUMAN_HISTORY_SAMPLE_COLUMNS GPUMAN_HISTORY_SAMPLE_COLUMNS_V1 ", holder_kind"
+// A schema 1 file read without migrating it (a reader is never allowed to write): the
+// kind that migration 2 would give its rows.
+#define GPUMAN_HISTORY_SAMPLE_COLUMNS_OF_V1 \
+  GPUMAN_HISTORY_SAMPLE_COLUMNS_V1          \
+  ", CASE WHEN user = '' THEN 0 WHEN job_id IS NULL THEN 1 ELSE 2 END"
 
 enum SampleColumn {
-  kT, kGpu, kIndex, kUtil, kMemUtil, kMemUsed, kMemTotal, kTemp, kPower, kUser, kJob
+  kT, kGpu, kIndex, kUtil, kMemUtil, kMemUsed, kMemTotal, kTemp, kPower, kUser, kJob, kHolderKind
 };
+
+model::HolderKind KindFromColumn(int64_t v) {
+  switch (v) {
+    case 1: return model::HolderKind::kLease;
+    case 2: return model::HolderKind::kJob;
+    case 3: return model::HolderKind::kOutside;
+    default: return model::HolderKind::kFree;
+  }
+}
+int64_t KindColumn(model::HolderKind kind) { return static_cast<int64_t>(kind); }
 
 constexpr int64_t kMinMs = std::numeric_limits<int64_t>::min();
 constexpr int64_t kMaxMs = std::numeric_limits<int64_t>::max();
@@ -206,14 +261,22 @@ struct HistoryStore::Statements {
   Statement insert_gpu;
   Statement update_gpu_index;
   Statement insert_fine;
-  Statement roll_up;
+  Statement insert_fine_share;
+  Statement delete_fine_shares;
+  Statement insert_coarse;
+  Statement insert_coarse_share;
+  Statement delete_coarse_shares;
   Statement max_coarse_t;
   Statement min_fine_t;
   Statement any_coarse_between;
   Statement select_fine;
   Statement select_coarse;
+  Statement select_fine_shares;    // unprepared when reading a schema 1 file
+  Statement select_coarse_shares;  // likewise
   Statement prune_fine;
+  Statement prune_fine_shares;
   Statement prune_coarse;
+  Statement prune_coarse_shares;
   Statement prune_waits;
   Statement insert_wait;
   Statement select_waits;
@@ -221,9 +284,11 @@ struct HistoryStore::Statements {
 };
 
 HistoryStore::HistoryStore(std::string path, bool read_only, HistoryRetention retention,
-                           std::unique_ptr<Database> db, std::unique_ptr<Statements> stmts)
+                           std::unique_ptr<Database> db, std::unique_ptr<Statements> stmts,
+                           bool has_shares)
     : path_(std::move(path)),
       read_only_(read_only),
+      has_shares_(has_shares),
       retention_(retention),
       db_(std::move(db)),
       stmts_(std::move(stmts)) {}
@@ -263,34 +328,45 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::Open(const std::string& path
   // The wrapper names its file "state db"; errors of this file say "history db PATH".
   auto relabel = [&](Error e) { return RelabelError(std::move(e), db->path(), path); };
 
+  int version = kLatestVersion;
   if (read_only) {
     auto read = db->Prepare("read schema version", "PRAGMA user_version");
     if (!read) return relabel(read.error());
     auto use = read->Use();
     auto row = read->Step();
     if (!row) return relabel(row.error());
-    const int version = *row ? static_cast<int>(read->ColumnInt64(0)) : 0;
-    const int latest = std::size(kHistoryMigrations);
+    version = *row ? static_cast<int>(read->ColumnInt64(0)) : 0;
     if (version == 0) {
       return MakeError(ErrorCode::kNotFound, context + ": no history recorded yet (empty file)");
     }
-    if (version != latest) {
+    // A reader never migrates: it reads the schema 1 layout as it is (until the daemon
+    // migrates the file), and refuses what a newer gpuman wrote.
+    if (version > kLatestVersion) {
       return MakeError(ErrorCode::kInvalidArgument,
                        context + ": schema version " + std::to_string(version) +
-                           "; this gpuman reads version " + std::to_string(latest) +
-                           (version < latest ? " (restart the daemon to migrate it)" : ""));
+                           "; this gpuman reads versions up to " + std::to_string(kLatestVersion));
     }
   } else {
     if (auto migrated = Migrate(*db, kHistoryMigrations); !migrated) {
       return relabel(migrated.error());
     }
   }
+  const bool has_shares = version >= 2;
+  const std::string columns =
+      has_shares ? GPUMAN_HISTORY_SAMPLE_COLUMNS : GPUMAN_HISTORY_SAMPLE_COLUMNS_OF_V1;
+  const std::string select_fine = "SELECT " + columns +
+                                  " FROM fine_samples WHERE t_unix_ms >= ?1 AND t_unix_ms <= ?2 "
+                                  "ORDER BY t_unix_ms, gpu_index";
+  const std::string select_coarse = "SELECT " + columns +
+                                    " FROM coarse_samples WHERE t_unix_ms >= ?1 AND t_unix_ms <= ?2 "
+                                    "ORDER BY t_unix_ms, gpu_index";
 
   auto stmts = std::make_unique<Statements>();
   struct Sql {
     Statement* target;
     const char* name;
-    const char* sql;
+    std::string sql;
+    bool needs_shares = false;  // a statement of schema 2 or later
   };
   const Sql all[] = {
       {&stmts->select_gpus, "read gpus", "SELECT id, uuid, gpu_index FROM gpus"},
@@ -298,34 +374,44 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::Open(const std::string& path
       {&stmts->update_gpu_index, "update gpu index", "UPDATE gpus SET gpu_index = ?2 WHERE id = ?1"},
       {&stmts->insert_fine, "insert sample",
        "INSERT OR REPLACE INTO fine_samples (" GPUMAN_HISTORY_SAMPLE_COLUMNS
-       ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)"},
-      // Means per GPU and step; holder, job and index from the step's last row (SQLite
-      // takes bare columns from the row that max() picked).
-      {&stmts->roll_up, "roll up samples",
-       "INSERT OR REPLACE INTO coarse_samples (" GPUMAN_HISTORY_SAMPLE_COLUMNS ") "
-       "SELECT step, gpu, gpu_index, u, mu, mem, tot, tmp, pw, user, job_id FROM ("
-       "  SELECT (t_unix_ms / ?1) * ?1 AS step, gpu, gpu_index, user, job_id,"
-       "    max(t_unix_ms) AS last_t,"
-       "    CAST(round(avg(util_cpct)) AS INTEGER) AS u,"
-       "    CAST(round(avg(mem_util_cpct)) AS INTEGER) AS mu,"
-       "    CAST(round(avg(mem_used_bytes)) AS INTEGER) AS mem,"
-       "    CAST(round(avg(mem_total_bytes)) AS INTEGER) AS tot,"
-       "    CAST(round(avg(temp_ccel)) AS INTEGER) AS tmp,"
-       "    CAST(round(avg(power_mw)) AS INTEGER) AS pw"
-       "  FROM fine_samples WHERE t_unix_ms >= ?2 AND t_unix_ms < ?3"
-       "  GROUP BY step, gpu)"},
+       ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+       true},
+      {&stmts->insert_fine_share, "insert sample share",
+       "INSERT OR REPLACE INTO fine_shares (t_unix_ms, gpu, holder_kind, user, weight) "
+       "VALUES (?1, ?2, ?3, ?4, ?5)",
+       true},
+      {&stmts->delete_fine_shares, "replace sample shares",
+       "DELETE FROM fine_shares WHERE t_unix_ms = ?1 AND gpu = ?2", true},
+      {&stmts->insert_coarse, "insert coarse sample",
+       "INSERT OR REPLACE INTO coarse_samples (" GPUMAN_HISTORY_SAMPLE_COLUMNS
+       ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+       true},
+      {&stmts->insert_coarse_share, "insert coarse share",
+       "INSERT OR REPLACE INTO coarse_shares (t_unix_ms, gpu, holder_kind, user, held_ms) "
+       "VALUES (?1, ?2, ?3, ?4, ?5)",
+       true},
+      {&stmts->delete_coarse_shares, "replace coarse shares",
+       "DELETE FROM coarse_shares WHERE t_unix_ms >= ?1 AND t_unix_ms < ?2", true},
       {&stmts->max_coarse_t, "read newest coarse sample", "SELECT max(t_unix_ms) FROM coarse_samples"},
       {&stmts->min_fine_t, "read oldest fine sample", "SELECT min(t_unix_ms) FROM fine_samples"},
       {&stmts->any_coarse_between, "find coarse samples",
        "SELECT 1 FROM coarse_samples WHERE t_unix_ms >= ?1 AND t_unix_ms < ?2 LIMIT 1"},
-      {&stmts->select_fine, "read samples",
-       "SELECT " GPUMAN_HISTORY_SAMPLE_COLUMNS " FROM fine_samples "
-       "WHERE t_unix_ms >= ?1 AND t_unix_ms <= ?2 ORDER BY t_unix_ms, gpu_index"},
-      {&stmts->select_coarse, "read coarse samples",
-       "SELECT " GPUMAN_HISTORY_SAMPLE_COLUMNS " FROM coarse_samples "
-       "WHERE t_unix_ms >= ?1 AND t_unix_ms <= ?2 ORDER BY t_unix_ms, gpu_index"},
+      {&stmts->select_fine, "read samples", select_fine},
+      {&stmts->select_coarse, "read coarse samples", select_coarse},
+      {&stmts->select_fine_shares, "read sample shares",
+       "SELECT t_unix_ms, gpu, holder_kind, user, weight FROM fine_shares "
+       "WHERE t_unix_ms >= ?1 AND t_unix_ms <= ?2",
+       true},
+      {&stmts->select_coarse_shares, "read coarse shares",
+       "SELECT t_unix_ms, gpu, holder_kind, user, held_ms FROM coarse_shares "
+       "WHERE t_unix_ms >= ?1 AND t_unix_ms <= ?2",
+       true},
       {&stmts->prune_fine, "prune samples", "DELETE FROM fine_samples WHERE t_unix_ms < ?1"},
+      {&stmts->prune_fine_shares, "prune sample shares", "DELETE FROM fine_shares WHERE t_unix_ms < ?1",
+       true},
       {&stmts->prune_coarse, "prune coarse samples", "DELETE FROM coarse_samples WHERE t_unix_ms < ?1"},
+      {&stmts->prune_coarse_shares, "prune coarse shares",
+       "DELETE FROM coarse_shares WHERE t_unix_ms < ?1", true},
       {&stmts->prune_waits, "prune job waits", "DELETE FROM job_waits WHERE started_unix_ms < ?1"},
       {&stmts->insert_wait, "insert job wait",
        "INSERT OR REPLACE INTO job_waits (started_unix_ms, job_id, user, submitted_unix_ms, gpus) "
@@ -339,12 +425,13 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::Open(const std::string& path
        "  UNION ALL SELECT min(t_unix_ms), max(t_unix_ms) FROM coarse_samples)"},
   };
   for (const Sql& s : all) {
+    if (s.needs_shares && !has_shares) continue;  // a read-only schema 1 file: never used
     auto prepared = db->Prepare(s.name, s.sql);
     if (!prepared) return relabel(prepared.error());
     *s.target = std::move(*prepared);
   }
-  return std::unique_ptr<HistoryStore>(
-      new HistoryStore(path, read_only, retention, std::move(db), std::move(stmts)));
+  return std::unique_ptr<HistoryStore>(new HistoryStore(path, read_only, retention, std::move(db),
+                                                        std::move(stmts), has_shares));
 }
 
 Error HistoryStore::Relabel(Error e) const { return RelabelError(std::move(e), db_->path(), path_); }
@@ -375,6 +462,35 @@ Result<int64_t> HistoryStore::GpuIdLocked(const model::GpuSample& s) {
   return it->second.first;
 }
 
+// One sample row and, when it has several holders, its share rows, weighted by `scale`
+// (shares are stored as integers: millionths of a fine sample, milliseconds of a step).
+Status HistoryStore::WriteRowLocked(Statement& row, Statement& share, int64_t gpu_id,
+                                    const model::GpuSample& s, double scale) {
+  {
+    auto use = row.Use();
+    row.Bind(1, s.t_unix_ms).Bind(2, gpu_id).Bind(3, static_cast<int64_t>(s.gpu_index));
+    BindOptional(row, 4, Scaled(s.utilization_percent, 100));
+    BindOptional(row, 5, Scaled(s.memory_utilization_percent, 100));
+    BindOptional(row, 6, s.memory_used_bytes);
+    BindOptional(row, 7, s.memory_total_bytes);
+    BindOptional(row, 8, Scaled(s.temperature_c, 100));
+    BindOptional(row, 9, Scaled(s.power_w, 1000));
+    row.Bind(10, s.user);
+    BindOptional(row, 11, s.job_id);
+    row.Bind(12, KindColumn(s.holder_kind));
+    if (auto run = row.Run(); !run) return run;
+  }
+  if (s.holders.size() < 2) return {};
+  for (const auto& h : s.holders) {
+    const int64_t weight = std::llround(std::clamp(h.share, 0.0, 1.0) * scale);
+    if (weight <= 0) continue;
+    auto use = share.Use();
+    share.Bind(1, s.t_unix_ms).Bind(2, gpu_id).Bind(3, KindColumn(h.kind)).Bind(4, h.user).Bind(5, weight);
+    if (auto run = share.Run(); !run) return run;
+  }
+  return {};
+}
+
 Status HistoryStore::RollUpLocked(int64_t now_ms) {
   const int64_t step = retention_.coarse_step_ms;
   const int64_t step_end = FloorTo(now_ms, step);
@@ -394,10 +510,30 @@ Status HistoryStore::RollUpLocked(int64_t now_ms) {
     }
   }
   if (*rolled_until_ms_ >= step_end) return {};
-  Statement& r = stmts_->roll_up;
-  auto use = r.Use();
-  r.Bind(1, step).Bind(2, *rolled_until_ms_).Bind(3, step_end);
-  if (auto run = r.Run(); !run) return run;
+  // Means per GPU and step, each holder's share of the step's samples, and the main
+  // holder (largest share): RebucketSamples, the rule --step uses too.
+  auto gpus = GpuMapLocked();
+  if (!gpus) return gpus.error();
+  std::map<std::string, int64_t> ids;
+  for (const auto& [id, gpu] : *gpus) ids[gpu.uuid] = id;
+  auto fine = ReadRows(stmts_->select_fine, &stmts_->select_fine_shares, *rolled_until_ms_,
+                       step_end - 1, *gpus);
+  if (!fine) return fine.error();
+  {
+    Statement& del = stmts_->delete_coarse_shares;
+    auto use = del.Use();
+    del.Bind(1, *rolled_until_ms_).Bind(2, step_end);
+    if (auto run = del.Run(); !run) return run;
+  }
+  for (const auto& s : RebucketSamples(*fine, step)) {
+    auto id = ids.find(s.gpu_uuid);
+    if (id == ids.end()) continue;  // a fine row of an unknown GPU: cannot happen
+    if (auto written = WriteRowLocked(stmts_->insert_coarse, stmts_->insert_coarse_share,
+                                      id->second, s, static_cast<double>(step));
+        !written) {
+      return written;
+    }
+  }
   rolled_until_ms_ = step_end;
   return {};
 }
@@ -412,7 +548,9 @@ Status HistoryStore::PruneLocked(int64_t now_ms) {
   if (rolled_until_ms_) fine_cut = std::min(fine_cut, *rolled_until_ms_);
   const int64_t coarse_cut = now_ms - retention_.coarse_keep_ms;
   for (auto [stmt, cut] : {std::pair{&stmts_->prune_fine, fine_cut},
+                           std::pair{&stmts_->prune_fine_shares, fine_cut},
                            std::pair{&stmts_->prune_coarse, coarse_cut},
+                           std::pair{&stmts_->prune_coarse_shares, coarse_cut},
                            std::pair{&stmts_->prune_waits, coarse_cut}}) {
     auto use = stmt->Use();
     stmt->Bind(1, cut);
@@ -422,6 +560,21 @@ Status HistoryStore::PruneLocked(int64_t now_ms) {
   return {};
 }
 
+namespace {
+
+// Free exactly when nobody is named.
+std::optional<std::string> HolderProblem(model::HolderKind kind, const std::string& user) {
+  if (kind == model::HolderKind::kFree && !user.empty()) {
+    return "holder kind free with user '" + user + "'";
+  }
+  if (kind != model::HolderKind::kFree && user.empty()) {
+    return std::string("holder kind ") + model::HolderKindName(kind) + " without a user";
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 Status HistoryStore::Record(const std::vector<model::GpuSample>& samples) {
   if (read_only_) {
     return MakeError(ErrorCode::kPermissionDenied, "history db " + path_ + ": opened read-only");
@@ -429,11 +582,16 @@ Status HistoryStore::Record(const std::vector<model::GpuSample>& samples) {
   if (samples.empty()) return {};
   int64_t now_ms = samples.front().t_unix_ms;
   for (const auto& s : samples) {
+    const std::string what =
+        "history db " + path_ + ": record sample: GPU " + std::to_string(s.gpu_index);
     if (s.gpu_uuid.empty()) {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       "history db " + path_ + ": record sample: GPU " +
-                           std::to_string(s.gpu_index) + " has no UUID");
+      return MakeError(ErrorCode::kInvalidArgument, what + " has no UUID");
     }
+    auto problem = HolderProblem(s.holder_kind, s.user);
+    for (const auto& h : s.holders) {
+      if (!problem) problem = HolderProblem(h.kind, h.user);
+    }
+    if (problem) return MakeError(ErrorCode::kInvalidArgument, what + ": " + *problem);
     now_ms = std::max(now_ms, s.t_unix_ms);
   }
   auto work = [&]() -> Status {
@@ -442,18 +600,16 @@ Status HistoryStore::Record(const std::vector<model::GpuSample>& samples) {
     for (const auto& s : samples) {
       auto id = GpuIdLocked(s);
       if (!id) return id.error();
-      Statement& ins = stmts_->insert_fine;
-      auto use = ins.Use();
-      ins.Bind(1, s.t_unix_ms).Bind(2, *id).Bind(3, static_cast<int64_t>(s.gpu_index));
-      BindOptional(ins, 4, Scaled(s.utilization_percent, 100));
-      BindOptional(ins, 5, Scaled(s.memory_utilization_percent, 100));
-      BindOptional(ins, 6, s.memory_used_bytes);
-      BindOptional(ins, 7, s.memory_total_bytes);
-      BindOptional(ins, 8, Scaled(s.temperature_c, 100));
-      BindOptional(ins, 9, Scaled(s.power_w, 1000));
-      ins.Bind(10, s.user);
-      BindOptional(ins, 11, s.job_id);
-      if (auto run = ins.Run(); !run) return run;
+      {
+        Statement& del = stmts_->delete_fine_shares;  // a replaced sample's old shares
+        auto use = del.Use();
+        del.Bind(1, s.t_unix_ms).Bind(2, *id);
+        if (auto run = del.Run(); !run) return run;
+      }
+      if (auto written = WriteRowLocked(stmts_->insert_fine, stmts_->insert_fine_share, *id, s, 1e6);
+          !written) {
+        return written;
+      }
     }
     if (auto rolled = RollUpLocked(now_ms); !rolled) return rolled;
     if (auto pruned = PruneLocked(now_ms); !pruned) return pruned;
@@ -501,9 +657,26 @@ Result<std::map<int64_t, HistoryGpu>> HistoryStore::GpuMapLocked() {
 }
 
 Result<std::vector<model::GpuSample>> HistoryStore::ReadRows(
-    Statement& stmt, int64_t since, int64_t until, const std::map<int64_t, HistoryGpu>& gpus) {
+    Statement& stmt, Statement* shares, int64_t since, int64_t until,
+    const std::map<int64_t, HistoryGpu>& gpus) {
   std::vector<model::GpuSample> out;
   if (since > until) return out;
+  // Share rows first: few (only rows with several holders have them), so a month of
+  // single-holder rows costs no lookup table.
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<model::HolderShare, int64_t>>> weighted;
+  if (shares && has_shares_) {
+    auto use = shares->Use();
+    shares->Bind(1, since).Bind(2, until);
+    while (true) {
+      auto row = shares->Step();
+      if (!row) return row.error();
+      if (!*row) break;
+      const int64_t weight = shares->ColumnInt64(4);
+      if (weight <= 0) continue;
+      weighted[{shares->ColumnInt64(0), shares->ColumnInt64(1)}].push_back(
+          {model::HolderShare{KindFromColumn(shares->ColumnInt64(2)), shares->ColumnText(3), 0}, weight});
+    }
+  }
   auto use = stmt.Use();
   stmt.Bind(1, since).Bind(2, until);
   while (true) {
@@ -523,6 +696,19 @@ Result<std::vector<model::GpuSample>> HistoryStore::ReadRows(
     s.power_w = Unscaled(stmt, kPower, 1000);
     s.user = stmt.ColumnText(kUser);
     s.job_id = OptionalInt(stmt, kJob);
+    s.holder_kind = KindFromColumn(stmt.ColumnInt64(kHolderKind));
+    if (!weighted.empty()) {
+      auto it = weighted.find({s.t_unix_ms, stmt.ColumnInt64(kGpu)});
+      if (it != weighted.end() && it->second.size() >= 2) {  // one holder: the row says it all
+        double total = 0;
+        for (const auto& [h, w] : it->second) total += static_cast<double>(w);
+        for (auto& [h, w] : it->second) {
+          h.share = static_cast<double>(w) / total;
+          s.holders.push_back(std::move(h));
+        }
+        SortShares(s.holders);
+      }
+    }
     out.push_back(std::move(s));
   }
   return out;
@@ -559,11 +745,11 @@ Result<std::vector<model::GpuSample>> HistoryStore::Samples(const Query& q) {
     }
     std::vector<model::GpuSample> rows;
     if (!coarse) {
-      auto fine = ReadRows(stmts_->select_fine, since, until, *gpus);
+      auto fine = ReadRows(stmts_->select_fine, &stmts_->select_fine_shares, since, until, *gpus);
       if (!fine) return fine.error();
       rows = std::move(*fine);
     } else {
-      auto old = ReadRows(stmts_->select_coarse, since, until, *gpus);
+      auto old = ReadRows(stmts_->select_coarse, &stmts_->select_coarse_shares, since, until, *gpus);
       if (!old) return old.error();
       rows = std::move(*old);
       // The newest fine rows that are not rolled up yet, averaged the same way.
@@ -575,7 +761,8 @@ Result<std::vector<model::GpuSample>> HistoryStore::Samples(const Query& q) {
         if (!row) return row.error();
         if (*row && !m.ColumnIsNull(0)) coarse_end = m.ColumnInt64(0) + step;
       }
-      auto tail = ReadRows(stmts_->select_fine, std::max(since, coarse_end), until, *gpus);
+      auto tail = ReadRows(stmts_->select_fine, &stmts_->select_fine_shares,
+                           std::max(since, coarse_end), until, *gpus);
       if (!tail) return tail.error();
       for (auto& s : RebucketSamples(*tail, step)) rows.push_back(std::move(s));
     }
@@ -612,17 +799,15 @@ Result<std::vector<model::JobWait>> HistoryStore::JobWaits(std::optional<int64_t
   return out;
 }
 
-Result<std::map<std::string, double>> HistoryStore::GpuHoursByUser(std::optional<int64_t> since,
-                                                                   std::optional<int64_t> until) {
+Result<std::map<model::UsageKey, double>> HistoryStore::GpuHoursByUser(
+    std::optional<int64_t> since, std::optional<int64_t> until) {
   Query q;
   q.since_unix_ms = since;
   q.until_unix_ms = until;
   auto rows = Samples(q);
   if (!rows) return rows.error();
-  std::map<std::string, double> hours;
-  for (const auto& [user, ms] : HeldMsByUser(*rows, until)) {
-    hours[user] = static_cast<double>(ms) / 3600000.0;
-  }
+  std::map<model::UsageKey, double> hours;
+  for (const auto& [who, ms] : HeldMsByUser(*rows, until)) hours[who] = ms / 3600000.0;
   return hours;
 }
 
@@ -648,6 +833,13 @@ Result<std::optional<std::pair<int64_t, int64_t>>> HistoryStore::TimeRange() {
 
 // ---- Pure helpers
 
+void SortShares(std::vector<model::HolderShare>& shares) {
+  std::stable_sort(shares.begin(), shares.end(), [](const auto& a, const auto& b) {
+    if (a.share != b.share) return a.share > b.share;
+    return std::tie(a.kind, a.user) < std::tie(b.kind, b.user);
+  });
+}
+
 std::vector<model::GpuSample> RebucketSamples(const std::vector<model::GpuSample>& samples,
                                               int64_t step_ms) {
   if (step_ms <= 0) return samples;
@@ -661,21 +853,44 @@ std::vector<model::GpuSample> RebucketSamples(const std::vector<model::GpuSample
     }
     std::optional<double> Get() const { return n ? std::optional<double>(sum / n) : std::nullopt; }
   };
+  struct Holder {
+    double weight = 0;              // sum of its shares over the bucket's rows
+    int64_t last_t = 0;             // newest row it held
+    int last_main = 0;              // 1: it was that row's main holder
+    std::optional<int64_t> job_id;  // of the newest row it was the main holder of
+    int64_t job_t = 0;
+  };
   struct Acc {
-    model::GpuSample last;  // the bucket's newest row: holder, job and index
+    model::GpuSample last;  // the bucket's newest row: index
+    int rows = 0;
     Mean util, mem_util, temp, power, used, total;
+    std::map<std::pair<model::HolderKind, std::string>, Holder> holders;
   };
   std::map<std::pair<int64_t, std::string>, Acc> buckets;  // (bucket start, uuid)
   for (const auto& s : samples) {
     auto [it, is_new] = buckets.try_emplace({FloorTo(s.t_unix_ms, step_ms), s.gpu_uuid});
     Acc& a = it->second;
     if (is_new || s.t_unix_ms >= a.last.t_unix_ms) a.last = s;
+    ++a.rows;
     a.util.Add(s.utilization_percent);
     a.mem_util.Add(s.memory_utilization_percent);
     a.temp.Add(s.temperature_c);
     a.power.Add(s.power_w);
     if (s.memory_used_bytes) a.used.Add(static_cast<double>(*s.memory_used_bytes));
     if (s.memory_total_bytes) a.total.Add(static_cast<double>(*s.memory_total_bytes));
+    for (const auto& share : model::SharesOf(s)) {
+      Holder& h = a.holders[{share.kind, share.user}];
+      h.weight += share.share;
+      const int main = share.kind == s.holder_kind && share.user == s.user;
+      if (std::tie(s.t_unix_ms, main) >= std::tie(h.last_t, h.last_main)) {
+        h.last_t = s.t_unix_ms;
+        h.last_main = main;
+      }
+      if (main && s.t_unix_ms >= h.job_t) {
+        h.job_t = s.t_unix_ms;
+        h.job_id = s.job_id;
+      }
+    }
   }
   auto rounded = [](std::optional<double> v) -> std::optional<int64_t> {
     if (!v) return std::nullopt;
@@ -692,6 +907,32 @@ std::vector<model::GpuSample> RebucketSamples(const std::vector<model::GpuSample
     s.power_w = a.power.Get();
     s.memory_used_bytes = rounded(a.used.Get());
     s.memory_total_bytes = rounded(a.total.Get());
+    // The main holder: the largest share (within float noise), then the one seen last.
+    const std::pair<const std::pair<model::HolderKind, std::string>, Holder>* main = nullptr;
+    for (const auto& entry : a.holders) {
+      if (!main) {
+        main = &entry;
+        continue;
+      }
+      const Holder& h = entry.second;
+      const Holder& m = main->second;
+      const double diff = h.weight - m.weight;
+      if (diff > 1e-9 || (diff > -1e-9 && std::tie(h.last_t, h.last_main) > std::tie(m.last_t, m.last_main))) {
+        main = &entry;
+      }
+    }
+    s.holders.clear();
+    if (main) {
+      s.holder_kind = main->first.first;
+      s.user = main->first.second;
+      s.job_id = main->second.job_id;
+      if (a.holders.size() > 1) {
+        for (const auto& [holder, h] : a.holders) {
+          s.holders.push_back({holder.first, holder.second, h.weight / a.rows});
+        }
+        SortShares(s.holders);
+      }
+    }
     out.push_back(std::move(s));
   }
   std::stable_sort(out.begin(), out.end(), [](const model::GpuSample& a, const model::GpuSample& b) {
@@ -701,8 +942,8 @@ std::vector<model::GpuSample> RebucketSamples(const std::vector<model::GpuSample
   return out;
 }
 
-std::map<std::string, int64_t> HeldMsByUser(const std::vector<model::GpuSample>& samples,
-                                            std::optional<int64_t> until_unix_ms) {
+std::map<model::UsageKey, double> HeldMsByUser(const std::vector<model::GpuSample>& samples,
+                                               std::optional<int64_t> until_unix_ms) {
   std::map<std::string, std::vector<const model::GpuSample*>> by_gpu;
   for (const auto& s : samples) by_gpu[s.gpu_uuid].push_back(&s);
   // The sampling period: the smallest gap between two rows of one GPU (1 s for fine rows,
@@ -718,7 +959,7 @@ std::map<std::string, int64_t> HeldMsByUser(const std::vector<model::GpuSample>&
     }
   }
   if (period == 0) period = 1000;  // single samples: the daemon's 1 s period
-  std::map<std::string, int64_t> held;
+  std::map<model::UsageKey, double> held;
   for (const auto& [uuid, rows] : by_gpu) {
     for (size_t i = 0; i < rows.size(); ++i) {
       int64_t covers = period;
@@ -727,7 +968,11 @@ std::map<std::string, int64_t> HeldMsByUser(const std::vector<model::GpuSample>&
         if (gap <= 3 * period) covers = gap;  // a missed sample or two; longer: nobody looked
       }
       if (until_unix_ms) covers = std::min(covers, *until_unix_ms - rows[i]->t_unix_ms);
-      if (covers > 0) held[rows[i]->user] += covers;
+      if (covers <= 0) continue;
+      // Split between the row's holders by their shares (a mixed minute counts to each).
+      for (const auto& share : model::SharesOf(*rows[i])) {
+        held[model::UsageKeyOf(share.kind, share.user)] += static_cast<double>(covers) * share.share;
+      }
     }
   }
   return held;

@@ -45,10 +45,12 @@ class HistoryStore {
   HistoryStore& operator=(const HistoryStore&) = delete;
 
   /// One transaction: inserts the samples (one per GPU, same t; a second sample for the
-  /// same GPU and t replaces the first), rolls finished coarse steps up into means, and
+  /// same GPU and t replaces the first) with their holders and shares, rolls finished
+  /// coarse steps up into means and per-holder shares of the step (RebucketSamples), and
   /// prunes rows older than the retention (at most once per coarse step of sample time).
   /// "Now" is the samples' time: the store holds no clock.
-  /// Errors: kInvalidArgument (empty GPU UUID); kPermissionDenied (read-only); kBusy; kIo.
+  /// Errors: kInvalidArgument (empty GPU UUID; a holder kind of free with a user, or
+  /// another kind without one); kPermissionDenied (read-only); kBusy; kIo.
   Status Record(const std::vector<model::GpuSample>& samples);
 
   /// Stores how long a job waited (a requeued job that starts again gets a second row).
@@ -63,19 +65,22 @@ class HistoryStore {
   /// Samples in [since, until], ordered by time then GPU index. Fine (1 s) rows when the
   /// fine table holds the whole window and no step of at least the coarse step is asked;
   /// otherwise coarse rows, followed by the newest fine rows not rolled up yet (averaged
-  /// per coarse step). With `step_ms`, rows are re-bucketed to that step (means; holder
-  /// and job of the bucket's last row; t = start of the bucket). Errors: kIo.
+  /// per coarse step). With `step_ms`, rows are re-bucketed to that step (means and
+  /// holder shares as in RebucketSamples; t = start of the bucket). Rows carry their
+  /// holders' shares when they had more than one. Errors: kIo.
   Result<std::vector<model::GpuSample>> Samples(const Query& q);
 
   /// Job waits of jobs started at or after `since_unix_ms`, by start time. Errors: kIo.
   Result<std::vector<model::JobWait>> JobWaits(std::optional<int64_t> since_unix_ms);
 
-  /// GPU-hours per holder user in [since, until], from the samples Samples() picks for
-  /// that window (free GPUs under ""). A sample stands for the time up to the next sample
-  /// of its GPU when that is at most three sampling periods away (one or two missed samples);
-  /// across a longer gap nobody was recording, and it counts one period. Errors: kIo.
-  Result<std::map<std::string, double>> GpuHoursByUser(std::optional<int64_t> since,
-                                                       std::optional<int64_t> until);
+  /// GPU-hours per holder in [since, until], from the samples Samples() picks for that
+  /// window: per user through gpuman (leases and jobs), per user outside gpuman, and free
+  /// time under the empty key. A sample stands for the time up to the next sample of its
+  /// GPU when that is at most three sampling periods away (one or two missed samples);
+  /// across a longer gap nobody was recording, and it counts one period. That time is
+  /// split between the sample's holders by their shares. Errors: kIo.
+  Result<std::map<model::UsageKey, double>> GpuHoursByUser(std::optional<int64_t> since,
+                                                           std::optional<int64_t> until);
 
   /// Every GPU ever recorded, by index then UUID. Errors: kIo.
   Result<std::vector<HistoryGpu>> Gpus();
@@ -90,18 +95,23 @@ class HistoryStore {
  private:
   struct Statements;
   HistoryStore(std::string path, bool read_only, HistoryRetention retention,
-               std::unique_ptr<Database> db, std::unique_ptr<Statements> stmts);
+               std::unique_ptr<Database> db, std::unique_ptr<Statements> stmts, bool has_shares);
 
   Error Relabel(Error e) const;
   Result<int64_t> GpuIdLocked(const model::GpuSample& s);
+  Status WriteRowLocked(Statement& row, Statement& share, int64_t gpu_id, const model::GpuSample& s,
+                        double scale);
   Status RollUpLocked(int64_t now_ms);
   Status PruneLocked(int64_t now_ms);
-  Result<std::vector<model::GpuSample>> ReadRows(Statement& stmt, int64_t since, int64_t until,
+  // Rows of `stmt` in [since, until] with their shares from `shares` (nullptr: none).
+  Result<std::vector<model::GpuSample>> ReadRows(Statement& stmt, Statement* shares, int64_t since,
+                                                 int64_t until,
                                                  const std::map<int64_t, HistoryGpu>& gpus);
   Result<std::map<int64_t, HistoryGpu>> GpuMapLocked();
 
   std::string path_;
   bool read_only_;
+  bool has_shares_;  // false: a schema 1 file opened read-only (no holder kinds or shares)
   HistoryRetention retention_;
   std::unique_ptr<Database> db_;
   std::unique_ptr<Statements> stmts_;  // finalized before db_ closes (reverse order)
@@ -111,14 +121,21 @@ class HistoryStore {
 };
 
 /// Re-buckets samples to `step_ms` (> 0): per GPU and bucket [k*step, (k+1)*step), the
-/// mean of each metric over the rows that have it, holder/job/index of the last row, and
-/// t = bucket start. Output ordered by time, then GPU index and UUID. Pure.
+/// mean of each metric over the rows that have it, each holder's share of the bucket
+/// (the mean of its shares over the bucket's rows, each row weighing the same; free time
+/// included; `holders` set when there is more than one), the main holder (largest share,
+/// ties to the one seen last) as user/holder_kind with the job of its newest row, the
+/// index of the last row, and t = bucket start. Output ordered by time, then GPU index
+/// and UUID. Pure.
 std::vector<model::GpuSample> RebucketSamples(const std::vector<model::GpuSample>& samples,
                                               int64_t step_ms);
 
-/// GPU-milliseconds per holder user (the rule of HistoryStore::GpuHoursByUser), with
-/// coverage clipped at `until_unix_ms` when given. Pure.
-std::map<std::string, int64_t> HeldMsByUser(const std::vector<model::GpuSample>& samples,
-                                            std::optional<int64_t> until_unix_ms);
+/// GPU-milliseconds per holder (the rule of HistoryStore::GpuHoursByUser), with coverage
+/// clipped at `until_unix_ms` when given. Pure.
+std::map<model::UsageKey, double> HeldMsByUser(const std::vector<model::GpuSample>& samples,
+                                               std::optional<int64_t> until_unix_ms);
+
+/// Orders shares largest first, then by kind and user. Pure.
+void SortShares(std::vector<model::HolderShare>& shares);
 
 }  // namespace gpuman::store

@@ -332,5 +332,50 @@ TEST_F(MonitorE2E, AlertHookRunsWithAJsonPayload) {
   EXPECT_NE(payload.dump().find(s["gpus"][6]["uuid"].get<std::string>()), std::string::npos) << payload.dump(2);
 }
 
+// The daemon's history names who used each GPU: a lease's owner, and the Unix users of
+// processes that run on a GPU outside gpuman (split between them), not "(free)".
+TEST_F(MonitorE2E, HistoryCountsProcessesOutsideGpumanToTheirUsers) {
+  json s = ReadJson(scenario_);
+  auto process = [](int pid) {
+    return json{{"pid", pid}, {"sm_util", 50}, {"used_memory", 1LL << 30}, {"type", "compute"},
+                {"gpu_instance_id", nullptr}, {"compute_instance_id", nullptr}};
+  };
+  s["gpus"][2]["processes"] = json::array({process(62011)});                  // carol
+  s["gpus"][3]["processes"] = json::array({process(62011), process(73377)});  // carol, dave
+  WriteScenario(dir_, scenario_, s);
+  StartDaemon("");
+  auto sel = Gpuman({"select", "-n", "1", "--lease", "--format", "json"});
+  ASSERT_EQ(sel.exit_code, 0) << sel.out << sel.err;
+  json leases = json::parse(Gpuman({"leases", "--json"}).out, nullptr, false)["leases"];
+  ASSERT_TRUE(leases.is_array() && leases.size() == 1u) << leases.dump(2);
+  const std::string leased = leases[0]["gpus"][0]["uuid"];
+  const std::string db = dir_.Join("state/history.db");
+
+  // The newest sample of each GPU, once one is recorded after the lease was taken.
+  std::map<std::string, json> last;
+  ASSERT_TRUE(Eventually([&] {
+    auto r = Gpuman({"history", "--db", db, "--json", "--since", "1m"});
+    if (r.exit_code != 0) return false;
+    json doc = json::parse(r.out, nullptr, false);
+    if (!doc.is_object()) return false;
+    for (const auto& sample : doc["samples"]) last[sample["gpu_uuid"]] = sample;
+    return last.count(leased) && last[leased]["holder_kind"] == "lease";
+  })) << "no sample shows the lease";
+  EXPECT_EQ(last[leased]["user"], leases[0]["user"]);
+  const json& alone = last[s["gpus"][2]["uuid"]];
+  EXPECT_EQ(alone["holder_kind"], "outside") << alone.dump(2);
+  EXPECT_EQ(alone["user"], "carol");
+  const json& shared = last[s["gpus"][3]["uuid"]];
+  EXPECT_EQ(shared["holder_kind"], "outside") << shared.dump(2);
+  EXPECT_EQ(shared["holders"], json::parse(R"([{"user": "carol", "kind": "outside", "share": 0.5},
+                                              {"user": "dave", "kind": "outside", "share": 0.5}])"));
+  EXPECT_EQ(last[s["gpus"][5]["uuid"]]["holder_kind"], "free");
+
+  auto report = Gpuman({"report", "--html", "-", "--db", db, "--since", "1h"});
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_NE(report.out.find(">carol (outside gpuman)</text>"), std::string::npos);
+  EXPECT_NE(report.out.find(">dave (outside gpuman)</text>"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpuman::e2e

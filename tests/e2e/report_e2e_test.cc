@@ -32,7 +32,8 @@ int64_t NowMs() {
 }
 
 // GPU 0: utilization a slow wave between 10 and 90 %, held by alice. GPU 1: 25 %, free for
-// the first half hour, then held by "<script>x</script>" (a name that must be escaped).
+// the first quarter hour, used outside gpuman by carol for the second (with dave for its
+// last 5 minutes), then held by "<script>x</script>" (a name that must be escaped).
 model::GpuSample Sample(int64_t t, int index, int64_t i) {
   model::GpuSample s;
   s.t_unix_ms = t;
@@ -43,7 +44,14 @@ model::GpuSample Sample(int64_t t, int index, int64_t i) {
   s.memory_total_bytes = 80LL << 30;
   s.temperature_c = 60;
   s.power_w = 200;
-  s.user = index == 0 ? "alice" : (i < 1800 ? "" : "<script>x</script>");
+  s.user = index == 0 ? "alice" : (i < 900 ? "" : i < 1800 ? "carol" : "<script>x</script>");
+  s.holder_kind = index == 0 ? model::HolderKind::kJob
+                  : i < 900  ? model::HolderKind::kFree
+                  : i < 1800 ? model::HolderKind::kOutside
+                             : model::HolderKind::kLease;
+  if (index == 1 && i >= 1500 && i < 1800) {
+    s.holders = {{model::HolderKind::kOutside, "carol", 0.5}, {model::HolderKind::kOutside, "dave", 0.5}};
+  }
   if (index == 0) s.job_id = 17;
   return s;
 }
@@ -88,7 +96,7 @@ TEST_F(ReportE2eTest, HistoryCsvHasOneRowPerSample) {
   ASSERT_GE(lines.size(), 2u);
   EXPECT_EQ(lines[0],
             "t_unix_ms,time,gpu_index,gpu_uuid,utilization_percent,memory_utilization_percent,"
-            "memory_used_bytes,memory_total_bytes,temperature_c,power_w,user,job_id");
+            "memory_used_bytes,memory_total_bytes,temperature_c,power_w,user,job_id,holder_kind,holders");
   // 600 samples in the last ten minutes, give or take the seconds since SetUp.
   EXPECT_GE(lines.size() - 1, 560u);
   EXPECT_LE(lines.size() - 1, 601u);
@@ -145,8 +153,11 @@ TEST_F(ReportE2eTest, HistoryTextAndDbLookup) {
   EXPECT_THAT(r.out, HasSubstr("GPU 1  GPU-1bbb111"));
   EXPECT_THAT(r.out, HasSubstr("util avg 25% max 25%"));
   EXPECT_THAT(r.out, HasSubstr("held: alice 100%"));
-  EXPECT_THAT(r.out, HasSubstr(" (free) 50%"));
   EXPECT_THAT(r.out, HasSubstr(" <script>x</script> 50%"));
+  EXPECT_THAT(r.out, HasSubstr(" (free) 25%"));
+  // carol: 10 minutes alone and half of 5 with dave, outside gpuman; so is dave.
+  EXPECT_THAT(r.out, HasSubstr(" carol (outside gpuman) 21%"));
+  EXPECT_THAT(r.out, HasSubstr(" dave (outside gpuman) 4%"));
 
   // $GPUMAN_HISTORY_DB beats the lookup.
   auto env = Gpuman({"history", "--csv", "--since", "1m"}, {{"GPUMAN_HISTORY_DB", db_}});
@@ -272,6 +283,13 @@ TEST_F(ReportE2eTest, ReportRendersInHeadlessChromium) {
   EXPECT_THAT(page, HasSubstr(kGpu0));
   EXPECT_THAT(page, HasSubstr("2 jobs started"));
   EXPECT_THAT(page, HasSubstr("GPU-hours in total"));
+  // GPU-hours: carol 12.5 min and dave 2.5 min outside gpuman, 15 min free, of 2 h.
+  EXPECT_THAT(page, HasSubstr(">carol (outside gpuman)</text>"));
+  EXPECT_THAT(page, HasSubstr("0.21 h (10.4 %)"));
+  EXPECT_THAT(page, HasSubstr(">dave (outside gpuman)</text>"));
+  EXPECT_THAT(page, HasSubstr("0.04 h (2.1 %)"));
+  EXPECT_THAT(page, HasSubstr(">(free)</text>"));
+  EXPECT_THAT(page, HasSubstr("0.25 h (12.5 %)"));
 
   std::string chromium;
   for (const char* candidate : {"/usr/bin/chromium", "/usr/bin/chromium-browser"}) {

@@ -38,10 +38,15 @@ ReportData Sample() {
       s.temperature_c = 70;
       s.power_w = 300;
       s.user = g == 0 ? "<script>alert(1)</script>" : "";
+      s.holder_kind = g == 0 ? model::HolderKind::kJob : model::HolderKind::kFree;
+      if (g == 1 && m < 15) {  // GPU 1: dave outside gpuman for a quarter of the hour
+        s.user = "dave";
+        s.holder_kind = model::HolderKind::kOutside;
+      }
       d.samples.push_back(s);
     }
   }
-  d.gpu_hours_by_user = {{"<script>alert(1)</script>", 1.0}, {"", 1.0}, {"bob", 0.5}};
+  d.gpu_hours_by_user = {{{"<script>alert(1)</script>"}, 1.0}, {{}, 0.75}, {{"bob"}, 0.5}, {{"dave", true}, 0.25}};
   d.waits = {{1, "bob", kT0, kT0 + 30'000, 1}, {2, "eve&co", kT0, kT0 + 7200'000, 2}};
   return d;
 }
@@ -80,7 +85,14 @@ TEST(ReportHtmlTest, ShowsTheNumbers) {
   EXPECT_THAT(html, HasSubstr("<td>80 GiB</td>"));
   EXPECT_THAT(html, HasSubstr("2.50 GPU-hours in total"));
   EXPECT_THAT(html, HasSubstr("1.00 h (40.0 %)"));
-  EXPECT_THAT(html, HasSubstr("(free)"));
+  EXPECT_THAT(html, HasSubstr(">(free)</text>"));
+  // Users outside gpuman are named as such, in their own colour, apart from gpuman users.
+  EXPECT_THAT(html, HasSubstr(">dave (outside gpuman)</text>"));
+  EXPECT_THAT(html, HasSubstr("fill=\"" + std::string(kOutsideColor) + "\""));
+  EXPECT_THAT(html, HasSubstr("0.25 h (10.0 %)"));
+  // Summary: GPU 1 was used outside gpuman for 25 % of the time, held through gpuman never.
+  EXPECT_THAT(html, HasSubstr("<td>0.0 %</td><td>25.0 %</td></tr>"));
+  EXPECT_THAT(html, HasSubstr("<td>100.0 %</td><td>0.0 %</td></tr>"));
   EXPECT_THAT(html, HasSubstr("2 jobs started"));
   EXPECT_THAT(html, HasSubstr("longest 2h"));
   EXPECT_THAT(html, HasSubstr(std::string(kUtilizationColor)));

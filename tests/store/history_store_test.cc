@@ -16,6 +16,8 @@ namespace gpuman::store {
 namespace {
 
 using model::GpuSample;
+using model::HolderKind;
+using model::UsageKey;
 using ::testing::HasSubstr;
 
 constexpr int64_t kT0 = 1'700'000'040'000;  // a multiple of a minute
@@ -33,9 +35,28 @@ GpuSample Sample(int64_t t, int index, double util, std::string user = "",
   s.memory_total_bytes = 80'000'000'000;
   s.temperature_c = 40.5;
   s.power_w = 123.456;
+  s.holder_kind = user.empty() ? HolderKind::kFree : job ? HolderKind::kJob : HolderKind::kLease;
   s.user = std::move(user);
   s.job_id = job;
   return s;
+}
+
+// A sample of processes running outside gpuman, split equally between their users.
+GpuSample Outside(int64_t t, int index, double util, std::vector<std::string> users) {
+  GpuSample s = Sample(t, index, util);
+  s.holder_kind = HolderKind::kOutside;
+  s.user = users.front();
+  if (users.size() > 1) {
+    for (const auto& u : users) s.holders.push_back({HolderKind::kOutside, u, 1.0 / users.size()});
+  }
+  return s;
+}
+
+double ShareOf(const GpuSample& s, HolderKind kind, const std::string& user) {
+  for (const auto& h : model::SharesOf(s)) {
+    if (h.kind == kind && h.user == user) return h.share;
+  }
+  return 0;
 }
 
 std::unique_ptr<HistoryStore> OpenOrDie(const std::string& path, bool read_only = false,
@@ -80,9 +101,12 @@ TEST(HistoryStoreTest, RecordsAndReadsBackFineSamples) {
   EXPECT_DOUBLE_EQ(*first.power_w, 123.456);
   EXPECT_EQ(first.user, "alice");
   EXPECT_EQ(first.job_id, 12);
+  EXPECT_EQ(first.holder_kind, HolderKind::kJob);
+  EXPECT_TRUE(first.holders.empty());
   const GpuSample& second = (*rows)[1];
   EXPECT_EQ(second.gpu_index, 1);
   EXPECT_EQ(second.user, "");
+  EXPECT_EQ(second.holder_kind, HolderKind::kFree);
   EXPECT_FALSE(second.temperature_c.has_value());
   EXPECT_FALSE(second.power_w.has_value());
   EXPECT_FALSE(second.job_id.has_value());
@@ -151,13 +175,20 @@ TEST(HistoryStoreTest, RollsFinishedStepsUpIntoMeans) {
   ASSERT_EQ(rows->size(), 3u);  // two rolled-up minutes and the unfinished third
   EXPECT_EQ((*rows)[0].t_unix_ms, kT0);
   EXPECT_DOUBLE_EQ(*(*rows)[0].utilization_percent, 29.5);
-  EXPECT_EQ((*rows)[0].user, "bob");  // the holder at the end of the step
+  // Half each: a tie goes to the holder seen last, with its job; both keep their share.
+  EXPECT_EQ((*rows)[0].user, "bob");
   EXPECT_EQ((*rows)[0].job_id, 2);
+  EXPECT_EQ((*rows)[0].holder_kind, HolderKind::kJob);
+  ASSERT_EQ((*rows)[0].holders.size(), 2u);
+  EXPECT_DOUBLE_EQ(ShareOf((*rows)[0], HolderKind::kJob, "alice"), 0.5);
+  EXPECT_DOUBLE_EQ(ShareOf((*rows)[0], HolderKind::kJob, "bob"), 0.5);
+  EXPECT_EQ(CountRows(*store, "coarse_shares"), 2);  // only the mixed minute has share rows
   EXPECT_DOUBLE_EQ(*(*rows)[0].temperature_c, 40.5);
   EXPECT_EQ(*(*rows)[0].memory_used_bytes, 29'500'000'000);
   EXPECT_EQ((*rows)[1].t_unix_ms, kT0 + kMinute);
   EXPECT_DOUBLE_EQ(*(*rows)[1].utilization_percent, 100);
   EXPECT_EQ((*rows)[1].user, "carol");
+  EXPECT_TRUE((*rows)[1].holders.empty());
   EXPECT_EQ((*rows)[2].t_unix_ms, kT0 + 2 * kMinute);
   EXPECT_DOUBLE_EQ(*(*rows)[2].utilization_percent, 50);
 
@@ -269,15 +300,15 @@ TEST(HistoryStoreTest, AttributesGpuHoursToHolders) {
   }
   auto hours = store->GpuHoursByUser(std::nullopt, std::nullopt);
   ASSERT_TRUE(hours.has_value()) << hours.error().message;
-  EXPECT_DOUBLE_EQ((*hours)["alice"], 600.0 / 3600);
-  EXPECT_DOUBLE_EQ((*hours)["bob"], 300.0 / 3600);
-  EXPECT_DOUBLE_EQ((*hours)[""], 300.0 / 3600);
+  EXPECT_DOUBLE_EQ((*hours)[{"alice"}], 600.0 / 3600);
+  EXPECT_DOUBLE_EQ((*hours)[{"bob"}], 300.0 / 3600);
+  EXPECT_DOUBLE_EQ((*hours)[{}], 300.0 / 3600);
 
   // A window counts only its samples.
   hours = store->GpuHoursByUser(kT0 + 300 * kSecond, std::nullopt);
   ASSERT_TRUE(hours.has_value());
-  EXPECT_DOUBLE_EQ((*hours)["alice"], 300.0 / 3600);
-  EXPECT_EQ(hours->count(""), 0u);
+  EXPECT_DOUBLE_EQ((*hours)[{"alice"}], 300.0 / 3600);
+  EXPECT_EQ(hours->count({}), 0u);
 }
 
 TEST(HistoryStoreTest, HeldTimeDoesNotBridgeOutages) {
@@ -286,7 +317,7 @@ TEST(HistoryStoreTest, HeldTimeDoesNotBridgeOutages) {
   rows.push_back(Sample(kT0 + 12 * kSecond, 0, 1, "alice"));  // two samples missed: bridged
   rows.push_back(Sample(kT0 + 500 * kSecond, 0, 1, "alice"));  // daemon down: one period
   auto held = HeldMsByUser(rows, std::nullopt);
-  EXPECT_EQ(held["alice"], 9 * kSecond + 3 * kSecond + kSecond + kSecond);
+  EXPECT_DOUBLE_EQ(held[{"alice"}], 9 * kSecond + 3 * kSecond + kSecond + kSecond);
 }
 
 TEST(HistoryStoreTest, RebucketsToMeansAndLastHolder) {
@@ -302,6 +333,232 @@ TEST(HistoryStoreTest, RebucketsToMeansAndLastHolder) {
   EXPECT_EQ(out[0].user, "b");
   EXPECT_EQ(out[1].gpu_index, 1);
   EXPECT_EQ(out[1].user, "c");
+}
+
+TEST(HistoryStoreTest, AForeignProcessCountsToItsUserOutsideGpuman) {
+  testing::TempDir dir;
+  auto store = OpenOrDie(dir.Join("history.db"));
+  ASSERT_TRUE(store);
+  // 60 s: GPU 0 used outside gpuman by carol, and from second 30 on by carol and dave
+  // together; GPU 1 leased to alice (a process of hers there is hers through the lease).
+  for (int i = 0; i < 60; ++i) {
+    const int64_t t = kT0 + i * kSecond;
+    ASSERT_TRUE(store->Record({i < 30 ? Outside(t, 0, 80, {"carol"}) : Outside(t, 0, 80, {"carol", "dave"}),
+                               Sample(t, 1, 50, "alice")}));
+  }
+  HistoryStore::Query q;
+  q.gpu_uuids = {Sample(0, 0, 0).gpu_uuid};
+  auto rows = store->Samples(q);
+  ASSERT_TRUE(rows.has_value()) << rows.error().message;
+  ASSERT_EQ(rows->size(), 60u);
+  EXPECT_EQ((*rows)[0].holder_kind, HolderKind::kOutside);
+  EXPECT_EQ((*rows)[0].user, "carol");
+  EXPECT_TRUE((*rows)[0].holders.empty());
+  const GpuSample& shared = (*rows)[40];
+  EXPECT_EQ(shared.holder_kind, HolderKind::kOutside);
+  ASSERT_EQ(shared.holders.size(), 2u);
+  EXPECT_DOUBLE_EQ(ShareOf(shared, HolderKind::kOutside, "carol"), 0.5);
+  EXPECT_DOUBLE_EQ(ShareOf(shared, HolderKind::kOutside, "dave"), 0.5);
+  EXPECT_EQ(CountRows(*store, "fine_shares"), 60);  // 30 shared samples, 2 users each
+
+  auto hours = store->GpuHoursByUser(std::nullopt, kT0 + kMinute);
+  ASSERT_TRUE(hours.has_value()) << hours.error().message;
+  EXPECT_DOUBLE_EQ((*hours)[(UsageKey{"carol", true})], 45.0 / 3600);  // 30 s + half of 30 s
+  EXPECT_DOUBLE_EQ((*hours)[(UsageKey{"dave", true})], 15.0 / 3600);
+  EXPECT_DOUBLE_EQ((*hours)[{"alice"}], 60.0 / 3600);
+  EXPECT_EQ(hours->count({"carol"}), 0u);  // never through gpuman
+  EXPECT_EQ(hours->count({}), 0u);         // never free: somebody used both GPUs throughout
+
+  // A sample recorded again replaces the old one, shares included.
+  ASSERT_TRUE(store->Record({Outside(kT0 + 40 * kSecond, 0, 80, {"dave"})}));
+  EXPECT_EQ(CountRows(*store, "fine_shares"), 58);
+}
+
+TEST(HistoryStoreTest, AMixedMinuteIsSplitByShareInTheCoarseTier) {
+  testing::TempDir dir;
+  HistoryRetention retention;
+  retention.fine_keep_ms = 5 * kMinute;
+  retention.coarse_step_ms = kMinute;
+  retention.coarse_keep_ms = 30 * kMinute;
+  auto store = OpenOrDie(dir.Join("history.db"), false, retention);
+  ASSERT_TRUE(store);
+  // Minute 0: alice's lease for 30 s, bob outside gpuman for 20 s, free for 10 s. Then
+  // ten quiet minutes, so that minute 0 is only left in the coarse tier.
+  for (int i = 0; i < 60; ++i) {
+    const int64_t t = kT0 + i * kSecond;
+    ASSERT_TRUE(store->Record({i < 30 ? Sample(t, 0, 90, "alice")
+                               : i < 50 ? Outside(t, 0, 60, {"bob"})
+                                        : Sample(t, 0, 0)}));
+  }
+  for (int i = 60; i <= 660; ++i) ASSERT_TRUE(store->Record({Sample(kT0 + i * kSecond, 0, 0)}));
+  EXPECT_EQ(CountRows(*store, "coarse_shares"), 3);  // minute 0 only; the others were all free
+
+  HistoryStore::Query q;
+  q.since_unix_ms = kT0;
+  q.until_unix_ms = kT0 + kMinute - 1;
+  auto rows = store->Samples(q);
+  ASSERT_TRUE(rows.has_value()) << rows.error().message;
+  ASSERT_EQ(rows->size(), 1u);  // the roll-up: fine rows of minute 0 are gone
+  const GpuSample& minute = (*rows)[0];
+  EXPECT_EQ(minute.t_unix_ms, kT0);
+  EXPECT_DOUBLE_EQ(*minute.utilization_percent, (30 * 90 + 20 * 60) / 60.0);
+  EXPECT_EQ(minute.user, "alice");  // the largest share
+  EXPECT_EQ(minute.holder_kind, HolderKind::kLease);
+  ASSERT_EQ(minute.holders.size(), 3u);
+  EXPECT_DOUBLE_EQ(ShareOf(minute, HolderKind::kLease, "alice"), 0.5);
+  EXPECT_NEAR(ShareOf(minute, HolderKind::kOutside, "bob"), 1.0 / 3, 1e-9);
+  EXPECT_NEAR(ShareOf(minute, HolderKind::kFree, ""), 1.0 / 6, 1e-9);
+
+  // GPU-hours sum the shares, not the minute's last holder (which was nobody).
+  auto hours = store->GpuHoursByUser(kT0, kT0 + kMinute);
+  ASSERT_TRUE(hours.has_value()) << hours.error().message;
+  EXPECT_NEAR((*hours)[{"alice"}] * 3600, 30, 1e-6);
+  EXPECT_NEAR((*hours)[(UsageKey{"bob", true})] * 3600, 20, 1e-6);
+  EXPECT_NEAR((*hours)[{}] * 3600, 10, 1e-6);
+
+  // A coarser step averages the minutes' shares: minute 0 and the free minute 1.
+  q.until_unix_ms = kT0 + 2 * kMinute - 1;
+  q.step_ms = 2 * kMinute;
+  rows = store->Samples(q);
+  ASSERT_TRUE(rows.has_value());
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_DOUBLE_EQ(ShareOf((*rows)[0], HolderKind::kLease, "alice"), 0.25);
+  EXPECT_NEAR(ShareOf((*rows)[0], HolderKind::kFree, ""), 0.5 + 1.0 / 12, 1e-9);
+  EXPECT_EQ((*rows)[0].user, "");  // free for most of the two minutes
+  EXPECT_EQ((*rows)[0].holder_kind, HolderKind::kFree);
+}
+
+TEST(HistoryStoreTest, GpuHoursSumTheSharesOfEachRow) {
+  // Two coarse rows of one GPU: alice alone, then alice and bob half each.
+  GpuSample first = Sample(kT0, 0, 1, "alice");
+  GpuSample second = Sample(kT0 + kMinute, 0, 1, "alice");
+  second.holders = {{HolderKind::kLease, "alice", 0.5}, {HolderKind::kLease, "bob", 0.5}};
+  auto held = HeldMsByUser({first, second}, std::nullopt);
+  EXPECT_DOUBLE_EQ(held[{"alice"}], 90 * kSecond);
+  EXPECT_DOUBLE_EQ(held[{"bob"}], 30 * kSecond);
+  EXPECT_EQ(held.size(), 2u);
+}
+
+TEST(HistoryStoreTest, RefusesAHolderKindThatDoesNotMatchTheUser) {
+  testing::TempDir dir;
+  auto store = OpenOrDie(dir.Join("history.db"));
+  ASSERT_TRUE(store);
+  GpuSample named_but_free = Sample(kT0, 0, 1);
+  named_but_free.user = "alice";
+  GpuSample leased_to_nobody = Sample(kT0, 0, 1);
+  leased_to_nobody.holder_kind = HolderKind::kLease;
+  GpuSample bad_share = Outside(kT0, 0, 1, {"a", "b"});
+  bad_share.holders[1].user = "";
+  for (const auto& s : {named_but_free, leased_to_nobody, bad_share}) {
+    auto refused = store->Record({s});
+    ASSERT_FALSE(refused.has_value());
+    EXPECT_EQ(refused.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_THAT(refused.error().message, HasSubstr("holder kind"));
+  }
+  EXPECT_EQ(CountRows(*store, "fine_samples"), 0);
+}
+
+// A history db as schema 1 wrote it (before holder kinds and shares): readers read it
+// as it is, and the daemon's writable open migrates it without losing a row.
+constexpr const char* kSchema1 = R"sql(
+CREATE TABLE gpus (id INTEGER PRIMARY KEY, uuid TEXT NOT NULL UNIQUE, gpu_index INTEGER NOT NULL);
+CREATE TABLE fine_samples (
+  t_unix_ms INTEGER NOT NULL, gpu INTEGER NOT NULL, gpu_index INTEGER NOT NULL,
+  util_cpct INTEGER, mem_util_cpct INTEGER, mem_used_bytes INTEGER, mem_total_bytes INTEGER,
+  temp_ccel INTEGER, power_mw INTEGER, user TEXT NOT NULL, job_id INTEGER,
+  PRIMARY KEY (t_unix_ms, gpu)) WITHOUT ROWID;
+CREATE TABLE coarse_samples (
+  t_unix_ms INTEGER NOT NULL, gpu INTEGER NOT NULL, gpu_index INTEGER NOT NULL,
+  util_cpct INTEGER, mem_util_cpct INTEGER, mem_used_bytes INTEGER, mem_total_bytes INTEGER,
+  temp_ccel INTEGER, power_mw INTEGER, user TEXT NOT NULL, job_id INTEGER,
+  PRIMARY KEY (t_unix_ms, gpu)) WITHOUT ROWID;
+CREATE TABLE job_waits (
+  started_unix_ms INTEGER NOT NULL, job_id INTEGER NOT NULL, user TEXT NOT NULL,
+  submitted_unix_ms INTEGER NOT NULL, gpus INTEGER NOT NULL,
+  PRIMARY KEY (started_unix_ms, job_id)) WITHOUT ROWID;
+INSERT INTO gpus VALUES (1, 'GPU-00000000-1111-2222-3333-444444444444', 0);
+-- Two old minutes (carol's job, then free) and three seconds (bob's lease, alice's job, free).
+INSERT INTO coarse_samples VALUES (1699999920000, 1, 0, 5000, 2500, 5000000000, 80000000000, 4050, 123456, 'carol', 9);
+INSERT INTO coarse_samples VALUES (1699999980000, 1, 0, 0, 0, 0, 80000000000, 4050, 123456, '', NULL);
+INSERT INTO fine_samples VALUES (1700000040000, 1, 0, 7000, 3500, 7000000000, 80000000000, 4050, 123456, 'bob', NULL);
+INSERT INTO fine_samples VALUES (1700000041000, 1, 0, 7000, 3500, 7000000000, 80000000000, 4050, 123456, 'alice', 7);
+INSERT INTO fine_samples VALUES (1700000042000, 1, 0, 0, 0, 0, 80000000000, 4050, 123456, '', NULL);
+INSERT INTO job_waits VALUES (1700000041000, 7, 'alice', 1700000000000, 1);
+PRAGMA user_version = 1;
+)sql";
+
+TEST(HistoryStoreTest, RowsOfSchemaOneStillRead) {
+  testing::TempDir dir;
+  const std::string path = dir.Join("history.db");
+  {
+    auto db = Database::Open(path);
+    ASSERT_TRUE(db.has_value()) << db.error().message;
+    ASSERT_TRUE((*db)->ExecScript("schema 1", kSchema1));
+  }
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
+  auto check = [&](HistoryStore& store, const char* when) {
+    SCOPED_TRACE(when);
+    auto rows = store.Samples({});  // coarse rows, then the newest minute from fine rows
+    ASSERT_TRUE(rows.has_value()) << rows.error().message;
+    ASSERT_EQ(rows->size(), 3u);
+    EXPECT_EQ((*rows)[0].user, "carol");
+    EXPECT_EQ((*rows)[0].holder_kind, HolderKind::kJob);
+    EXPECT_EQ((*rows)[0].job_id, 9);
+    EXPECT_TRUE((*rows)[0].holders.empty());  // an old minute: its holder held all of it
+    EXPECT_DOUBLE_EQ(*(*rows)[0].utilization_percent, 50);
+    EXPECT_EQ((*rows)[1].holder_kind, HolderKind::kFree);
+    EXPECT_EQ((*rows)[2].holders.size(), 3u);  // bob, alice and nobody a second each
+    EXPECT_NEAR(ShareOf((*rows)[2], HolderKind::kLease, "bob"), 1.0 / 3, 1e-9);
+    EXPECT_NEAR(ShareOf((*rows)[2], HolderKind::kJob, "alice"), 1.0 / 3, 1e-9);
+
+    HistoryStore::Query fine;
+    fine.since_unix_ms = kT0;
+    rows = store.Samples(fine);
+    ASSERT_TRUE(rows.has_value()) << rows.error().message;
+    ASSERT_EQ(rows->size(), 3u);
+    EXPECT_EQ((*rows)[0].holder_kind, HolderKind::kLease);
+    EXPECT_EQ((*rows)[1].holder_kind, HolderKind::kJob);
+    EXPECT_EQ((*rows)[2].holder_kind, HolderKind::kFree);
+
+    auto hours = store.GpuHoursByUser(std::nullopt, kT0 + 3 * kSecond);
+    ASSERT_TRUE(hours.has_value()) << hours.error().message;
+    EXPECT_NEAR((*hours)[{"carol"}] * 3600, 60, 1e-6);
+    EXPECT_GT((*hours)[{"alice"}], 0);
+    auto waits = store.JobWaits(std::nullopt);
+    ASSERT_TRUE(waits.has_value());
+    EXPECT_EQ(waits->size(), 1u);
+  };
+  {
+    auto reader = OpenOrDie(path, /*read_only=*/true);  // never migrates
+    ASSERT_TRUE(reader);
+    check(*reader, "schema 1, read-only");
+  }
+  {
+    auto writer = OpenOrDie(path);  // the daemon: migrates to the current schema
+    ASSERT_TRUE(writer);
+    check(*writer, "migrated");
+    auto q = writer->DatabaseForTesting().Prepare("version", "PRAGMA user_version");
+    ASSERT_TRUE(q.has_value());
+    auto use = q->Use();
+    auto row = q->Step();
+    ASSERT_TRUE(row.has_value() && *row);
+    EXPECT_EQ(q->ColumnInt64(0), 2);
+  }
+  auto writer = OpenOrDie(path);
+  ASSERT_TRUE(writer);
+  GpuSample next = Outside(kT0 + 60 * kSecond, 0, 10, {"erin", "frank"});
+  next.gpu_uuid = "GPU-00000000-1111-2222-3333-444444444444";
+  ASSERT_TRUE(writer->Record({next}));  // rolls minute kT0 up from its schema 1 rows
+  EXPECT_EQ(CountRows(*writer, "coarse_samples"), 3);
+  EXPECT_EQ(CountRows(*writer, "coarse_shares"), 3);  // bob, alice, free
+  auto reader = OpenOrDie(path, /*read_only=*/true);
+  ASSERT_TRUE(reader);
+  HistoryStore::Query last;
+  last.since_unix_ms = kT0 + 60 * kSecond;
+  auto rows = reader->Samples(last);
+  ASSERT_TRUE(rows.has_value()) << rows.error().message;
+  ASSERT_EQ(rows->size(), 1u);
+  EXPECT_DOUBLE_EQ(ShareOf((*rows)[0], HolderKind::kOutside, "frank"), 0.5);
 }
 
 TEST(HistoryStoreTest, StoresJobWaits) {
@@ -426,20 +683,25 @@ TEST(HistoryStoreTest, RefusesANewerSchemaAndBadRetention) {
 }
 
 // Measures the file for docs/history.md: a month of 1 min rows and an hour of 1 s rows for
-// 8 GPUs. Slow (tens of seconds); run with --gtest_also_run_disabled_tests.
-TEST(HistoryStoreTest, DISABLED_SizeOfAFullMonthOfEightGpus) {
+// 8 GPUs; `shared`: every minute of the held GPUs split between two holders (the worst
+// case for the share tables). Slow (tens of seconds each).
+void MeasureAFullMonthOfEightGpus(bool shared) {
   testing::TempDir dir;
   const std::string path = dir.Join("history.db");
   auto store = OpenOrDie(path);
   ASSERT_TRUE(store);
   HistoryRetention r;
-  auto eight = [](int64_t t, int k) {
+  auto eight = [shared](int64_t t, int k) {
     std::vector<GpuSample> v;
     for (int g = 0; g < 8; ++g) {
       v.push_back(Sample(t, g, (k * 7 + g * 13) % 101, g % 3 ? "user" + std::to_string(g) : "",
                          g % 3 ? std::optional<int64_t>(1000 + k / 600) : std::nullopt));
       v.back().temperature_c = 30 + (k + g) % 50 + 0.25;
       v.back().power_w = 100 + (k * 3 + g) % 300 + 0.5;
+      if (shared && g % 3) {
+        v.back().holders = {{v.back().holder_kind, v.back().user, 0.75},
+                            {HolderKind::kOutside, "other" + std::to_string(g), 0.25}};
+      }
     }
     return v;
   };
@@ -451,11 +713,17 @@ TEST(HistoryStoreTest, DISABLED_SizeOfAFullMonthOfEightGpus) {
     ASSERT_TRUE(store->Record(eight(t, k)));
   }
   ASSERT_TRUE(store->DatabaseForTesting().ExecScript("checkpoint", "PRAGMA wal_checkpoint(TRUNCATE)"));
-  std::printf("fine rows %lld, coarse rows %lld, file %lld bytes\n",
+  std::printf("fine rows %lld (+%lld shares), coarse rows %lld (+%lld shares), file %lld bytes\n",
               static_cast<long long>(CountRows(*store, "fine_samples")),
+              static_cast<long long>(CountRows(*store, "fine_shares")),
               static_cast<long long>(CountRows(*store, "coarse_samples")),
+              static_cast<long long>(CountRows(*store, "coarse_shares")),
               static_cast<long long>(std::filesystem::file_size(path)));
 }
+
+// Run with --gtest_also_run_disabled_tests.
+TEST(HistoryStoreTest, DISABLED_SizeOfAFullMonthOfEightGpus) { MeasureAFullMonthOfEightGpus(false); }
+TEST(HistoryStoreTest, DISABLED_SizeOfAFullMonthOfEightSharedGpus) { MeasureAFullMonthOfEightGpus(true); }
 
 }  // namespace
 }  // namespace gpuman::store
