@@ -32,6 +32,10 @@ echo "==> building gpuman in build/"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 cmake --build build -j"$(nproc)"
 
+# The machine lease table (/run/gpuman/leases) is root's; any root gpuman command sets it
+# up, so users can lease GPUs without a daemon (docs/state.md).
+if [ "$(id -u)" -eq 0 ]; then build/gpuman leases >/dev/null || true; fi
+
 if [ "${1:-}" = "--no-run" ]; then exit 0; fi
 
 echo "==> gpuman status"

@@ -25,6 +25,7 @@
 #include "sched/process_group.h"
 #include "sched/supervisor.h"
 #include "store/machine_lease_table.h"
+#include "store/state_db.h"
 #include "store/proc_liveness.h"
 
 namespace gpuman::daemon {
@@ -189,14 +190,13 @@ Status Daemon::Start() {
   store::JobStoreOptions job_options;
   job_options.check_transition = sched::CheckTransition;
   job_options.busy_timeout = std::chrono::milliseconds(30000);
-  auto jobs = store::JobStore::Open(db, job_options);
-  if (!jobs) return jobs.error();
-  jobs_ = std::move(*jobs);
+  // One owner of state.db: one connection, migrated once, both tables on it.
+  auto state = store::OpenStateDb(db, job_options);
+  if (!state) return state.error();
+  jobs_ = std::move(state->jobs);
+  leases_ = std::move(state->leases);
   store::LeaseStoreOptions lease_options;
   lease_options.busy_timeout = std::chrono::milliseconds(30000);
-  auto leases = store::LeaseStore::Open(db, lease_options);
-  if (!leases) return leases.error();
-  leases_ = std::move(*leases);
   for (const char* suffix : {"", "-wal", "-shm"}) chmod((db + suffix).c_str(), 0600);
   if (!options_.machine_lease_dir.empty()) {
     // Leases taken while no daemon ran stay respected; as root this also sets the table up.

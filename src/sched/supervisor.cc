@@ -22,6 +22,8 @@
 // (compare-and-set on the job's state, checked against sched::CheckTransition's table).
 #include "sched/supervisor.h"
 
+#include "store/state_db.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -151,12 +153,11 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
   store::JobStoreOptions options;
   options.busy_timeout = std::chrono::milliseconds(60000);
   options.check_transition = CheckTransition;  // the same table as the daemon's
-  auto jobs = store::JobStore::Open(state_db, options);
-  if (!jobs) _exit(1);
-  store::LeaseStoreOptions lease_options;
-  lease_options.busy_timeout = std::chrono::milliseconds(60000);
-  auto leases = store::LeaseStore::Open(state_db, lease_options);
-  if (!leases) _exit(1);  // the job would run unrecorded; the daemon queues it again
+  // One connection for both tables, as the daemon has (store/state_db.h).
+  auto state = store::OpenStateDb(state_db, options);
+  if (!state) _exit(1);  // the job would run unrecorded; the daemon queues it again
+  std::unique_ptr<store::JobStore>* jobs = &state->jobs;
+  std::unique_ptr<store::LeaseStore>* leases = &state->leases;
   auto stored = (*jobs)->Get(job_id);
   if (!stored || !*stored) _exit(1);
   SupervisorSpec spec;

@@ -260,7 +260,13 @@ Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path,
   auto db = Database::Open(path, db_options);
   if (!db) return db.error();
   if (auto migrated = Migrate(**db); !migrated) return migrated.error();
+  return Attach(std::shared_ptr<Database>(std::move(*db)), std::move(options));
+}
 
+Result<std::unique_ptr<JobStore>> JobStore::Attach(std::shared_ptr<Database> db, JobStoreOptions options) {
+  if (options.usage_bucket.count() <= 0) {
+    return MakeError(ErrorCode::kInvalidArgument, "usage bucket must be positive");
+  }
   auto stmts = std::make_unique<Statements>();
   const struct {
     Statement* target;
@@ -301,15 +307,14 @@ Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path,
        "SELECT gpu_uuid, reason, by_uid, since_unix_ms FROM drained_gpus ORDER BY gpu_uuid"},
   };
   for (const auto& spec : specs) {
-    auto stmt = (*db)->Prepare(spec.name, spec.sql);
+    auto stmt = db->Prepare(spec.name, spec.sql);
     if (!stmt) return stmt.error();
     *spec.target = std::move(*stmt);
   }
-  return std::unique_ptr<JobStore>(
-      new JobStore(std::move(*db), std::move(stmts), std::move(options)));
+  return std::unique_ptr<JobStore>(new JobStore(std::move(db), std::move(stmts), std::move(options)));
 }
 
-JobStore::JobStore(std::unique_ptr<Database> db, std::unique_ptr<Statements> stmts,
+JobStore::JobStore(std::shared_ptr<Database> db, std::unique_ptr<Statements> stmts,
                    JobStoreOptions options)
     : db_(std::move(db)), stmts_(std::move(stmts)), options_(std::move(options)) {}
 

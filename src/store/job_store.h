@@ -53,6 +53,9 @@ class JobStore {
   /// kIo, kBusy, kInvalidArgument for a newer schema).
   static Result<std::unique_ptr<JobStore>> Open(const std::string& path,
                                                 JobStoreOptions options = {});
+  /// A job store on a connection already opened and migrated (store/state_db.h: one owner
+  /// of the daemon's state db for the job and lease tables). Errors: kIo, kInvalidArgument.
+  static Result<std::unique_ptr<JobStore>> Attach(std::shared_ptr<Database> db, JobStoreOptions options = {});
   ~JobStore();
   JobStore(const JobStore&) = delete;
   JobStore& operator=(const JobStore&) = delete;
@@ -125,14 +128,14 @@ class JobStore {
 
  private:
   struct Statements;
-  JobStore(std::unique_ptr<Database> db, std::unique_ptr<Statements> stmts,
+  JobStore(std::shared_ptr<Database> db, std::unique_ptr<Statements> stmts,
            JobStoreOptions options);
 
   Result<std::vector<model::Job>> ReadJobs(Statement& stmt);
   Status LogEventLocked(int64_t job_id, const char* kind, std::optional<model::JobState> from,
                         model::JobState to, const std::string& reason);
 
-  std::unique_ptr<Database> db_;
+  std::shared_ptr<Database> db_;       // shared with the lease store of the same state db
   std::unique_ptr<Statements> stmts_;  // finalized before db_ closes (reverse order)
   JobStoreOptions options_;
 };

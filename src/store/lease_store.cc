@@ -44,7 +44,10 @@ Result<std::unique_ptr<LeaseStore>> LeaseStore::Open(const std::string& path,
   auto db = Database::Open(path, db_options);
   if (!db) return db.error();
   if (auto migrated = Migrate(**db); !migrated) return migrated.error();
+  return Attach(std::shared_ptr<Database>(std::move(*db)));
+}
 
+Result<std::unique_ptr<LeaseStore>> LeaseStore::Attach(std::shared_ptr<Database> db) {
   auto stmts = std::make_unique<Statements>();
   const struct {
     Statement* target;
@@ -86,14 +89,14 @@ Result<std::unique_ptr<LeaseStore>> LeaseStore::Open(const std::string& path,
        "DELETE FROM events WHERE id <= (SELECT MAX(id) FROM events) - ?1"},
   };
   for (const auto& spec : specs) {
-    auto stmt = (*db)->Prepare(spec.name, spec.sql);
+    auto stmt = db->Prepare(spec.name, spec.sql);
     if (!stmt) return stmt.error();
     *spec.target = std::move(*stmt);
   }
-  return std::unique_ptr<LeaseStore>(new LeaseStore(std::move(*db), std::move(stmts)));
+  return std::unique_ptr<LeaseStore>(new LeaseStore(std::move(db), std::move(stmts)));
 }
 
-LeaseStore::LeaseStore(std::unique_ptr<Database> db, std::unique_ptr<Statements> stmts)
+LeaseStore::LeaseStore(std::shared_ptr<Database> db, std::unique_ptr<Statements> stmts)
     : db_(std::move(db)), stmts_(std::move(stmts)) {}
 
 LeaseStore::~LeaseStore() = default;

@@ -41,6 +41,9 @@ class LeaseStore {
   /// has schema version N; this gpuman knows up to M").
   static Result<std::unique_ptr<LeaseStore>> Open(const std::string& path,
                                                   const LeaseStoreOptions& options = {});
+  /// A lease store on a connection already opened and migrated (store/state_db.h).
+  /// Errors: kIo (a statement does not prepare: not a gpuman database).
+  static Result<std::unique_ptr<LeaseStore>> Attach(std::shared_ptr<Database> db);
   ~LeaseStore();
   LeaseStore(const LeaseStore&) = delete;
   LeaseStore& operator=(const LeaseStore&) = delete;
@@ -83,7 +86,7 @@ class LeaseStore {
 
  private:
   struct Statements;
-  LeaseStore(std::unique_ptr<Database> db, std::unique_ptr<Statements> stmts);
+  LeaseStore(std::shared_ptr<Database> db, std::unique_ptr<Statements> stmts);
 
   Result<std::vector<model::Lease>> LoadLocked(std::optional<int64_t> only_id);
   // Splits the recorded leases into live (returned) and stale (deleted, appended to
@@ -94,7 +97,7 @@ class LeaseStore {
   Result<model::Lease> InsertLocked(const model::Lease& draft,
                                     const std::vector<std::string>& uuids);
 
-  std::unique_ptr<Database> db_;
+  std::shared_ptr<Database> db_;       // shared with the job store of the same state db
   std::unique_ptr<Statements> stmts_;  // finalized before db_ closes (reverse order)
 };
 
