@@ -129,6 +129,36 @@ TEST_F(AuthorityE2E, TwoUsersAtOnceWithoutDaemonNeverOverlap) {
   EXPECT_NE(Slurp(timeline).find("start " + std::to_string(bob->pw_uid)), std::string::npos);
 }
 
+// The same through the system daemon (root): one lease table for everyone.
+TEST_F(AuthorityE2E, TwoUsersAtOnceThroughTheDaemonNeverOverlap) {
+  if (getuid() != 0) GTEST_SKIP() << "needs root to create users and run a system daemon";
+  auto alice = EnsureTestUser("gpumanta");
+  auto bob = EnsureTestUser("gpumantb");
+  if (!alice || !bob) GTEST_SKIP() << "useradd is not available";
+  if (RunAsUser(*alice, {kGpuman, "--version"}, Env()).exit_code != 0) GTEST_SKIP() << "test users cannot run gpuman";
+  StartDaemon();
+  const std::string timeline = dir_.Write("timeline", "");
+  chmod(timeline.c_str(), 0666);
+  const std::vector<std::string> run = {kGpuman, "run", "-n", "8", "--wait", "--", "/bin/sh", "-c",
+                                        "echo start $(id -u) >> " + timeline + "; sleep 0.3; echo end $(id -u) >> " + timeline};
+  std::vector<testing::RunResult> results(4);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    const passwd& who = i % 2 ? *bob : *alice;
+    threads.emplace_back([&, i, who] {
+      results[static_cast<size_t>(i)] = RunAsUser(who, run, Env({{"GPUMAN_SOCKET", socket_}}));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& r : results) EXPECT_EQ(r.exit_code, 0) << r.err;
+  auto lines = Split(Trim(Slurp(timeline)), '\n');
+  ASSERT_EQ(lines.size(), 8u) << Slurp(timeline);
+  for (size_t i = 0; i < lines.size(); i += 2) {
+    EXPECT_EQ(lines[i].substr(0, 6), "start ") << Slurp(timeline);
+    EXPECT_EQ(lines[i + 1], "end " + lines[i].substr(6)) << Slurp(timeline);
+  }
+}
+
 // A user cannot release another user's live lease in the shared table; a lease of theirs
 // is shown to the other user as taken.
 TEST_F(AuthorityE2E, OtherUsersLeaseIsTakenAndNotTheirsToRelease) {
