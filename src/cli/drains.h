@@ -10,8 +10,10 @@
 
 namespace gpuman::cli {
 
-/// The drained GPUs from the daemon when one answers (uuid order), else an empty list.
-/// Errors: kUnavailable when the daemon's connection breaks; errors from the daemon.
+/// The drained GPUs from the daemon when one answers (uuid order), else an empty list
+/// (also from a daemon too old to know the `drains` op).
+/// Errors: kUnavailable when the daemon's connection breaks; errors from the daemon,
+/// with "drains: " in front.
 Result<std::vector<model::GpuDrain>> MachineDrains(Context& ctx);
 
 }  // namespace gpuman::cli

@@ -1,9 +1,13 @@
 #include "cli/health_command.h"
 
+#include <algorithm>
+#include <map>
+
 #include <CLI/CLI.hpp>
 
 #include "base/duration.h"
 #include "cli/daemon_client.h"
+#include "cli/drains.h"
 #include "cli/exit_codes.h"
 #include "health/kernel_log.h"
 #include "health/watch.h"
@@ -12,6 +16,38 @@
 
 namespace gpuman::cli {
 namespace {
+
+// The machine's drains with GPU indices: from the report's findings, else from a
+// snapshot (only taken when some drain is not named by a finding). A daemon that cannot
+// list its drains costs a warning, not the report.
+std::vector<render::HealthDrain> HealthDrains(const model::HealthReport& report, Context& ctx) {
+  std::vector<render::HealthDrain> out;
+  auto drains = MachineDrains(ctx);
+  if (!drains) {
+    ctx.err() << "gpuman: warning: " << drains.error().message << "\n";
+    return out;
+  }
+  std::map<std::string, int> index_of;
+  for (const auto& f : report.findings) {
+    if (!f.gpu_uuid.empty() && f.gpu_index) index_of[f.gpu_uuid] = *f.gpu_index;
+  }
+  bool all_known = std::all_of(drains->begin(), drains->end(), [&](const model::GpuDrain& d) { return index_of.count(d.uuid) > 0; });
+  if (!all_known) {
+    if (auto source = ctx.Devices()) {
+      if (auto snap = (*source)->Snapshot()) {
+        for (const auto& g : snap->gpus) {
+          if (g.uuid) index_of[*g.uuid] = g.index;
+        }
+      }
+    }
+  }
+  for (auto& d : *drains) {
+    render::HealthDrain hd{std::move(d), std::nullopt};
+    if (auto it = index_of.find(hd.drain.uuid); it != index_of.end()) hd.gpu_index = it->second;
+    out.push_back(std::move(hd));
+  }
+  return out;
+}
 
 int ExitFor(const model::HealthReport& report) {
   if (report.has_fatal()) return kExitUnhealthy;
@@ -93,13 +129,26 @@ int RunHealth(const HealthArgs& args, Context& ctx) {
     }
     report = std::move(*local);
   }
+  // Drains are notes: they change no finding and no exit code.
+  const std::vector<render::HealthDrain> drains = HealthDrains(report, ctx);
   if (args.json) {
     auto j = protocol::HealthReportToJson(report);
     j["gpu_count"] = gpu_count;
     j["from_daemon"] = from_daemon;
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& d : drains) {
+      j["notes"].push_back(render::DrainNote(d));
+      list.push_back({{"uuid", d.drain.uuid},
+                      {"index", d.gpu_index ? nlohmann::json(*d.gpu_index) : nlohmann::json(nullptr)},
+                      {"reason", d.drain.reason},
+                      {"by", d.drain.by_user},
+                      {"by_uid", d.drain.by_uid},
+                      {"since_unix_ms", d.drain.since_unix_ms}});
+    }
+    j["drains"] = std::move(list);
     ctx.out() << j.dump(2) << "\n";
   } else {
-    ctx.out() << render::RenderHealthText(report, gpu_count, ctx.Terminal(args.no_color));
+    ctx.out() << render::RenderHealthText(report, gpu_count, ctx.Terminal(args.no_color), drains);
   }
   if (!ctx.out().good()) return kExitError;
   return ExitFor(report);

@@ -9,8 +9,9 @@
 #include "base/duration.h"
 #include "base/strings.h"
 #include "cli/acquire.h"
-#include "cli/lease_broker.h"
+#include "cli/drains.h"
 #include "cli/exit_codes.h"
+#include "cli/lease_broker.h"
 #include "render/format.h"
 #include "store/proc_liveness.h"
 #include "visibility/cuda_visible_devices.h"
@@ -76,6 +77,12 @@ int RunSelect(const SelectArgs& args, Context& ctx) {
     snap = *got;
     auto req = BuildSelectionRequest(args.selection, snap, ctx.env().vars);
     if (!req) return Fail(ctx, req.error());
+    // Drained GPUs are never picked; a daemon that cannot list them costs a warning.
+    if (auto drains = MachineDrains(ctx)) {
+      for (const auto& d : *drains) req->drained[d.uuid] = d.reason;
+    } else {
+      ctx.err() << "gpuman: warning: " << drains.error().message << "\n";
+    }
     auto live = LiveLeases(ctx);
     if (!live) return Fail(ctx, live.error());
     auto chosen = policy::Select(snap, *live, *req);

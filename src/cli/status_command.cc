@@ -9,6 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "cli/acquire.h"
+#include "cli/drains.h"
 #include "cli/exit_codes.h"
 #include "devices/gpu_ids.h"
 #include "store/proc_liveness.h"
@@ -63,6 +64,14 @@ std::optional<std::vector<model::Lease>> StatusLeases(Context& ctx) {
   return std::move(*recorded);
 }
 
+// Drains from the daemon; one that cannot list them costs a warning, not the view.
+std::vector<model::GpuDrain> StatusDrains(Context& ctx) {
+  auto drains = MachineDrains(ctx);
+  if (drains) return std::move(*drains);
+  ctx.err() << "gpuman: warning: " << drains.error().message << "\n";
+  return {};
+}
+
 }  // namespace
 
 CLI::App* AddStatusCommand(CLI::App& app, StatusArgs& args) {
@@ -85,6 +94,7 @@ int RunStatus(const StatusArgs& args, Context& ctx) {
   if (ctx.simulation()) opts.scenario = ctx.simulation()->scenario_name;
   const render::TerminalInfo term = ctx.Terminal(args.no_color);
   opts.leases = StatusLeases(ctx);
+  opts.drains = StatusDrains(ctx);
 
   if (args.watch_seconds <= 0) {
     auto snap = Collect(args, ctx);
@@ -119,6 +129,7 @@ int RunStatus(const StatusArgs& args, Context& ctx) {
       last_error_exit = ExitCodeFor(snap.error().code);
     } else {
       last_error_exit = kExitOk;
+      if (n > 0) opts.drains = StatusDrains(ctx);
       if (args.json) {
         ctx.out() << render::StatusToJson(*snap, opts).dump() << "\n";
       } else {

@@ -11,6 +11,7 @@
 
 #include "cli/acquire.h"
 #include "cli/daemon_client.h"
+#include "cli/drains.h"
 #include "cli/exit_codes.h"
 #include "devices/process_inspector.h"
 #include "protocol/messages.h"
@@ -21,7 +22,7 @@
 namespace gpuman::cli {
 namespace {
 
-// One sample: snapshot with owners, then leases and jobs. Runs on the sampler thread
+// One sample: snapshot with owners, then leases, jobs and drains. Runs on the sampler thread
 // (the first one on the main thread, before the sampler starts).
 tui::Frame CollectFrame(Context& ctx) {
   tui::Frame f;
@@ -46,6 +47,11 @@ tui::Frame CollectFrame(Context& ctx) {
       f.jobs = std::move(jobs->jobs);
     } else if (f.holders_error.empty()) {
       f.holders_error = jobs.error().message;
+    }
+    if (auto drains = MachineDrains(ctx)) {
+      f.drains = std::move(*drains);
+    } else if (f.holders_error.empty()) {
+      f.holders_error = drains.error().message;
     }
   } else {
     // Without a daemon only this user's store has leases; do not create one just to look.

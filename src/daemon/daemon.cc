@@ -764,6 +764,16 @@ Reply Daemon::Handle(const Peer& peer, const protocol::Request& request) {
       if (collector_) result.report = collector_->HealthJson();
       return MakeReply(id, result);
     }
+    case protocol::Op::kDrains: {
+      // Anyone may ask: a drain names a GPU and who drained it, nothing private.
+      auto drained = jobs_->DrainedDetails();
+      if (!drained) return fail(drained.error());
+      protocol::DrainsResult result;
+      for (const auto& d : *drained) {
+        result.drains.push_back(model::GpuDrain{d.uuid, d.reason, d.by_uid, UserName(d.by_uid), d.since_unix_ms});
+      }
+      return MakeReply(id, result);
+    }
     case protocol::Op::kStatus: {
       protocol::StatusResult result;
       auto active = jobs_->Active();

@@ -33,12 +33,9 @@ Result<RuledRequest> ApplyLeaseRules(SelectionRequest req, const Caller& caller,
                                      const std::vector<model::Lease>& live,
                                      const MachineRules& rules, int machine_gpus) {
   RuledRequest out;
-  for (const auto& [uuid, reason] : rules.drained) {
-    if (std::find(req.exclude.begin(), req.exclude.end(), uuid) == req.exclude.end()) {
-      req.exclude.push_back(uuid);
-    }
-    req.drained[uuid] = reason;
-  }
+  // Drained, not excluded: a drain is lifted again, so a request that only drains block
+  // is busy (it may wait), never "can not be met here".
+  for (const auto& [uuid, reason] : rules.drained) req.drained[uuid] = reason;
 
   if (within_lease) {
     auto it = std::find_if(live.begin(), live.end(), [&](const model::Lease& l) { return l.id == *within_lease; });

@@ -19,12 +19,14 @@
 //     fixes the pain point every peer tool has (two jobs land on one GPU): memory
 //     thresholds such as task-spooler's 90 % or GPUtil's 50 % see a job that has not
 //     allocated yet as free; a lease or a process does not lie.
-//   * Momentary state: unhealthy GPUs are never eligible; --min-free-memory needs a
+//   * Momentary state: unhealthy and drained GPUs (an admin's drain or the daemon's
+//     health watch, passed in as `drained`) are never eligible; --min-free-memory needs a
 //     known memory_free_bytes at or above the bound; --max-utilization a known
 //     utilization at or below it. An unknown value fails the test ("free memory
 //     unknown"): a filter the user asked for is not waived because the driver was
 //     silent. Occupancy and these are "now" reasons: the answer is kBusy and waiting
-//     makes sense. Unhealthy counts as "now" because a reset can bring a GPU back.
+//     makes sense. Unhealthy counts as "now" because a reset can bring a GPU back, and
+//     drained because drains are lifted (by an admin, or by the health watch's recheck).
 //
 // Placement of the eligible GPUs (topology first, then the least fragmentation, then
 // the lowest indices) is explained in placement.cc.
@@ -217,6 +219,14 @@ GpuState Judge(const model::DeviceSnapshot& gpu, const LeasesByUuid& leases,
     }
     now(text, "unhealthy");
   }
+  bool is_drained = false;
+  if (gpu.uuid) {
+    if (auto it = req.drained.find(*gpu.uuid); it != req.drained.end()) {
+      is_drained = true;
+      std::string text = "drained (" + (it->second.empty() ? std::string("no reason given") : it->second) + ")";
+      now(text, text);
+    }
+  }
   std::set<int64_t> covered;
   bool is_leased = false;
   if (gpu.uuid) {
@@ -257,7 +267,7 @@ GpuState Judge(const model::DeviceSnapshot& gpu, const LeasesByUuid& leases,
     }
   }
 
-  state.is_free = gpu.uuid && is_allowed && gpu.is_healthy && !is_leased && foreign.empty();
+  state.is_free = gpu.uuid && is_allowed && gpu.is_healthy && !is_drained && !is_leased && foreign.empty();
   state.is_shared = !foreign.empty();
   return state;
 }

@@ -30,7 +30,9 @@ struct SelectionRequest {
   /// Enclosing allocation (Slurm, container, outer CUDA_VISIBLE_DEVICES): only these
   /// UUIDs. UUIDs that are not on this machine are ignored.
   std::optional<std::vector<std::string>> allowed;
-  /// Drained GPUs (uuid -> reason): never eligible.
+  /// Drained GPUs (UUID -> the drain's reason): never eligible, with the reason
+  /// "drained (<reason>)". A "now" reason: drains are lifted (kBusy, not kNotFound).
+  /// Not part of GpuRequest: whoever knows the drains (the daemon, the CLI) fills it in.
   std::map<std::string, std::string> drained;
 };
 
@@ -71,7 +73,7 @@ struct Selection {
 ///                     allowed, exclude, model, compute capability, total memory).
 ///                     Callers waiting with --wait should give up.
 ///   kBusy             it could be met, but not enough GPUs are eligible now (unhealthy,
-///                     leased, foreign processes, free memory, utilization). The message
+///                     drained, leased, foreign processes, free memory, utilization). The message
 ///                     says how many are eligible and why the others are not, e.g.
 ///                     "need 2 GPUs, 1 eligible: GPU 1 leased to alice (lease 3);
 ///                     GPU 2,3 busy: foreign processes".

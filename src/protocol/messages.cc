@@ -20,6 +20,7 @@ constexpr std::pair<Op, const char*> kOpNames[] = {
     {Op::kUndrain, "undrain"}, {Op::kLeases, "leases"},
     {Op::kAcquire, "acquire"}, {Op::kAddProcesses, "add_processes"},
     {Op::kRelease, "release"}, {Op::kStatus, "status"}, {Op::kHealth, "health"},
+    {Op::kDrains, "drains"},
 };
 
 template <typename T>
@@ -196,6 +197,18 @@ json ToJson(const StatusArgs& v) { return v.options.is_object() ? v.options : js
 json ToJson(const StatusResult& v) { return v.status.is_object() ? v.status : json::object(); }
 json ToJson(const HealthArgs&) { return json::object(); }
 json ToJson(const HealthResult& v) { return v.report.is_object() ? v.report : json::object(); }
+json ToJson(const DrainsArgs&) { return json::object(); }
+json ToJson(const DrainsResult& v) {
+  json drains = json::array();
+  for (const auto& d : v.drains) {
+    drains.push_back(json{{"uuid", d.uuid},
+                          {"reason", d.reason},
+                          {"by_uid", d.by_uid},
+                          {"by_user", d.by_user},
+                          {"since_unix_ms", d.since_unix_ms}});
+  }
+  return json{{"drains", std::move(drains)}};
+}
 json ToJson(const WireError& v) { return json{{"code", WireCodeName(v.code)}, {"message", v.message}}; }
 
 // ---- FromJson
@@ -523,6 +536,31 @@ template <>
 Result<HealthResult> FromJson<HealthResult>(const json& j) {
   FieldReader f(j, "result");
   return Done(f, HealthResult{j});
+}
+
+template <>
+Result<DrainsArgs> FromJson<DrainsArgs>(const json& j) {
+  FieldReader f(j, "args");
+  return Done(f, DrainsArgs{});
+}
+
+template <>
+Result<DrainsResult> FromJson<DrainsResult>(const json& j) {
+  DrainsResult v;
+  FieldReader f(j, "result");
+  if (f.ok() && f.Find("drains") == nullptr) f.Fail("drains", "missing");
+  ReadObjects(f, "drains", v.drains, [](const json& item, const std::string& path) -> Result<model::GpuDrain> {
+    model::GpuDrain d;
+    FieldReader g(item, path);
+    g.Required("uuid", d.uuid);
+    g.Check(!d.uuid.empty(), "uuid", "non-empty string");
+    g.Optional("reason", d.reason);
+    g.Optional("by_uid", d.by_uid);
+    g.Optional("by_user", d.by_user);
+    g.Optional("since_unix_ms", d.since_unix_ms);
+    return Done(g, std::move(d));
+  });
+  return Done(f, std::move(v));
 }
 
 template <>

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "model/drain.h"
 #include "model/job.h"
 #include "model/lease.h"
 #include "protocol/error_codes.h"
@@ -43,9 +44,10 @@ enum class Op {
   kRelease,
   kStatus,
   kHealth,
+  kDrains,
 };
 
-/// "hello", "submit", ..., "add_processes", "release", "status".
+/// "hello", "submit", ..., "add_processes", "release", "status", "health", "drains".
 const char* OpName(Op op);
 /// The inverse of OpName; nullopt for an unknown name.
 std::optional<Op> ParseOp(std::string_view name);
@@ -197,6 +199,12 @@ struct HealthResult {
   nlohmann::json report = nlohmann::json::object();
 };
 
+// ---- drains: every drained GPU (an admin's drain or the health watch's), for any caller.
+struct DrainsArgs {};
+struct DrainsResult {
+  std::vector<model::GpuDrain> drains;  // in uuid order
+};
+
 // ---- JSON forms. ToJson gives the value of "args" or "result".
 nlohmann::json ToJson(const HelloArgs& v);
 nlohmann::json ToJson(const HelloResult& v);
@@ -228,6 +236,8 @@ nlohmann::json ToJson(const StatusArgs& v);
 nlohmann::json ToJson(const StatusResult& v);
 nlohmann::json ToJson(const HealthArgs& v);
 nlohmann::json ToJson(const HealthResult& v);
+nlohmann::json ToJson(const DrainsArgs& v);
+nlohmann::json ToJson(const DrainsResult& v);
 nlohmann::json ToJson(const WireError& v);
 
 /// Reads an "args" (paths start with "args") or "result" (paths start with "result")
@@ -297,6 +307,10 @@ template <>
 Result<HealthArgs> FromJson<HealthArgs>(const nlohmann::json& j);
 template <>
 Result<HealthResult> FromJson<HealthResult>(const nlohmann::json& j);
+template <>
+Result<DrainsArgs> FromJson<DrainsArgs>(const nlohmann::json& j);
+template <>
+Result<DrainsResult> FromJson<DrainsResult>(const nlohmann::json& j);
 template <>
 Result<WireError> FromJson<WireError>(const nlohmann::json& j);
 

@@ -1,5 +1,6 @@
 #include "render/health_view.h"
 
+#include <algorithm>
 #include <sstream>
 #include <vector>
 
@@ -28,7 +29,16 @@ std::vector<std::string> Wrap(const std::string& text, int width) {
 
 }  // namespace
 
-std::string RenderHealthText(const model::HealthReport& report, int gpu_count, const TerminalInfo& term) {
+std::string DrainNote(const HealthDrain& d) {
+  std::string gpu = d.gpu_index ? "GPU " + std::to_string(*d.gpu_index) : "GPU " + d.drain.uuid;
+  std::string by = d.drain.by_user.empty() ? "uid " + std::to_string(d.drain.by_uid) : d.drain.by_user;
+  std::string reason = d.drain.reason.empty() ? "no reason given" : d.drain.reason;
+  return gpu + " is drained: " + reason + " (by " + by + " since " +
+         FormatIsoUtcSeconds(d.drain.since_unix_ms / 1000) + ")";
+}
+
+std::string RenderHealthText(const model::HealthReport& report, int gpu_count, const TerminalInfo& term,
+                             const std::vector<HealthDrain>& drains) {
   std::ostringstream out;
   int fatal = 0, warnings = 0;
   for (const auto& f : report.findings) (f.severity == model::Severity::kFatal ? fatal : warnings)++;
@@ -57,8 +67,16 @@ std::string RenderHealthText(const model::HealthReport& report, int gpu_count, c
       for (size_t i = 1; i < lines.size(); ++i) out << std::string(41, ' ') << lines[i] << "\n";
     }
   }
-  if (!report.quarantined.empty()) {
-    out << "drained by the health watch: " << Join(report.quarantined, ", ") << "\n";
+  std::vector<std::string> uncovered;  // quarantined GPUs the drain notes do not name
+  for (const auto& uuid : report.quarantined) {
+    bool covered = std::any_of(drains.begin(), drains.end(), [&](const HealthDrain& d) { return d.drain.uuid == uuid; });
+    if (!covered) uncovered.push_back(uuid);
+  }
+  if (!uncovered.empty()) {
+    out << "drained by the health watch: " << Join(uncovered, ", ") << "\n";
+  }
+  for (const auto& d : drains) {
+    out << Colorize("note:", Color::kYellow, term.use_color) << " " << DrainNote(d) << "\n";
   }
   for (const auto& note : report.notes) out << "note: " << note << "\n";
   return out.str();

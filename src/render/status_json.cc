@@ -91,7 +91,17 @@ json GpuToJson(const model::DeviceSnapshot& d, const StatusOptions& opts) {
       {"healthy", d.is_healthy},
       {"health_problems", d.health_problems},
       {"warnings", d.warnings},
+      {"drain", nullptr},
   };
+  if (d.uuid) {
+    for (const model::GpuDrain& drain : opts.drains) {
+      if (drain.uuid != *d.uuid) continue;
+      gpu["drain"] = {{"reason", drain.reason},
+                      {"by", drain.by_user},
+                      {"by_uid", drain.by_uid},
+                      {"since_unix_ms", drain.since_unix_ms}};
+    }
+  }
   if (opts.leases) {
     json lease = nullptr;
     for (const model::Lease& l : *opts.leases) {

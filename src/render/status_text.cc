@@ -2,7 +2,8 @@
 //
 // Layout, top to bottom: a header line (simulated marker first so it can never be cut
 // off, then driver, CUDA and snapshot time), a column-title line, and per GPU one
-// table row followed by indented detail lines: health problems, warnings, processes.
+// table row followed by indented detail lines: the drain (a drained GPU's HEALTH cell
+// says DRAINED instead of "ok"), health problems, warnings, leases, processes.
 //
 // The GPU table is laid out from content widths. Mandatory columns always show; NAME
 // shrinks (down to kNameMinWidth) and HEALTH, the last column, takes what is left and
@@ -147,7 +148,24 @@ bool IsLost(const model::DeviceSnapshot& d) {
                                       MentionsLost);
 }
 
-Cell HealthCell(const model::DeviceSnapshot& d) {
+const model::GpuDrain* DrainOf(const model::DeviceSnapshot& d, const std::vector<model::GpuDrain>& drains) {
+  if (!d.uuid) return nullptr;
+  for (const model::GpuDrain& drain : drains) {
+    if (drain.uuid == *d.uuid) return &drain;
+  }
+  return nullptr;
+}
+
+// "drained: health: Xid 79 (by root since 2026-12-01T09:00:00Z)", the detail line under the row.
+std::string DrainText(const model::GpuDrain& drain) {
+  std::string by = drain.by_user.empty() ? "uid " + std::to_string(drain.by_uid) : drain.by_user;
+  return "drained: " + (drain.reason.empty() ? std::string("no reason given") : drain.reason) + " (by " + by +
+         " since " + FormatIsoUtcSeconds(drain.since_unix_ms / 1000) + ")";
+}
+
+// A drained GPU that is otherwise healthy says so in place of "ok": it gets no new work.
+Cell HealthCell(const model::DeviceSnapshot& d, bool is_drained) {
+  if (d.is_healthy && is_drained) return {"DRAINED", Color::kYellow};
   if (d.is_healthy) return {"ok", Color::kGreen};
   if (IsLost(d)) return {"LOST", Color::kRed};
   if (d.health_problems.empty()) return {"UNHEALTHY", Color::kRed};
@@ -182,7 +200,7 @@ std::string ProcessUser(const model::GpuProcess& p) {
 
 // ---- Layout ----------------------------------------------------------------------
 
-std::vector<Column> BuildColumns(const model::MachineSnapshot& snap) {
+std::vector<Column> BuildColumns(const model::MachineSnapshot& snap, const StatusOptions& opts) {
   // A one-space gap where the neighbours cannot run together: after the index, and
   // before UTIL, whose title is wider than its cells.
   auto col = [](const char* header, bool right_align, int priority, int gap = kSeparator) {
@@ -217,7 +235,7 @@ std::vector<Column> BuildColumns(const model::MachineSnapshot& snap) {
         {d.performance_state ? fmt::format("P{}", *d.performance_state)
                              : std::string(kUnknown)},
         PowerCell(d),
-        HealthCell(d),
+        HealthCell(d, DrainOf(d, opts.drains) != nullptr),
     };
     for (size_t i = 0; i < cols.size(); ++i) cols[i].cells.push_back(cells[i]);
   }
@@ -390,7 +408,7 @@ std::string RenderStatusText(const model::MachineSnapshot& snap, const StatusOpt
   if (snap.gpus.empty()) {
     lines.push_back("no GPUs found");
   } else {
-    std::vector<Column> cols = BuildColumns(snap);
+    std::vector<Column> cols = BuildColumns(snap, opts);
     LayoutColumns(cols, avail);
     lines.push_back(Colorize(RenderRow(cols, std::nullopt, false), Color::kBold, color));
 
@@ -400,6 +418,9 @@ std::string RenderStatusText(const model::MachineSnapshot& snap, const StatusOpt
       const model::DeviceSnapshot& d = snap.gpus[row];
       lines.push_back(RenderRow(cols, row, color));
 
+      if (const model::GpuDrain* drain = DrainOf(d, opts.drains)) {
+        AppendDetailLine(lines, "", DrainText(*drain), Color::kYellow, color, avail);
+      }
       // Problem text the row could not show in full goes beneath it.
       const Column& health = cols.back();
       const bool first_shown = health.cells[row].text.starts_with("UNHEALTHY: ") &&

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "model/device_snapshot.h"
+#include "model/drain.h"
 #include "model/lease.h"
 #include "render/format.h"  // FormatBytes, used across the CLI
 
@@ -28,11 +29,15 @@ struct StatusOptions {
   /// Leases, when the lease table could be read: each GPU then gets a "lease" line (text)
   /// and a "lease" member (JSON, null when free), idle ones marked.
   std::optional<std::vector<model::Lease>> leases;
+  /// Drained GPUs (from the daemon; none without one). A drained GPU's row says DRAINED
+  /// with the reason beneath (text) and its JSON object has "drain" (null when not drained).
+  std::vector<model::GpuDrain> drains;
 };
 
 /// The JSON contract of `gpuman status --json` (schema_version 1). Every unknown
 /// value is null, never 0. With show_processes == false each GPU object has no
 /// "processes" key at all; with simulated == true the top level gains "scenario".
+/// Every GPU has "drain": null, or {"reason", "by", "by_uid", "since_unix_ms"}.
 nlohmann::ordered_json StatusToJson(const model::MachineSnapshot& snap, const StatusOptions& opts);
 
 /// Human view: a header line, a column-title line, one line per GPU, then indented

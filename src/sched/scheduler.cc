@@ -136,6 +136,8 @@ class Pass {
   void Start(const Item& item, std::vector<std::string> uuids, bool backfilled);
   void Wait(const Item& item, std::string reason, std::optional<int64_t> estimate = {});
   std::string NotEnough(const Item& item, int64_t available) const;
+  std::vector<int> DrainedFor(const Item& item) const;
+  std::string DrainedNames(const std::vector<int>& positions) const;
 
   const SchedulerInput& in_;
   const int n_;
@@ -155,6 +157,7 @@ class Pass {
   std::vector<std::vector<int>> islands_;  // positions, ascending
   int machine_gpus_ = 0;                   // GPUs with a UUID
   int not_drained_gpus_ = 0;
+  std::vector<int> drained_positions_;     // ascending
 
   // Open GPUs: usable, not occupied, not given; split by foreign processes and
   // by whether the head's reservation holds them.
@@ -187,6 +190,7 @@ void Pass::ReadMachine() {
     ++machine_gpus_;
     drained_[p] = in_.drained.contains(*gpus[p].uuid);
     if (!drained_[p]) ++not_drained_gpus_;
+    if (drained_[p]) drained_positions_.push_back(p);
     usable_[p] = !drained_[p] && gpus[p].is_healthy;
   }
 
@@ -416,23 +420,28 @@ void Pass::Visit(const Item& item) {
     return Wait(item, "needs " + Gpus(count) + "; the machine has " + std::to_string(machine_gpus_));
   }
   if (count > not_drained_gpus_) {
-    return Wait(item, "GPU(s) drained: needs " + Gpus(count) + ", " +
-                         std::to_string(not_drained_gpus_) + " not drained");
+    const int64_t drained = machine_gpus_ - not_drained_gpus_;
+    return Wait(item, "needs " + Gpus(count) + "; " + std::to_string(drained) + " of " +
+                         std::to_string(machine_gpus_) + (drained == 1 ? " is" : " are") + " drained (" +
+                         DrainedNames(drained_positions_) + ")");
   }
   if (!item.is_plain && job.request.gpus) {
     int64_t known = 0;
-    std::string drained;
+    std::vector<int> drained;
     for (const auto& uuid : *job.request.gpus) {
       auto it = position_.find(uuid);
       if (it == position_.end()) continue;
       if (drained_[it->second]) {
-        drained += (drained.empty() ? "" : ", ") + uuid;
+        drained.push_back(it->second);
       } else {
         ++known;
       }
     }
     if (known < count) {
-      if (!drained.empty()) return Wait(item, "GPU(s) drained: " + drained);
+      if (!drained.empty()) {
+        return Wait(item, "waiting: " + std::to_string(drained.size()) + " of its --gpus " +
+                             (drained.size() == 1 ? "is" : "are") + " drained (" + DrainedNames(drained) + ")");
+      }
       return Wait(item, "needs " + Gpus(count) + " of its --gpus list; " + std::to_string(known) +
                            " are on this machine");
     }
@@ -480,7 +489,43 @@ void Pass::Visit(const Item& item) {
 std::string Pass::NotEnough(const Item& item, int64_t available) const {
   std::string what = Gpus(item.count);
   if (item.has_filters) what += " matching its filters";
-  return "waiting for " + what + "; " + std::to_string(available) + " free";
+  std::string text = "waiting for " + what + "; " + std::to_string(available) + " free";
+  // Drains are part of why: say so, so nobody waits on a GPU that an admin must undrain.
+  std::vector<int> drained = DrainedFor(item);
+  if (!drained.empty()) text += ", " + std::to_string(drained.size()) + " drained (" + DrainedNames(drained) + ")";
+  return text;
+}
+
+// "GPU-3f2a9c1d, GPU-8e0b7a42, GPU-c0ffee00, ...": UUID prefixes, enough to tell GPUs apart.
+std::string Pass::DrainedNames(const std::vector<int>& positions) const {
+  constexpr size_t kShown = 3;
+  std::string text;
+  for (size_t i = 0; i < positions.size() && i < kShown; ++i) {
+    text += (i > 0 ? ", " : "") + in_.snapshot.gpus[positions[i]].uuid->substr(0, 12);
+  }
+  if (positions.size() > kShown) text += ", ...";
+  return text;
+}
+
+// The drained GPUs this job could otherwise have: those of its --gpus list, else every
+// drained GPU it does not --exclude. Ascending positions.
+std::vector<int> Pass::DrainedFor(const Item& item) const {
+  if (drained_positions_.empty() || item.is_plain) return drained_positions_;
+  const model::GpuRequest& r = item.job->request;
+  std::vector<int> out;
+  if (r.gpus) {
+    for (const auto& uuid : *r.gpus) {
+      auto it = position_.find(uuid);
+      if (it != position_.end() && drained_[it->second]) out.push_back(it->second);
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
+  for (int p : drained_positions_) {
+    if (std::find(r.exclude.begin(), r.exclude.end(), *in_.snapshot.gpus[p].uuid) == r.exclude.end()) out.push_back(p);
+  }
+  return out;
 }
 
 // GPUs this job could count towards its size, before its filters.

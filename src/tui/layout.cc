@@ -187,23 +187,38 @@ void DrawTitle(Grid& grid, const TopModel& model, const LayoutOptions& o) {
   }
 }
 
+// "DRAINED: health: Xid 79 (by root)": what a drained GPU's line says in place of history.
+std::string DrainText(const model::GpuDrain& d) {
+  std::string by = d.by_user.empty() ? "uid " + std::to_string(d.by_uid) : d.by_user;
+  return "DRAINED: " + (d.reason.empty() ? std::string("no reason given") : d.reason) + " (by " + by + ")";
+}
+
+// The full view: the drained mark ("DRAINED", kWarn) follows the name on the bar line, and
+// the drain's reason takes the history's place on the second line.
 void DrawGpuFull(Grid& grid, int row, const model::DeviceSnapshot& g, const GpuHistory* h, bool selected,
-                 const LayoutOptions& o) {
+                 const model::GpuDrain* drain, const LayoutOptions& o) {
   const int w = grid.width();
   Painter a(grid, row, o.unicode);
   a.Text(selected ? ">" : " ", Style::kAccent);
   a.Text(PadLeft(std::to_string(g.index), 2), selected ? Style::kAccent : Style::kBold);
   a.Skip(1);
-  const int name_w = std::clamp(w / 5, 10, 28);
+  const int mark_w = drain ? 8 : 0;  // "DRAINED "
+  const int name_w = std::max(4, std::clamp(w / 5, 10, 28) - mark_w);
   a.Text(GpuName(g), selected ? Style::kAccent : Style::kBold, name_w);
   a.Skip(1);
+  if (drain) a.Text("DRAINED ", Style::kWarn, mark_w);
   if (!g.is_healthy) {
     std::string why = g.health_problems.empty() ? "unhealthy" : g.health_problems.front();
     a.Text("UNHEALTHY: " + why, Style::kBad, w - a.x());
+    if (drain) {
+      Painter b(grid, row + 1, o.unicode);
+      b.Skip(4);
+      b.Text(DrainText(*drain), Style::kWarn, w - 4);
+    }
     return;
   }
-  // fixed = marker+index+space (4) + name + 1 + "UTIL " + " 97%" + "  MEM " + " " + mem text (11)
-  const int fixed = 4 + name_w + 1 + 5 + 4 + 6 + 1 + 11;
+  // fixed = marker+index+space (4) + name (+ mark) + 1 + "UTIL " + " 97%" + "  MEM " + " " + mem text (11)
+  const int fixed = 4 + name_w + mark_w + 1 + 5 + 4 + 6 + 1 + 11;
   const int bar = std::clamp((w - fixed) / 2, 4, 40);
   a.Text("UTIL ", Style::kDim);
   std::optional<double> util;
@@ -236,6 +251,11 @@ void DrawGpuFull(Grid& grid, int row, const model::DeviceSnapshot& g, const GpuH
   if (g.power_limit_w) pw += "/" + Fixed(*g.power_limit_w, 0);
   b.Text(" " + PadRight(pw + "W", 9), Style::kNormal, 10);
   const int rest = w - b.x() - 2;
+  if (drain && rest >= 10) {
+    b.Skip(2);
+    b.Text(DrainText(*drain), Style::kWarn, rest);
+    return;
+  }
   if (!h || rest < 10) return;
   b.Skip(2);
   if (w >= 120) {
@@ -250,16 +270,18 @@ void DrawGpuFull(Grid& grid, int row, const model::DeviceSnapshot& g, const GpuH
   }
 }
 
+// The compact view: one line, the drained mark where the history would be.
 void DrawGpuCompact(Grid& grid, int row, const model::DeviceSnapshot& g, const GpuHistory* h, bool selected,
-                    const LayoutOptions& o) {
+                    const model::GpuDrain* drain, const LayoutOptions& o) {
   const int w = grid.width();
   Painter a(grid, row, o.unicode);
   a.Text(selected ? ">" : " ", Style::kAccent);
   a.Text(PadLeft(std::to_string(g.index), 2), selected ? Style::kAccent : Style::kBold);
   a.Skip(1);
   if (!g.is_healthy) {
-    a.Text(GpuName(g) + " UNHEALTHY: " + (g.health_problems.empty() ? "" : g.health_problems.front()), Style::kBad,
-           w - a.x());
+    std::string text = GpuName(g) + " UNHEALTHY: " + (g.health_problems.empty() ? "" : g.health_problems.front());
+    if (drain) text = GpuName(g) + " " + DrainText(*drain) + "; UNHEALTHY: " + (g.health_problems.empty() ? "" : g.health_problems.front());
+    a.Text(text, Style::kBad, w - a.x());
     return;
   }
   const int bar = std::clamp(w / 7, 6, 30);
@@ -280,7 +302,10 @@ void DrawGpuCompact(Grid& grid, int row, const model::DeviceSnapshot& g, const G
          TempStyle(g.temperature_c.value_or(0)), 5);
   a.Text(g.power_usage_w ? PadLeft(Fixed(*g.power_usage_w, 0) + "W", 6) : "     -", Style::kNormal, 6);
   const int rest = w - a.x() - 1;
-  if (h && rest >= 4) {
+  if (drain && rest >= 1) {
+    a.Skip(1);
+    a.Text(DrainText(*drain), Style::kWarn, rest);
+  } else if (h && rest >= 4) {
     a.Skip(1);
     a.Text(Sparkline(h->utilization, rest, 100, o.unicode), Style::kGood, rest);
   }
@@ -569,10 +594,11 @@ LayoutResult RenderTop(const TopModel& model, const UiState& ui, const std::vect
       grid.Put(r, 1, "+" + std::to_string(gpu_count - i) + " more GPUs (make the window taller)", Style::kDim);
       break;
     }
+    const model::GpuDrain* drain = DrainOf(f, g);
     if (plan.gpu_rows_each == 2) {
-      DrawGpuFull(grid, r, g, model.HistoryFor(g), selected, o);
+      DrawGpuFull(grid, r, g, model.HistoryFor(g), selected, drain, o);
     } else {
-      DrawGpuCompact(grid, r, g, model.HistoryFor(g), selected, o);
+      DrawGpuCompact(grid, r, g, model.HistoryFor(g), selected, drain, o);
     }
   }
   row += plan.gpu_area;

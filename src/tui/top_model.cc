@@ -207,6 +207,14 @@ std::string IdleText(std::optional<int64_t> idle_since_unix_ms, int64_t now_unix
   return FormatDurationMs(std::max<int64_t>(0, now_unix_ms - *idle_since_unix_ms));
 }
 
+const model::GpuDrain* DrainOf(const Frame* frame, const model::DeviceSnapshot& gpu) {
+  if (!frame || !gpu.uuid) return nullptr;
+  for (const auto& d : frame->drains) {
+    if (d.uuid == *gpu.uuid) return &d;
+  }
+  return nullptr;
+}
+
 std::string GpuKey(const model::DeviceSnapshot& gpu) {
   return gpu.uuid ? *gpu.uuid : "#" + std::to_string(gpu.index);
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "model/device_snapshot.h"
+#include "model/drain.h"
 #include "model/job.h"
 #include "model/lease.h"
 #include "tui/history.h"
@@ -30,7 +31,11 @@ struct Frame {
   std::vector<model::Job> jobs;   // running and queued; only from a daemon
   bool has_daemon = false;
   std::string holders_error;      // leases/jobs could not be read
+  std::vector<model::GpuDrain> drains;  // drained GPUs; only from a daemon
 };
+
+/// The drain of `gpu` in `frame`, or nullptr when it is not drained (or has no UUID).
+const model::GpuDrain* DrainOf(const Frame* frame, const model::DeviceSnapshot& gpu);
 
 enum class SortKey { kGpuMemory, kSmUtil, kPid, kUser, kGpu };
 /// "gpu-mem", "sm", "pid", "user", "gpu".

@@ -370,6 +370,33 @@ TEST(SelectionOccupancyTest, UnhealthyGpuIsNeverChosen) {
   EXPECT_EQ(r.error().message, "need 2 GPUs, 1 eligible: GPU 2 unhealthy");
 }
 
+TEST(SelectionOccupancyTest, DrainedGpuIsNeverChosenAndSaysWhy) {
+  // Given GPU 1 drained by the health watch and GPU 2 by an admin without a reason.
+  MachineSnapshot snap = FourA100();
+  SelectionRequest req = Count(2);
+  req.drained = {{Uuid(1), "health: Xid 79"}, {Uuid(2), ""}};
+  // Then two GPUs are still picked, neither of them drained.
+  EXPECT_THAT(Pick(snap, {}, req), ElementsAre(0, 3));
+  // And every verdict of a drained GPU says so, with the reason.
+  Result<std::vector<GpuVerdict>> verdicts = EvaluateGpus(snap, {}, req);
+  ASSERT_TRUE(verdicts.has_value());
+  EXPECT_TRUE((*verdicts)[0].eligible);
+  EXPECT_FALSE((*verdicts)[1].eligible);
+  EXPECT_THAT((*verdicts)[1].reasons, ElementsAre("drained (health: Xid 79)"));
+  EXPECT_THAT((*verdicts)[2].reasons, ElementsAre("drained (no reason given)"));
+  // Asking for all four is busy (drains are lifted), and the message names the drains.
+  req.count = 4;
+  Result<Selection> r = Select(snap, {}, req);
+  ASSERT_FALSE(r.has_value());
+  EXPECT_EQ(r.error().code, ErrorCode::kBusy);
+  EXPECT_EQ(r.error().message,
+            "need 4 GPUs, 2 eligible: GPU 1 drained (health: Xid 79); GPU 2 drained (no reason given)");
+  // A drain of a GPU that is not on this machine is ignored.
+  req.count = 1;
+  req.drained = {{"GPU-elsewhere", "moved"}};
+  EXPECT_THAT(Pick(snap, {}, req), ElementsAre(0));
+}
+
 // ---------------------------------------------------------------------------
 // Placement.
 

@@ -141,6 +141,9 @@ std::vector<ResultCase> ResultCases() {
       Case("acquire", AcquireResult{9, {"GPU-aaaa", "GPU-bbbb"}}),
       Case("empty", EmptyResult{}),
       Case("status", status),
+      Case("drains", DrainsResult{{{"GPU-aaaa", "health: Xid 79", 0, "root", 1700000000000},
+                                   {"GPU-bbbb", "fan noise", 1000, "alice", 1700000001000}}}),
+      Case("no_drains", DrainsResult{}),
   };
 }
 
@@ -296,6 +299,27 @@ TEST(HelloTest, CheckHello) {
   std::optional<WireError> e = CheckHello(HelloArgs{"gpuman 9.0", 2});
   ASSERT_TRUE(e);
   EXPECT_EQ(e->code, WireCode::kUnsupportedVersion);
+}
+
+}  // namespace
+}  // namespace gpuman::protocol
+
+namespace gpuman::protocol {
+namespace {
+
+TEST(DrainsOpTest, WireFormAndStrictness) {
+  // The op's name and result shape are the contract docs/protocol.md gives.
+  EXPECT_STREQ(OpName(Op::kDrains), "drains");
+  EXPECT_EQ(ParseOp("drains"), Op::kDrains);
+  const json j = ToJson(DrainsResult{{{"GPU-aaaa", "fan noise", 1000, "alice", 17}}});
+  EXPECT_EQ(j, json::parse(R"({"drains":[{"uuid":"GPU-aaaa","reason":"fan noise","by_uid":1000,"by_user":"alice","since_unix_ms":17}]})"));
+  // A reply without the list, or a drain without a uuid, is malformed.
+  Result<DrainsResult> missing = FromJson<DrainsResult>(json::object());
+  ASSERT_FALSE(missing);
+  EXPECT_EQ(missing.error().message, "result.drains: missing");
+  Result<DrainsResult> no_uuid = FromJson<DrainsResult>(json::parse(R"({"drains":[{"reason":"x"}]})"));
+  ASSERT_FALSE(no_uuid);
+  EXPECT_NE(no_uuid.error().message.find("result.drains[0].uuid"), std::string::npos) << no_uuid.error().message;
 }
 
 }  // namespace

@@ -105,6 +105,7 @@ inline std::vector<Request> OneRequestPerOp() {
       Request{15, ReleaseArgs{9}},
       Request{int64_t{1} << 62, status},
       Request{16, HealthArgs{}},
+      Request{17, DrainsArgs{}},
   };
 }
 

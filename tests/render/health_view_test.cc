@@ -46,6 +46,29 @@ TEST(RenderHealthTextTest, FindingsWrapWithinTheWidthAndLoseNothing) {
   for (std::string line; std::getline(lines, line);) EXPECT_LE(DisplayWidth(line), 80) << line;
 }
 
+TEST(RenderHealthTextTest, DrainsAreNotesThatSayWhoWhyAndSince) {
+  model::HealthReport r;
+  r.findings = {Xid79()};
+  r.quarantined = {"GPU-3"};
+  std::vector<HealthDrain> drains = {
+      {{"GPU-3", "health: Xid 79", 0, "root", 1796025600000}, 3},
+      {{"GPU-1", "fan noise", 1000, "alice", 1796025600000}, std::nullopt},
+  };
+  std::string text = RenderHealthText(r, 8, TerminalInfo{80, false}, drains);
+  EXPECT_NE(text.find("\nnote: GPU 3 is drained: health: Xid 79 (by root since 2026-11-30T08:00:00Z)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\nnote: GPU GPU-1 is drained: fan noise (by alice since 2026-11-30T08:00:00Z)\n"),
+            std::string::npos)
+      << text;
+  // The note covers the quarantined GPU: no second line about it.
+  EXPECT_EQ(text.find("drained by the health watch"), std::string::npos) << text;
+  // A drain alone is no finding: the headline stays healthy.
+  std::string healthy = RenderHealthText(model::HealthReport{}, 8, TerminalInfo{80, false}, {drains[1]});
+  EXPECT_EQ(healthy.rfind("healthy: all 8 GPUs passed", 0), 0u) << healthy;
+  EXPECT_NE(healthy.find("note: GPU GPU-1 is drained: fan noise"), std::string::npos) << healthy;
+}
+
 TEST(RenderHealthTextTest, WarningsOnlyHeadline) {
   model::HealthReport r;
   model::Finding f;

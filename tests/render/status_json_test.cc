@@ -25,6 +25,22 @@ TEST(StatusJsonGoldenTest, SimulatedWithoutProcesses) {
                             StatusToJson(FourGpuMachine(), opts).dump(2) + "\n"));
 }
 
+TEST(StatusJsonTest, DrainIsNullOrWhoWhyAndSince) {
+  StatusOptions opts;
+  opts.drains = {{"GPU-8e0b7a42-11aa-4c3d-9e8f-7a6b5c4d3e2f", "health: Xid 79", 0, "root", 1714560000000}};
+  const json j = StatusToJson(FourGpuMachine(), opts);
+  ASSERT_EQ(j["gpus"].size(), 4u);
+  EXPECT_TRUE(j["gpus"][0]["drain"].is_null());
+  EXPECT_EQ(j["gpus"][1]["drain"],
+            json::parse(R"({"reason":"health: Xid 79","by":"root","by_uid":0,"since_unix_ms":1714560000000})"));
+  EXPECT_TRUE(j["gpus"][2]["drain"].is_null());
+  // Every GPU has the key, drained or not, with or without drains known.
+  for (const auto& g : StatusToJson(FourGpuMachine(), {})["gpus"]) {
+    ASSERT_TRUE(g.contains("drain"));
+    EXPECT_TRUE(g["drain"].is_null());
+  }
+}
+
 TEST(StatusJsonTest, TopLevel) {
   const json j = StatusToJson(FourGpuMachine(), {});
   EXPECT_EQ(j["schema_version"], 1);

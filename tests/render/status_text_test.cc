@@ -70,6 +70,38 @@ TEST(StatusTextGoldenTest, NoGpus) {
                             RenderStatusText(snap, {}, TerminalInfo{80, false})));
 }
 
+// GPU 0 (healthy) drained by an admin, GPU 2 (lost) by the health watch.
+StatusOptions Drained() {
+  StatusOptions opts;
+  opts.drains = {
+      {"GPU-3f2a9c1d-5b6e-4f70-8a91-0c2d3e4f5a6b", "fan noise", 1000, "alice", kTakenAtMs - 3600000},
+      {"GPU-c0ffee00-1234-5678-9abc-def012345678", "health: gpu_lost", 0, "root", kTakenAtMs - 60000},
+  };
+  return opts;
+}
+
+TEST(StatusTextGoldenTest, Width80Drained) {
+  EXPECT_TRUE(MatchesGolden("render/golden/status_w80_drained.txt", Render(80, false, Drained())));
+}
+
+TEST(StatusTextTest, DrainedGpuIsNotOkAndSaysWhy) {
+  const std::vector<std::string> lines = Lines(Render(80, false, Drained()));
+  ASSERT_GE(lines.size(), 4u);
+  // GPU 0's row: DRAINED where "ok" was, and the reason with who and since when beneath.
+  EXPECT_TRUE(lines[2].ends_with("DRAINED")) << lines[2];
+  EXPECT_EQ(lines[3], "    drained: fan noise (by alice since 2024-05-01T11:00:00Z)");
+  // GPU 1 is not drained: still ok.
+  const std::string text = Render(80, false, Drained());
+  EXPECT_NE(text.find("GPU-8e0b7a42  97%  71.2/80.0 GiB   78C  380/400 W  ok\n"), std::string::npos) << text;
+  // The lost GPU stays LOST, and its drain shows too.
+  EXPECT_NE(text.find("LOST\n    drained: health: gpu_lost (by root since 2024-05-01T11:59:00Z)\n"),
+            std::string::npos)
+      << text;
+  // Without drains nothing says DRAINED.
+  EXPECT_EQ(Render(80, false).find("DRAINED"), std::string::npos);
+  EXPECT_EQ(Render(80, false).find("drained"), std::string::npos);
+}
+
 // ---- Properties ------------------------------------------------------------------
 
 TEST(StatusTextTest, NoLineExceedsTerminalWidth) {

@@ -299,8 +299,42 @@ TEST(SchedulerTest, DrainedGpuIsNeverUsed) {
   // Then three start, none on GPU 0
   ASSERT_EQ(out.start.size(), 3u);
   for (const auto& s : out.start) EXPECT_THAT(s.gpu_uuids, ::testing::Not(::testing::Contains(Uuid(0))));
-  EXPECT_EQ(ReasonOf(out, 5), "GPU(s) drained: needs 4 GPUs, 3 not drained");
-  EXPECT_EQ(ReasonOf(out, 6), "GPU(s) drained: GPU-0");
+  EXPECT_EQ(ReasonOf(out, 5), "needs 4 GPUs; 1 of 4 is drained (GPU-0)");
+  EXPECT_EQ(ReasonOf(out, 6), "waiting: 1 of its --gpus is drained (GPU-0)");
+}
+
+TEST(SchedulerTest, WaitReasonNamesTheDrainsThatKeepAJobWaiting) {
+  // Given 8 GPUs, 3 drained (long UUIDs are shown by their first 12 characters)
+  SchedulerInput in = Given(Plain(8));
+  for (auto& g : in.snapshot.gpus) g.uuid = "GPU-" + std::to_string(g.index) + "abcdef01-2345-6789";
+  const auto& gpus = in.snapshot.gpus;
+  in.drained = {*gpus[1].uuid, *gpus[4].uuid, *gpus[6].uuid};
+  Lease lease = Interactive(7, 1001, {});
+  lease.gpu_uuids = {*gpus[0].uuid, *gpus[2].uuid, *gpus[3].uuid};  // 2 free: 5 and 7
+  in.leases.push_back(lease);
+  in.jobs.push_back(Queued(1, 1000, 8, kNow - 3 * kHour));  // can never fit while drained
+  Job three = Queued(2, 1000, 3, kNow - 2 * kHour);     // waits for the lease and for drains
+  in.jobs.push_back(three);
+  Job pinned = Queued(3, 1000, 2, kNow - kHour);  // --gpus 1,4: both drained
+  pinned.request.gpus = std::vector<std::string>{*gpus[1].uuid, *gpus[4].uuid};
+  in.jobs.push_back(pinned);
+  // When
+  SchedulerOutput out = Schedule(in);
+  // Then nothing starts, and each reason says that drains are (part of) why
+  EXPECT_THAT(Started(out), IsEmpty());
+  EXPECT_EQ(ReasonOf(out, 1), "needs 8 GPUs; 3 of 8 are drained (GPU-1abcdef0, GPU-4abcdef0, GPU-6abcdef0)");
+  EXPECT_EQ(ReasonOf(out, 2).rfind("waiting for 3 GPUs; 2 free, 3 drained (GPU-1abcdef0, GPU-4abcdef0, GPU-6abcdef0)", 0),
+            0u)
+      << ReasonOf(out, 2);
+  EXPECT_EQ(ReasonOf(out, 3), "waiting: 2 of its --gpus are drained (GPU-1abcdef0, GPU-4abcdef0)");
+}
+
+TEST(SchedulerTest, WaitReasonWithoutDrainsIsUnchanged) {
+  SchedulerInput in = Given(Plain(2));
+  in.leases.push_back(Interactive(7, 1001, {0}));
+  in.jobs.push_back(Queued(1, 1000, 2));
+  SchedulerOutput out = Schedule(in);
+  EXPECT_EQ(ReasonOf(out, 1).find("drained"), std::string::npos) << ReasonOf(out, 1);
 }
 
 TEST(SchedulerTest, UnhealthyGpuIsNeverUsed) {

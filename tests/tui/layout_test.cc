@@ -136,6 +136,40 @@ TEST(LayoutTest, ManyGpusGoCompactAndStillFit) {
   EXPECT_GE(FindRow(laid.grid, "PID"), 0);
 }
 
+// GPU 2 drained by an admin: its bar line carries the mark, the reason is shown beside it.
+std::shared_ptr<const Frame> DrainedFrame(uint64_t seq, model::MachineSnapshot snap) {
+  auto f = std::make_shared<Frame>(*MakeFrame(seq, std::move(snap)));
+  f->drains = {{"GPU-00000002-aaaa-bbbb-cccc-dddddddddddd", "fan noise", 0, "root", kNowMs - 60000}};
+  return f;
+}
+
+TEST(LayoutTest, DrainedGpuIsMarkedOnItsBarLine) {
+  for (int width : {80, 140}) {
+    Screen s;
+    s.model.Ingest(DrainedFrame(2, Machine()));
+    auto laid = s.Render(width, 24);
+    ExpectFits(laid.grid, width, 24);
+    const int bar = FindRow(laid.grid, " 2 A100");
+    ASSERT_GE(bar, 1) << laid.grid.Text();
+    EXPECT_NE(laid.grid.RowText(bar).find("DRAINED"), std::string::npos) << laid.grid.RowText(bar);
+    EXPECT_NE(laid.grid.RowText(bar).find("UTIL"), std::string::npos) << "the bars stay";
+    EXPECT_NE(laid.grid.RowText(bar + 1).find("DRAINED: fan noise (by root)"), std::string::npos)
+        << laid.grid.RowText(bar + 1);
+    // Only that GPU.
+    EXPECT_EQ(laid.grid.RowText(FindRow(laid.grid, " 1 A100")).find("DRAINED"), std::string::npos);
+  }
+  // Compact rows (many GPUs): the mark and reason still show on the GPU's one line.
+  Screen s;
+  auto snap = Machine();
+  for (int i = 4; i < 8; ++i) snap.gpus.push_back(testing::Gpu(i, 10 * i, i, 40, 100));
+  s.model.Ingest(DrainedFrame(3, snap));
+  auto laid = s.Render(100, 24);
+  ExpectFits(laid.grid, 100, 24);
+  const int row = FindRow(laid.grid, " 2 [");
+  ASSERT_GE(row, 1) << laid.grid.Text();
+  EXPECT_NE(laid.grid.RowText(row).find("DRAINED"), std::string::npos) << laid.grid.RowText(row);
+}
+
 TEST(LayoutTest, SmallTerminalSaysSo) {
   Screen s;
   auto laid = s.Render(30, 8);
