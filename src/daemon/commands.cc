@@ -84,7 +84,8 @@ std::optional<Reply> Daemon::Resolve(const Command& row, Call& call) {
   const int64_t id = call.id();
   const DaemonIdentity self = identity();
   const std::vector<int64_t> ids = TargetIds(call.request.args);
-  GPUMAN_CHECK(row.target == Target::kNone || !ids.empty());
+  // kJob and kLease rows always name one id (an args struct with `id` or `lease_id`).
+  GPUMAN_CHECK(row.target == Target::kNone || row.target == Target::kJobs || ids.size() == 1);
   auto get_job = [&](int64_t job_id) -> Result<model::Job> {
     auto job = jobs_->Get(job_id);
     if (!job) return job.error();
