@@ -217,7 +217,8 @@ TEST_F(DaemonE2E, RunGoesThroughTheDaemon) {
   for (int i = 0; i < 200; ++i) {
     auto r = Gpuman({"--simulate", scenario_, "leases", "--json"});
     leases = json::parse(r.out)["leases"];
-    if (!leases.empty()) break;
+    // The runner joins its child to the lease right after taking it: wait for both.
+    if (!leases.empty() && leases[0]["processes"].size() >= 2) break;
     usleep(50000);
   }
   ASSERT_EQ(leases.size(), 1u) << "the run's lease is in the daemon's table";
