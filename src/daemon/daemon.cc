@@ -1,19 +1,15 @@
 #include "daemon/daemon.h"
 
-#include <fcntl.h>
 #include <grp.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
 #include <sys/inotify.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <limits>
 
@@ -21,6 +17,8 @@
 #include "devices/gpu_ids.h"
 #include "policy/selection.h"
 #include "protocol/framing.h"
+#include "daemon/call.h"
+#include "daemon/server.h"
 #include "sched/job_state.h"
 #include "sched/process_group.h"
 #include "sched/supervisor.h"
@@ -29,33 +27,20 @@
 #include "store/proc_liveness.h"
 
 namespace gpuman::daemon {
-namespace {
-
-constexpr size_t kMaxClients = 256;
-constexpr int64_t kIdleTimeoutMs = 120000;    // a connection that says nothing this long goes
-constexpr int64_t kPartialFrameMs = 10000;    // a frame must arrive within this once begun
-constexpr size_t kMaxOutputBuffer = 8 << 20;  // a client that does not read its replies goes
-
-using protocol::MakeErrorReply;
-using protocol::MakeReply;
-using protocol::Reply;
-using protocol::WireCode;
-using protocol::WireError;
-
-WireError Wire(WireCode code, std::string message) { return WireError{code, std::move(message)}; }
 
 std::string UserName(uint32_t uid) {
   passwd* pw = getpwuid(uid);
   return pw ? pw->pw_name : std::to_string(uid);
 }
 
-// A process a client names must be its own (per the kernel), alive with that start time.
-std::optional<WireError> CheckOwnProcess(const Peer& peer, const model::LeaseProcess& p) {
+std::optional<protocol::WireError> CheckOwnProcess(const Peer& peer, const model::LeaseProcess& p,
+                                                   const DaemonIdentity& self) {
+  using protocol::WireCode;
   struct stat st{};
   if (p.pid <= 0 || stat(("/proc/" + std::to_string(p.pid)).c_str(), &st) != 0 || !store::IsProcessAlive(p)) {
     return Wire(WireCode::kInvalidArgument, "process " + std::to_string(p.pid) + " does not exist");
   }
-  if (st.st_uid != peer.uid && peer.uid != 0) {
+  if (st.st_uid != peer.uid && !Permits(kNameOthersProcess, peer, std::nullopt, self)) {
     return Wire(WireCode::kPermissionDenied, "process " + std::to_string(p.pid) + " is not yours");
   }
   return std::nullopt;
@@ -66,6 +51,8 @@ bool IsSameLiveProcess(std::optional<int32_t> pid, std::optional<int64_t> ticks)
   if (!ticks) return kill(*pid, 0) == 0;
   return store::IsProcessAlive(model::LeaseProcess{*pid, *ticks});
 }
+
+namespace {
 
 // The reason of a job the daemon adopted starts with this (a restarted daemon sees it).
 constexpr std::string_view kSupervisorDied = "its supervisor died";
@@ -127,17 +114,6 @@ void SignalJob(const JobProcesses& procs, int sig) {
 
 }  // namespace
 
-struct Daemon::Connection {
-  int fd = -1;
-  Peer peer;
-  protocol::FrameDecoder decoder;
-  std::string out;
-  bool said_hello = false;
-  bool closing = false;  // close once `out` is flushed
-  int64_t last_activity_ms = 0;
-  int64_t frame_started_ms = 0;
-};
-
 std::string DefaultSocketPath(bool system_mode, const std::map<std::string, std::string>& env) {
   if (system_mode) return "/run/gpuman/gpuman.sock";
   auto it = env.find("XDG_RUNTIME_DIR");
@@ -156,14 +132,7 @@ std::string DefaultDaemonStateDir(bool system_mode, const std::map<std::string, 
 Daemon::Daemon(DaemonOptions options, devices::DeviceSource& devices, const Clock& clock)
     : options_(std::move(options)), devices_(devices), clock_(clock) {}
 
-Daemon::~Daemon() {
-  for (auto& [fd, c] : clients_) close(fd);
-  if (listen_fd_ >= 0) {
-    close(listen_fd_);
-    unlink(options_.socket_path.c_str());
-  }
-  if (inotify_fd_ >= 0) close(inotify_fd_);
-}
+Daemon::~Daemon() = default;  // the server closes its connections and removes the socket
 
 Peer Daemon::MakePeer(uint32_t uid, uint32_t gid, int32_t pid) const {
   Peer peer{uid, gid, pid, UserName(uid), uid == 0};
@@ -180,7 +149,7 @@ Peer Daemon::MakePeer(uint32_t uid, uint32_t gid, int32_t pid) const {
   return peer;
 }
 
-Status Daemon::Start() {
+Status Daemon::OpenState() {
   std::error_code ec;
   std::filesystem::create_directories(options_.state_dir, ec);
   // 0711 in system mode: users may reach history.db (0644, read by `gpuman history`) by
@@ -204,39 +173,23 @@ Status Daemon::Start() {
     if (table) machine_leases_ = std::move(table->store);
     else std::fprintf(stderr, "gpuman: warning: machine lease table: %s\n", table.error().message.c_str());
   }
+  return {};
+}
 
-  // The socket: never replace one that a live daemon still answers on.
-  const std::string& path = options_.socket_path;
-  if (path.size() >= sizeof(sockaddr_un::sun_path)) {
-    return MakeError(ErrorCode::kInvalidArgument, "socket path " + path + " is too long");
-  }
-  auto parent = std::filesystem::path(path).parent_path();
-  std::filesystem::create_directories(parent, ec);
-  chmod(parent.c_str(), options_.system_mode ? 0755 : 0700);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);
-  int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (probe >= 0 && connect(probe, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0) {
-    close(probe);
-    return MakeError(ErrorCode::kConflict, "another gpuman daemon is already serving " + path);
-  }
-  if (probe >= 0) close(probe);
-  unlink(path.c_str());
-  listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (listen_fd_ < 0) return MakeError(ErrorCode::kIo, std::string("socket: ") + std::strerror(errno));
-  if (bind(listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(listen_fd_, 64) != 0) {
-    int err = errno;
-    return MakeError(err == EACCES ? ErrorCode::kPermissionDenied : ErrorCode::kIo,
-                     "listen on " + path + ": " + std::strerror(err));
-  }
+Status Daemon::Start() {
+  if (auto opened = OpenState(); !opened) return opened.error();
   // Anyone may connect in system mode; every request is authorised by SO_PEERCRED.
-  chmod(path.c_str(), options_.system_mode ? 0666 : 0600);
+  server_ = std::make_unique<Server>([this](uint32_t uid, uint32_t gid, int32_t pid) { return MakePeer(uid, gid, pid); },
+                                     [this](const Peer& peer, const protocol::Request& request) { return Handle(peer, request); },
+                                     clock_);
+  if (auto listening = server_->Listen(options_.socket_path, options_.system_mode); !listening) {
+    return listening.error();
+  }
 
   // Supervisors write job outcomes into the db: its directory changing wakes us.
-  inotify_fd_ = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-  if (inotify_fd_ >= 0) {
-    inotify_add_watch(inotify_fd_, options_.state_dir.c_str(), IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO);
+  inotify_fd_.reset(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+  if (inotify_fd_) {
+    inotify_add_watch(inotify_fd_.get(), options_.state_dir.c_str(), IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO);
   }
   Reconcile();
   collector_ = std::make_unique<Collector>(options_.monitor, devices_, *jobs_, *leases_, clock_);
@@ -535,10 +488,6 @@ void Daemon::SchedulePass() {
   }
 }
 
-bool Daemon::MayActOn(const Peer& peer, const model::Job& job) const {
-  return peer.is_admin || peer.uid == job.uid;
-}
-
 model::Job Daemon::WithWaitInfo(model::Job job) const {
   auto it = waiting_.find(job.id);
   if (it != waiting_.end() && (job.state == model::JobState::kQueued || job.state == model::JobState::kHeld)) {
@@ -547,338 +496,17 @@ model::Job Daemon::WithWaitInfo(model::Job job) const {
   return job;
 }
 
-Reply Daemon::Handle(const Peer& peer, const protocol::Request& request) {
-  const int64_t id = request.id;
-  auto fail = [&](const Error& e) { return MakeErrorReply(id, protocol::ToWireError(e)); };
-  auto denied = [&](int64_t job_id) {
-    return Wire(WireCode::kPermissionDenied, "job " + std::to_string(job_id) + " belongs to another user");
-  };
-  auto get_job = [&](int64_t job_id) -> Result<model::Job> {
-    auto job = jobs_->Get(job_id);
-    if (!job) return job.error();
-    if (!*job) return MakeError(ErrorCode::kNotFound, "no job " + std::to_string(job_id));
-    return **job;
-  };
-
-  switch (request.op()) {
-    case protocol::Op::kHello: {
-      const auto& args = std::get<protocol::HelloArgs>(request.args);
-      if (auto bad = protocol::CheckHello(args)) return MakeErrorReply(id, *bad);
-      protocol::HelloResult result;
-      result.uid = peer.uid;
-      result.user = peer.user;
-      result.daemon = "gpumand";
-      return MakeReply(id, result);
-    }
-    case protocol::Op::kSubmit: {
-      const auto& args = std::get<protocol::SubmitArgs>(request.args);
-      if (!options_.system_mode && peer.uid != getuid()) {
-        return MakeErrorReply(id, Wire(WireCode::kPermissionDenied, "this daemon runs jobs of " + UserName(getuid()) + " only"));
-      }
-      if (auto ok = CheckSubmitFor(peer, args); !ok) return fail(ok.error());
-      if (args.cwd.empty() || args.cwd[0] != '/') {
-        return MakeErrorReply(id, Wire(WireCode::kInvalidArgument, "args.cwd: must be an absolute path"));
-      }
-      for (int64_t dep : args.after) {
-        auto job = jobs_->Get(dep);
-        if (!job || !*job) return MakeErrorReply(id, Wire(WireCode::kInvalidArgument, "--after: no job " + std::to_string(dep)));
-      }
-      model::Job draft;
-      draft.name = args.name.empty() ? std::filesystem::path(args.argv[0]).filename().string() : args.name;
-      draft.uid = peer.uid;
-      draft.gid = peer.gid;
-      if (passwd* pw = getpwuid(peer.uid)) draft.gid = pw->pw_gid;
-      draft.user = peer.user;
-      draft.argv = args.argv;
-      draft.env = args.env;
-      draft.cwd = args.cwd;
-      if (args.output) draft.output_path = (*args.output)[0] == '/' ? *args.output : args.cwd + "/" + *args.output;
-      draft.request = args.request;
-      draft.priority = args.priority;
-      draft.time_limit_ms = args.time_limit_ms ? args.time_limit_ms : std::optional<int64_t>(options_.scheduler.default_time_limit_ms);
-      draft.requeue = args.requeue;
-      draft.after = args.after;
-      draft.submitted_unix_ms = clock_.NowUnixMs();
-      auto job = jobs_->Submit(draft);
-      if (!job) return fail(job.error());
-      dirty_ = true;
-      return MakeReply(id, protocol::SubmitResult{job->id});
-    }
-    case protocol::Op::kQueue: {
-      const auto& args = std::get<protocol::QueueArgs>(request.args);
-      auto jobs = jobs_->List(args.all, std::nullopt);
-      if (!jobs) return fail(jobs.error());
-      protocol::QueueResult result;
-      for (auto& j : *jobs) result.jobs.push_back(WithWaitInfo(std::move(j)));
-      if (collector_) collector_->Annotate(result.jobs);
-      return MakeReply(id, result);
-    }
-    case protocol::Op::kShow: {
-      auto job = get_job(std::get<protocol::ShowArgs>(request.args).id);
-      if (!job) return fail(job.error());
-      protocol::ShowResult result;
-      result.job = WithWaitInfo(*job);
-      if (collector_) {
-        std::vector<model::Job> one{result.job};
-        collector_->Annotate(one);
-        result.job = std::move(one[0]);
-      }
-      result.include_private = MayActOn(peer, *job);
-      return MakeReply(id, result);
-    }
-    case protocol::Op::kWait: {
-      auto job = get_job(std::get<protocol::WaitArgs>(request.args).id);
-      if (!job) return fail(job.error());
-      return MakeReply(id, protocol::WaitResult{job->state, job->exit_code});
-    }
-    case protocol::Op::kCancel:
-    case protocol::Op::kHold:
-    case protocol::Op::kResume: {
-      std::vector<int64_t> ids;
-      if (auto* a = std::get_if<protocol::CancelArgs>(&request.args)) ids = a->ids;
-      if (auto* a = std::get_if<protocol::HoldArgs>(&request.args)) ids = a->ids;
-      if (auto* a = std::get_if<protocol::ResumeArgs>(&request.args)) ids = a->ids;
-      protocol::IdsResult result;
-      for (int64_t job_id : ids) {
-        protocol::IdOutcome outcome{job_id, std::nullopt};
-        auto job = get_job(job_id);
-        if (!job) {
-          outcome.error = protocol::ToWireError(job.error());
-        } else if (!MayActOn(peer, *job)) {
-          outcome.error = denied(job_id);
-        } else {
-          store::JobStore::Update update;
-          update.reason = "by " + peer.user;
-          Result<model::Job> changed = *job;
-          if (request.op() == protocol::Op::kHold) {
-            changed = jobs_->Transition(job_id, model::JobState::kQueued, model::JobState::kHeld, update);
-          } else if (request.op() == protocol::Op::kResume) {
-            changed = jobs_->Transition(job_id, model::JobState::kHeld, model::JobState::kQueued, update);
-          } else if (job->state == model::JobState::kQueued || job->state == model::JobState::kHeld) {
-            update.ended_unix_ms = clock_.NowUnixMs();
-            update.reason = "cancelled by " + peer.user;
-            changed = jobs_->Transition(job_id, job->state, model::JobState::kCancelled, update);
-          } else if (job->state == model::JobState::kRunning || job->state == model::JobState::kStarting) {
-            // The supervisor ends the job and records "cancelled"; without one, the daemon does.
-            if (Status ended = EndOrphanedJob(*job, peer.user); !ended) changed = ended.error();
-          } else {
-            changed = MakeError(ErrorCode::kConflict, "job " + std::to_string(job_id) + " is already " +
-                                                          model::JobStateName(job->state));
-          }
-          if (!changed) outcome.error = protocol::ToWireError(changed.error());
-        }
-        result.results.push_back(outcome);
-      }
-      dirty_ = true;
-      return MakeReply(id, result);
-    }
-    case protocol::Op::kLogs: {
-      const auto& args = std::get<protocol::LogsArgs>(request.args);
-      auto job = get_job(args.id);
-      if (!job) return fail(job.error());
-      if (!MayActOn(peer, *job)) return MakeErrorReply(id, denied(args.id));
-      std::string path = job->output_path.empty() ? sched::DefaultLogPath(*job) : job->output_path;
-      protocol::LogsResult result;
-      result.next_offset = args.offset;
-      int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-      if (fd >= 0) {
-        struct stat st{};
-        // Only a file the job's owner owns: the daemon is root and must not read others' files.
-        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == job->uid) {
-          std::string buf(static_cast<size_t>(protocol::kMaxLogChunkBytes), '\0');
-          ssize_t n = pread(fd, buf.data(), buf.size(), args.offset);
-          if (n > 0) {
-            buf.resize(static_cast<size_t>(n));
-            result.data = std::move(buf);
-            result.next_offset = args.offset + n;
-          }
-          result.eof = model::IsFinal(job->state) && result.next_offset >= st.st_size;
-        } else {
-          close(fd);
-          return MakeErrorReply(id, Wire(WireCode::kPermissionDenied, "log " + path + " is not owned by the job's user"));
-        }
-        close(fd);
-      } else {
-        result.eof = model::IsFinal(job->state);
-      }
-      return MakeReply(id, result);
-    }
-    case protocol::Op::kDrain:
-    case protocol::Op::kUndrain: {
-      bool drain = request.op() == protocol::Op::kDrain;
-      std::string gpu = drain ? std::get<protocol::DrainArgs>(request.args).gpu : std::get<protocol::UndrainArgs>(request.args).gpu;
-      std::string reason = drain ? std::get<protocol::DrainArgs>(request.args).reason : "";
-      if (!peer.is_admin) return MakeErrorReply(id, Wire(WireCode::kPermissionDenied, "only root or the admin group may drain GPUs"));
-      auto snap = devices_.Snapshot();
-      if (!snap) return fail(snap.error());
-      auto picked = devices::ResolveGpuIds(gpu, snap->gpus);
-      if (!picked) return fail(picked.error());
-      if (picked->size() != 1 || !snap->gpus[picked->front()].uuid) {
-        return MakeErrorReply(id, Wire(WireCode::kInvalidArgument, "name exactly one GPU"));
-      }
-      std::string uuid = *snap->gpus[picked->front()].uuid;
-      Status done = drain ? jobs_->Drain(uuid, reason.empty() ? "drained by " + peer.user : reason, peer.uid, clock_.NowUnixMs())
-                          : jobs_->Undrain(uuid);
-      if (!done) return fail(done.error());
-      dirty_ = true;
-      return MakeReply(id, protocol::DrainResult{uuid});
-    }
-    case protocol::Op::kLeases: {
-      auto live = AllLiveLeases();
-      if (!live) return fail(live.error());
-      if (collector_) collector_->Annotate(*live);
-      return MakeReply(id, protocol::LeasesResult{*live});
-    }
-    case protocol::Op::kRelease: {
-      const auto& args = std::get<protocol::ReleaseArgs>(request.args);
-      auto lease = leases_->Get(args.lease_id);
-      if (!lease) return fail(lease.error());
-      if (!*lease) return MakeErrorReply(id, Wire(WireCode::kNotFound, "no lease " + std::to_string(args.lease_id)));
-      if (auto ok = CheckReleaseFor(peer, **lease); !ok) return fail(ok.error());
-      if (auto r = leases_->Release(args.lease_id); !r) return fail(r.error());
-      dirty_ = true;
-      return MakeReply(id, protocol::EmptyResult{});
-    }
-    case protocol::Op::kAcquire: {
-      // `gpuman run` / `select --lease` while a daemon runs: one lease table for everyone.
-      auto got = AcquireFor(peer, std::get<protocol::AcquireArgs>(request.args));
-      if (!got) return fail(got.error());
-      return MakeReply(id, *got);
-    }
-    case protocol::Op::kAddProcesses: {
-      const auto& a = std::get<protocol::AddProcessesArgs>(request.args);
-      auto lease = leases_->Get(a.lease_id);
-      if (!lease) return fail(lease.error());
-      if (!*lease) return MakeErrorReply(id, Wire(WireCode::kNotFound, "no lease " + std::to_string(a.lease_id)));
-      if ((*lease)->uid != peer.uid && !peer.is_admin) {
-        return MakeErrorReply(id, Wire(WireCode::kPermissionDenied, "lease " + std::to_string(a.lease_id) + " belongs to another user"));
-      }
-      for (const auto& p : a.processes) {
-        if (auto bad = CheckOwnProcess(peer, p)) return MakeErrorReply(id, *bad);
-      }
-      if (auto r = leases_->AddProcesses(a.lease_id, a.processes); !r) return fail(r.error());
-      return MakeReply(id, protocol::EmptyResult{});
-    }
-    case protocol::Op::kHealth: {
-      protocol::HealthResult result;
-      if (collector_) result.report = collector_->HealthJson();
-      return MakeReply(id, result);
-    }
-    case protocol::Op::kDrains: {
-      // Anyone may ask: a drain names a GPU and who drained it, nothing private.
-      auto drained = jobs_->DrainedDetails();
-      if (!drained) return fail(drained.error());
-      protocol::DrainsResult result;
-      for (const auto& d : *drained) {
-        result.drains.push_back(model::GpuDrain{d.uuid, d.reason, d.by_uid, UserName(d.by_uid), d.since_unix_ms});
-      }
-      return MakeReply(id, result);
-    }
-    case protocol::Op::kStatus: {
-      protocol::StatusResult result;
-      auto active = jobs_->Active();
-      int queued = 0, running = 0;
-      if (active) {
-        for (const auto& j : *active) {
-          queued += j.state == model::JobState::kQueued;
-          running += j.state == model::JobState::kRunning || j.state == model::JobState::kStarting;
-        }
-      }
-      result.status = {{"queued", queued}, {"running", running}, {"system_mode", options_.system_mode}};
-      return MakeReply(id, result);
-    }
-  }
-  return MakeErrorReply(id, Wire(WireCode::kUnknownOp, "unknown op"));
-}
-
-void Daemon::AcceptClients() {
-  while (true) {
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd < 0) return;
-    if (clients_.size() >= kMaxClients) {
-      close(fd);
-      continue;
-    }
-    ucred cred{};
-    socklen_t len = sizeof cred;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-      close(fd);
-      continue;
-    }
-    auto c = std::make_unique<Connection>();
-    c->fd = fd;
-    c->peer = MakePeer(cred.uid, cred.gid, cred.pid);
-    c->last_activity_ms = clock_.NowUnixMs();
-    clients_[fd] = std::move(c);
-  }
-}
-
-bool Daemon::ServeClient(Connection& c) {
-  char buf[65536];
-  while (true) {
-    ssize_t n = read(c.fd, buf, sizeof buf);
-    if (n > 0) {
-      if (c.decoder.at_frame_boundary()) c.frame_started_ms = clock_.NowUnixMs();
-      c.last_activity_ms = clock_.NowUnixMs();
-      (void)c.decoder.Feed(std::string_view(buf, static_cast<size_t>(n)));
-      continue;
-    }
-    if (n == 0) return false;  // the client closed
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-    return false;
-  }
-  while (true) {
-    auto frame = c.decoder.Next();
-    if (!frame) {
-      // Oversized or zero-length frame: the stream cannot be trusted any more.
-      WireCode code = c.decoder.error_code().value_or(WireCode::kBadMessage);
-      c.out += protocol::EncodeReplyFrame(MakeErrorReply(std::nullopt, Wire(code, frame.error().message)));
-      c.closing = true;
-      break;
-    }
-    if (!*frame) break;
-    auto parsed = protocol::ParseRequest(**frame);
-    if (auto* err = std::get_if<protocol::RequestError>(&parsed)) {
-      c.out += protocol::EncodeReplyFrame(MakeErrorReply(*err));
-      continue;
-    }
-    const auto& request = std::get<protocol::Request>(parsed);
-    if (!c.said_hello && request.op() != protocol::Op::kHello) {
-      c.out += protocol::EncodeReplyFrame(MakeErrorReply(request.id, Wire(WireCode::kHelloRequired, "say hello first")));
-      c.closing = true;
-      break;
-    }
-    Reply reply = Handle(c.peer, request);
-    if (request.op() == protocol::Op::kHello && reply.ok()) c.said_hello = true;
-    c.out += protocol::EncodeReplyFrame(reply);
-    if (c.out.size() > kMaxOutputBuffer) return false;
-  }
-  while (!c.out.empty()) {
-    ssize_t w = send(c.fd, c.out.data(), c.out.size(), MSG_NOSIGNAL);
-    if (w > 0) {
-      c.out.erase(0, static_cast<size_t>(w));
-      continue;
-    }
-    if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-    return false;
-  }
-  return !(c.closing && c.out.empty());
-}
+DaemonIdentity Daemon::identity() const { return DaemonIdentity{options_.system_mode, static_cast<uint32_t>(getuid())}; }
 
 int Daemon::Run(const volatile std::sig_atomic_t* stop) {
+  GPUMAN_CHECK(server_ != nullptr);  // Start() succeeded
   int64_t last_pass = 0;
   while (!*stop) {
     std::vector<pollfd> fds;
-    fds.push_back({listen_fd_, POLLIN, 0});
-    if (inotify_fd_ >= 0) fds.push_back({inotify_fd_, POLLIN, 0});
+    if (inotify_fd_) fds.push_back({inotify_fd_.get(), POLLIN, 0});
     const int wake_fd = collector_ ? collector_->wake_fd() : -1;
     if (wake_fd >= 0) fds.push_back({wake_fd, POLLIN, 0});
-    for (auto& [fd, c] : clients_) {
-      short events = POLLIN;
-      if (!c->out.empty()) events |= POLLOUT;
-      fds.push_back({fd, events, 0});
-    }
+    server_->AddPollFds(fds);
     int timeout = dirty_ ? 0 : 500;
     if (collector_) timeout = static_cast<int>(std::min<int64_t>(timeout, collector_->MsUntilDue(clock_.NowUnixMs())));
     int ready = poll(fds.data(), fds.size(), timeout);
@@ -886,36 +514,19 @@ int Daemon::Run(const volatile std::sig_atomic_t* stop) {
     const int64_t now = clock_.NowUnixMs();
     for (const auto& p : fds) {
       if (p.revents == 0) continue;
-      if (p.fd == listen_fd_) {
-        AcceptClients();
-      } else if (p.fd == wake_fd) {
+      if (p.fd == wake_fd) {
         collector_->DrainWake();  // Xid events: the collector takes them below
-      } else if (p.fd == inotify_fd_) {
+      } else if (p.fd == inotify_fd_.get()) {
         char drain[4096];
-        while (read(inotify_fd_, drain, sizeof drain) > 0) {
+        while (read(inotify_fd_.get(), drain, sizeof drain) > 0) {
         }
         dirty_ = true;
       } else {
-        auto it = clients_.find(p.fd);
-        if (it == clients_.end()) continue;
-        if ((p.revents & (POLLERR | POLLNVAL)) || !ServeClient(*it->second)) {
-          close(p.fd);
-          clients_.erase(it);
-        }
+        (void)server_->OnReady(p);  // the listening socket or a client
       }
     }
     // Slow or silent clients must not hold a slot forever.
-    for (auto it = clients_.begin(); it != clients_.end();) {
-      const Connection& c = *it->second;
-      bool stale = now - c.last_activity_ms > kIdleTimeoutMs ||
-                   (!c.decoder.at_frame_boundary() && now - c.frame_started_ms > kPartialFrameMs);
-      if (stale) {
-        close(it->first);
-        it = clients_.erase(it);
-      } else {
-        ++it;
-      }
-    }
+    server_->CloseStale(now);
     if (collector_ && collector_->MsUntilDue(now) == 0 && collector_->Tick(now)) dirty_ = true;
     if (dirty_ || now - last_pass >= 1000) {
       last_pass = now;
@@ -957,7 +568,7 @@ Result<std::vector<model::Lease>> Daemon::AllLiveLeases() {
 
 Result<protocol::AcquireResult> Daemon::AcquireFor(const Peer& peer, const protocol::AcquireArgs& a) {
   model::LeaseProcess holder{a.pid, a.start_time_ticks};
-  if (auto bad = CheckOwnProcess(peer, holder)) return MakeError(protocol::ToErrorCode(bad->code), bad->message);
+  if (auto bad = CheckOwnProcess(peer, holder, identity())) return MakeError(protocol::ToErrorCode(bad->code), bad->message);
   devices::SnapshotOptions snap_options;
   snap_options.topology = !topology_.has_value();
   auto snap = devices_.Snapshot(snap_options);

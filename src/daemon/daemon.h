@@ -1,6 +1,8 @@
 // The gpuman daemon: one lease table and one job queue for the whole machine. A single
-// event-loop thread owns everything here: the listening Unix socket, client connections,
-// the state db (jobs and leases), the device source, and scheduling passes. Jobs run
+// event-loop thread owns everything here: the socket server (server.h), the state db (jobs
+// and leases), the device source, and scheduling passes. Requests go through one command
+// table {operation, who may call it, what it names, handler} (commands.cc), checked once
+// before any handler runs; the handlers live by family in *_handlers.cc. Jobs run
 // under detached supervisors (sched/supervisor.h), so the daemon can stop or crash
 // without taking them along; on start it reconciles the db with what is still running.
 #pragma once
@@ -10,11 +12,14 @@
 #include <memory>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "base/clock.h"
 #include "base/result.h"
+#include "base/unique_fd.h"
+#include "daemon/access.h"
 #include "daemon/collector.h"
 #include "devices/device_source.h"
 #include "policy/lease_rules.h"
@@ -39,14 +44,7 @@ struct DaemonOptions {
   std::string machine_lease_dir;
 };
 
-/// Who is calling, from SO_PEERCRED (never from the message).
-struct Peer {
-  uint32_t uid = 0;
-  uint32_t gid = 0;
-  int32_t pid = 0;
-  std::string user;
-  bool is_admin = false;  // root or a member of the admin group
-};
+class Server;
 
 class Daemon {
  public:
@@ -58,11 +56,31 @@ class Daemon {
   /// Errors: kConflict (another daemon runs), kIo, kPermissionDenied.
   Status Start();
 
+  /// Only the first step of Start(): creates the state directory and opens the state db.
+  /// Handle() works after this alone (tests: no socket, no monitoring).
+  /// Errors: those of JobStore::Open and LeaseStore::Open.
+  Status OpenState();
+
   /// Serves until *stop becomes non-zero. Returns 0.
   int Run(const volatile std::sig_atomic_t* stop);
 
-  /// One request from `peer`; never throws. Public for tests.
+  /// One request from `peer`, through the command table: the access check of the op's
+  /// row, then its handler. Never throws. Public for tests.
   protocol::Reply Handle(const Peer& peer, const protocol::Request& request);
+
+  /// What a handler gets: the request, its caller, and the object(s) the row's Target
+  /// names, already resolved and (for kOwner rows) checked.
+  struct Call;
+  /// One row of the command table.
+  struct Command {
+    protocol::Op op;
+    Access who;
+    Target target;
+    const char* action;  // for the refusal: "only root or the admin group may <action>"
+    protocol::Reply (Daemon::*handler)(const Call& call);
+  };
+  /// The command table, one row per operation (commands.cc).
+  static std::span<const Command> Commands();
 
   /// One scheduling pass (also run after every change and once a second).
   void SchedulePass();
@@ -83,7 +101,6 @@ class Daemon {
   Status EndOrphanedJob(const model::Job& job, const std::string& by_user);
 
  private:
-  struct Connection;
   // A running job whose supervisor died while processes of the job live on: the daemon
   // adopts it. It stays running with its lease (which names the job's processes), the
   // daemon watches its process groups every pass, enforces its time limit, ends it on
@@ -100,7 +117,6 @@ class Daemon {
   void BeginEnding(const model::Job& job, model::JobState as, const std::string& reason, int64_t now);
   void WatchRunningJobs();  // a GPU of a running job failed: tell its supervisor
   Status StartJob(const model::Job& job, const std::vector<std::string>& gpus);
-  bool MayActOn(const Peer& peer, const model::Job& job) const;
   // The machine's rules (policy/lease_rules.h) as the daemon applies them.
   policy::MachineRules Rules() const;
   static policy::Caller CallerOf(const Peer& peer);
@@ -110,8 +126,31 @@ class Daemon {
   Status CheckReleaseFor(const Peer& peer, const model::Lease& lease);
   Status CheckSubmitFor(const Peer& peer, const protocol::SubmitArgs& args);
   model::Job WithWaitInfo(model::Job job) const;
-  void AcceptClients();
-  bool ServeClient(Connection& c);  // false: close it
+  DaemonIdentity identity() const;
+  /// Resolves and checks what `row` names; an error reply (or, for kJobs, per-id
+  /// outcomes inside `call`) when the caller may not act on it.
+  std::optional<protocol::Reply> Resolve(const Command& row, Call& call);
+
+  // Handlers, one per row of the command table, by family.
+  // info_handlers.cc
+  protocol::Reply OnHello(const Call& call);
+  protocol::Reply OnStatus(const Call& call);
+  protocol::Reply OnHealth(const Call& call);
+  // job_handlers.cc
+  protocol::Reply OnSubmit(const Call& call);
+  protocol::Reply OnQueue(const Call& call);
+  protocol::Reply OnShow(const Call& call);
+  protocol::Reply OnWait(const Call& call);
+  protocol::Reply OnCancelHoldResume(const Call& call);
+  protocol::Reply OnLogs(const Call& call);
+  // gpu_handlers.cc
+  protocol::Reply OnDrainUndrain(const Call& call);
+  protocol::Reply OnDrains(const Call& call);
+  // lease_handlers.cc
+  protocol::Reply OnLeases(const Call& call);
+  protocol::Reply OnAcquire(const Call& call);
+  protocol::Reply OnAddProcesses(const Call& call);
+  protocol::Reply OnRelease(const Call& call);
 
   DaemonOptions options_;
   devices::DeviceSource& devices_;
@@ -121,9 +160,8 @@ class Daemon {
   std::unique_ptr<store::LeaseStore> machine_leases_;  // read only; may be absent
   std::optional<model::Topology> topology_;
   std::map<int64_t, sched::WaitReason> waiting_;  // from the last pass, for `queue`
-  int listen_fd_ = -1;
-  int inotify_fd_ = -1;
-  std::map<int, std::unique_ptr<Connection>> clients_;
+  std::unique_ptr<Server> server_;
+  UniqueFd inotify_fd_;
   bool dirty_ = true;  // something changed: run a scheduling pass
   std::map<int, std::string> uuid_by_index_;  // last known; a lost GPU may not say its UUID
   std::set<int64_t> told_gpu_lost_;           // jobs whose supervisor got SIGUSR1

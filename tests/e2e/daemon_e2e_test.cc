@@ -217,7 +217,8 @@ TEST_F(DaemonE2E, RunGoesThroughTheDaemon) {
   for (int i = 0; i < 200; ++i) {
     auto r = Gpuman({"--simulate", scenario_, "leases", "--json"});
     leases = json::parse(r.out)["leases"];
-    if (!leases.empty()) break;
+    // The runner joins its child to the lease right after taking it: wait for both.
+    if (!leases.empty() && leases[0]["processes"].size() >= 2) break;
     usleep(50000);
   }
   ASSERT_EQ(leases.size(), 1u) << "the run's lease is in the daemon's table";
@@ -472,6 +473,13 @@ TEST_F(TwoUsersE2E, OwnersRootAndOthers) {
     EXPECT_NE(r.err.find("another user"), std::string::npos) << cmd << ": " << r.err;
   }
   EXPECT_EQ(As(*bob, {"drain", "0"}).exit_code, 5);
+  // Priority is an admin's lever: bob may lower his job's, not raise it.
+  auto raise = As(*bob, {"submit", "--priority", "10", "--", "true"});
+  EXPECT_EQ(raise.exit_code, 5) << raise.err;
+  EXPECT_EQ(raise.err, "gpuman: error: only root or the admin group may raise a job's priority above 0\n");
+  auto lower = As(*bob, {"submit", "--priority=-5", "--", "true"});
+  EXPECT_EQ(lower.exit_code, 0) << lower.err;
+  EXPECT_GT(Submit({"--priority", "10", "--", "true"}), 0) << "root may raise it";
   EXPECT_EQ(Show(std::stoll(id))["state"], "running");
   // Alice can; root can.
   EXPECT_TRUE(json::parse(As(*alice, {"show", id, "--json"}).out).contains("argv"));

@@ -1,0 +1,151 @@
+// The daemon's command table: every operation with who may call it, what it names and its
+// handler (MPD's AllCommands.cxx, ninja's kTools), and Daemon::Handle, which checks a
+// request against its row once, before any handler runs. The handlers themselves live by
+// family in info_, job_, gpu_ and lease_handlers.cc. docs/protocol.md shows the table as
+// an allow/deny matrix; tests/daemon/access_test.cc keeps the two equal.
+#include <unistd.h>
+
+#include <type_traits>
+#include <variant>
+
+#include "daemon/call.h"
+
+namespace gpuman::daemon {
+namespace {
+
+using protocol::MakeErrorReply;
+using protocol::Reply;
+using protocol::WireCode;
+using protocol::WireError;
+
+// The ids a request names: "ids", "lease_id" or "id" of its args.
+std::vector<int64_t> TargetIds(const protocol::RequestArgs& args) {
+  return std::visit(
+      [](const auto& a) -> std::vector<int64_t> {
+        if constexpr (requires { a.ids; }) {
+          return a.ids;
+        } else if constexpr (requires { a.lease_id; }) {
+          return {a.lease_id};
+        } else if constexpr (requires { a.id; }) {
+          return {a.id};
+        } else {
+          return {};
+        }
+      },
+      args);
+}
+
+WireError JobDenied(int64_t job_id) {
+  return WireError{WireCode::kPermissionDenied, "job " + std::to_string(job_id) + " belongs to another user"};
+}
+
+}  // namespace
+
+std::span<const Daemon::Command> Daemon::Commands() {
+  using protocol::Op;
+  // In the order of protocol::Op. `action` completes "only root or the admin group may ...".
+  static const Command kTable[] = {
+      {Op::kHello, Access::kAnyone, Target::kNone, "say hello", &Daemon::OnHello},
+      {Op::kSubmit, Access::kJobUser, Target::kNone, "submit jobs", &Daemon::OnSubmit},
+      {Op::kQueue, Access::kAnyone, Target::kNone, "list the queue", &Daemon::OnQueue},
+      {Op::kShow, Access::kAnyone, Target::kJob, "show jobs", &Daemon::OnShow},  // private fields: kSeePrivateFields
+      {Op::kCancel, Access::kOwner, Target::kJobs, "cancel jobs", &Daemon::OnCancelHoldResume},
+      {Op::kHold, Access::kOwner, Target::kJobs, "hold jobs", &Daemon::OnCancelHoldResume},
+      {Op::kResume, Access::kOwner, Target::kJobs, "resume jobs", &Daemon::OnCancelHoldResume},
+      {Op::kWait, Access::kAnyone, Target::kJob, "wait for jobs", &Daemon::OnWait},
+      {Op::kLogs, Access::kOwner, Target::kJob, "read logs", &Daemon::OnLogs},
+      {Op::kDrain, Access::kAdmin, Target::kNone, "drain GPUs", &Daemon::OnDrainUndrain},
+      {Op::kUndrain, Access::kAdmin, Target::kNone, "undrain GPUs", &Daemon::OnDrainUndrain},
+      {Op::kLeases, Access::kAnyone, Target::kNone, "list leases", &Daemon::OnLeases},
+      {Op::kAcquire, Access::kAnyone, Target::kNone, "acquire GPUs", &Daemon::OnAcquire},  // processes: kNameOthersProcess
+      {Op::kAddProcesses, Access::kOwner, Target::kLease, "add processes", &Daemon::OnAddProcesses},
+      {Op::kRelease, Access::kOwner, Target::kLease, "release leases", &Daemon::OnRelease},
+      {Op::kStatus, Access::kAnyone, Target::kNone, "ask for status", &Daemon::OnStatus},
+      {Op::kHealth, Access::kAnyone, Target::kNone, "ask for health", &Daemon::OnHealth},
+      {Op::kDrains, Access::kAnyone, Target::kNone, "list drained GPUs", &Daemon::OnDrains},
+  };
+  return kTable;
+}
+
+Reply Daemon::Handle(const Peer& peer, const protocol::Request& request) {
+  const Command* row = nullptr;
+  for (const Command& c : Commands()) {
+    if (c.op == request.op()) {
+      row = &c;
+      break;
+    }
+  }
+  if (!row) return MakeErrorReply(request.id, WireError{WireCode::kUnknownOp, "unknown op"});
+  Call call{peer, request, std::nullopt, {}, std::nullopt};
+  if (auto refused = Resolve(*row, call)) return std::move(*refused);
+  return (this->*(row->handler))(call);
+}
+
+std::optional<Reply> Daemon::Resolve(const Command& row, Call& call) {
+  const int64_t id = call.id();
+  const DaemonIdentity self = identity();
+  const std::vector<int64_t> ids = TargetIds(call.request.args);
+  // kJob and kLease rows always name one id (an args struct with `id` or `lease_id`).
+  GPUMAN_CHECK(row.target == Target::kNone || row.target == Target::kJobs || ids.size() == 1);
+  auto get_job = [&](int64_t job_id) -> Result<model::Job> {
+    auto job = jobs_->Get(job_id);
+    if (!job) return job.error();
+    if (!*job) return MakeError(ErrorCode::kNotFound, "no job " + std::to_string(job_id));
+    return **job;
+  };
+
+  switch (row.target) {
+    case Target::kNone: {
+      if (Permits(row.who, call.peer, std::nullopt, self)) return std::nullopt;
+      switch (row.who) {
+        case Access::kJobUser:
+          return MakeErrorReply(id, WireError{WireCode::kPermissionDenied,
+                                              "this daemon runs jobs of " + UserName(self.uid) + " only"});
+        case Access::kRoot:
+          return MakeErrorReply(id, WireError{WireCode::kPermissionDenied, std::string("only root may ") + row.action});
+        default:
+          return MakeErrorReply(id, WireError{WireCode::kPermissionDenied,
+                                              std::string("only root or the admin group may ") + row.action});
+      }
+    }
+    case Target::kJob: {
+      auto job = get_job(ids.front());
+      if (!job) return Fail(id, job.error());
+      if (!Permits(row.who, call.peer, job->uid, self)) return MakeErrorReply(id, JobDenied(ids.front()));
+      call.job = std::move(*job);
+      return std::nullopt;
+    }
+    case Target::kJobs: {
+      // Each id on its own: the request as a whole succeeds, with one outcome per id.
+      for (int64_t job_id : ids) {
+        JobTarget target{job_id, std::nullopt, std::nullopt};
+        auto job = get_job(job_id);
+        if (!job) {
+          target.error = protocol::ToWireError(job.error());
+        } else if (!Permits(row.who, call.peer, job->uid, self)) {
+          target.error = JobDenied(job_id);
+        } else {
+          target.job = std::move(*job);
+        }
+        call.jobs.push_back(std::move(target));
+      }
+      return std::nullopt;
+    }
+    case Target::kLease: {
+      const int64_t lease_id = ids.front();
+      auto lease = leases_->Get(lease_id);
+      if (!lease) return Fail(id, lease.error());
+      if (!*lease) return MakeErrorReply(id, WireError{WireCode::kNotFound, "no lease " + std::to_string(lease_id)});
+      if (!Permits(row.who, call.peer, (*lease)->uid, self)) {
+        const std::string& holder = (*lease)->user.empty() ? "another user" : (*lease)->user;
+        return MakeErrorReply(id, WireError{WireCode::kPermissionDenied,
+                                            "lease " + std::to_string(lease_id) + " belongs to " + holder});
+      }
+      call.lease = std::move(**lease);
+      return std::nullopt;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace gpuman::daemon

@@ -1,0 +1,150 @@
+// Handlers for the job queue: submit, queue, show, wait, cancel / hold / resume, logs.
+// The command table has already resolved the job(s) a request names and checked that the
+// caller may act on them; the finer rules (private fields, raising priority) are here.
+#include <fcntl.h>
+#include <pwd.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "daemon/call.h"
+#include "sched/supervisor.h"
+
+namespace gpuman::daemon {
+
+using protocol::MakeErrorReply;
+using protocol::MakeReply;
+using protocol::Reply;
+using protocol::WireCode;
+
+Reply Daemon::OnSubmit(const Call& call) {
+  const int64_t id = call.id();
+  const Peer& peer = call.peer;
+  const auto& args = call.args<protocol::SubmitArgs>();
+  // Lowering one's priority (Slurm's --nice) is anyone's; raising it is an admin's lever.
+  if (args.priority > kDefaultPriority && !Permits(kRaisePriority, peer, std::nullopt, identity())) {
+    return MakeErrorReply(id, Wire(WireCode::kPermissionDenied,
+                                   "only root or the admin group may raise a job's priority above " +
+                                       std::to_string(kDefaultPriority)));
+  }
+  if (auto ok = CheckSubmitFor(peer, args); !ok) return Fail(id, ok.error());
+  if (args.cwd.empty() || args.cwd[0] != '/') {
+    return MakeErrorReply(id, Wire(WireCode::kInvalidArgument, "args.cwd: must be an absolute path"));
+  }
+  for (int64_t dep : args.after) {
+    auto job = jobs_->Get(dep);
+    if (!job || !*job) return MakeErrorReply(id, Wire(WireCode::kInvalidArgument, "--after: no job " + std::to_string(dep)));
+  }
+  model::Job draft;
+  draft.name = args.name.empty() ? std::filesystem::path(args.argv[0]).filename().string() : args.name;
+  draft.uid = peer.uid;
+  draft.gid = peer.gid;
+  if (passwd* pw = getpwuid(peer.uid)) draft.gid = pw->pw_gid;
+  draft.user = peer.user;
+  draft.argv = args.argv;
+  draft.env = args.env;
+  draft.cwd = args.cwd;
+  if (args.output) draft.output_path = (*args.output)[0] == '/' ? *args.output : args.cwd + "/" + *args.output;
+  draft.request = args.request;
+  draft.priority = args.priority;
+  draft.time_limit_ms = args.time_limit_ms ? args.time_limit_ms : std::optional<int64_t>(options_.scheduler.default_time_limit_ms);
+  draft.requeue = args.requeue;
+  draft.after = args.after;
+  draft.submitted_unix_ms = clock_.NowUnixMs();
+  auto job = jobs_->Submit(draft);
+  if (!job) return Fail(id, job.error());
+  dirty_ = true;
+  return MakeReply(id, protocol::SubmitResult{job->id});
+}
+
+Reply Daemon::OnQueue(const Call& call) {
+  auto jobs = jobs_->List(call.args<protocol::QueueArgs>().all, std::nullopt);
+  if (!jobs) return Fail(call.id(), jobs.error());
+  protocol::QueueResult result;
+  for (auto& j : *jobs) result.jobs.push_back(WithWaitInfo(std::move(j)));
+  if (collector_) collector_->Annotate(result.jobs);
+  return MakeReply(call.id(), result);
+}
+
+Reply Daemon::OnShow(const Call& call) {
+  const model::Job& job = *call.job;
+  protocol::ShowResult result;
+  result.job = WithWaitInfo(job);
+  if (collector_) {
+    std::vector<model::Job> one{result.job};
+    collector_->Annotate(one);
+    result.job = std::move(one[0]);
+  }
+  result.include_private = Permits(kSeePrivateFields, call.peer, job.uid, identity());
+  return MakeReply(call.id(), result);
+}
+
+Reply Daemon::OnWait(const Call& call) {
+  return MakeReply(call.id(), protocol::WaitResult{call.job->state, call.job->exit_code});
+}
+
+Reply Daemon::OnCancelHoldResume(const Call& call) {
+  const protocol::Op op = call.request.op();
+  protocol::IdsResult result;
+  for (const JobTarget& target : call.jobs) {
+    protocol::IdOutcome outcome{target.id, target.error};
+    if (target.job) {
+      const int64_t job_id = target.id;
+      const model::Job& job = *target.job;
+      store::JobStore::Update update;
+      update.reason = "by " + call.peer.user;
+      Result<model::Job> changed = job;
+      if (op == protocol::Op::kHold) {
+        changed = jobs_->Transition(job_id, model::JobState::kQueued, model::JobState::kHeld, update);
+      } else if (op == protocol::Op::kResume) {
+        changed = jobs_->Transition(job_id, model::JobState::kHeld, model::JobState::kQueued, update);
+      } else if (job.state == model::JobState::kQueued || job.state == model::JobState::kHeld) {
+        update.ended_unix_ms = clock_.NowUnixMs();
+        update.reason = "cancelled by " + call.peer.user;
+        changed = jobs_->Transition(job_id, job.state, model::JobState::kCancelled, update);
+      } else if (job.state == model::JobState::kRunning || job.state == model::JobState::kStarting) {
+        // The supervisor ends the job and records "cancelled"; without one, the daemon does.
+        if (Status ended = EndOrphanedJob(job, call.peer.user); !ended) changed = ended.error();
+      } else {
+        changed = MakeError(ErrorCode::kConflict, "job " + std::to_string(job_id) + " is already " +
+                                                      model::JobStateName(job.state));
+      }
+      if (!changed) outcome.error = protocol::ToWireError(changed.error());
+    }
+    result.results.push_back(outcome);
+  }
+  dirty_ = true;
+  return MakeReply(call.id(), result);
+}
+
+Reply Daemon::OnLogs(const Call& call) {
+  const int64_t id = call.id();
+  const model::Job& job = *call.job;
+  const auto& args = call.args<protocol::LogsArgs>();
+  std::string path = job.output_path.empty() ? sched::DefaultLogPath(job) : job.output_path;
+  protocol::LogsResult result;
+  result.next_offset = args.offset;
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd) {
+    result.eof = model::IsFinal(job.state);
+    return MakeReply(id, result);
+  }
+  struct stat st{};
+  // Only a file the job's owner owns: the daemon is root and must not read others' files.
+  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != job.uid) {
+    return MakeErrorReply(id, Wire(WireCode::kPermissionDenied, "log " + path + " is not owned by the job's user"));
+  }
+  std::string buf(static_cast<size_t>(protocol::kMaxLogChunkBytes), '\0');
+  ssize_t n = pread(fd.get(), buf.data(), buf.size(), args.offset);
+  if (n > 0) {
+    buf.resize(static_cast<size_t>(n));
+    result.data = std::move(buf);
+    result.next_offset = args.offset + n;
+  }
+  result.eof = model::IsFinal(job.state) && result.next_offset >= st.st_size;
+  return MakeReply(id, result);
+}
+
+}  // namespace gpuman::daemon
