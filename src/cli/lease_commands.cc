@@ -1,5 +1,6 @@
 #include "cli/lease_commands.h"
 
+#include <pwd.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -77,15 +78,24 @@ int RunSelect(const SelectArgs& args, Context& ctx) {
     snap = *got;
     auto req = BuildSelectionRequest(args.selection, snap, ctx.env().vars);
     if (!req) return Fail(ctx, req.error());
+    // The same rules a lease would meet (drains, the caller's cap, the enclosing lease of
+    // a nested select), so that what select prints is what `run` would get now.
+    policy::MachineRules rules = MachineRulesFromConfig(ctx.config());
     // Drained GPUs are never picked; a daemon that cannot list them costs a warning.
     if (auto drains = MachineDrains(ctx)) {
-      for (const auto& d : *drains) req->drained[d.uuid] = d.reason;
+      for (const auto& d : *drains) rules.drained[d.uuid] = d.reason;
     } else {
       ctx.err() << "gpuman: warning: " << drains.error().message << "\n";
     }
     auto live = LiveLeases(ctx);
     if (!live) return Fail(ctx, live.error());
-    auto chosen = policy::Select(snap, *live, *req);
+    auto within = EnclosingLease(ctx);
+    if (!within) return Fail(ctx, within.error());
+    policy::Caller caller{static_cast<uint32_t>(getuid()), "", getuid() == 0};
+    if (passwd* pw = getpwuid(caller.uid)) caller.user = pw->pw_name;
+    auto ruled = policy::ApplyLeaseRules(*req, caller, *within, *live, rules, static_cast<int>(snap.gpus.size()));
+    if (!ruled) return Fail(ctx, ruled.error());
+    auto chosen = policy::Select(snap, ruled->leases, ruled->request);
     if (!chosen) return Fail(ctx, chosen.error());
     selection = *chosen;
   }

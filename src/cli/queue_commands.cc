@@ -145,7 +145,7 @@ std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
   CLI::App* submit = app.add_subcommand("submit", "Queue a job: gpuman submit -n 2 -- CMD ARGS...");
   AddSelectionOptions(*submit, args.selection);
   submit->add_option("--name", args.name, "A name for the job");
-  submit->add_option("--priority", args.priority, "Higher runs first (default 0)");
+  submit->add_option("--priority", args.priority, "Higher runs first (default 0; above 0 only root and the admin group)");
   submit->add_option("--time-limit", args.time_limit, "SIGTERM after this long, e.g. 2h (default from the daemon, 24h)");
   submit->add_option("--output", args.output, "Log file for stdout and stderr (default gpuman-ID.log in the current directory)");
   submit->add_flag("--requeue", args.requeue, "Queue the job again if its GPU is lost");

@@ -81,6 +81,7 @@ std::map<Op, OpCase> Cases() {
   cases[Op::kRelease] = {[](World& w) -> RequestArgs { return protocol::ReleaseArgs{w.OwnerLease()}; }, std::nullopt};
   cases[Op::kStatus] = {[](World&) -> RequestArgs { return protocol::StatusArgs{}; }, std::nullopt};
   cases[Op::kHealth] = {[](World&) -> RequestArgs { return protocol::HealthArgs{}; }, std::nullopt};
+  cases[Op::kDrains] = {[](World&) -> RequestArgs { return protocol::DrainsArgs{}; }, std::nullopt};
   return cases;
 }
 
@@ -136,6 +137,7 @@ TEST(CommandTableTest, TodaysRulesHold) {
       {Op::kLogs, "ynyy"},   {Op::kDrain, "nnyy"},  {Op::kUndrain, "nnyy"}, {Op::kLeases, "yyyy"},
       {Op::kAcquire, "yyyy"}, {Op::kAddProcesses, "ynyy"}, {Op::kRelease, "ynyy"}, {Op::kStatus, "yyyy"},
       {Op::kHealth, "yyyy"},
+      {Op::kDrains, "yyyy"},
   };
   for (const Daemon::Command& row : Daemon::Commands()) {
     std::string got;

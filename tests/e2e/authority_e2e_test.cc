@@ -197,10 +197,11 @@ $G run -q -n 1 -- printenv CUDA_VISIBLE_DEVICES || exit 91
 $G run -q -n 2 -- printenv CUDA_VISIBLE_DEVICES || exit 92
 $G run -q -n 3 -- true; echo three=$?
 $G leases --json | grep -c '"id"'
+$G select -n 2 || exit 93
 )SH");
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
   auto lines = Split(Trim(r.out), '\n');
-  ASSERT_EQ(lines.size(), 5u) << r.out;
+  ASSERT_EQ(lines.size(), 6u) << r.out;
   const std::string lease = lines[0].substr(6);
   auto gpus = Split(lease, ',');
   ASSERT_EQ(gpus.size(), 2u);
@@ -209,6 +210,7 @@ $G leases --json | grep -c '"id"'
   EXPECT_EQ(lines[3], "three=4");
   EXPECT_NE(r.err.find("inside lease"), std::string::npos) << r.err;
   EXPECT_EQ(lines[4], "1") << "nested runs take no lease of their own";
+  EXPECT_EQ(lines[5], lease) << "a plain select inside the lease picks the lease's GPUs";
 }
 
 // max_gpus_per_user holds for `run` and `select --lease` as for `submit`, with and without
