@@ -14,22 +14,12 @@
 #include "cli/lease_commands.h"
 #include "render/format.h"
 #include "sched/child_process.h"
+#include "sched/process_group.h"
 #include "store/proc_liveness.h"
 #include "visibility/cuda_visible_devices.h"
 
 namespace gpuman::cli {
 namespace {
-
-std::optional<int> ProcessGroupOf(int pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  size_t close = text.rfind(')');
-  if (close == std::string::npos) return std::nullopt;
-  auto fields = Split(Trim(std::string_view(text).substr(close + 1)), ' ');
-  if (fields.size() < 3) return std::nullopt;
-  auto pgrp = ParseInt(fields[2]);
-  return pgrp ? std::optional<int>(static_cast<int>(*pgrp)) : std::nullopt;
-}
 
 // CPUs of the chosen GPUs that this process may use, and their common NUMA node.
 void PlanNumaBinding(const Acquired& acquired, sched::StartInfo& spec, Context& ctx) {
@@ -157,7 +147,7 @@ int RunRun(const RunArgs& args, Context& ctx) {
       for (const auto& g : snap->gpus) {
         if (!g.uuid || std::find(sel.uuids.begin(), sel.uuids.end(), *g.uuid) == sel.uuids.end()) continue;
         for (const auto& p : g.processes) {
-          auto pgrp = ProcessGroupOf(static_cast<int>(p.pid));
+          auto pgrp = sched::ProcessGroupOf(static_cast<int>(p.pid));
           if (static_cast<pid_t>(p.pid) == job_pid || (pgrp && *pgrp == job_pid)) {
             ctx.err() << "gpuman: warning: process " << p.pid << " of the job still holds "
                       << (p.used_memory_bytes ? render::FormatBytes(*p.used_memory_bytes) : std::string("memory"))

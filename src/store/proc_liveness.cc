@@ -30,33 +30,39 @@ std::optional<std::string> ReadStat(int pid, const std::string& proc_root) {
   return text;
 }
 
-// "pid (comm) state ppid ... starttime ...": comm may hold spaces and ')', so the fields
-// are counted from the last ')'. Field 3 (state) is the first after it; starttime is 22.
-struct StatFields {
-  char state;
-  int64_t start_ticks;
-};
-
-std::optional<StatFields> ParseStat(std::string_view text) {
+// "pid (comm) state ppid pgrp ... starttime ...": comm may hold spaces and ')', so the
+// fields are counted from the last ')'. Field 3 (state) is the first after it.
+std::optional<ProcStat> ParseStat(std::string_view text) {
   size_t close = text.rfind(')');
   if (close == std::string_view::npos) return std::nullopt;
   std::string_view rest = text.substr(close + 1);
-  std::optional<char> state;
+  ProcStat stat;
   int field = 2;  // the last field consumed
   size_t pos = 0;
+  auto to_int = [](std::string_view token) -> std::optional<int64_t> {
+    int64_t v = 0;
+    auto [ptr, ec] = std::from_chars(token.data(), token.data() + token.size(), v);
+    if (ec != std::errc() || ptr != token.data() + token.size()) return std::nullopt;
+    return v;
+  };
   while (pos < rest.size()) {
     while (pos < rest.size() && rest[pos] == ' ') ++pos;
-    size_t end = rest.find(' ', pos);
+    size_t end = rest.find_first_of(" \n", pos);
     if (end == std::string_view::npos) end = rest.size();
     if (pos == end) break;
     std::string_view token = rest.substr(pos, end - pos);
     ++field;
-    if (field == 3) state = token[0];
+    if (field == 3) stat.state = token[0];
+    if (field == 5) {
+      auto v = to_int(token);
+      if (!v) return std::nullopt;
+      stat.pgrp = static_cast<int>(*v);
+    }
     if (field == 22) {
-      int64_t ticks = 0;
-      auto [ptr, ec] = std::from_chars(token.data(), token.data() + token.size(), ticks);
-      if (ec != std::errc() || ptr != token.data() + token.size() || !state) return std::nullopt;
-      return StatFields{*state, ticks};
+      auto v = to_int(token);
+      if (!v) return std::nullopt;
+      stat.start_ticks = *v;
+      return stat;
     }
     pos = end;
   }
@@ -65,13 +71,19 @@ std::optional<StatFields> ParseStat(std::string_view text) {
 
 }  // namespace
 
-std::optional<int64_t> ProcessStartTicks(int pid, const std::string& proc_root) {
+std::optional<ProcStat> ReadProcStat(int pid, const std::string& proc_root) {
   auto text = ReadStat(pid, proc_root);
   if (!text) return std::nullopt;
   auto fields = ParseStat(*text);
   // A zombie has exited (and freed its GPU memory); only its parent has not reaped it.
   if (!fields || fields->state == 'Z' || fields->state == 'X') return std::nullopt;
-  return fields->start_ticks;
+  return fields;
+}
+
+std::optional<int64_t> ProcessStartTicks(int pid, const std::string& proc_root) {
+  auto stat = ReadProcStat(pid, proc_root);
+  if (!stat) return std::nullopt;
+  return stat->start_ticks;
 }
 
 std::optional<model::LeaseProcess> CurrentLeaseProcess(int pid, const std::string& proc_root) {

@@ -12,6 +12,17 @@
 
 namespace gpuman::store {
 
+/// The fields of <proc_root>/<pid>/stat that gpuman uses.
+struct ProcStat {
+  char state = '?';         // field 3
+  int pgrp = 0;             // field 5: process group
+  int64_t start_ticks = 0;  // field 22: clock ticks since boot
+};
+
+/// <proc_root>/<pid>/stat of a live process, or nullopt when there is no such process (or
+/// it is a zombie, or the file is unreadable).
+std::optional<ProcStat> ReadProcStat(int pid, const std::string& proc_root = "/proc");
+
 /// Start time of `pid` (field 22 of <proc_root>/<pid>/stat, clock ticks since boot), or
 /// nullopt when there is no such process (or it is a zombie, or the file is unreadable).
 std::optional<int64_t> ProcessStartTicks(int pid, const std::string& proc_root = "/proc");
