@@ -59,10 +59,11 @@ Result<Acquired> AcquireLease(Context& ctx, const SelectionArgs& args, model::Le
   if (!broker) return broker.error();
   auto source = ctx.Devices();
   if (!source) return source.error();
-  // Ids are resolved once: indices and UUIDs do not change while we wait.
-  devices::SnapshotOptions who;
-  who.processes_only = true;
-  auto snap = (*source)->Snapshot(who);
+  // Ids are resolved once: indices and UUIDs do not change while we wait. The same
+  // snapshot serves the broker's first attempt.
+  devices::SnapshotOptions full;
+  full.topology = true;
+  auto snap = (*source)->Snapshot(full);
   if (!snap) return snap.error();
   auto req = BuildSelectionRequest(args, *snap, ctx.env().vars);
   if (!req) return req.error();
@@ -73,6 +74,7 @@ Result<Acquired> AcquireLease(Context& ctx, const SelectionArgs& args, model::Le
   ask.request = std::move(*req);
   ask.draft = std::move(draft);
   ask.within = *within;
+  ask.snapshot = std::move(*snap);
   WaitPolicy wait;
   wait.wait_ms = options.wait_ms;
   wait.waiting_for = options.waiting_for;

@@ -65,6 +65,7 @@ class DaemonBroker final : public LeaseBroker {
 
   Result<Granted> TryAcquire(const LeaseAsk& ask) override {
     // The snapshot only maps UUIDs to indices and CPUs here (they do not change): one is enough.
+    if (!snapshot_ && ask.snapshot) snapshot_ = ask.snapshot;
     if (!snapshot_) {
       devices::SnapshotOptions options;
       options.topology = true;
@@ -239,13 +240,19 @@ class TableBroker final : public LeaseBroker {
   }
 
   Result<Granted> Attempt(const LeaseAsk& ask, const std::vector<model::Lease>& live) {
-    devices::SnapshotOptions options;
-    // Even one GPU is placed by topology: it should come from a group already in use.
-    options.topology = !topology_.has_value();
-    auto source = devices_();
-    if (!source) return source.error();
-    auto snap = (*source)->Snapshot(options);
-    if (!snap) return snap.error();
+    Result<model::MachineSnapshot> snap = MakeError(ErrorCode::kInternal, "no snapshot");
+    if (!used_first_ && ask.snapshot && ask.snapshot->topology) {
+      snap = *ask.snapshot;  // the one the request was built on, a moment ago
+    } else {
+      devices::SnapshotOptions options;
+      // Even one GPU is placed by topology: it should come from a group already in use.
+      options.topology = !topology_.has_value();
+      auto source = devices_();
+      if (!source) return source.error();
+      snap = (*source)->Snapshot(options);
+      if (!snap) return snap.error();
+    }
+    used_first_ = true;
     if (topology_) snap->topology = topology_;
     else topology_ = snap->topology;
     const int machine_gpus = static_cast<int>(snap->gpus.size());
@@ -301,6 +308,7 @@ class TableBroker final : public LeaseBroker {
   std::set<std::string> leased_before_;      // GPUs leased at our last full look
   std::chrono::steady_clock::time_point last_full_look_{};
   std::optional<Error> last_error_;
+  bool used_first_ = false;  // the ask's own snapshot serves the first attempt only
 };
 
 }  // namespace

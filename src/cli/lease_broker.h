@@ -36,6 +36,9 @@ struct LeaseAsk {
   policy::SelectionRequest request;
   model::Lease draft;                 // uid, user, kind, command, created, processes
   std::optional<int64_t> within;      // GPUMAN_LEASE_ID of the caller's environment
+  /// The snapshot (with topology) the request was built on: brokers use it for their first
+  /// attempt instead of asking NVML again. Optional.
+  std::optional<model::MachineSnapshot> snapshot;
 };
 
 struct Granted {
