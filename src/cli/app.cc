@@ -12,7 +12,9 @@
 
 #include "cli/config.h"
 #include "cli/context.h"
+#include "cli/command_tree.h"
 #include "cli/exit_codes.h"
+#include "cli/help_docs.h"
 #include "cli/simulation.h"
 #include "cli/health_command.h"
 #include "cli/history_commands.h"
@@ -61,46 +63,102 @@ int RunSupervise(int argc, char** argv) {
   return sched::RunSupervisor(db, job, go_fd, std::move(env), grace_ms);
 }
 
-int RunGpuman(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == "__supervise") return RunSupervise(argc, argv);
+}  // namespace
+
+// Every command's App and argument struct; RunGpuman dispatches on which one was parsed.
+struct CommandTree::Parts {
   CLI::App app{"gpuman: GPU resource manager for shared multi-GPU machines", "gpuman"};
+  std::string simulate;
+  std::optional<std::string> config_path;
+  std::string nvml_library;
+
+  StatusArgs status_args;
+  CLI::App* status = nullptr;
+  TopArgs top_args;
+  CLI::App* top = nullptr;
+  SelectArgs select_args;
+  CLI::App* select = nullptr;
+  RunArgs run_args;
+  CLI::App* run = nullptr;
+  LeasesArgs leases_args;
+  CLI::App* leases = nullptr;
+  ReleaseArgs release_args;
+  CLI::App* release = nullptr;
+  TopoArgs topo_args;
+  CLI::App* topo = nullptr;
+  ExplainArgs explain_args;
+  CLI::App* explain = nullptr;
+  HealthArgs health_args;
+  CLI::App* health = nullptr;
+  HistoryArgs history_args;
+  CLI::App* history = nullptr;
+  ReportArgs report_args;
+  CLI::App* report = nullptr;
+  QueueArgs queue_args;
+  std::vector<CLI::App*> queue_commands;
+  CLI::App* scenarios = nullptr;
+  std::optional<std::string> help_command;
+  CLI::App* help = nullptr;
+  std::string completion_shell;
+  CLI::App* completion = nullptr;
+};
+
+CommandTree::CommandTree() : parts_(std::make_unique<Parts>()) {
+  Parts& p = *parts_;
+  CLI::App& app = p.app;
   app.set_version_flag("--version", "gpuman " GPUMAN_VERSION);
   app.require_subcommand(1);
   app.fallthrough();  // global options may also follow the subcommand
 
-  std::string simulate;
-  std::optional<std::string> config_path;
-  std::string nvml_library;
-  app.add_option("--simulate", simulate,
+  app.add_option("--simulate", p.simulate,
                  "Run against a simulated node (scenario name or .json file); also $GPUMAN_SIMULATE");
-  app.add_option("--config", config_path, "Config file (default: $GPUMAN_CONFIG, ~/.config/gpuman/config.toml, /etc/gpuman/config.toml)");
-  app.add_option("--nvml-library", nvml_library, "NVML library to load (default libnvidia-ml.so.1; also $GPUMAN_NVML_LIBRARY)");
+  app.add_option("--config", p.config_path, "Config file (default: $GPUMAN_CONFIG, ~/.config/gpuman/config.toml, /etc/gpuman/config.toml)");
+  app.add_option("--nvml-library", p.nvml_library, "NVML library to load (default libnvidia-ml.so.1; also $GPUMAN_NVML_LIBRARY)");
 
-  StatusArgs status_args;
-  CLI::App* status = AddStatusCommand(app, status_args);
-  TopArgs top_args;
-  CLI::App* top = AddTopCommand(app, top_args);
-  SelectArgs select_args;
-  CLI::App* select = AddSelectCommand(app, select_args);
-  RunArgs run_args;
-  CLI::App* run = AddRunCommand(app, run_args);
-  LeasesArgs leases_args;
-  CLI::App* leases = AddLeasesCommand(app, leases_args);
-  ReleaseArgs release_args;
-  CLI::App* release = AddReleaseCommand(app, release_args);
-  TopoArgs topo_args;
-  CLI::App* topo = AddTopoCommand(app, topo_args);
-  ExplainArgs explain_args;
-  CLI::App* explain = AddExplainCommand(app, explain_args);
-  HealthArgs health_args;
-  CLI::App* health = AddHealthCommand(app, health_args);
-  HistoryArgs history_args;
-  CLI::App* history = AddHistoryCommand(app, history_args);
-  ReportArgs report_args;
-  CLI::App* report = AddReportCommand(app, report_args);
-  QueueArgs queue_args;
-  std::vector<CLI::App*> queue_commands = AddQueueCommands(app, queue_args);
-  CLI::App* scenarios = app.add_subcommand("scenarios", "List the simulated nodes usable with --simulate");
+  p.status = AddStatusCommand(app, p.status_args);
+  p.top = AddTopCommand(app, p.top_args);
+  p.select = AddSelectCommand(app, p.select_args);
+  p.run = AddRunCommand(app, p.run_args);
+  p.leases = AddLeasesCommand(app, p.leases_args);
+  p.release = AddReleaseCommand(app, p.release_args);
+  p.topo = AddTopoCommand(app, p.topo_args);
+  p.explain = AddExplainCommand(app, p.explain_args);
+  p.health = AddHealthCommand(app, p.health_args);
+  p.history = AddHistoryCommand(app, p.history_args);
+  p.report = AddReportCommand(app, p.report_args);
+  p.queue_commands = AddQueueCommands(app, p.queue_args);
+  p.scenarios = app.add_subcommand("scenarios", "List the simulated nodes usable with --simulate");
+  p.help = app.add_subcommand("help", "Show the help of gpuman or of one command (as COMMAND --help does)");
+  p.help->add_option("command", p.help_command, "The command to describe");
+  p.completion = app.add_subcommand("completion", "Print a shell completion script: source <(gpuman completion bash)");
+  p.completion->add_option("shell", p.completion_shell, "The shell")
+      ->required()
+      ->check(CLI::IsMember({"bash", "zsh"}));
+}
+
+CommandTree::~CommandTree() = default;
+
+CLI::App& CommandTree::app() { return parts_->app; }
+
+namespace {
+
+// `gpuman __man DIR`: writes the man pages (cmake/man.cmake runs it at build time). Hidden.
+int RunMan(int argc, char** argv) {
+  if (argc != 3) {
+    std::cerr << "gpuman: error: usage: gpuman __man DIR\n";
+    return kExitUsage;
+  }
+  CommandTree tree;
+  if (auto st = WriteManPages(tree.app(), argv[2]); !st) return Fail(st.error());
+  return kExitOk;
+}
+
+int RunGpuman(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "__supervise") return RunSupervise(argc, argv);
+  if (argc > 1 && std::string(argv[1]) == "__man") return RunMan(argc, argv);
+  CommandTree tree;
+  CommandTree::Parts& p = tree.parts();
+  CLI::App& app = p.app;
 
   // CLI11 reports an unknown command as "a subcommand is required"; say what was meant.
   for (int i = 1; i < argc; ++i) {
@@ -134,13 +192,17 @@ int RunGpuman(int argc, char** argv) {
               << "Run 'gpuman --help' for usage.\n";
     return kExitUsage;
   }
+  // Neither needs the config or a driver: they work on a machine with a broken config too.
+  if (*p.help) return RunHelp(app, p.help_command, std::cout, std::cerr);
+  if (*p.completion) return RunCompletion(app, p.completion_shell, std::cout);
 
   Environment env = Environment::FromProcess();
-  auto config = LoadConfig(env, config_path);
+  auto config = LoadConfig(env, p.config_path);
   if (!config) return Fail(config.error());
-  if (!nvml_library.empty()) config->nvml_library = nvml_library;
+  if (!p.nvml_library.empty()) config->nvml_library = p.nvml_library;
 
   const std::string exe_dir = ExeDir();
+  std::string simulate = p.simulate;
   if (simulate.empty()) simulate = env.Get("GPUMAN_SIMULATE").value_or("");
   std::optional<Simulation> sim;
   if (!simulate.empty()) {
@@ -153,21 +215,21 @@ int RunGpuman(int argc, char** argv) {
   }
 
   Context ctx(std::move(env), std::move(*config), std::move(sim), std::cout, std::cerr);
-  if (*status) return RunStatus(status_args, ctx);
-  if (*top) return RunTop(top_args, ctx);
-  if (*select) return RunSelect(select_args, ctx);
-  if (*run) return RunRun(run_args, ctx);
-  if (*leases) return RunLeases(leases_args, ctx);
-  if (*release) return RunRelease(release_args, ctx);
-  if (*topo) return RunTopo(topo_args, ctx);
-  if (*explain) return RunExplain(explain_args, ctx);
-  if (*health) return RunHealth(health_args, ctx);
-  if (*history) return RunHistory(history_args, ctx);
-  if (*report) return RunReport(report_args, ctx);
-  for (CLI::App* cmd : queue_commands) {
-    if (*cmd) return RunQueueCommand(cmd->get_name(), queue_args, ctx);
+  if (*p.status) return RunStatus(p.status_args, ctx);
+  if (*p.top) return RunTop(p.top_args, ctx);
+  if (*p.select) return RunSelect(p.select_args, ctx);
+  if (*p.run) return RunRun(p.run_args, ctx);
+  if (*p.leases) return RunLeases(p.leases_args, ctx);
+  if (*p.release) return RunRelease(p.release_args, ctx);
+  if (*p.topo) return RunTopo(p.topo_args, ctx);
+  if (*p.explain) return RunExplain(p.explain_args, ctx);
+  if (*p.health) return RunHealth(p.health_args, ctx);
+  if (*p.history) return RunHistory(p.history_args, ctx);
+  if (*p.report) return RunReport(p.report_args, ctx);
+  for (CLI::App* cmd : p.queue_commands) {
+    if (*cmd) return RunQueueCommand(cmd->get_name(), p.queue_args, ctx);
   }
-  if (*scenarios) {
+  if (*p.scenarios) {
     for (const auto& name : ListScenarios(ctx.env(), exe_dir)) std::cout << name << "\n";
     return kExitOk;
   }

@@ -1,0 +1,26 @@
+// Man pages (roff, man(7) macros) from a ProgramDoc: gpuman(1) with the command list, exit
+// codes, environment and files, and gpuman-COMMAND(1) per command. Pure functions.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "render/command_doc.h"
+
+namespace gpuman::render {
+
+/// The page for the program itself: NAME, SYNOPSIS, DESCRIPTION, OPTIONS (the global ones),
+/// COMMANDS, EXIT STATUS, ENVIRONMENT, FILES, SEE ALSO.
+std::string RenderProgramManPage(const ProgramDoc& program);
+
+/// The page for one command: NAME, SYNOPSIS, DESCRIPTION, OPTIONS, ARGUMENTS (when it has
+/// positionals), GLOBAL OPTIONS (a pointer to the program page), EXIT STATUS, SEE ALSO.
+std::string RenderCommandManPage(const ProgramDoc& program, const CommandDoc& command);
+
+/// "gpuman.1" for the program (empty command name), "gpuman-run.1" for a command.
+std::string ManPageFileName(const ProgramDoc& program, std::string_view command);
+
+/// Text made safe for a roff text line: backslashes, hyphens and a leading '.' or '\''.
+std::string RoffEscape(std::string_view text);
+
+}  // namespace gpuman::render
