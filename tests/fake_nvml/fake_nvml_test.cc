@@ -1,4 +1,4 @@
-// Tests for the stand-in libnvidia-ml.so.1 (tests/fake_nvml/fake_nvml.cc). The library is
+// Tests for the stand-in libnvidia-ml.so.1 (src/sim/). The library is
 // loaded with dlopen, as gpuman's loader does, and driven through its exported C ABI.
 // dlopen of one path always yields the same instance, so every test starts from
 // "not initialized", points $GPUMAN_FAKE_NVML_SCENARIO at its scenario before the first

@@ -1,0 +1,146 @@
+// The stand-in NVML's process-wide state (init count, the loaded scenario, injected-error
+// counters, call counts) and the fixed device handles. NVML is a C API with process-wide
+// state, so there is exactly one State (TheState()); every field is guarded by its `mu`.
+#pragma once
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "sim/scenario.h"
+
+// NVML keeps this opaque. Here a handle points at one of the fixed slots below, so
+// handles stay valid across scenario reloads (and across init/shutdown, like NVML's).
+struct nvmlDevice_st {
+  unsigned int index;
+};
+
+namespace gpuman::sim {
+
+inline constexpr const char* kScenarioEnv = "GPUMAN_FAKE_NVML_SCENARIO";
+
+constexpr std::array<nvmlDevice_st, kMaxGpus> MakeSlots() {
+  std::array<nvmlDevice_st, kMaxGpus> slots{};
+  for (unsigned i = 0; i < kMaxGpus; ++i) slots[i].index = i;
+  return slots;
+}
+// Read-only: callers treat handles as opaque and never write through them.
+inline constexpr std::array<nvmlDevice_st, kMaxGpus> kSlots = MakeSlots();
+
+inline nvmlDevice_t HandleOf(unsigned index) { return const_cast<nvmlDevice_st*>(&kSlots[index]); }
+
+// The GPU behind a handle, or nullptr for a handle that is not one of ours or whose
+// index the scenario does not have.
+const Gpu* LookupIn(const Scenario& scenario, nvmlDevice_t device);
+
+class State {
+ public:
+  std::mutex mu;
+  int init_count = 0;
+  std::string path;   // scenario file, read from the environment when init_count was 0
+  FileId file_id;     // of `path` when last (re)loaded or tried
+  Scenario scenario;  // valid while init_count > 0
+  std::map<std::string, unsigned long, std::less<>> call_counts;
+
+  // Starts an exported call: counts it and picks up a changed scenario file. The file is
+  // stat()ed on every enumeration call (count, handle, system queries), with which every
+  // snapshot starts, and otherwise at most every 5 ms: a full snapshot of 8 GPUs makes
+  // hundreds of calls, and one stat each made the simulator slower than the code under test.
+  void Begin(const char* function) {
+    ++call_counts[function];
+    if (init_count == 0) return;
+    std::string_view name(function);
+    bool enumeration = name.find("GetCount") != std::string_view::npos ||
+                       name.find("GetHandleBy") != std::string_view::npos ||
+                       name.rfind("nvmlSystem", 0) == 0;
+    timespec now{};
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    int64_t now_ms = static_cast<int64_t>(now.tv_sec) * 1000 + now.tv_nsec / 1000000;
+    if (enumeration || now_ms - last_check_ms_ >= 5) {
+      last_check_ms_ = now_ms;
+      ReloadIfChanged();
+    }
+  }
+
+  // First nvmlInit*: reads the environment and loads the scenario.
+  nvmlReturn_t LoadForInit() {
+    const char* env = std::getenv(kScenarioEnv);
+    if (!env || !*env) return NVML_ERROR_DRIVER_NOT_LOADED;
+    path = env;
+    std::string error;
+    std::optional<FileId> id = StatFile(path, &error);
+    std::optional<Scenario> loaded;
+    if (id) loaded = LoadScenario(path, &error);
+    if (!loaded) {
+      Complain(error);
+      return NVML_ERROR_UNKNOWN;
+    }
+    file_id = *id;
+    scenario = std::move(*loaded);
+    return NVML_SUCCESS;
+  }
+
+  const Gpu* Lookup(nvmlDevice_t device) const { return LookupIn(scenario, device); }
+
+  // An injected error for `function`: the GPU's own rule first, then the top-level one.
+  std::optional<nvmlReturn_t> Injected(std::string_view function, const Gpu* gpu) {
+    if (gpu) {
+      auto index = static_cast<long>(gpu - scenario.gpus.data());
+      if (auto code = Fire(gpu->errors, function, index)) return code;
+    }
+    return Fire(scenario.errors, function, -1);
+  }
+
+  void ResetCounts() {
+    call_counts.clear();
+    fired_.clear();
+  }
+
+ private:
+  struct Firing {
+    ErrorRule rule;
+    long count = 0;
+  };
+  // How often each `times`-limited rule fired, by (GPU index or -1, function). A rule
+  // that changes on reload starts again from zero; an unchanged one keeps its count.
+  std::map<std::pair<long, std::string>, Firing, std::less<>> fired_;
+  int64_t last_check_ms_ = 0;  // when the scenario file was last stat()ed
+
+  std::optional<nvmlReturn_t> Fire(const ErrorRules& rules, std::string_view function, long scope) {
+    auto rule = rules.find(function);
+    if (rule == rules.end()) return std::nullopt;
+    Firing& f = fired_[{scope, std::string(function)}];
+    if (!(f.rule == rule->second)) f = Firing{rule->second, 0};
+    if (f.rule.times >= 0 && f.count >= f.rule.times) return std::nullopt;
+    ++f.count;
+    return f.rule.code;
+  }
+
+  void ReloadIfChanged() {
+    std::string error;
+    std::optional<FileId> id = StatFile(path, &error);
+    if (!id || *id == file_id) return;  // a vanished file keeps the last state
+    file_id = *id;
+    if (std::optional<Scenario> loaded = LoadScenario(path, &error)) {
+      scenario = std::move(*loaded);
+    } else {
+      Complain(error + " (keeping the previous scenario)");
+    }
+  }
+
+  void Complain(const std::string& reason) const {
+    std::fprintf(stderr, "fake-nvml: %s: %s\n", path.c_str(), reason.c_str());
+  }
+};
+
+// The one instance (never destroyed: other libraries' static destructors may still call
+// nvmlShutdown).
+State& TheState();
+
+}  // namespace gpuman::sim
