@@ -14,9 +14,6 @@ namespace fs = std::filesystem;
 #ifndef GPUMAN_DEFAULT_SCENARIO_DIR
 #define GPUMAN_DEFAULT_SCENARIO_DIR ""
 #endif
-#ifndef GPUMAN_DEFAULT_SIM_LIBRARY
-#define GPUMAN_DEFAULT_SIM_LIBRARY ""
-#endif
 
 std::vector<std::string> ScenarioDirs(const Environment& env, const std::string& exe_dir) {
   std::vector<std::string> dirs;
@@ -94,11 +91,12 @@ Result<Simulation> ResolveSimulation(const std::string& scenario, const Environm
 
   std::vector<std::string> libs;
   if (auto l = env.Get("GPUMAN_SIM_LIBRARY"); l && !l->empty()) libs.push_back(*l);
+  // Relative to the binary only (installed, then the build tree's sim/ beside build/gpuman):
+  // no build-tree path is compiled in.
   if (!exe_dir.empty()) {
-    libs.push_back(exe_dir + "/sim/libnvidia-ml.so.1");
     libs.push_back(exe_dir + "/../lib/gpuman/sim/libnvidia-ml.so.1");
+    libs.push_back(exe_dir + "/sim/libnvidia-ml.so.1");
   }
-  if (*GPUMAN_DEFAULT_SIM_LIBRARY) libs.push_back(GPUMAN_DEFAULT_SIM_LIBRARY);
   for (const auto& lib : libs) {
     if (fs::is_regular_file(lib, ec)) {
       sim.library_path = fs::absolute(lib, ec).string();

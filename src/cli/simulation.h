@@ -22,12 +22,13 @@ struct Simulation {
 };
 
 /// Directories searched for scenario names, in order: $GPUMAN_SCENARIO_DIR,
-/// <dir of the gpuman binary>/../share/gpuman/scenarios, the source tree's scenarios/.
+/// <dir of the gpuman binary>/../share/gpuman/scenarios (installed), then the source
+/// tree's scenarios/ (the build tree's fallback; a missing directory is skipped).
 std::vector<std::string> ScenarioDirs(const Environment& env, const std::string& exe_dir);
 
 /// Resolves `scenario` (a name such as "a100-4", or a path to a .json file) and the
-/// stand-in library ($GPUMAN_SIM_LIBRARY, <exe_dir>/sim/, <exe_dir>/../lib/gpuman/sim/,
-/// or the build tree's sim/).
+/// stand-in library ($GPUMAN_SIM_LIBRARY, <exe_dir>/../lib/gpuman/sim/ (installed), or
+/// <exe_dir>/sim/ (the build tree)).
 /// Errors: kInvalidArgument for an unknown scenario (listing the known ones) or a
 /// scenario that is not valid JSON; kUnavailable when the stand-in library is missing.
 Result<Simulation> ResolveSimulation(const std::string& scenario, const Environment& env,

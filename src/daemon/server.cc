@@ -2,10 +2,12 @@
 
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <fcntl.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -35,11 +37,49 @@ Server::~Server() {
   clients_.clear();
   if (listen_fd_) {
     listen_fd_.reset();
-    unlink(path_.c_str());
+    if (!path_.empty()) unlink(path_.c_str());
   }
 }
 
+namespace {
+
+// The listening socket systemd passed us (socket activation, sd_listen_fds(3) protocol
+// without libsystemd): $LISTEN_PID is our pid and $LISTEN_FDS >= 1, so fd 3 is the first
+// inherited socket. The variables are removed so that children (supervisors, jobs, hooks)
+// never mistake fd 3 for theirs. -1 when there is none or it is not a listening Unix
+// stream socket.
+int InheritedListenFd() {
+  const char* pid_text = std::getenv("LISTEN_PID");
+  const char* fds_text = std::getenv("LISTEN_FDS");
+  bool ours = pid_text && fds_text && std::strtol(pid_text, nullptr, 10) == getpid() &&
+              std::strtol(fds_text, nullptr, 10) >= 1;
+  unsetenv("LISTEN_PID");
+  unsetenv("LISTEN_FDS");
+  unsetenv("LISTEN_FDNAMES");
+  if (!ours) return -1;
+  constexpr int kFirst = 3;  // SD_LISTEN_FDS_START
+  int type = 0, listening = 0;
+  socklen_t len = sizeof type;
+  if (getsockopt(kFirst, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) return -1;
+  len = sizeof listening;
+  if (getsockopt(kFirst, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) return -1;
+  sockaddr_un addr{};
+  len = sizeof addr;
+  if (getsockname(kFirst, reinterpret_cast<sockaddr*>(&addr), &len) != 0 || addr.sun_family != AF_UNIX) return -1;
+  fcntl(kFirst, F_SETFD, FD_CLOEXEC);
+  fcntl(kFirst, F_SETFL, fcntl(kFirst, F_GETFL) | O_NONBLOCK);
+  return kFirst;
+}
+
+}  // namespace
+
 Status Server::Listen(const std::string& path, bool shared) {
+  if (int inherited = InheritedListenFd(); inherited >= 0) {
+    // systemd owns the socket file (gpuman.socket: its path and mode); we neither
+    // create nor remove it, so path_ stays empty.
+    listen_fd_.reset(inherited);
+    return {};
+  }
   if (path.size() >= sizeof(sockaddr_un::sun_path)) {
     return MakeError(ErrorCode::kInvalidArgument, "socket path " + path + " is too long");
   }

@@ -45,6 +45,9 @@ class Server {
   /// server that still answers there (a stale socket file is replaced). `shared`: the
   /// directory is 0755 and the socket 0666 (every request is still authorised by the
   /// peer's uid); otherwise 0700 and 0600.
+  /// Socket activation: when systemd passed a listening Unix socket ($LISTEN_PID is this
+  /// process, $LISTEN_FDS >= 1), fd 3 is served instead and `path` is left alone (systemd
+  /// owns the file); the LISTEN_* variables are removed either way.
   /// Errors: kInvalidArgument (path too long), kConflict (a live server answers),
   /// kPermissionDenied, kIo.
   Status Listen(const std::string& path, bool shared);
@@ -72,7 +75,7 @@ class Server {
   Handler handler_;
   const Clock& clock_;
   ServerLimits limits_;
-  std::string path_;  // bound by Listen(); removed on destruction
+  std::string path_;  // bound by Listen(); removed on destruction (empty when inherited)
   UniqueFd listen_fd_;
   std::map<int, std::unique_ptr<Connection>> clients_;
 };

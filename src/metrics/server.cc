@@ -8,10 +8,6 @@
 #include <filesystem>
 #include <vector>
 
-#ifndef GPUMAN_METRICS_MODULE_PATH
-#define GPUMAN_METRICS_MODULE_PATH ""
-#endif
-
 namespace gpuman::metrics {
 namespace {
 
@@ -21,17 +17,18 @@ using StartFn = void* (*)(const char* host, int port, int* bound_port, int* erro
 using SetTextFn = void (*)(void* handle, const char* data, size_t size);
 using StopFn = void (*)(void* handle);
 
-// Next to the running binary (build tree), in ../lib/gpuman (installed), else where this
-// build put it.
+// Relative to the running binary only (/proc/self/exe), never a compiled-in path, so an
+// installed gpuman works wherever its prefix is and holds no build-tree path:
+// <exe_dir>/../lib/gpuman/ (installed) or next to the binary (the build tree, where
+// build/gpuman-metrics-http.so sits beside build/gpuman and build/metrics_test).
 std::vector<std::string> ModuleCandidates() {
   std::vector<std::string> out;
   std::error_code ec;
   auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec) {
-    out.push_back((exe.parent_path() / kModuleName).string());
     out.push_back((exe.parent_path().parent_path() / "lib" / "gpuman" / kModuleName).string());
+    out.push_back((exe.parent_path() / kModuleName).string());
   }
-  if (*GPUMAN_METRICS_MODULE_PATH) out.push_back(GPUMAN_METRICS_MODULE_PATH);
   return out;
 }
 
