@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# The installed gpuman, away from its checkout (docs/design.md "Installed layout"):
+#   (a) `cmake --install` into a temporary prefix, copied elsewhere, run with the source and
+#       build trees hidden (a private mount namespace puts an empty tmpfs over them):
+#       --simulate status, the daemon's metrics module, socket activation, man -l;
+#   (b) the .deb (cpack): control fields, file list, no build-tree path in any file,
+#       extracted with `dpkg-deb -x` into a throwaway root and run there; its postinst and
+#       tmpfiles.d snippet create the state directories with docs/state.md's modes (inside
+#       the namespace, over tmpfs /var/lib and /run); lintian reports no error;
+#   (c) `systemd-analyze verify` on the shipped units.
+# Needs root and unshare (CI runs as root); exits 77 (skipped) without them. Tools that are
+# missing (cpack/dpkg-deb, lintian, systemd-analyze, systemd-socket-activate, man) skip
+# only their own check, with a note.
+set -euo pipefail
+B=${GPUMAN_BUILD_DIR:?}
+S=${GPUMAN_SOURCE_DIR:?}
+fail() { echo "FAIL: $*" >&2; exit 1; }
+note() { echo "note: $*"; }
+
+if [ "$(id -u)" -ne 0 ]; then echo "skipped: needs root (private mount namespace)"; exit 77; fi
+if ! unshare -m --propagation private true 2>/dev/null; then echo "skipped: unshare -m not permitted"; exit 77; fi
+
+T=$(mktemp -d /tmp/gpuman-install-test.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+chmod 0755 "$T"
+
+# Runs "$@" with the checkout hidden: empty tmpfs over the source and build trees, so
+# nothing there can be found. Asserts the hiding worked first.
+hidden() {
+  unshare -m --propagation private env HIDE_S="$S" HIDE_B="$B" bash -c '
+    set -e
+    mount -t tmpfs none "$HIDE_S"
+    case "$HIDE_B" in "$HIDE_S"/*) ;; *) mount -t tmpfs none "$HIDE_B" ;; esac
+    [ -z "$(ls -A "$HIDE_S")" ] || { echo "FAIL: source tree still visible" >&2; exit 1; }
+    [ ! -e "$HIDE_B/gpuman" ] || { echo "FAIL: build tree still visible" >&2; exit 1; }
+    exec "$@"' hidden "$@"
+}
+
+# A clean environment: no config, a private lease table, nothing pointing at the build.
+mkdir -m 0700 "$T/leases" "$T/home"
+E=(env -i PATH=/usr/bin:/bin HOME="$T/home" XDG_CONFIG_HOME="$T/home/.config" GPUMAN_LEASE_DIR="$T/leases")
+
+check_status() {  # $1 = the gpuman binary
+  local out
+  out=$(hidden "${E[@]}" "$1" --simulate a100-4 status 2>&1) || fail "$1 --simulate a100-4 status: $out"
+  grep -q '^\[SIMULATED: a100-4\]' <<<"$out" || fail "no simulated status from $1: $out"
+  grep -q 'A100-SXM4-80GB' <<<"$out" || fail "no GPUs in the status of $1: $out"
+}
+
+# ---- (a) cmake --install ------------------------------------------------------------
+cmake --install "$B" --prefix "$T/prefix" >/dev/null
+for f in bin/gpuman lib/gpuman/gpuman-metrics-http.so lib/gpuman/sim/libnvidia-ml.so.1 \
+         share/gpuman/scenarios/a100-4.json lib/systemd/system/gpuman.service \
+         lib/systemd/system/gpuman.socket lib/systemd/system/gpuman-leases.service \
+         lib/tmpfiles.d/gpuman.conf share/doc/gpuman/config.toml.example; do
+  [ -e "$T/prefix/$f" ] || fail "cmake --install did not install $f"
+done
+[ ! -e "$T/prefix/lib/gpuman/sim-legacy" ] || fail "the test-only legacy stand-in was installed"
+# Moved after installing: the binary finds its pieces relative to itself, not the prefix.
+mv "$T/prefix" "$T/moved"
+G="$T/moved/bin/gpuman"
+check_status "$G"
+scenarios=$(hidden "${E[@]}" "$G" scenarios 2>&1) || fail "gpuman scenarios: $scenarios"
+grep -qx 'h100-8' <<<"$scenarios" || fail "installed scenarios not listed: $scenarios"
+
+# The daemon finds its metrics module in ../lib/gpuman.
+hidden "${E[@]}" timeout 20 "$G" --simulate a100-4 daemon --socket "$T/d.sock" --state-dir "$T/state" \
+  --metrics 127.0.0.1:0 >"$T/daemon.log" 2>&1 &
+dpid=$!
+for _ in $(seq 150); do grep -q 'metrics at http://127.0.0.1:' "$T/daemon.log" && break; sleep 0.1; done
+kill "$dpid" 2>/dev/null || true; wait "$dpid" 2>/dev/null || true
+grep -q 'metrics at http://127.0.0.1:[0-9]*/metrics' "$T/daemon.log" ||
+  fail "the installed daemon did not serve metrics: $(cat "$T/daemon.log")"
+
+# Socket activation: the daemon serves the listening socket it is handed (LISTEN_FDS)
+# and does not bind its own --socket path.
+if command -v systemd-socket-activate >/dev/null; then
+  mkdir -m 0700 "$T/act-state"
+  hidden "${E[@]}" timeout 30 systemd-socket-activate -l "$T/act.sock" \
+    "$G" --simulate a100-4 daemon --socket "$T/own.sock" --state-dir "$T/act-state" >"$T/act.log" 2>&1 &
+  apid=$!
+  for _ in $(seq 50); do [ -S "$T/act.sock" ] && break; sleep 0.1; done
+  out=$(hidden "${E[@]}" GPUMAN_SOCKET="$T/act.sock" "$G" queue 2>&1) ||
+    fail "gpuman queue through the activated socket: $out; daemon: $(cat "$T/act.log")"
+  [ ! -e "$T/own.sock" ] || fail "the socket-activated daemon bound its own socket too"
+  kill "$apid" 2>/dev/null || true; wait "$apid" 2>/dev/null || true
+else
+  note "systemd-socket-activate missing: socket activation not checked"
+fi
+
+# An installed man page (cmake/man.cmake) renders without the checkout.
+page=$(find "$T/moved/share/man" -name 'gpuman.1*' 2>/dev/null | head -1 || true)
+if [ -n "$page" ] && command -v man >/dev/null; then
+  hidden "${E[@]}" MANWIDTH=80 man -l "$page" 2>&1 | grep -q 'gpuman' || fail "man -l $page shows nothing"
+else
+  note "no installed man page (or no man): man -l not checked"
+fi
+
+# ---- (b) the .deb --------------------------------------------------------------------
+if command -v cpack >/dev/null && command -v dpkg-deb >/dev/null; then
+  (cd "$B" && cpack -G DEB -B "$T/pkg" >"$T/cpack.log" 2>&1) || fail "cpack: $(tail -5 "$T/cpack.log")"
+  deb=$(ls "$T"/pkg/gpuman_*_amd64.deb) || fail "no gpuman_<version>_amd64.deb from cpack"
+  [ "$(dpkg-deb -f "$deb" Package)" = gpuman ] || fail "Package is not gpuman"
+  depends=$(dpkg-deb -f "$deb" Depends)
+  for lib in libc6 libstdc++6 libsqlite3-0; do
+    grep -q "\b$lib\b" <<<"$depends" || fail "Depends lacks $lib: $depends"
+  done
+  ! grep -q -- '-dev\b' <<<"$depends" || fail "Depends names a -dev package: $depends"
+  files=$(dpkg-deb -c "$deb")
+  for f in ./usr/bin/gpuman ./usr/lib/gpuman/gpuman-metrics-http.so ./usr/lib/gpuman/sim/libnvidia-ml.so.1 \
+           ./usr/share/gpuman/scenarios/a100-4.json ./usr/lib/systemd/system/gpuman.socket \
+           ./usr/lib/systemd/system/gpuman.service ./usr/lib/tmpfiles.d/gpuman.conf \
+           ./usr/share/doc/gpuman/copyright; do
+    grep -q " $f\$" <<<"$files" || fail "the .deb lacks $f"
+  done
+  mkdir "$T/root" "$T/control"
+  dpkg-deb -x "$deb" "$T/root"
+  dpkg-deb -e "$deb" "$T/control"
+  if grep -rl -- "$B" "$T/root" "$T/control"; then fail "build-tree path $B inside the package"; fi
+  check_status "$T/root/usr/bin/gpuman"
+
+  # postinst + tmpfiles.d, over empty /var/lib and /run in the namespace.
+  modes=$(unshare -m --propagation private env R="$T/root" C="$T/control" bash -c '
+    set -e
+    mount -t tmpfs none /var/lib; mount -t tmpfs none /run; mount -t tmpfs none /etc/tmpfiles.d
+    cp "$R/usr/lib/tmpfiles.d/gpuman.conf" /etc/tmpfiles.d/
+    sh "$C/postinst" configure
+    stat -c "%a %U %n" /var/lib/gpuman /run/gpuman /run/gpuman/leases') || fail "postinst: $modes"
+  [ "$modes" = "711 root /var/lib/gpuman
+755 root /run/gpuman
+755 root /run/gpuman/leases" ] || fail "state directories after postinst: $modes"
+
+  if command -v lintian >/dev/null; then
+    lintian --no-tag-display-limit "$deb" >"$T/lintian.log" 2>&1 || true
+    if grep '^E:' "$T/lintian.log"; then fail "lintian errors"; fi
+  else
+    note "lintian missing: not run"
+  fi
+else
+  note "cpack or dpkg-deb missing: the .deb not checked"
+fi
+
+# ---- (c) the units -------------------------------------------------------------------
+U="$T/moved/lib/systemd/system"
+grep -qx 'ExecStart=/usr/bin/gpuman daemon' "$U/gpuman.service" || fail "gpuman.service ExecStart"
+grep -qx 'ExecStart=/usr/bin/gpuman leases' "$U/gpuman-leases.service" || fail "gpuman-leases.service ExecStart"
+grep -qx 'ListenStream=/run/gpuman/gpuman.sock' "$U/gpuman.socket" || fail "gpuman.socket ListenStream"
+grep -qx 'SocketMode=0666' "$U/gpuman.socket" || fail "gpuman.socket SocketMode"
+if command -v systemd-analyze >/dev/null && [ -e /usr/lib/systemd/system/sysinit.target ]; then
+  mkdir "$T/units"
+  cp "$U"/gpuman.service "$U"/gpuman.socket "$U"/gpuman-leases.service "$T/units/"
+  # /usr/bin/gpuman is not on this machine: point ExecStart at the installed copy.
+  sed -i "s|ExecStart=/usr/bin/gpuman|ExecStart=$G|" "$T/units"/*.service
+  (cd "$T/units" && SYSTEMD_UNIT_PATH="$T/units:" systemd-analyze verify --man=no \
+     "$T/units/gpuman.socket" "$T/units/gpuman.service" "$T/units/gpuman-leases.service") ||
+    fail "systemd-analyze verify"
+else
+  note "systemd-analyze (or systemd's units) missing: units not verified"
+fi
+echo "install test: ok"
