@@ -1,7 +1,7 @@
 // Our own declarations of the parts of the NVML C ABI that gpuman uses.
 // Written from NVIDIA's NVML API Reference and the aggregated header in NVIDIA/DCGM
 // (sdk/nvidia/nvml/dcgm_nvml.h); no NVIDIA header is needed at build time.
-// Shared by the loader (src/nvml/library.cc) and the stand-in library (tests/fake_nvml/),
+// Shared by the loader (src/nvml/library.cc) and the stand-in library (src/sim/),
 // so the two can never disagree about a layout. Sizes are for LP64 Linux and are
 // checked with static_assert below. Plain C types only: this is an ABI edge.
 #pragma once
