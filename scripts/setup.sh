@@ -13,7 +13,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
   # test tools: `gpuman top` runs under tmux, /metrics is scraped by a real Prometheus,
   # `gpuman report --html` is rendered by headless Chromium
-  tmux prometheus chromium fonts-dejavu-core
+  tmux prometheus chromium fonts-dejavu-core lintian
 )
 
 missing=()
