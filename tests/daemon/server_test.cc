@@ -2,8 +2,14 @@
 // on silent clients and half-sent frames.
 #include "daemon/server.h"
 
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -140,6 +146,66 @@ TEST_F(ServerTest, ListenRefusesASocketThatStillAnswers) {
   EXPECT_EQ(refused.error().code, ErrorCode::kConflict);
   server_.reset();  // removes its socket file
   EXPECT_NE(access(path.c_str(), F_OK), 0);
+  rmdir(dir);
+}
+
+// Socket activation (sd_listen_fds protocol): with $LISTEN_PID == getpid() and
+// $LISTEN_FDS >= 1, Listen serves fd 3, binds nothing at `path`, leaves the inherited
+// socket file alone on destruction and removes the LISTEN_* variables.
+TEST_F(ServerTest, ListenServesTheSocketSystemdPassed) {
+  char dir[] = "/tmp/gpuman-server-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string activated = std::string(dir) + "/activated.sock";
+  const std::string own = std::string(dir) + "/own.sock";
+  UniqueFd listener(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, activated.c_str(), sizeof addr.sun_path - 1);
+  ASSERT_EQ(bind(listener.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(listener.get(), 8), 0);
+  // Put it at fd 3, keeping whatever this process had there.
+  UniqueFd saved(fcntl(3, F_DUPFD_CLOEXEC, 10));
+  ASSERT_EQ(dup2(listener.get(), 3), 3);
+  setenv("LISTEN_PID", std::to_string(getpid()).c_str(), 1);
+  setenv("LISTEN_FDS", "1", 1);
+  setenv("LISTEN_FDNAMES", "gpuman.socket", 1);
+
+  EXPECT_TRUE(server_->Listen(own, false));
+  EXPECT_EQ(std::getenv("LISTEN_PID"), nullptr);
+  EXPECT_EQ(std::getenv("LISTEN_FDS"), nullptr);
+  EXPECT_EQ(std::getenv("LISTEN_FDNAMES"), nullptr);
+  EXPECT_NE(access(own.c_str(), F_OK), 0) << "bound its own socket despite the inherited one";
+
+  // A client of the activated path is accepted and served.
+  UniqueFd client(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ASSERT_EQ(connect(client.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  std::vector<pollfd> fds;
+  server_->AddPollFds(fds);
+  ASSERT_EQ(fds.size(), 1u);
+  EXPECT_EQ(fds[0].fd, 3);
+  fds[0].revents = POLLIN;
+  EXPECT_TRUE(server_->OnReady(fds[0]));
+  fds.clear();
+  server_->AddPollFds(fds);
+  EXPECT_EQ(fds.size(), 2u) << "the connection was not accepted";
+
+  server_.reset();  // closes fd 3, but the socket file is systemd's
+  EXPECT_EQ(access(activated.c_str(), F_OK), 0);
+  if (saved) dup2(saved.get(), 3);
+  unlink(activated.c_str());
+  rmdir(dir);
+}
+
+TEST_F(ServerTest, ListenIgnoresListenFdsMeantForAnotherProcess) {
+  char dir[] = "/tmp/gpuman-server-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string own = std::string(dir) + "/own.sock";
+  setenv("LISTEN_PID", std::to_string(getpid() + 1).c_str(), 1);
+  setenv("LISTEN_FDS", "1", 1);
+  EXPECT_TRUE(server_->Listen(own, false));
+  EXPECT_EQ(access(own.c_str(), F_OK), 0) << "did not bind its own socket";
+  EXPECT_EQ(std::getenv("LISTEN_PID"), nullptr);
+  server_.reset();
   rmdir(dir);
 }
 
