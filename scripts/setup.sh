@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Sets up gpuman on a fresh Debian 12 machine: installs the Debian packages it needs,
-# builds it into build/, and runs its main job, `gpuman status`. Without an NVIDIA driver
-# the status comes from the simulated node that ships with gpuman, and says so.
+# Sets up gpuman on a fresh Debian 12 machine: installs the Debian packages that building
+# and running need (no test tools: scripts/test.sh adds those), builds the product only
+# (gpuman, the stand-in NVML behind --simulate, the metrics module) into build/, and runs
+# its main job, `gpuman status`. Without an NVIDIA driver the status comes from the
+# simulated node that ships with gpuman, and says so.
 # Usage: scripts/setup.sh [--no-run]      (as root, or with sudo available)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,27 +12,16 @@ PACKAGES=(
   build-essential cmake pkg-config
   libsqlite3-dev nlohmann-json3-dev libcli11-dev libfmt-dev libncurses-dev
   libcpp-httplib-dev libtomlplusplus-dev
-  libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
-  # test tools: `gpuman top` runs under tmux, /metrics is scraped by a real Prometheus,
-  # `gpuman report --html` is rendered by headless Chromium
-  tmux prometheus chromium fonts-dejavu-core lintian
 )
 
-missing=()
-for pkg in "${PACKAGES[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-done
-if ((${#missing[@]})); then
-  echo "==> installing Debian packages: ${missing[*]}"
-  SUDO=()
-  if [ "$(id -u)" -ne 0 ]; then SUDO=(sudo); fi
-  "${SUDO[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${SUDO[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+source scripts/install_packages.sh
+install_packages "${PACKAGES[@]}"
 
 echo "==> building gpuman in build/"
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build build -j"$(nproc)"
+# Tests OFF is set explicitly (a cache variable): re-running setup.sh after test.sh
+# switches build/ back to the product only, and test.sh switches it on again.
+cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUMAN_BUILD_TESTS=OFF >/dev/null
+cmake --build build -j"$(nproc)" --target gpuman
 
 # The machine lease table (/run/gpuman/leases) is root's; any root gpuman command sets it
 # up, so users can lease GPUs without a daemon (docs/state.md).

@@ -3,6 +3,13 @@
 #include <cmath>
 #include <cstdio>
 #include <set>
+#include <type_traits>
+
+#include <toml++/toml.h>
+
+// alerts.h and idle.h forward-declare toml::v3::array/table; a toml++ with another
+// inline namespace must fail here, not at link time.
+static_assert(std::is_same_v<toml::table, toml::v3::table> && std::is_same_v<toml::array, toml::v3::array>);
 
 #include "base/duration.h"
 #include "base/strings.h"

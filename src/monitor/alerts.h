@@ -13,13 +13,21 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <toml++/toml.h>
 
 #include "base/result.h"
 #include "model/device_snapshot.h"
 #include "model/health.h"
 #include "model/job.h"
 #include "model/lease.h"
+
+// toml++ stays inside the config parsing (alerts.cc, idle.cc, cli/config.cc): the header
+// only names its node types (toml++ 3's inline namespace; alerts.cc checks it).
+namespace toml {
+inline namespace v3 {
+class array;
+class table;
+}  // namespace v3
+}  // namespace toml
 
 namespace gpuman::monitor {
 

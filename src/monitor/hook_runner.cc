@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 #include "base/duration.h"
 #include "base/strings.h"
 

@@ -27,6 +27,8 @@
 #include <algorithm>
 #include <cstdio>
 #include <set>
+
+#include <toml++/toml.h>
 #include <string_view>
 
 #include "base/duration.h"

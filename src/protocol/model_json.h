@@ -2,7 +2,7 @@
 // LeaseProcess. Field names are the model's, in snake_case. Pure; any thread.
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <string_view>
 
 #include "base/result.h"

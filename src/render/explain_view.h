@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "render/status_view.h"  // TerminalInfo
 #include "visibility/resolver.h"

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include "render/format.h"
 #include "render/status_view.h"
 

@@ -3,7 +3,7 @@
 // Pure functions; the snapshot must carry a topology.
 #pragma once
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 
 #include "model/device_snapshot.h"

@@ -1,6 +1,7 @@
 #include "monitor/alerts.h"
 
 #include <gtest/gtest.h>
+#include <toml++/toml.h>
 
 #include <set>
 

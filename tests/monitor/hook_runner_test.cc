@@ -3,6 +3,7 @@
 #include "monitor/hook_runner.h"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>

@@ -1,6 +1,7 @@
 #include "monitor/idle.h"
 
 #include <gtest/gtest.h>
+#include <toml++/toml.h>
 
 namespace gpuman::monitor {
 namespace {

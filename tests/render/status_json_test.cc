@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "render/status_fixtures.h"
 #include "render/status_view.h"
