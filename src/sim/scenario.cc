@@ -4,11 +4,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string_view>
+#include <type_traits>
 
 namespace gpuman::sim {
 namespace {
@@ -27,14 +30,73 @@ const json* Member(const json& obj, const char* key) {
   return (it == obj.end() || it->is_null()) ? nullptr : &*it;
 }
 
+// `v` as T. An integer field takes only a whole number within T's range (JSON numbers
+// such as 1e50 or 2.0 arrive as floating point); anything else would be undefined or
+// wrap when converted.
+template <typename T>
+T Convert(const json& v) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if (v.is_number()) {
+      constexpr bool kSigned = std::numeric_limits<T>::is_signed;
+      const std::string range = "a whole number from " +
+                                std::to_string(std::numeric_limits<T>::min()) + " to " +
+                                std::to_string(std::numeric_limits<T>::max());
+      if (v.is_number_float()) {
+        double d = v.get<double>();
+        // [lo, hi) in doubles: both bounds are powers of two, so exact.
+        double hi = std::ldexp(1.0, std::numeric_limits<T>::digits);
+        double lo = kSigned ? -hi : 0.0;
+        if (!std::isfinite(d) || d != std::trunc(d) || d < lo || d >= hi)
+          throw std::runtime_error(v.dump() + " is not " + range);
+        return static_cast<T>(d);
+      }
+      if (v.is_number_unsigned()) {
+        uint64_t u = v.get<uint64_t>();
+        if (u > static_cast<uint64_t>(std::numeric_limits<T>::max()))
+          throw std::runtime_error(v.dump() + " is not " + range);
+        return static_cast<T>(u);
+      }
+      int64_t i = v.get<int64_t>();
+      if (i < 0 ? !kSigned || i < static_cast<int64_t>(std::numeric_limits<T>::min())
+                : static_cast<uint64_t>(i) > static_cast<uint64_t>(std::numeric_limits<T>::max()))
+        throw std::runtime_error(v.dump() + " is not " + range);
+      return static_cast<T>(i);
+    }
+  } else if constexpr (requires { typename T::value_type; } &&
+                       !std::is_same_v<T, std::string>) {
+    if (v.is_array()) {  // std::vector<integer>: each element checked
+      T out;
+      for (size_t i = 0; i < v.size(); ++i) {
+        try {
+          out.push_back(Convert<typename T::value_type>(v[i]));
+        } catch (const std::exception& e) {
+          throw std::runtime_error("[" + std::to_string(i) + "]: " + e.what());
+        }
+      }
+      return out;
+    }
+  }
+  return v.get<T>();  // wrong JSON type: nlohmann's type_error
+}
+
 template <typename T>
 std::optional<T> Opt(const json& obj, const char* key) {
   const json* v = Member(obj, key);
   if (!v) return std::nullopt;
   try {
-    return v->get<T>();
-  } catch (const json::exception& e) {
+    return Convert<T>(*v);
+  } catch (const std::exception& e) {
     throw std::runtime_error(std::string(key) + ": " + e.what());
+  }
+}
+
+// Runs `parse` on a section, prefixing its errors with the section's name ("pci.bus: ...").
+template <typename F>
+auto In(const std::string& section, F&& parse) {
+  try {
+    return parse();
+  } catch (const std::exception& e) {
+    throw std::runtime_error(section + "." + e.what());
   }
 }
 
@@ -62,8 +124,8 @@ ErrorRule ParseErrorRule(const json& value) {
     if (!code) throw std::runtime_error("error: required");
     rule.times = Opt<long>(value, "times").value_or(-1);
   }
-  if (code->is_number_integer()) {
-    rule.code = code->get<int>();
+  if (code->is_number()) {
+    rule.code = Convert<int>(*code);
   } else if (code->is_string()) {
     std::string_view name = code->get_ref<const std::string&>();
     if (name.starts_with("NVML_ERROR_")) name.remove_prefix(11);
@@ -140,7 +202,7 @@ Gpu ParseGpu(const json& g, size_t gpu_count) {
   gpu.name = Opt<std::string>(g, "name");
   gpu.serial = Opt<std::string>(g, "serial");
   gpu.minor_number = Opt<unsigned>(g, "minor_number");
-  if (const json* p = Section(g, "pci")) {
+  if (const json* p = Section(g, "pci")) In("pci", [&] {
     Pci pci;
     pci.domain = Opt<unsigned>(*p, "domain").value_or(0);
     pci.bus = Required<unsigned>(*p, "bus");
@@ -149,28 +211,30 @@ Gpu ParseGpu(const json& g, size_t gpu_count) {
     pci.subsystem_id = Opt<unsigned>(*p, "subsystem_id").value_or(0);
     pci.subsystem_vendor_id = Opt<unsigned>(*p, "subsystem_vendor_id").value_or(0x10DE);
     gpu.pci = pci;
-  }
+  });
   if (const json* m = Section(g, "memory")) {
-    Memory mem{Required<uint64_t>(*m, "total"), Opt<uint64_t>(*m, "reserved").value_or(0),
-               Required<uint64_t>(*m, "used")};
-    if (mem.reserved + mem.used > mem.total)
+    Memory mem = In("memory", [&] {
+      return Memory{Required<uint64_t>(*m, "total"), Opt<uint64_t>(*m, "reserved").value_or(0),
+                    Required<uint64_t>(*m, "used")};
+    });
+    if (mem.reserved > mem.total || mem.used > mem.total - mem.reserved)
       throw std::runtime_error("memory: reserved + used > total");
     gpu.memory = mem;
   }
-  if (const json* u = Section(g, "utilization")) {
+  if (const json* u = Section(g, "utilization")) In("utilization", [&] {
     gpu.utilization =
         nvmlUtilization_t{Required<unsigned>(*u, "gpu"), Required<unsigned>(*u, "memory")};
-  }
+  });
   gpu.temperature = Opt<unsigned>(g, "temperature");
   gpu.power_usage_mw = Opt<unsigned>(g, "power_usage_mw");
   gpu.power_limit_mw = Opt<unsigned>(g, "power_limit_mw");
   gpu.fan = Opt<unsigned>(g, "fan");
-  if (const json* c = Section(g, "clocks")) {
+  if (const json* c = Section(g, "clocks")) In("clocks", [&] {
     gpu.clock_sm = Opt<unsigned>(*c, "sm");
     gpu.clock_sm_max = Opt<unsigned>(*c, "sm_max");
     gpu.clock_mem = Opt<unsigned>(*c, "mem");
     gpu.clock_mem_max = Opt<unsigned>(*c, "mem_max");
-  }
+  });
   gpu.pstate = Opt<int>(g, "pstate");
   if (auto cc = Opt<std::vector<int>>(g, "compute_capability")) {
     if (cc->size() != 2) throw std::runtime_error("compute_capability: expected [major, minor]");
@@ -178,11 +242,11 @@ Gpu ParseGpu(const json& g, size_t gpu_count) {
   }
   gpu.compute_mode = Opt<int>(g, "compute_mode");
   gpu.persistence_mode = Opt<int>(g, "persistence_mode");
-  if (const json* m = Section(g, "mig_mode")) {
+  if (const json* m = Section(g, "mig_mode")) In("mig_mode", [&] {
     gpu.mig_mode =
         std::pair(Required<unsigned>(*m, "current"), Opt<unsigned>(*m, "pending").value_or(0));
-  }
-  if (const json* e = Section(g, "ecc")) {
+  });
+  if (const json* e = Section(g, "ecc")) In("ecc", [&] {
     gpu.ecc[NVML_MEMORY_ERROR_TYPE_CORRECTED][NVML_VOLATILE_ECC] =
         Opt<unsigned long long>(*e, "volatile_corrected");
     gpu.ecc[NVML_MEMORY_ERROR_TYPE_UNCORRECTED][NVML_VOLATILE_ECC] =
@@ -191,13 +255,13 @@ Gpu ParseGpu(const json& g, size_t gpu_count) {
         Opt<unsigned long long>(*e, "aggregate_corrected");
     gpu.ecc[NVML_MEMORY_ERROR_TYPE_UNCORRECTED][NVML_AGGREGATE_ECC] =
         Opt<unsigned long long>(*e, "aggregate_uncorrected");
-  }
+  });
   gpu.retired_pages_pending = Opt<int>(g, "retired_pages_pending");
-  if (const json* r = Section(g, "remapped_rows")) {
+  if (const json* r = Section(g, "remapped_rows")) In("remapped_rows", [&] {
     gpu.remapped_rows = RemappedRows{
         Opt<unsigned>(*r, "corrected").value_or(0), Opt<unsigned>(*r, "uncorrected").value_or(0),
         Opt<unsigned>(*r, "pending").value_or(0), Opt<unsigned>(*r, "failure").value_or(0)};
-  }
+  });
   gpu.clock_event_reasons = Opt<unsigned long long>(g, "clock_event_reasons");
   if (auto cpus = Opt<std::string>(g, "cpu_affinity")) gpu.cpu_affinity = ParseCpuList(*cpus);
   gpu.numa_node = Opt<unsigned>(g, "numa_node");
@@ -207,15 +271,21 @@ Gpu ParseGpu(const json& g, size_t gpu_count) {
   }
   if (const json* links = Section(g, "nvlinks", /*array=*/true)) {
     gpu.nvlinks.emplace();
-    for (const json& l : *links) {
-      unsigned link = Required<unsigned>(l, "link"), peer = Required<unsigned>(l, "peer");
+    for (size_t i = 0; i < links->size(); ++i) {
+      const json& l = (*links)[i];
+      auto [link, peer] = In("nvlinks[" + std::to_string(i) + "]", [&] {
+        return std::pair(Required<unsigned>(l, "link"), Required<unsigned>(l, "peer"));
+      });
       if (link >= NVML_NVLINK_MAX_LINKS) throw std::runtime_error("nvlinks: link index >= 18");
       if (peer >= gpu_count) throw std::runtime_error("nvlinks: peer is not a GPU index");
       gpu.nvlinks->emplace_back(link, peer);
     }
   }
   if (const json* procs = Section(g, "processes", /*array=*/true)) {
-    for (const json& p : *procs) gpu.processes.push_back(ParseProcess(p));
+    for (size_t i = 0; i < procs->size(); ++i) {
+      gpu.processes.push_back(
+          In("processes[" + std::to_string(i) + "]", [&] { return ParseProcess((*procs)[i]); }));
+    }
   }
   if (const json* xids = Section(g, "xid_events", /*array=*/true)) {
     for (const json& x : *xids) {
@@ -232,11 +302,11 @@ Gpu ParseGpu(const json& g, size_t gpu_count) {
 Scenario ParseScenario(const json& root) {
   if (!root.is_object()) throw std::runtime_error("expected a JSON object at top level");
   Scenario s;
-  if (const json* d = Section(root, "driver")) {
+  if (const json* d = Section(root, "driver")) In("driver", [&] {
     s.driver_version = Opt<std::string>(*d, "driver_version");
     s.nvml_version = Opt<std::string>(*d, "nvml_version");
     s.cuda_driver_version = Opt<int>(*d, "cuda_driver_version");
-  }
+  });
   s.errors = ParseErrorRules(root);
   const json* gpus = Section(root, "gpus", /*array=*/true);
   if (gpus && gpus->size() > kMaxGpus) throw std::runtime_error("gpus: more than 64");

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
@@ -193,7 +194,7 @@ TEST_F(FakeNvmlTest, MissingOrMalformedScenarioIsUnknownWithOneLine) {
   testing::internal::CaptureStderr();
   EXPECT_EQ(Init(), NVML_ERROR_UNKNOWN);
   std::string err = testing::internal::GetCapturedStderr();
-  EXPECT_EQ(err.rfind("fake-nvml: " + bad + ": gpus[0]: total: ", 0), 0u) << err;
+  EXPECT_EQ(err.rfind("fake-nvml: " + bad + ": gpus[0]: memory.total: ", 0), 0u) << err;
   EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1);
 }
 
@@ -538,6 +539,68 @@ TEST_F(FakeNvmlTest, BadErrorNameIsMalformed) {
   EXPECT_EQ(Init(), NVML_ERROR_UNKNOWN);
   EXPECT_NE(testing::internal::GetCapturedStderr().find("gpus[1]: errors.nvmlDeviceGetName"),
             std::string::npos);
+}
+
+// Integer fields take only whole numbers in their type's range: anything else is one
+// error line naming the field's path and the value (never a wrapped or undefined value).
+TEST_F(FakeNvmlTest, OutOfRangeOrFractionalIntegersAreMalformed) {
+  struct Case {
+    std::function<void(json&)> edit;
+    std::string want;  // the error after "fake-nvml: PATH: "
+  };
+  const std::string u32 = " is not a whole number from 0 to 4294967295\n";
+  const Case cases[] = {
+      {[](json& s) { s["gpus"][0]["power_usage_mw"] = 1e50; },
+       "gpus[0]: power_usage_mw: 1e+50" + u32},
+      {[](json& s) { s["gpus"][0]["power_usage_mw"] = -1; }, "gpus[0]: power_usage_mw: -1" + u32},
+      {[](json& s) { s["gpus"][0]["power_usage_mw"] = 4294967296; },
+       "gpus[0]: power_usage_mw: 4294967296" + u32},
+      {[](json& s) { s["gpus"][1]["pci"]["bus"] = 1.5; }, "gpus[1]: pci.bus: 1.5" + u32},
+      {[](json& s) { s["gpus"][0]["processes"][2]["pid"] = -5; },
+       "gpus[0]: processes[2].pid: -5" + u32},
+      {[](json& s) { s["gpus"][0]["nvlinks"][1]["peer"] = 0.5; },
+       "gpus[0]: nvlinks[1].peer: 0.5" + u32},
+      {[](json& s) { s["gpus"][0]["memory"]["used"] = -1; },
+       "gpus[0]: memory.used: -1 is not a whole number from 0 to 18446744073709551615\n"},
+      {[](json& s) { s["gpus"][0]["compute_capability"] = {8, 1e10}; },
+       "gpus[0]: compute_capability: [1]: 10000000000.0 is not a whole number from -2147483648 "
+       "to 2147483647\n"},
+      {[](json& s) { s["driver"]["cuda_driver_version"] = 2147483648; },
+       "driver.cuda_driver_version: 2147483648 is not a whole number from -2147483648 to "
+       "2147483647\n"},
+      {[](json& s) { s["errors"] = {{"nvmlDeviceGetName", 1e300}}; },
+       "errors.nvmlDeviceGetName: 1e+300 is not a whole number from -2147483648 to 2147483647\n"},
+  };
+  for (const Case& c : cases) {
+    json s = MinimalScenario();
+    c.edit(s);
+    std::string path = WriteScenario(s);
+    UseScenario(path);
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(Init(), NVML_ERROR_UNKNOWN) << c.want;
+    EXPECT_EQ(testing::internal::GetCapturedStderr(), "fake-nvml: " + path + ": " + c.want);
+  }
+}
+
+TEST_F(FakeNvmlTest, IntegerFieldsAcceptTheirBoundaryValues) {
+  json s = MinimalScenario();
+  s["gpus"][0]["power_usage_mw"] = 4294967295u;  // UINT_MAX
+  s["gpus"][0]["temperature"] = 0;
+  s["gpus"][0]["power_limit_mw"] = 400000.0;  // a whole number written as floating point
+  s["gpus"][0]["memory"] = {{"total", 18446744073709551615ull}, {"reserved", 0}, {"used", 1}};
+  UseScenario(WriteScenario(s));
+  ASSERT_EQ(Init(), NVML_SUCCESS);
+  unsigned value = 1;
+  EXPECT_EQ(F<nvmlDeviceGetUInt_fn>("nvmlDeviceGetPowerUsage")(Handle(0), &value), NVML_SUCCESS);
+  EXPECT_EQ(value, 4294967295u);
+  EXPECT_EQ(F<nvmlDeviceGetUInt_fn>("nvmlDeviceGetEnforcedPowerLimit")(Handle(0), &value),
+            NVML_SUCCESS);
+  EXPECT_EQ(value, 400000u);
+  nvmlMemory_t mem{};
+  EXPECT_EQ(F<nvmlDeviceGetMemoryInfo_fn>("nvmlDeviceGetMemoryInfo")(Handle(0), &mem),
+            NVML_SUCCESS);
+  EXPECT_EQ(mem.total, 18446744073709551615ull);
+  EXPECT_EQ(mem.used, 1u);
 }
 
 TEST_F(FakeNvmlTest, LostGpuStillHasAHandle) {
