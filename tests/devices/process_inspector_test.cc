@@ -27,7 +27,11 @@ TEST(ProcfsInspectorTest, ParsesAFakeProcTree) {
   // comm with spaces and a ')' inside, starttime (field 22) = 500 ticks.
   std::string stat = "4242 (py thon) x) S 1 4242 4242 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 500 0 0";
   dir.Write("4242/stat", stat);
-  dir.Write("4242/cmdline", std::string("python\0train.py\0--epochs\0""90\0", 31));
+  // /proc/PID/cmdline: each argument NUL-terminated (28 bytes; sizeof counts the literal's own
+  // terminating NUL too).
+  constexpr char kCmdline[] = "python\0train.py\0--epochs\0" "90\0";
+  static_assert(sizeof kCmdline - 1 == 28);
+  dir.Write("4242/cmdline", std::string(kCmdline, sizeof kCmdline - 1));
   ProcfsInspector inspector(dir.path());
   auto got = inspector.Inspect(4242);
   ASSERT_TRUE(got.has_value());

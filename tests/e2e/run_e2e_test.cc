@@ -249,7 +249,10 @@ TEST_F(RunE2E, TopoMatrix) {
   EXPECT_EQ(doc["gpus"][2]["numa_node"], 1);
   auto ws = Gpuman({"--simulate", "workstation-mixed", "topo", "--json"});
   ASSERT_EQ(ws.exit_code, 0);
-  for (const auto& pair : json::parse(ws.out)["pairs"]) {
+  // Held in a variable: a range-for over a member of the temporary json would read freed memory.
+  json ws_doc = json::parse(ws.out);
+  ASSERT_EQ(ws_doc["pairs"].size(), 3u);  // three GPUs: three pairs
+  for (const auto& pair : ws_doc["pairs"]) {
     EXPECT_EQ(pair["nvlinks"], 0) << "no NVLink on the workstation";
   }
   auto text = Gpuman({"--simulate", "a100-4", "topo"});

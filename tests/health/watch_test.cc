@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "health/findings.h"
 
 namespace gpuman::health {
@@ -30,11 +32,14 @@ model::XidEvent Xid(int xid, const std::string& uuid, int64_t at, const std::str
   return ev;
 }
 
-const model::Finding* Find(const model::HealthReport& r, const std::string& code, int gpu) {
+// A copy, not a pointer: HealthWatch::Report() returns a temporary, which a pointer into
+// it would outlive.
+std::optional<model::Finding> Find(const model::HealthReport& r, const std::string& code,
+                                   int gpu) {
   for (const auto& f : r.findings) {
-    if (f.code == code && f.gpu_index == gpu) return &f;
+    if (f.code == code && f.gpu_index == gpu) return f;
   }
-  return nullptr;
+  return std::nullopt;
 }
 
 TEST(SnapshotFindingsTest, SignalsAndSeverities) {
@@ -76,8 +81,8 @@ TEST(HealthWatchTest, FatalXidDrainsAndQuietRecheckLifts) {
   ASSERT_EQ(ch.drain.size(), 1u);
   EXPECT_EQ(ch.drain[0].first, "GPU-1");
   EXPECT_EQ(ch.drain[0].second.rfind("health: Xid 79", 0), 0u) << ch.drain[0].second;
-  const model::Finding* f = Find(watch.Report(), "xid", 1);
-  ASSERT_NE(f, nullptr);
+  std::optional<model::Finding> f = Find(watch.Report(), "xid", 1);
+  ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->severity, Severity::kFatal);
   EXPECT_TRUE(watch.Report().has_fatal());
 
@@ -92,7 +97,7 @@ TEST(HealthWatchTest, FatalXidDrainsAndQuietRecheckLifts) {
   EXPECT_EQ(ch.lift[0], "GPU-1");
   EXPECT_TRUE(watch.quarantined().empty());
   f = Find(watch.Report(), "xid", 1);
-  ASSERT_NE(f, nullptr);
+  ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->severity, Severity::kWarning);  // cleared by the recheck, still reported
   EXPECT_NE(f->message.find("cleared"), std::string::npos);
   EXPECT_FALSE(watch.Report().has_fatal());
@@ -123,8 +128,8 @@ TEST(HealthWatchTest, WarningXidNeverDrains) {
   watch.AddXid(Xid(13, "GPU-0", 100));
   auto ch = watch.Update(&snap, "", 200);
   EXPECT_TRUE(ch.drain.empty());
-  const model::Finding* f = Find(watch.Report(), "xid", 0);
-  ASSERT_NE(f, nullptr);
+  std::optional<model::Finding> f = Find(watch.Report(), "xid", 0);
+  ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->severity, Severity::kWarning);
 }
 
@@ -143,11 +148,11 @@ TEST(HealthWatchTest, KernelLogXidIsMatchedByBusIdAndDedupedAgainstTheEvent) {
   other.pci_bus_id = "00000000:07:00.0";
   watch.AddXid(other);
   watch.Update(&snap, "", 13000);
-  const model::Finding* f48 = Find(watch.Report(), "xid", 1);
-  ASSERT_NE(f48, nullptr);
+  std::optional<model::Finding> f48 = Find(watch.Report(), "xid", 1);
+  ASSERT_TRUE(f48.has_value());
   EXPECT_EQ(f48->xid, 48);
-  const model::Finding* f79 = Find(watch.Report(), "xid", 0);
-  ASSERT_NE(f79, nullptr);
+  std::optional<model::Finding> f79 = Find(watch.Report(), "xid", 0);
+  ASSERT_TRUE(f79.has_value());
   EXPECT_EQ(f79->gpu_uuid, "GPU-0");
   EXPECT_EQ(f79->source, "kernel_log");
   EXPECT_EQ((watch.xid_totals().at({"GPU-0", 79})), 1);
@@ -164,8 +169,8 @@ TEST(HealthWatchTest, SameIdentityFromBothSourcesCountsOnce) {
   watch.AddXid(Xid(48, "GPU-1", 30000, "kernel_log"));  // 20 s later: a second error
   watch.Update(&snap, "", 31000);
   EXPECT_EQ((watch.xid_totals().at({"GPU-1", 48})), 2);
-  const model::Finding* f = Find(watch.Report(), "xid", 1);
-  ASSERT_NE(f, nullptr);
+  std::optional<model::Finding> f = Find(watch.Report(), "xid", 1);
+  ASSERT_TRUE(f.has_value());
   EXPECT_EQ(f->count, 2);
 }
 
@@ -176,9 +181,9 @@ TEST(HealthWatchTest, OldXidsLeaveTheWindowButTotalsStay) {
   auto snap = TwoGpus();
   watch.AddXid(Xid(94, "GPU-0", 0));
   watch.Update(&snap, "", 500);
-  EXPECT_NE(Find(watch.Report(), "xid", 0), nullptr);
+  EXPECT_TRUE(Find(watch.Report(), "xid", 0).has_value());
   watch.Update(&snap, "", 5000);
-  EXPECT_EQ(Find(watch.Report(), "xid", 0), nullptr);
+  EXPECT_FALSE(Find(watch.Report(), "xid", 0).has_value());
   EXPECT_EQ((watch.xid_totals().at({"GPU-0", 94})), 1);
 }
 

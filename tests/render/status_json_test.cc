@@ -36,7 +36,11 @@ TEST(StatusJsonTest, DrainIsNullOrWhoWhyAndSince) {
             json::parse(R"({"reason":"health: Xid 79","by":"root","by_uid":0,"since_unix_ms":1714560000000})"));
   EXPECT_TRUE(j["gpus"][2]["drain"].is_null());
   // Every GPU has the key, drained or not, with or without drains known.
-  for (const auto& g : StatusToJson(FourGpuMachine(), {})["gpus"]) {
+  // (The document is held in a variable: a range-for over a member of a temporary would
+  // iterate freed memory.)
+  const json none_known = StatusToJson(FourGpuMachine(), {});
+  ASSERT_EQ(none_known["gpus"].size(), 4u);
+  for (const auto& g : none_known["gpus"]) {
     ASSERT_TRUE(g.contains("drain"));
     EXPECT_TRUE(g["drain"].is_null());
   }
