@@ -17,6 +17,14 @@ std::string Join(const std::vector<std::string>& items, std::string_view sep);
 std::string_view Trim(std::string_view text);
 /// Parses a whole decimal integer; nullopt on any junk, sign or overflow.
 std::optional<int64_t> ParseInt(std::string_view text);
+/// Parses a whole finite decimal number ("0.5", "-3", "1e3"); nullopt on junk, spaces,
+/// "nan", "inf" and out-of-range values.
+std::optional<double> ParseFiniteDouble(std::string_view text);
+/// Makes control characters visible so that text from outside (the environment, a file)
+/// cannot move the cursor or fake lines on a terminal: "\n", "\t", "\r", "\x1b", ...
+/// for C0 controls and DEL, "\u009b" for UTF-8 encoded C1 controls. Everything else,
+/// backslashes and other UTF-8 included, is kept as is.
+std::string EscapeControl(std::string_view text);
 /// Lower-cases ASCII letters.
 std::string ToLower(std::string_view text);
 /// ISO-8601 UTC with seconds, e.g. "2026-11-30T07:24:15Z".

@@ -4,12 +4,16 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <regex>
+#include <string_view>
 
 #include <CLI/CLI.hpp>
 
+#include "base/strings.h"
 #include "cli/config.h"
 #include "cli/context.h"
 #include "cli/command_tree.h"
@@ -42,6 +46,105 @@ std::string ExeDir() {
 int Fail(const Error& error) {
   std::cerr << "gpuman: error: " << error.message << "\n";
   return ExitCodeFor(error.code);
+}
+
+// "0.100000" -> "0.1", "4096" -> "4096": CLI11 prints Range bounds with std::to_string.
+std::string TrimNumber(std::string n) {
+  if (n.find('.') == std::string::npos) return n;
+  while (!n.empty() && n.back() == '0') n.pop_back();
+  if (!n.empty() && n.back() == '.') n.pop_back();
+  return n;
+}
+
+bool StartsWith(std::string_view s, std::string_view prefix) { return s.substr(0, prefix.size()) == prefix; }
+
+// CLI11's own message on one line: newlines (and the runs of spaces after them) folded.
+std::string Fold(std::string_view text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\n' || c == '\r') c = ' ';
+    if (c == ' ' && (out.empty() || out.back() == ' ')) continue;
+    out += c;
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
+  return out;
+}
+
+// One readable line for a CLI11 parse error (without "gpuman: error: "). `app` is the
+// root; the deepest command the parse entered names the --help to point at.
+std::string DescribeParseError(CLI::App& app, const CLI::ParseError& e) {
+  std::string command = "gpuman";
+  CLI::App* deepest = &app;
+  for (std::vector<CLI::App*> subs = app.get_subcommands(); !subs.empty(); subs = deepest->get_subcommands()) {
+    deepest = subs.front();
+    command += " " + deepest->get_name();
+  }
+  const std::string hint = " (see " + command + " --help)";
+  // An unknown option is the first thing to say, even when CLI11 stopped at something it
+  // checks earlier (`run --frob` is "command is required" to CLI11).
+  std::vector<std::string> extras = app.remaining(true);
+  for (const std::string& arg : extras) {
+    if (arg.size() > 1 && arg[0] == '-' && arg != "--") return "unknown option " + arg.substr(0, arg.find('=')) + hint;
+  }
+  const std::string what = e.what();
+  const size_t colon = what.find(": ");
+  const std::string name = colon == std::string::npos ? std::string() : what.substr(0, colon);
+  const std::string detail = colon == std::string::npos ? what : what.substr(colon + 2);
+
+  if (dynamic_cast<const CLI::ExtrasError*>(&e) != nullptr) {
+    if (!extras.empty()) return "unexpected argument '" + extras.front() + "'" + hint;
+    return Fold(what) + hint;
+  }
+  if (dynamic_cast<const CLI::ValidationError*>(&e) != nullptr && !name.empty()) {
+    // CLI::Range: "Value V not in range A to B" (also when V is no number at all).
+    static const std::regex range(R"(Value (.*) not in range (\S+) to (\S+))");
+    // CLI::IsMember: "V not in {a,b}".
+    static const std::regex member(R"((.*) not in \{(.*)\})");
+    std::smatch m;
+    if (std::regex_match(detail, m, range)) {
+      const std::string value = m[1], lo = m[2], hi = m[3];
+      const bool whole = lo.find('.') == std::string::npos && hi.find('.') == std::string::npos;
+      const bool numeric = whole ? ParseInt(value[0] == '-' ? value.substr(1) : value).has_value()
+                                 : ParseFiniteDouble(value).has_value();
+      if (!numeric) return name + ": '" + value + "' is not a " + (whole ? "whole number" : "number");
+      return name + ": " + value + " is not in " + TrimNumber(lo) + ".." + TrimNumber(hi);
+    }
+    if (std::regex_match(detail, m, member)) {
+      std::string choices = m[2];
+      for (size_t i = 0; (i = choices.find(',', i)) != std::string::npos; i += 2) choices.replace(i, 1, ", ");
+      return name + ": '" + std::string(m[1]) + "' is not one of " + choices;
+    }
+    return Fold(what);
+  }
+  if (dynamic_cast<const CLI::ConversionError*>(&e) != nullptr) {
+    static const std::regex convert(R"(Could not convert: (\S+) = (.*))");
+    std::smatch m;
+    if (std::regex_match(what, m, convert)) {
+      const std::string option = m[1], value = m[2];
+      const CLI::Option* opt = deepest->get_option_no_throw(option);
+      const std::string type = opt != nullptr ? opt->get_type_name() : "";
+      if (StartsWith(type, "INT") || StartsWith(type, "UINT")) return option + ": '" + value + "' is not a whole number";
+      if (StartsWith(type, "FLOAT")) return option + ": '" + value + "' is not a number";
+      if (opt != nullptr && opt->get_expected_min() == 0) return option + " takes no value ('" + value + "' given)";
+      return option + ": '" + value + "' is not a valid value" + hint;
+    }
+    return Fold(what) + hint;
+  }
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr) {
+    // e.g. "--watch: 1 required FLOAT:FLOAT in [0.1 - 86400] missing"
+    if (!name.empty() && detail.find(" required ") != std::string::npos && detail.ends_with(" missing")) {
+      return name + " needs a value" + hint;
+    }
+    return Fold(what) + hint;
+  }
+  if (dynamic_cast<const CLI::RequiredError*>(&e) != nullptr) {
+    std::string text = Fold(what);
+    if (text.size() > 1 && std::islower(static_cast<unsigned char>(text[1]))) {  // "A subcommand", not "ID"
+      text[0] = static_cast<char>(std::tolower(static_cast<unsigned char>(text[0])));
+    }
+    return text + hint;
+  }
+  return Fold(what);
 }
 
 // `gpuman __supervise --db PATH --job ID --grace-ms MS --go-fd FD [--env K=V]...`: the
@@ -188,8 +291,7 @@ int RunGpuman(int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << "gpuman: error: " << e.what() << "\n"
-              << "Run 'gpuman --help' for usage.\n";
+    std::cerr << "gpuman: error: " << DescribeParseError(app, e) << "\n";
     return kExitUsage;
   }
   // Neither needs the config or a driver: they work on a machine with a broken config too.

@@ -1,6 +1,7 @@
 #include "cli/config.h"
 
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -188,6 +189,12 @@ Result<Config> LoadConfig(const Environment& env, const std::optional<std::strin
   }
   Config config;
   if (path) {
+    // A directory opens as an empty stream on Linux and would read as an empty config.
+    struct stat st{};
+    if (stat(path->c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "config " + *path + (S_ISDIR(st.st_mode) ? ": is a directory, not a file" : ": not a regular file"));
+    }
     std::ifstream in(*path);
     if (!in) {
       if (must_exist || access(path->c_str(), F_OK) == 0) {

@@ -8,6 +8,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "base/strings.h"
+
 #include "cli/acquire.h"
 #include "cli/drains.h"
 #include "cli/exit_codes.h"
@@ -16,6 +18,19 @@
 
 namespace gpuman::cli {
 namespace {
+
+// Seconds in [min, max]: CLI::Range lets "nan" through (every comparison with NaN is false),
+// which made `--watch nan` a busy loop; this one takes finite numbers only.
+CLI::Validator SecondsIn(double min, double max, const char* shown) {
+  return CLI::Validator(
+      [=](std::string& value) -> std::string {
+        const std::optional<double> s = ParseFiniteDouble(value);
+        if (!s) return "'" + value + "' is not a number of seconds";
+        if (*s < min || *s > max) return value + " is not in " + shown + " seconds";
+        return "";
+      },
+      std::string("SECONDS in ") + shown);
+}
 
 volatile std::sig_atomic_t g_stop = 0;  // set by SIGINT/SIGTERM during --watch
 void OnStopSignal(int) { g_stop = 1; }
@@ -78,7 +93,7 @@ CLI::App* AddStatusCommand(CLI::App& app, StatusArgs& args) {
   CLI::App* cmd = app.add_subcommand("status", "Show every GPU: memory, load, health and who holds it");
   cmd->add_flag("--json", args.json, "Print one JSON object (with --watch: one per line)");
   cmd->add_option("--watch", args.watch_seconds, "Refresh every SECONDS until interrupted")
-      ->check(CLI::Range(0.1, 86400.0));
+      ->check(SecondsIn(0.1, 86400.0, "0.1..86400"));
   cmd->add_option("--iterations", args.iterations, "With --watch: stop after N refreshes")
       ->check(CLI::Range(1, 1000000000));
   cmd->add_option("--gpus", args.gpus, "Only these GPUs: indices or UUIDs, comma-separated");

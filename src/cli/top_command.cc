@@ -9,6 +9,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "base/strings.h"
+
 #include "cli/acquire.h"
 #include "cli/daemon_client.h"
 #include "cli/drains.h"
@@ -21,6 +23,19 @@
 
 namespace gpuman::cli {
 namespace {
+
+// Seconds in [min, max]: CLI::Range lets "nan" through (every comparison with NaN is false),
+// which made `--watch nan` a busy loop; this one takes finite numbers only.
+CLI::Validator SecondsIn(double min, double max, const char* shown) {
+  return CLI::Validator(
+      [=](std::string& value) -> std::string {
+        const std::optional<double> s = ParseFiniteDouble(value);
+        if (!s) return "'" + value + "' is not a number of seconds";
+        if (*s < min || *s > max) return value + " is not in " + shown + " seconds";
+        return "";
+      },
+      std::string("SECONDS in ") + shown);
+}
 
 // One sample: snapshot with owners, then leases, jobs and drains. Runs on the sampler thread
 // (the first one on the main thread, before the sampler starts).
@@ -80,7 +95,7 @@ bool Utf8Locale() {
 CLI::App* AddTopCommand(CLI::App& app, TopArgs& args) {
   CLI::App* cmd = app.add_subcommand("top", "Full-screen monitor: GPUs, their processes, leases and jobs");
   cmd->add_option("--interval", args.interval_seconds, "Seconds between samples (default 1; fractions allowed)")
-      ->check(CLI::Range(0.1, 3600.0));
+      ->check(SecondsIn(0.1, 3600.0, "0.1..3600"));
   cmd->add_flag("--once", args.once, "Print one screen as text and exit (no terminal needed)");
   cmd->add_flag("--no-color", args.no_color, "Never use colour (also $NO_COLOR)");
   cmd->add_flag("--ascii", args.ascii, "ASCII bars and history, even in a UTF-8 locale");

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/strings.h"
 #include "render/format.h"
 
 namespace gpuman::render {
@@ -129,10 +130,10 @@ void RenderLayers(const VisibilityReport& report, int width, bool color, std::st
   const int indent = 2 + name_width + 2;
   for (const auto& layer : report.layers) {
     const std::string setting =
-        layer.value ? layer.variable + "=\"" + *layer.value + "\"" : layer.variable + " (unset)";
+        layer.value ? layer.variable + "=\"" + EscapeControl(*layer.value) + "\"" : layer.variable + " (unset)";
     out += "  " + PadRight(layer.name, name_width) + "  " +
            TruncateToWidth(setting, width - indent) + "\n";
-    AppendWrapped(out, std::string(static_cast<size_t>(indent), ' '), indent, layer.effect, width);
+    AppendWrapped(out, std::string(static_cast<size_t>(indent), ' '), indent, EscapeControl(layer.effect), width);
   }
 }
 
@@ -145,14 +146,14 @@ void RenderEntries(const VisibilityReport& report, int width, std::string& out) 
   constexpr int kTextMaxWidth = 24;
   int text_width = 0;
   for (const EntryDiagnostic& e : report.entries) {
-    text_width = std::max(text_width, std::min(DisplayWidth(e.text) + 2, kTextMaxWidth));
+    text_width = std::max(text_width, std::min(DisplayWidth(EscapeControl(e.text)) + 2, kTextMaxWidth));
   }
   for (const EntryDiagnostic& e : report.entries) {
     const std::string head =
         "  " + PadLeft(std::to_string(e.position + 1), 2) + "  " +
-        PadRight(TruncateToWidth("\"" + e.text + "\"", kTextMaxWidth), text_width) + "  ";
+        PadRight(TruncateToWidth("\"" + EscapeControl(e.text) + "\"", kTextMaxWidth), text_width) + "  ";
     std::string text = visibility::EntryOutcomeName(e.outcome);
-    if (!e.reason.empty()) text += ": " + e.reason;
+    if (!e.reason.empty()) text += ": " + EscapeControl(e.reason);
     AppendWrapped(out, head, DisplayWidth(head), text, width);
   }
 }
@@ -181,13 +182,13 @@ void RenderVisible(const VisibilityReport& report, int width, bool color, std::s
          PadRight("UUID", uuid_width) + "  NAME\n";
   for (const VisibleDevice& v : report.visible) {
     const std::string uuid = v.uuid ? (full_uuid ? *v.uuid : ShortUuid(*v.uuid)) : "-";
-    const std::string name = TruncateToWidth(v.name.value_or("-"), name_width);
+    const std::string name = TruncateToWidth(EscapeControl(v.name.value_or("-")), name_width);
     std::string row = "  " + PadRight("cuda:" + std::to_string(v.cuda_index.value), cuda_width) +
                       "  " + PadLeft(v.index ? std::to_string(v.index->value) : "-", gpu_width) +
                       "  " + PadRight(TruncateToWidth(uuid, uuid_width), uuid_width) + "  " + name;
     while (!row.empty() && row.back() == ' ') row.pop_back();
     out += row + "\n";
-    const std::string notes = DeviceNotes(v);
+    const std::string notes = EscapeControl(DeviceNotes(v));
     if (!notes.empty()) {
       const Color c = (!v.is_healthy || v.is_outside_allocation) ? Color::kRed : Color::kDim;
       const std::vector<std::string> lines = Wrap(notes, width - fixed);
@@ -204,7 +205,7 @@ void RenderWarnings(const VisibilityReport& report, int width, bool color, std::
   for (const Warning& w : report.warnings) {
     const std::string code = visibility::WarningCodeName(w.code);
     // Wrap on plain text, colour the code afterwards so widths stay right.
-    const std::vector<std::string> lines = Wrap(code + ": " + w.message, width - 4);
+    const std::vector<std::string> lines = Wrap(code + ": " + EscapeControl(w.message), width - 4);
     for (size_t i = 0; i < lines.size(); ++i) {
       if (i == 0) {
         out += "  " + Colorize("!", WarningColor(w.code), color) + " " +
@@ -219,7 +220,7 @@ void RenderWarnings(const VisibilityReport& report, int width, bool color, std::
 void RenderNotes(const VisibilityReport& report, int width, bool color, std::string& out) {
   if (report.notes.empty()) return;
   out += "\n" + Colorize("Notes:", Color::kBold, color) + "\n";
-  for (const std::string& note : report.notes) AppendWrapped(out, "  - ", 4, note, width);
+  for (const std::string& note : report.notes) AppendWrapped(out, "  - ", 4, EscapeControl(note), width);
 }
 
 }  // namespace
@@ -279,6 +280,8 @@ nlohmann::ordered_json ExplainToJson(const VisibilityReport& report) {
   return j;
 }
 
+// Values from the environment (and text quoting them) go through EscapeControl, so that a
+// hostile CUDA_VISIBLE_DEVICES cannot move the cursor or fake lines.
 std::string RenderExplainText(const VisibilityReport& report, const TerminalInfo& term) {
   const int width = std::max(term.width, kMinWidth);
   std::string out;

@@ -32,6 +32,23 @@ TEST(ParseIntTest, RejectsJunk) {
   for (const auto& c : cases) EXPECT_EQ(ParseInt(c.text), c.want) << c.text;
 }
 
+TEST(ParseFiniteDoubleTest, AcceptsOnlyWholeFiniteNumbers) {
+  EXPECT_EQ(ParseFiniteDouble("0.5"), 0.5);
+  EXPECT_EQ(ParseFiniteDouble("-3"), -3.0);
+  EXPECT_EQ(ParseFiniteDouble("1e3"), 1000.0);
+  for (const char* bad : {"", "nan", "NaN", "inf", "-inf", "infinity", "1e999", " 1", "1 ", "+1", "1s", "0x10", "abc"}) {
+    EXPECT_EQ(ParseFiniteDouble(bad), std::nullopt) << bad;
+  }
+}
+
+TEST(EscapeControlTest, MakesControlCharactersVisible) {
+  EXPECT_EQ(EscapeControl("GPU-1,0"), "GPU-1,0");
+  EXPECT_EQ(EscapeControl("0\x1b[2J\n1"), "0\\x1b[2J\\n1");
+  EXPECT_EQ(EscapeControl(std::string("a\0b\tc\rd\x7f", 8)), "a\\x00b\\tc\\rd\\x7f");
+  EXPECT_EQ(EscapeControl("\xc2\x9b" "31m"), "\\u009b31m");  // C1 CSI, UTF-8 encoded
+  EXPECT_EQ(EscapeControl("caf\xc3\xa9 \\x1b"), "caf\xc3\xa9 \\x1b");  // UTF-8 and backslashes kept
+}
+
 TEST(TrimTest, StripsBothEnds) {
   EXPECT_EQ(Trim("  a b \n"), "a b");
   EXPECT_EQ(Trim("   "), "");

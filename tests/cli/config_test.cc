@@ -132,5 +132,24 @@ TEST(LoadConfigTest, MissingDefaultIsFineMissingExplicitIsNot) {
   EXPECT_NE(missing.error().message.find("absent.toml: cannot read file"), std::string::npos);
 }
 
+TEST(LoadConfigTest, DirectoryIsNotAConfigFile) {
+  TempDir dir;
+  Environment env;
+  env.vars["XDG_CONFIG_HOME"] = dir.Join("nothing-here");
+  auto flagged = LoadConfig(env, dir.path());
+  ASSERT_FALSE(flagged.has_value());
+  EXPECT_EQ(flagged.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(flagged.error().message, "config " + dir.path() + ": is a directory, not a file");
+  env.vars["GPUMAN_CONFIG"] = dir.path();
+  EXPECT_FALSE(LoadConfig(env, std::nullopt).has_value());
+  // A default location that is a directory is refused too, not read as an empty config.
+  env.vars.erase("GPUMAN_CONFIG");
+  dir.Write("xdg/gpuman/config.toml/keep", "");
+  env.vars["XDG_CONFIG_HOME"] = dir.Join("xdg");
+  auto found = LoadConfig(env, std::nullopt);
+  ASSERT_FALSE(found.has_value());
+  EXPECT_NE(found.error().message.find("config.toml: is a directory, not a file"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpuman::cli
