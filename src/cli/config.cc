@@ -191,7 +191,8 @@ Result<Config> LoadConfig(const Environment& env, const std::optional<std::strin
   if (path) {
     // A directory opens as an empty stream on Linux and would read as an empty config.
     struct stat st{};
-    if (stat(path->c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    // /dev/null is the usual way to say "no config file" (it reads as empty).
+    if (stat(path->c_str(), &st) == 0 && !S_ISREG(st.st_mode) && *path != "/dev/null") {
       return MakeError(ErrorCode::kInvalidArgument,
                        "config " + *path + (S_ISDIR(st.st_mode) ? ": is a directory, not a file" : ": not a regular file"));
     }

@@ -235,6 +235,9 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
     _exit(0);
   }
   const int64_t started = NowMs();
+  // Usage is measured on the monotonic clock in microseconds: a job shorter than a
+  // millisecond still ran, and wall time may step meanwhile.
+  const auto started_steady = std::chrono::steady_clock::now();
   const char go = 'g';
   WriteAll(gate[1], &go, 1);  // if the job is gone already, the wait below says how it ended
   close(gate[1]);
@@ -299,7 +302,9 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
     outcome.reason = "exit code " + std::to_string(outcome.exit_code.value_or(-1));
   }
   (void)(*jobs)->Transition(job.id, model::JobState::kRunning, final_state, outcome);
-  double gpu_seconds = (ended - started) / 1000.0 * static_cast<double>(std::max<size_t>(1, job.gpu_uuids.size()));
+  const double ran_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started_steady).count();
+  double gpu_seconds = ran_s * static_cast<double>(std::max<size_t>(1, job.gpu_uuids.size()));
   (void)(*jobs)->AddUsage(job.uid, gpu_seconds, ended);
   (void)(*leases)->Release(lease_id);
   return 0;
