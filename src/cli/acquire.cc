@@ -9,11 +9,20 @@
 
 namespace gpuman::cli {
 
+policy::Caller CurrentCaller() {
+  policy::Caller caller;
+  caller.uid = getuid();
+  passwd* pw = getpwuid(caller.uid);
+  caller.user = pw ? pw->pw_name : std::to_string(caller.uid);
+  caller.is_admin = caller.uid == 0;
+  return caller;
+}
+
 Result<model::Lease> DraftLease(Context& ctx, int holder_pid, std::string kind, std::string command) {
   model::Lease draft;
-  draft.uid = getuid();
-  passwd* pw = getpwuid(draft.uid);
-  draft.user = pw ? pw->pw_name : std::to_string(draft.uid);
+  const policy::Caller caller = CurrentCaller();
+  draft.uid = caller.uid;
+  draft.user = caller.user;
   draft.kind = std::move(kind);
   draft.command = std::move(command);
   draft.created_unix_ms = ctx.clock().NowUnixMs();

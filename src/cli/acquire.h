@@ -10,6 +10,7 @@
 #include "cli/context.h"
 #include "cli/selection_options.h"
 #include "model/lease.h"
+#include "policy/lease_rules.h"
 #include "policy/selection.h"
 
 namespace gpuman::cli {
@@ -39,6 +40,10 @@ Result<std::vector<model::Lease>> LiveLeases(Context& ctx);
 /// Adds processes to a lease / gives it back, through the machine's lease authority.
 Status AddLeaseProcesses(Context& ctx, int64_t lease_id, const std::vector<model::LeaseProcess>& processes);
 Status ReleaseLease(Context& ctx, int64_t lease_id);
+
+/// Who runs this command, from the kernel (getuid) and the user database; root is the
+/// admin here (the admin group is the daemon's to judge).
+policy::Caller CurrentCaller();
 
 /// A draft lease for the current user, held by `holder` (the runner, or the shell for
 /// `select --lease`). Errors: kNotFound when the holder's start time cannot be read.

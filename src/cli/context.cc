@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "base/strings.h"
+#include "cli/acquire.h"
 #include "cli/daemon_client.h"
 #include "cli/lease_broker.h"
 #include "nvml/nvml_device_source.h"
@@ -111,11 +112,7 @@ Result<LeaseBroker*> Context::Broker() {
   }
   auto table = Leases();
   if (!table) return table.error();
-  policy::Caller caller;
-  caller.uid = getuid();
-  passwd* pw = getpwuid(caller.uid);
-  caller.user = pw ? pw->pw_name : std::to_string(caller.uid);
-  caller.is_admin = caller.uid == 0;
+  const policy::Caller caller = CurrentCaller();
   broker_ = MakeTableBroker(**table, devices, caller, MachineRulesFromConfig(config_), lease_dir_);
   return broker_.get();
 }

@@ -91,9 +91,7 @@ int RunSelect(const SelectArgs& args, Context& ctx) {
     if (!live) return Fail(ctx, live.error());
     auto within = EnclosingLease(ctx);
     if (!within) return Fail(ctx, within.error());
-    policy::Caller caller{static_cast<uint32_t>(getuid()), "", getuid() == 0};
-    if (passwd* pw = getpwuid(caller.uid)) caller.user = pw->pw_name;
-    auto ruled = policy::ApplyLeaseRules(*req, caller, *within, *live, rules, static_cast<int>(snap.gpus.size()));
+    auto ruled = policy::ApplyLeaseRules(*req, CurrentCaller(), *within, *live, rules, static_cast<int>(snap.gpus.size()));
     if (!ruled) return Fail(ctx, ruled.error());
     auto chosen = policy::Select(snap, ruled->leases, ruled->request);
     if (!chosen) return Fail(ctx, chosen.error());

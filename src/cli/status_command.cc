@@ -10,6 +10,7 @@
 
 #include "base/strings.h"
 
+#include "cli/option_checks.h"
 #include "cli/acquire.h"
 #include "cli/drains.h"
 #include "cli/exit_codes.h"
@@ -18,19 +19,6 @@
 
 namespace gpuman::cli {
 namespace {
-
-// Seconds in [min, max]: CLI::Range lets "nan" through (every comparison with NaN is false),
-// which made `--watch nan` a busy loop; this one takes finite numbers only.
-CLI::Validator SecondsIn(double min, double max, const char* shown) {
-  return CLI::Validator(
-      [=](std::string& value) -> std::string {
-        const std::optional<double> s = ParseFiniteDouble(value);
-        if (!s) return "'" + value + "' is not a number of seconds";
-        if (*s < min || *s > max) return value + " is not in " + shown + " seconds";
-        return "";
-      },
-      std::string("SECONDS in ") + shown);
-}
 
 volatile std::sig_atomic_t g_stop = 0;  // set by SIGINT/SIGTERM during --watch
 void OnStopSignal(int) { g_stop = 1; }

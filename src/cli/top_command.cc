@@ -11,6 +11,7 @@
 
 #include "base/strings.h"
 
+#include "cli/option_checks.h"
 #include "cli/acquire.h"
 #include "cli/daemon_client.h"
 #include "cli/drains.h"
@@ -23,19 +24,6 @@
 
 namespace gpuman::cli {
 namespace {
-
-// Seconds in [min, max]: CLI::Range lets "nan" through (every comparison with NaN is false),
-// which made `--watch nan` a busy loop; this one takes finite numbers only.
-CLI::Validator SecondsIn(double min, double max, const char* shown) {
-  return CLI::Validator(
-      [=](std::string& value) -> std::string {
-        const std::optional<double> s = ParseFiniteDouble(value);
-        if (!s) return "'" + value + "' is not a number of seconds";
-        if (*s < min || *s > max) return value + " is not in " + shown + " seconds";
-        return "";
-      },
-      std::string("SECONDS in ") + shown);
-}
 
 // One sample: snapshot with owners, then leases, jobs and drains. Runs on the sampler thread
 // (the first one on the main thread, before the sampler starts).
