@@ -53,6 +53,9 @@ struct DeviceSnapshot {
   std::optional<std::string> name;
   std::optional<std::string> pci_bus_id;  // NVML form "00000000:07:00.0"
   std::optional<std::string> serial;
+  // The N of /dev/nvidiaN (nvmlDeviceGetMinorNumber): how Slurm's gres.conf and container
+  // runtimes name a GPU. Not the NVML index; absent on platforms without device nodes.
+  std::optional<int> minor_number;
 
   std::optional<int64_t> memory_total_bytes;
   std::optional<int64_t> memory_used_bytes;

@@ -59,6 +59,7 @@ constexpr SymbolSpec kSymbols[] = {
   {Sym::kDeviceGetUuid, false, {"nvmlDeviceGetUUID", nullptr, nullptr}},
   {Sym::kDeviceGetName, false, {"nvmlDeviceGetName", nullptr, nullptr}},
   {Sym::kDeviceGetSerial, false, {"nvmlDeviceGetSerial", nullptr, nullptr}},
+  {Sym::kDeviceGetMinorNumber, false, {"nvmlDeviceGetMinorNumber", nullptr, nullptr}},
   {Sym::kDeviceGetPciInfo, false, {"nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetPciInfo_v2", "nvmlDeviceGetPciInfo"}},
   {Sym::kDeviceGetMemoryInfoV2, false, {"nvmlDeviceGetMemoryInfo_v2", nullptr, nullptr}},
   {Sym::kDeviceGetMemoryInfo, false, {"nvmlDeviceGetMemoryInfo", nullptr, nullptr}},

@@ -19,7 +19,7 @@ enum class Sym : int {
   kInit, kShutdown, kErrorString,
   kSystemGetDriverVersion, kSystemGetNvmlVersion, kSystemGetCudaDriverVersion,
   kDeviceGetCount, kDeviceGetHandleByIndex,
-  kDeviceGetUuid, kDeviceGetName, kDeviceGetSerial,
+  kDeviceGetUuid, kDeviceGetName, kDeviceGetSerial, kDeviceGetMinorNumber,
   kDeviceGetPciInfo, kDeviceGetMemoryInfoV2, kDeviceGetMemoryInfo,
   kDeviceGetUtilizationRates, kDeviceGetTemperature,
   kDeviceGetPowerUsage, kDeviceGetEnforcedPowerLimit, kDeviceGetPowerManagementLimit,

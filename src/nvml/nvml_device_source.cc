@@ -192,6 +192,7 @@ void ReadDevice(const NvmlLibrary& lib, nvmlDevice_t dev, const std::string& sys
   }
   s.name = r.String(Sym::kDeviceGetName, NVML_DEVICE_NAME_V2_BUFFER_SIZE);
   s.serial = r.String(Sym::kDeviceGetSerial, NVML_DEVICE_SERIAL_BUFFER_SIZE);
+  if (auto minor = r.UInt(Sym::kDeviceGetMinorNumber)) s.minor_number = static_cast<int>(*minor);
 
   nvmlPciInfo_t pci{};
   if (r.Call<nvmlDeviceGetPciInfo_fn>(Sym::kDeviceGetPciInfo, &pci)) {

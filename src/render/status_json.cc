@@ -52,6 +52,7 @@ json GpuToJson(const model::DeviceSnapshot& d, const StatusOptions& opts) {
       {"name", OrNull(d.name)},
       {"pci_bus_id", OrNull(d.pci_bus_id)},
       {"serial", OrNull(d.serial)},
+      {"minor_number", OrNull(d.minor_number)},
       {"memory",
        {{"total_bytes", OrNull(d.memory_total_bytes)},
         {"used_bytes", OrNull(d.memory_used_bytes)},

@@ -54,6 +54,7 @@ TEST(NvmlDeviceSourceTest, ReadsEveryField) {
   scenario["gpus"][1]["fan"] = 55;
   scenario["gpus"][1]["pstate"] = 2;
   scenario["gpus"][1]["clock_event_reasons"] = 0x44;
+  scenario["gpus"][1]["minor_number"] = 5;  // device nodes need not follow PCI order
   UseScenario(dir, scenario);
   auto l = Load(GPUMAN_TEST_FAKE_NVML);
   ASSERT_TRUE(l);
@@ -68,6 +69,8 @@ TEST(NvmlDeviceSourceTest, ReadsEveryField) {
   EXPECT_EQ(g.uuid, scenario["gpus"][1]["uuid"].get<std::string>());
   EXPECT_EQ(g.name, "NVIDIA A100-SXM4-80GB");
   EXPECT_EQ(g.serial, "132402001");
+  EXPECT_EQ(g.minor_number, 5);
+  EXPECT_EQ(snap.gpus[0].minor_number, std::nullopt);  // not in the scenario: NOT_SUPPORTED
   EXPECT_EQ(g.pci_bus_id, "00000000:0F:00.0");
   EXPECT_EQ(g.memory_total_bytes, 85899345920LL);
   EXPECT_EQ(g.memory_reserved_bytes, 611319808LL);
