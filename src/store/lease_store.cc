@@ -41,6 +41,7 @@ Result<std::unique_ptr<LeaseStore>> LeaseStore::Open(const std::string& path,
   DatabaseOptions db_options;
   db_options.busy_timeout = options.busy_timeout;
   db_options.file_mode = options.file_mode;
+  UseSchema(db_options, StateFileSchema());  // refuse a file that is not ours before writing
   auto db = Database::Open(path, db_options);
   if (!db) return db.error();
   if (auto migrated = Migrate(**db); !migrated) return migrated.error();
