@@ -162,8 +162,13 @@ Status CheckSqliteHeader(const std::string& path, const std::string& description
     return MakeError(ErrorCode::kIo, path + " is truncated or corrupt (" + size + " is not a whole number of " +
                                          std::to_string(page) + "-byte pages)" + aside);
   }
+  // A checkpoint copies the WAL into the file page 1 first, so while a non-empty -wal
+  // exists the header may briefly count pages that are not written yet: trust the count
+  // only without one (SQLite reports a short file itself when it reads past its end).
+  struct stat wal {};
+  const bool wal_in_use = ::stat((path + "-wal").c_str(), &wal) == 0 && wal.st_size > 0;
   const uint32_t pages = BigEndian(h + 28, 4);
-  if (pages != 0 && BigEndian(h + 24, 4) == BigEndian(h + 92, 4) &&
+  if (!wal_in_use && pages != 0 && BigEndian(h + 24, 4) == BigEndian(h + 92, 4) &&
       static_cast<uint64_t>(st.st_size) < static_cast<uint64_t>(pages) * page) {
     return MakeError(ErrorCode::kIo, path + " is truncated (" + size + "; its header says " + std::to_string(pages) +
                                          " pages of " + std::to_string(page) + " bytes)" + aside);
