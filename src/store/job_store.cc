@@ -261,6 +261,7 @@ Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path,
   }
   DatabaseOptions db_options;
   db_options.busy_timeout = options.busy_timeout;
+  UseSchema(db_options, StateFileSchema());  // refuse a file that is not ours before writing
   auto db = Database::Open(path, db_options);
   if (!db) return db.error();
   if (auto migrated = Migrate(**db); !migrated) return migrated.error();

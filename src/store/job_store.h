@@ -50,7 +50,7 @@ class JobStore {
  public:
   /// Opens the state db at `path` (creating it and its parent directories if needed) and
   /// migrates it to the current schema. Errors: as LeaseStore::Open (kPermissionDenied,
-  /// kIo, kBusy, kInvalidArgument for a newer schema).
+  /// kIo, also for a newer schema, kBusy).
   static Result<std::unique_ptr<JobStore>> Open(const std::string& path,
                                                 JobStoreOptions options = {});
   /// A job store on a connection already opened and migrated (store/state_db.h: one owner
