@@ -56,4 +56,17 @@ inline std::string IdleScenario(const std::string& scenario_dir, const std::stri
   return path;
 }
 
+/// The "total=N" of each line of a stand-in call log ($GPUMAN_FAKE_NVML_CALL_LOG, one line
+/// per process that unloaded the stand-in), in order.
+inline std::vector<long> CallLogTotals(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<long> totals;
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t at = line.find(" total=");
+    if (at != std::string::npos) totals.push_back(std::atol(line.c_str() + at + 7));
+  }
+  return totals;
+}
+
 }  // namespace gpuman::bench

@@ -97,6 +97,12 @@ class State {
     return Fire(scenario.errors, function, -1);
   }
 
+  unsigned long TotalCalls() const {
+    unsigned long total = 0;
+    for (const auto& [name, count] : call_counts) total += count;
+    return total;
+  }
+
   void ResetCounts() {
     call_counts.clear();
     fired_.clear();
