@@ -745,10 +745,10 @@ nvmlReturn_t EventWait(const char* function, nvmlEventSet_t set, nvmlEventData_t
   State& s = TheState();
   timespec start{};
   clock_gettime(CLOCK_MONOTONIC, &start);
-  while (true) {
+  for (bool first = true;; first = false) {
     {
       std::lock_guard<std::mutex> lock(s.mu);
-      s.Begin(function);
+      s.Begin(function, first);  // one call, however often it looks while it waits
       if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
       if (!set || !data) return NVML_ERROR_INVALID_ARGUMENT;
       if (auto injected = s.Injected(function, nullptr)) return *injected;
