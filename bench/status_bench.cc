@@ -47,10 +47,14 @@ int main(int argc, char** argv) {
   // Warm the page cache, then interleave the two so drift hits both alike.
   RunOnceMs(gpuman);
   RunOnceMs(floor);
-  std::vector<double> g, f;
+  std::vector<double> g, f, gc, fc;
   for (int i = 0; i < runs; ++i) {
-    g.push_back(RunOnceMs(gpuman));
-    f.push_back(RunOnceMs(floor));
+    auto gt = gpuman::bench::RunOnceTimes(gpuman);
+    auto ft = gpuman::bench::RunOnceTimes(floor);
+    g.push_back(gt.wall_ms);
+    f.push_back(ft.wall_ms);
+    gc.push_back(gt.cpu_ms);
+    fc.push_back(ft.cpu_ms);
   }
   // One more run of each with the stand-in's call log (written when the library unloads).
   const std::string log = dir + "/calls.log";
@@ -64,6 +68,8 @@ int main(int argc, char** argv) {
   std::printf("gpuman status --json  %8.3f ms\n", gm);
   std::printf("floor (same calls)    %8.3f ms\n", fm);
   std::printf("ratio                 %8.2fx  (goal <= 1.20x)\n", gm / fm);
+  const double gcm = Median(gc), fcm = Median(fc);
+  std::printf("cpu time (user+sys)   gpuman %.3f ms, floor %.3f ms, ratio %.2fx\n", gcm, fcm, fcm > 0 ? gcm / fcm : 0.0);
   if (calls.size() == 2) {
     std::printf("NVML calls            gpuman %ld, floor %ld\n", calls[0], calls[1]);
   }

@@ -207,8 +207,8 @@ std::vector<int> CpuSetToList(const unsigned long* words, unsigned n) {
   std::vector<int> cpus;
   constexpr int kBits = static_cast<int>(sizeof(unsigned long) * 8);
   for (unsigned w = 0; w < n; ++w) {
-    for (int b = 0; b < kBits; ++b) {
-      if (words[w] & (1UL << b)) cpus.push_back(static_cast<int>(w) * kBits + b);
+    for (unsigned long bits = words[w]; bits != 0; bits &= bits - 1) {
+      cpus.push_back(static_cast<int>(w) * kBits + std::countr_zero(bits));
     }
   }
   return cpus;
