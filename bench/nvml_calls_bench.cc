@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
   setenv("GPUMAN_FAKE_NVML_SCENARIO", scenario.c_str(), 1);
   unsetenv("GPUMAN_FAKE_NVML_CALL_LOG");
 
-  std::printf("nvml_calls_bench: h100-8 scenario (8 GPUs, 7 with processes), stand-in NVML\n");
+  std::printf("nvml_calls_bench: h100-8 scenario (8 GPUs, 6 with processes), stand-in NVML\n");
   {
     auto lib = gpuman::nvml::NvmlLibrary::Load(GPUMAN_BENCH_SIM_LIBRARY);
     if (!lib) {
