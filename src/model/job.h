@@ -29,6 +29,10 @@ std::optional<JobState> ParseJobState(const std::string& name);
 /// True for succeeded, failed, cancelled, timed_out.
 bool IsFinal(JobState state);
 
+/// The reason of a job that failed because one of its GPUs failed while it ran (the
+/// supervisor ended it): `wait` tells it from a job that failed by itself.
+inline constexpr char kGpuLostReason[] = "one of its GPUs failed while it ran";
+
 /// What the GPUs must be like (the selection options of `run`, as data).
 struct GpuRequest {
   int count = 1;
