@@ -73,6 +73,7 @@ class Background {
     return r;
   }
   std::string Out() const { return Slurp(out_); }
+  std::string Err() const { return Slurp(err_); }
 
  private:
   TempDir dir_;
@@ -224,6 +225,30 @@ TEST_F(ReconnectE2E, GivesUpAfterTheReconnectTimeWithTheDocumentedCode) {
   }
   EXPECT_GE(took, 1.9) << "not before the reconnect time";
   StartDaemon();  // for TearDown's cancel
+}
+
+// `run --wait` waiting for GPUs through the daemon: it reconnects, goes on waiting, and
+// runs once the GPUs are free, on a lease of the restarted daemon.
+TEST_F(ReconnectE2E, RunWaitRidesOutARestart) {
+  const std::string go = dir_.Join("go-blocker");
+  int64_t blocker = Submit({"-n", "8", "--", "sh", "-c", "while [ ! -e \"$1\" ]; do sleep 0.05; done", "sh", go});
+  ASSERT_TRUE(WaitForState(blocker, "running"));
+  Background runner({"--simulate", scenario_, "run", "--wait", "-n", "1", "--", "sh", "-c", "echo ran on $GPUMAN_LEASE_ID"},
+                    Env());
+  for (int i = 0; i < 3000 && runner.Err().find("waiting for") == std::string::npos; ++i) usleep(20000);
+  ASSERT_NE(runner.Err().find("waiting for"), std::string::npos) << "it waits: " << runner.Err();
+  StopDaemon(SIGKILL);
+  usleep(300000);
+  StartDaemon();
+  ASSERT_EQ(close(open(go.c_str(), O_WRONLY | O_CREAT, 0600)), 0);
+  auto ran = runner.Finish();
+  EXPECT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_EQ(ran.out.rfind("ran on ", 0), 0u) << ran.out;
+  EXPECT_EQ(Count(ran.err, kLost), 1u) << ran.err;
+  EXPECT_EQ(Count(ran.err, kBack), 1u) << ran.err;
+  auto leases = Gpuman({"leases", "--json"});
+  ASSERT_EQ(leases.exit_code, 0) << leases.err;
+  EXPECT_EQ(json::parse(leases.out)["leases"].size(), 0u) << "its lease was given back: " << leases.out;
 }
 
 // `top` keeps its last view, says the daemon is reconnecting, and shows the daemon's jobs
