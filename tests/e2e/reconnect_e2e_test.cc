@@ -160,6 +160,8 @@ class ReconnectE2E : public ::testing::Test {
     return false;
   }
 
+  void RideOut(int sig);
+
   TempDir dir_;
   std::string socket_, scenario_;
   pid_t daemon_ = -1;
@@ -169,9 +171,13 @@ class ReconnectE2E : public ::testing::Test {
 const char kLost[] = "gpuman: lost the daemon; reconnecting for up to 60s...\n";
 const char kBack[] = "gpuman: reconnected\n";
 
-// The job prints five lines, waits for the test's go (after the daemon was killed and
-// started again), prints five more and exits 7.
-TEST_F(ReconnectE2E, WaitAndLogsFollowRideOutAKill9AndARestart) {
+// The job prints five lines, waits for the test's go (after the daemon was stopped with
+// `sig` and started again), prints five more and exits 7. SIGKILL leaves the socket file
+// behind (connections are refused); SIGTERM removes it (the socket is briefly gone).
+TEST_F(ReconnectE2E, WaitAndLogsFollowRideOutAKill9AndARestart) { RideOut(SIGKILL); }
+TEST_F(ReconnectE2E, WaitAndLogsFollowRideOutAStopAndARestart) { RideOut(SIGTERM); }
+
+void ReconnectE2E::RideOut(int sig) {
   const std::string go = dir_.Join("go");
   int64_t id = Submit({"--", "sh", "-c",
                        "for i in 1 2 3 4 5; do echo line $i; done; while [ ! -e \"$1\" ]; do sleep 0.05; done; "
@@ -183,7 +189,7 @@ TEST_F(ReconnectE2E, WaitAndLogsFollowRideOutAKill9AndARestart) {
   for (int i = 0; i < 3000 && follower.Out().find("line 5\n") == std::string::npos; ++i) usleep(20000);
   ASSERT_NE(follower.Out().find("line 5\n"), std::string::npos) << "logs -f printed the first lines";
 
-  StopDaemon(SIGKILL);
+  StopDaemon(sig);
   usleep(300000);  // both clients notice (wait polls every 100 ms, logs -f every 200 ms)
   StartDaemon();
   ASSERT_EQ(close(open(go.c_str(), O_WRONLY | O_CREAT, 0600)), 0);
