@@ -44,7 +44,12 @@ class DaemonPart {
     f.has_daemon = true;
     if (d->broken() && reconnect_.Due()) {
       Reconnector::Step step = reconnect_.Record(d->Reopen());
-      if (step == Reconnector::Step::kGaveUp) gave_up_ = reconnect_.last_error().message;
+      if (step == Reconnector::Step::kGaveUp) {
+        const Error& e = reconnect_.last_error();
+        gave_up_ = e.code == ErrorCode::kUnavailable
+                       ? "daemon gone for over " + FormatReconnectTimeout(reconnect_.options().timeout_ms)
+                       : e.message;
+      }
     }
     if (!d->broken()) {
       tui::Frame got;

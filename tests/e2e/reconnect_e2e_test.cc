@@ -281,6 +281,30 @@ TEST_F(ReconnectE2E, TopAcrossADaemonRestart) {
   EXPECT_EQ(tmux.WaitForExit().rfind("1 ", 0), 0u);
 }
 
+// After the reconnect time top says the daemon is gone, and keeps looking: it is a view.
+TEST_F(ReconnectE2E, TopSaysTheDaemonIsGoneAfterTheReconnectTimeAndStillRecovers) {
+  if (access(kTmux, X_OK) != 0) GTEST_SKIP() << "tmux is not installed";
+  int64_t id = Submit({"--name", "survivor", "--", "sleep", "60"});
+  ASSERT_TRUE(WaitForState(id, "running"));
+  Tmux tmux(dir_.Join("leases"));
+  tmux.Start({"/usr/bin/env", "GPUMAN_SOCKET=" + socket_, "GPUMAN_RECONNECT_TIMEOUT=1s", kGpuman, "--simulate",
+              scenario_, "top", "--interval", "0.2"},
+             160, 40);
+  auto has = [](const std::string& s, const std::string& n) { return s.find(n) != std::string::npos; };
+  ASSERT_TRUE(has(tmux.WaitForText("survivor"), "survivor"));
+  StopDaemon(SIGTERM);  // the socket is gone, not just refusing
+  std::string screen = tmux.WaitForText("daemon gone for over 1s");
+  EXPECT_TRUE(has(screen, "daemon gone for over 1s")) << screen;
+  EXPECT_TRUE(has(screen, "still trying")) << screen;
+  EXPECT_TRUE(has(screen, "GPU")) << "the GPUs are still shown: " << screen;
+  EXPECT_NE(tmux.PaneDead().rfind("0", 0), std::string::npos) << "top did not exit";
+  StartDaemon();
+  screen = tmux.WaitFor([&](const std::string& s) { return !has(s, "daemon gone") && has(s, "survivor"); });
+  EXPECT_FALSE(has(screen, "daemon gone")) << screen;
+  tmux.Keys({"q"});
+  EXPECT_EQ(tmux.WaitForExit().rfind("1 ", 0), 0u);
+}
+
 // Each row of the table in docs/cli.md, "Exit codes of wait".
 TEST_F(ReconnectE2E, EachExitCodeOfWait) {
   struct Row {
