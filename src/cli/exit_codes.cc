@@ -22,7 +22,8 @@ int ExitCodeFor(ErrorCode code) {
 
 bool EndedByItself(const model::Job& job) {
   if (job.state == model::JobState::kSucceeded) return true;
-  return job.state == model::JobState::kFailed && job.exit_code && job.reason != model::kGpuLostReason;
+  return job.state == model::JobState::kFailed && job.failure == model::JobFailure::kNone && job.exit_code &&
+         job.reason != model::kGpuLostReason;
 }
 
 int WaitExitCode(const model::Job& job) {
@@ -34,6 +35,16 @@ int WaitExitCode(const model::Job& job) {
     case model::JobState::kCancelled:
       return kJobCancelled;
     case model::JobState::kFailed:
+      // It never ran its command (the supervisor says why).
+      switch (job.failure) {
+        case model::JobFailure::kCommandNotFound:
+          return kJobNotFound;
+        case model::JobFailure::kCannotExecute:
+        case model::JobFailure::kCannotStart:
+          return kJobCannotExecute;
+        case model::JobFailure::kNone:
+          break;
+      }
       // Ended by gpuman, not by itself: its GPU failed under it.
       if (job.reason == model::kGpuLostReason) return kJobGpumanFailed;
       // Ended by itself: its own code (128+N when signal N killed it; 126/127 when its

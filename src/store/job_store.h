@@ -85,8 +85,9 @@ class JobStore {
     std::optional<int64_t> started_unix_ms, ended_unix_ms;
     std::optional<int> exit_code;
     std::optional<std::string> reason;
+    std::optional<model::JobFailure> failure;
     /// First empties gpu_uuids and clears lease_id, supervisor_pid, supervisor_start_ticks,
-    /// started_unix_ms, ended_unix_ms and exit_code (a requeued job); the fields above
+    /// started_unix_ms, ended_unix_ms, exit_code and failure (a requeued job); the fields above
     /// are applied after that.
     bool clear_run = false;
   };

@@ -132,6 +132,12 @@ CREATE TABLE drained_gpus (
   since_unix_ms INTEGER NOT NULL
 ) WITHOUT ROWID;
 )sql"},
+    {3, "why a failed job never ran its command",
+     R"sql(
+-- '' for a job whose command ran (or has not failed); else 'command_not_found',
+-- 'cannot_execute' or 'cannot_start' (model::JobFailure). Older rows read as ''.
+ALTER TABLE jobs ADD COLUMN failure TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 }  // namespace
