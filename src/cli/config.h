@@ -27,12 +27,18 @@ struct DaemonConfig {
   int64_t history_coarse_keep_ms = 31LL * 24 * 3600 * 1000;  // 1 min means kept this long
 };
 
+/// The [client] table: how clients that follow something over time behave.
+struct ClientConfig {
+  int64_t reconnect_timeout_ms = 60000;  // "60s": how long wait/logs -f/top/run --wait reconnect
+};
+
 struct Config {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string kernel_log = "/dev/kmsg";  // where Xid lines are read from ($GPUMAN_KERNEL_LOG)
   std::string config_path;  // the file that was read, "" if none
   std::optional<std::string> lease_dir;  // the machine lease table's directory (lease_dir)
   DaemonConfig daemon;
+  ClientConfig client;  // [client]; $GPUMAN_RECONNECT_TIMEOUT overrides reconnect_timeout
   health::HealthPolicy health;  // [health]
   monitor::IdlePolicy idle;     // [idle]
   std::vector<monitor::AlertRule> alerts;  // [[alert]]

@@ -508,7 +508,7 @@ void Daemon::WatchRunningJobs() {
       if (job.requeue) {
         BeginEnding(job, model::JobState::kQueued, "requeued: one of its GPUs failed while it ran", now);
       } else {
-        BeginEnding(job, model::JobState::kFailed, "one of its GPUs failed while it ran", now);
+        BeginEnding(job, model::JobState::kFailed, model::kGpuLostReason, now);
       }
       told_gpu_lost_.insert(job.id);
     }
