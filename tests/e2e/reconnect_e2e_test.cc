@@ -313,8 +313,6 @@ TEST_F(ReconnectE2E, EachExitCodeOfWait) {
     int code;
     std::string state;
   };
-  const std::string not_executable = dir_.Write("not-executable.sh", "#!/bin/sh\necho hi\n");
-  chmod(not_executable.c_str(), 0644);
   const std::vector<Row> rows = {
       {"own exit code 0", {"--", "true"}, 0, "succeeded"},
       {"own exit code 3 (was also gpuman's 'lost the daemon' code)", {"--", "sh", "-c", "exit 3"}, 3, "failed"},
@@ -322,14 +320,33 @@ TEST_F(ReconnectE2E, EachExitCodeOfWait) {
       {"killed by signal 9: 128+9", {"--", "sh", "-c", "kill -9 $$"}, 137, "failed"},
       {"time limit, exited 0 after SIGTERM: 124",
        {"--time-limit", "1s", "--", "sh", "-c", "trap 'exit 0' TERM; while :; do sleep 0.1; done"}, 124, "timed_out"},
-      {"command not found: 127", {"--", "/nonexistent/gpuman-no-such-command"}, 127, "failed"},
-      {"not executable: 126", {"--", not_executable}, 126, "failed"},
   };
   for (const auto& row : rows) {
     int64_t id = Submit(row.submit);
     auto r = Gpuman({"wait", std::to_string(id)});
     EXPECT_EQ(r.exit_code, row.code) << row.what << ": " << r.err << Show(id).dump();
     EXPECT_EQ(Show(id)["state"], row.state) << row.what;
+  }
+
+  // Could not execute (126) and not found (127): the command was fine at submit (which
+  // checks it up front) and broke before the job started, while GPUs were busy.
+  {
+    const std::string gone = dir_.Write("gone.sh", "#!/bin/sh\necho hi\n");
+    const std::string locked = dir_.Write("locked.sh", "#!/bin/sh\necho hi\n");
+    chmod(gone.c_str(), 0755);
+    chmod(locked.c_str(), 0755);
+    int64_t blocker = Submit({"-n", "8", "--", "sleep", "60"});
+    ASSERT_TRUE(WaitForState(blocker, "running"));
+    int64_t not_found = Submit({"--", gone});
+    int64_t not_executable = Submit({"--", locked});
+    ASSERT_EQ(unlink(gone.c_str()), 0);
+    ASSERT_EQ(chmod(locked.c_str(), 0644), 0);
+    EXPECT_EQ(Gpuman({"cancel", std::to_string(blocker)}).exit_code, 0);
+    auto r = Gpuman({"wait", std::to_string(not_found)});
+    EXPECT_EQ(r.exit_code, 127) << r.err << Show(not_found).dump();
+    r = Gpuman({"wait", std::to_string(not_executable)});
+    EXPECT_EQ(r.exit_code, 126) << r.err << Show(not_executable).dump();
+    EXPECT_EQ(Show(not_executable)["state"], "failed");
   }
 
   // Cancelled, while running and while queued: 193.
