@@ -151,11 +151,20 @@ Result<protocol::Reply> DaemonClient::Lost(const std::string& why) {
   return MakeError(ErrorCode::kUnavailable, why);
 }
 
+Result<protocol::Reply> DaemonClient::Garbled(const std::string& why) {
+  // Not a lost connection (sending the request again would get the same reply), but the
+  // stream is out of step: the connection is closed, so a later request reconnects.
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+  return MakeError(ErrorCode::kUnavailable, why);
+}
+
 DaemonClient::~DaemonClient() {
   if (fd_ >= 0) close(fd_);
 }
 
 Result<protocol::Reply> DaemonClient::RoundTrip(protocol::RequestArgs args) {
+  if (fd_ < 0) return Lost("the connection to the daemon at " + path_ + " was closed");
   protocol::Request request{next_id_++, std::move(args)};
   auto frame = protocol::EncodeRequestFrame(request);
   if (!frame) return frame.error();
@@ -172,10 +181,10 @@ Result<protocol::Reply> DaemonClient::RoundTrip(protocol::RequestArgs args) {
   char buf[65536];
   while (true) {
     auto next = decoder.Next();
-    if (!next) return Lost("bad reply from the daemon: " + next.error().message);
+    if (!next) return Garbled("bad reply from the daemon: " + next.error().message);
     if (*next) {
       auto reply = protocol::ParseReply(**next);
-      if (!reply) return Lost("bad reply from the daemon: " + reply.error().message);
+      if (!reply) return Garbled("bad reply from the daemon: " + reply.error().message);
       return *reply;
     }
     ssize_t n = read(fd_, buf, sizeof buf);

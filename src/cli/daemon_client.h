@@ -110,7 +110,8 @@ class DaemonClient {
   /// Connects again to the same socket (trust checks and hello included), replacing the
   /// connection. Errors: Connect's.
   Status Reopen();
-  /// The connection broke (send, read or a garbled reply); cleared by a successful Reopen.
+  /// The connection broke (send or read failed); cleared by a successful Reopen. A garbled
+  /// reply is an error of its own (never resent), after which the connection is closed.
   bool broken() const { return broken_; }
   const ReconnectOptions& reconnect_options() const { return reconnector_->options(); }
 
@@ -120,7 +121,8 @@ class DaemonClient {
  private:
   DaemonClient();
   Result<protocol::Reply> RoundTrip(protocol::RequestArgs args);
-  Result<protocol::Reply> Lost(const std::string& why);
+  Result<protocol::Reply> Lost(const std::string& why);     // the connection broke: broken()
+  Result<protocol::Reply> Garbled(const std::string& why);  // a bad reply: closed, not resent
   int fd_ = -1;
   int64_t next_id_ = 1;
   uint32_t uid_ = 0;
