@@ -34,6 +34,16 @@ std::string UserName(uint32_t uid) {
   return pw ? pw->pw_name : std::to_string(uid);
 }
 
+std::string CutText(std::string text, size_t max_bytes) {
+  static constexpr std::string_view kEllipsis = "\u2026";
+  if (text.size() <= max_bytes) return text;
+  size_t end = max_bytes > kEllipsis.size() ? max_bytes - kEllipsis.size() : 0;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;  // not inside a character
+  text.resize(end);
+  text += kEllipsis;
+  return text;
+}
+
 std::optional<protocol::WireError> CheckOwnProcess(const Peer& peer, const model::LeaseProcess& p,
                                                    const DaemonIdentity& self) {
   using protocol::WireCode;
@@ -392,7 +402,8 @@ Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& g
   draft.uid = job.uid;
   draft.user = job.user;
   draft.kind = "job";
-  draft.command = "job " + std::to_string(job.id) + (job.name.empty() ? "" : " (" + job.name + ")");
+  draft.command = CutText("job " + std::to_string(job.id) + (job.name.empty() ? "" : " (" + job.name + ")"),
+                          kMaxLeaseCommandBytes);
   draft.created_unix_ms = clock_.NowUnixMs();
   draft.processes = {*holder};
   auto lease = leases_->Acquire(
@@ -625,7 +636,7 @@ Result<protocol::AcquireResult> Daemon::AcquireFor(const Peer& peer, const proto
   draft.uid = peer.uid;
   draft.user = peer.user;
   draft.kind = "run";
-  draft.command = a.command;
+  draft.command = CutText(a.command, kMaxLeaseCommandBytes);  // every `leases` reply carries it
   draft.created_unix_ms = clock_.NowUnixMs();
   draft.processes = {holder};
   auto lease = leases_->Acquire(
