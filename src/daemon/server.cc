@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -357,9 +358,11 @@ void Server::ServeTurn() {
     auto found = clients_.find(fd);
     if (found == clients_.end()) continue;
     Connection& c = *found->second;
+    const auto turn_start = std::chrono::steady_clock::now();
     for (size_t n = 0; n < limits_.requests_per_turn && !c.closing && !c.queued.empty() &&
                        c.unsent() < limits_.max_unsent_bytes;
          ++n) {
+      if (n > 0 && std::chrono::steady_clock::now() - turn_start > std::chrono::microseconds(limits_.turn_budget_us)) break;
       std::string payload = std::move(c.queued.front());
       c.queued.pop_front();
       Answer(c, payload);

@@ -34,7 +34,8 @@ struct ServerLimits {
   size_t max_clients_per_user = 64;    // connections of one uid (root: only max_clients)
   size_t max_queued_requests = 32;     // per connection: received and not yet answered
   size_t max_unsent_bytes = 4 << 20;   // per connection: replies it has not read; beyond, it is not read from
-  size_t requests_per_turn = 4;        // per connection in one ServeTurn
+  size_t requests_per_turn = 4;        // per connection in one ServeTurn, at most
+  int64_t turn_budget_us = 1000;       // and no more once this much time went on it (one at least)
   size_t read_bytes_per_turn = 64 << 10;  // per connection in one OnReady
   int64_t idle_timeout_ms = 120000;    // a connection that says nothing this long goes
   int64_t partial_frame_ms = 10000;    // a frame must arrive within this once begun
