@@ -74,6 +74,11 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
         auto v = value.value<int64_t>();
         if (!v || *v < 0) return bad("max_gpus_per_user must be a number >= 0");
         config.daemon.max_gpus_per_user = static_cast<int>(*v);
+      } else if (k == "max_connections" || k == "max_connections_per_user") {
+        auto v = value.value<int64_t>();
+        if (!v || *v < 1 || *v > 1'000'000) return bad(k + " must be a number from 1 to 1000000");
+        if (k == "max_connections") config.daemon.max_connections = static_cast<size_t>(*v);
+        else config.daemon.max_connections_per_user = static_cast<size_t>(*v);
       } else if (k == "user_limits") {
         auto* limits = value.as_table();
         if (!limits) return bad("user_limits must be a table of user = GPUs");
@@ -101,7 +106,8 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
       } else {
         return bad("unknown key '" + k +
                    "' (known: admin_group, default_time_limit, max_gpus_per_user, user_limits, metrics, "
-                   "sample_interval, history_fine_keep, history_coarse_keep)");
+                   "sample_interval, history_fine_keep, history_coarse_keep, max_connections, "
+                   "max_connections_per_user)");
       }
     }
   }

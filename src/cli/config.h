@@ -25,6 +25,8 @@ struct DaemonConfig {
   int64_t sample_interval_ms = 1000;             // collector period ("1s")
   int64_t history_fine_keep_ms = 3600LL * 1000;  // 1 s samples kept this long
   int64_t history_coarse_keep_ms = 31LL * 24 * 3600 * 1000;  // 1 min means kept this long
+  size_t max_connections = 1024;         // all clients together (64 kept for root and the admin group)
+  size_t max_connections_per_user = 64;  // one user's clients (root: only max_connections)
 };
 
 /// The [client] table: how clients that follow something over time behave.

@@ -169,11 +169,15 @@ Result<protocol::Reply> DaemonClient::RoundTrip(protocol::RequestArgs args) {
   auto frame = protocol::EncodeRequestFrame(request);
   if (!frame) return frame.error();
   const std::string& out = *frame;
+  bool send_failed = false;
   for (size_t sent = 0; sent < out.size();) {
     ssize_t w = send(fd_, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
     if (w <= 0) {
       if (w < 0 && errno == EINTR) continue;
-      return Lost("lost the connection to the daemon at " + path_);
+      // The daemon may have answered before closing (a refused connection's one error
+      // reply): read it rather than say only that the connection went.
+      send_failed = true;
+      break;
     }
     sent += static_cast<size_t>(w);
   }
@@ -189,6 +193,7 @@ Result<protocol::Reply> DaemonClient::RoundTrip(protocol::RequestArgs args) {
     }
     ssize_t n = read(fd_, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
+    if (n <= 0 && send_failed) return Lost("lost the connection to the daemon at " + path_);
     if (n <= 0) return Lost("the daemon at " + path_ + " closed the connection");
     (void)decoder.Feed(std::string_view(buf, static_cast<size_t>(n)));
   }

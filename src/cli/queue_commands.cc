@@ -61,6 +61,9 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   options.scheduler.default_max_gpus_per_user = rules.default_max_gpus_per_user;
   options.scheduler.max_gpus_per_user = rules.max_gpus_per_user;
   options.machine_lease_dir = ctx.lease_dir();
+  options.max_connections = dc.max_connections;
+  options.max_connections_per_user = dc.max_connections_per_user;
+  options.admin_connection_reserve = std::min<size_t>(64, dc.max_connections / 4);
   NoGpus no_gpus;
   devices::DeviceSource* source = &no_gpus;
   if (auto devices = ctx.Devices()) {
@@ -197,6 +200,24 @@ nlohmann::json WaitOutcomeJson(const model::Job& j, int wait_exit_code) {
                         {"ended_unix_ms", opt(j.ended_unix_ms)}};
 }
 
+// Every job of the queue, page after page (docs/protocol.md, "queue"): each reply holds
+// at most one frame's worth, and says where the next page starts.
+Result<protocol::QueueResult> FetchQueue(DaemonClient& c, bool all) {
+  protocol::QueueResult whole;
+  protocol::QueueArgs page_args{all, 0, protocol::kMaxQueuePage};
+  while (true) {
+    auto page = c.Call<protocol::QueueResult>(page_args);
+    if (!page) return page.error();
+    for (auto& j : page->jobs) whole.jobs.push_back(std::move(j));
+    if (!page->next) return whole;
+    if (*page->next <= page_args.after_id) {
+      return MakeError(ErrorCode::kInternal, "the daemon's queue pages do not advance (next " + std::to_string(*page->next) +
+                                                 " after " + std::to_string(page_args.after_id) + ")");
+    }
+    page_args.after_id = *page->next;
+  }
+}
+
 }  // namespace
 
 std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
@@ -315,7 +336,7 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     return kExitOk;
   }
   if (name == "queue") {
-    auto r = c.Call<protocol::QueueResult>(protocol::QueueArgs{args.all});
+    auto r = FetchQueue(c, args.all);
     if (!r) return Fail(ctx, r.error());
     if (args.json) {
       nlohmann::json list = nlohmann::json::array();

@@ -42,6 +42,11 @@ struct DaemonOptions {
   /// The machine lease table (leases taken while no daemon ran): its live leases are
   /// respected by every acquire and scheduling pass. Empty: none.
   std::string machine_lease_dir;
+  /// Connection caps (server.h, ServerLimits): everyone's together, of which the last
+  /// `admin_connection_reserve` only root and the admin group may take, and one user's.
+  size_t max_connections = 1024;
+  size_t admin_connection_reserve = 64;
+  size_t max_connections_per_user = 64;
 };
 
 class Server;

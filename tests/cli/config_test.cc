@@ -180,3 +180,24 @@ TEST(LoadConfigTest, DirectoryIsNotAConfigFile) {
 
 }  // namespace
 }  // namespace gpuman::cli
+
+namespace gpuman::cli {
+namespace {
+
+TEST(ParseConfigTest, DaemonConnectionCaps) {
+  auto defaults = ParseConfig("", "x.toml");
+  ASSERT_TRUE(defaults);
+  EXPECT_EQ(defaults->daemon.max_connections, 1024u);
+  EXPECT_EQ(defaults->daemon.max_connections_per_user, 64u);
+  auto c = ParseConfig("[daemon]\nmax_connections = 300\nmax_connections_per_user = 8\n", "x.toml");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->daemon.max_connections, 300u);
+  EXPECT_EQ(c->daemon.max_connections_per_user, 8u);
+  auto bad = ParseConfig("[daemon]\nmax_connections_per_user = 0\n", "x.toml");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("max_connections_per_user must be a number from 1 to 1000000"), std::string::npos)
+      << bad.error().message;
+}
+
+}  // namespace
+}  // namespace gpuman::cli
