@@ -132,6 +132,12 @@ CREATE TABLE drained_gpus (
   since_unix_ms INTEGER NOT NULL
 ) WITHOUT ROWID;
 )sql"},
+    {3, "the host of each lease: only that host reclaims it",
+     R"sql(
+-- gethostname() of the gpuman that took the lease; '' for leases older than this column
+-- (then taken to be this host's). Another host's lease is never reclaimed as stale.
+ALTER TABLE leases ADD COLUMN host TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 }  // namespace
