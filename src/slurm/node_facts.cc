@@ -37,13 +37,17 @@ std::optional<std::string> Var(const visibility::Environment& env, const char* n
   return it->second;
 }
 
-std::optional<int> MinorOf(const std::string& file) {
+}  // namespace
+
+std::optional<int> MinorOfDeviceFile(const std::string& file) {
   struct stat st {};
   if (stat(file.c_str(), &st) == 0 && S_ISCHR(st.st_mode) && major(st.st_rdev) == kNvidiaMajor) {
     return static_cast<int>(minor(st.st_rdev));
   }
   return MinorFromName(file);
 }
+
+namespace {
 
 // "/slurm/uid_0/job_2/step_0" of the cgroup v1 line whose controllers include `controller`
 // (v1).
@@ -99,7 +103,7 @@ visibility::SlurmNode ReadSlurmNode(const visibility::Environment& env, const st
   }
   if (const auto text = ReadText(node.gres_path)) {
     node.gres = ParseGresConf(*text, node_name);
-    for (visibility::GresGpu& g : node.gres) g.minor = MinorOf(g.file);
+    for (visibility::GresGpu& g : node.gres) g.minor = MinorOfDeviceFile(g.file);
     if (node.gres.empty()) node.gres_error = node.gres_path + " has no GPU File= line for node " + node_name;
   } else {
     node.gres_error = "cannot read " + node.gres_path;

@@ -36,6 +36,10 @@ bool InSlurmJob(const visibility::Environment& env);
 visibility::SlurmNode ReadSlurmNode(const visibility::Environment& env, const std::string& hostname,
                                     const SlurmPaths& paths = {});
 
+/// The minor number of a GPU device file: from the device when it is an NVIDIA character
+/// device (major 195), else the N of its name "nvidiaN"; nullopt otherwise.
+std::optional<int> MinorOfDeviceFile(const std::string& file);
+
 /// Of `pids`, those in the cgroup of Slurm job `job_id` (/proc/PID/cgroup names
 /// ".../job_<id>/..."); nullopt when this process is not in such a cgroup itself (no
 /// cgroup proctrack), so membership cannot be told.

@@ -171,5 +171,21 @@ TEST_F(SlurmE2E, StatusMarksTheJobsGpus) {
   EXPECT_THAT(only.out, ::testing::Not(HasSubstr(uuids_[2].substr(0, 12))));
 }
 
+TEST_F(SlurmE2E, GresConfCheckComparesSlurmdWithNvml) {
+  // The recipe declares 8 fake GPUs, /run/slurm-fake-gpu/nvidia0..7 (minors 0..7).
+  auto env = CleanEnv(state_.path());
+  for (const auto& [k, v] : RecipeEnv()) env[k] = v;
+  env["GPUMAN_SIMULATE"] = Scenario({0, 1, 2, 3, 4, 5, 6, 7});
+  const auto ok = testing::Run({kGpuman, "slurm", "gres-conf", "--check"}, env);
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  EXPECT_THAT(ok.out, HasSubstr("ok: slurmd's 8 GPU(s) are NVML's"));
+
+  env["GPUMAN_SIMULATE"] = "a100-4";  // NVML shows 4 GPUs; slurmd declares 8
+  const auto bad = testing::Run({kGpuman, "slurm", "gres-conf", "--check"}, env);
+  EXPECT_EQ(bad.exit_code, 6) << bad.out << bad.err;
+  EXPECT_THAT(bad.out, HasSubstr("mismatch: slurmd has 8 GPU(s), NVML 4"));
+  EXPECT_THAT(bad.out, HasSubstr("/run/slurm-fake-gpu/nvidia7 (minor 7) is no GPU NVML shows"));
+}
+
 }  // namespace
 }  // namespace gpuman::e2e
