@@ -50,7 +50,12 @@ Result<model::MachineSnapshot> Collect(const StatusArgs& args, Context& ctx,
                                        std::optional<render::StatusAllocation>& allocation) {
   auto source = ctx.Devices();
   if (!source) return source.error();
-  auto snap = (*source)->Snapshot();
+  // What this output shows (the text view needs fewer fields than JSON); a watch is a
+  // monitor: health and settings at most a minute old.
+  devices::SnapshotOptions fields = devices::FieldOptions(args.json ? devices::kStatusJsonFields
+                                                                    : devices::kStatusTextFields);
+  if (args.watch_seconds > 0) fields.slow_max_age = devices::kMonitorSlowAge;
+  auto snap = (*source)->Snapshot(fields);
   if (!snap) return snap.error();
   allocation = FindAllocation(*snap, ctx);
   if (args.allocation) {

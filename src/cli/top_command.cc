@@ -33,7 +33,7 @@ tui::Frame CollectFrame(Context& ctx) {
   auto source = ctx.Devices();
   if (!source) {
     f.snapshot_error = source.error().message;
-  } else if (auto snap = (*source)->Snapshot(); !snap) {
+  } else if (auto snap = (*source)->Snapshot(devices::MonitorOptions(devices::kTopFields)); !snap) {
     f.snapshot_error = snap.error().message;
   } else {
     devices::EnrichProcesses(*snap, ctx.Inspector());

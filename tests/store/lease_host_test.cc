@@ -1,5 +1,5 @@
 // Leases record their host; only that host judges whether the holder lives (schema
-// version 3). A lease table shared between nodes (a $HOME on NFS) must not lose node A's
+// version 4). A lease table shared between nodes (a $HOME on NFS) must not lose node A's
 // lease because node B cannot see A's pids.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
