@@ -26,6 +26,7 @@
 #include "cli/lease_commands.h"
 #include "cli/queue_commands.h"
 #include "cli/run_command.h"
+#include "cli/slurm_command.h"
 #include "cli/status_command.h"
 #include "cli/top_command.h"
 #include "sched/supervisor.h"
@@ -199,6 +200,8 @@ struct CommandTree::Parts {
   CLI::App* report = nullptr;
   QueueArgs queue_args;
   std::vector<CLI::App*> queue_commands;
+  SlurmArgs slurm_args;
+  CLI::App* slurm = nullptr;
   CLI::App* scenarios = nullptr;
   std::optional<std::string> help_command;
   CLI::App* help = nullptr;
@@ -230,6 +233,7 @@ CommandTree::CommandTree() : parts_(std::make_unique<Parts>()) {
   p.history = AddHistoryCommand(app, p.history_args);
   p.report = AddReportCommand(app, p.report_args);
   p.queue_commands = AddQueueCommands(app, p.queue_args);
+  p.slurm = AddSlurmCommand(app, p.slurm_args);
   p.scenarios = app.add_subcommand("scenarios", "List the simulated nodes usable with --simulate");
   p.help = app.add_subcommand("help", "Show the help of gpuman or of one command (as COMMAND --help does)");
   p.help->add_option("command", p.help_command, "The command to describe");
@@ -331,6 +335,7 @@ int RunGpuman(int argc, char** argv) {
   for (CLI::App* cmd : p.queue_commands) {
     if (*cmd) return RunQueueCommand(cmd->get_name(), p.queue_args, ctx);
   }
+  if (*p.slurm) return RunSlurm(p.slurm_args, ctx);
   if (*p.scenarios) {
     for (const auto& name : ListScenarios(ctx.env(), exe_dir)) std::cout << name << "\n";
     return kExitOk;

@@ -7,6 +7,7 @@
 
 #include "cli/acquire.h"
 #include "cli/exit_codes.h"
+#include "cli/slurm_node.h"
 #include "devices/process_inspector.h"
 #include "render/explain_view.h"
 #include "render/topo_view.h"
@@ -96,6 +97,8 @@ int RunExplain(const ExplainArgs& args, Context& ctx) {
     } else {
       options.leases_error = live.error().message;
     }
+    // The node's Slurm facts (gres.conf, confinement) describe this process, not a given --env.
+    if (args.env.empty()) options.slurm_node = SlurmNodeForJob(env, *snap);
     report = visibility::Resolve(env, snap->gpus, options);
   }
   if (args.json) {

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 
 #include "base/strings.h"
+#include "cli/slurm_node.h"
 #include "devices/gpu_ids.h"
 #include "policy/byte_size.h"
 #include "visibility/allocation.h"
@@ -68,7 +69,9 @@ Result<policy::SelectionRequest> BuildSelectionRequest(const SelectionArgs& args
     req.exclude.insert(req.exclude.end(), uuids->begin(), uuids->end());
   }
   req.allow_shared = args.allow_shared;
-  req.allowed = visibility::AllowedGpus(env, snap.gpus);
+  // Inside a Slurm job the allocation is mapped through gres.conf and minor numbers.
+  const auto slurm_node = SlurmNodeForJob(env, snap);
+  req.allowed = visibility::AllowedGpus(env, snap.gpus, slurm_node ? &*slurm_node : nullptr);
   return req;
 }
 

@@ -14,7 +14,9 @@
 #include "cli/acquire.h"
 #include "cli/drains.h"
 #include "cli/exit_codes.h"
+#include "cli/slurm_node.h"
 #include "devices/gpu_ids.h"
+#include "visibility/allocation.h"
 #include "store/proc_liveness.h"
 
 namespace gpuman::cli {
@@ -23,8 +25,29 @@ namespace {
 volatile std::sig_atomic_t g_stop = 0;  // set by SIGINT/SIGTERM during --watch
 void OnStopSignal(int) { g_stop = 1; }
 
-// One snapshot, enriched and filtered. Errors as from DeviceSource and ResolveGpuIds.
-Result<model::MachineSnapshot> Collect(const StatusArgs& args, Context& ctx) {
+// The allocation this process runs inside (Slurm job, container list, outer
+// CUDA_VISIBLE_DEVICES), resolved on the whole snapshot; nullopt when there is none.
+std::optional<render::StatusAllocation> FindAllocation(const model::MachineSnapshot& snap, Context& ctx) {
+  const visibility::Environment& env = ctx.env().vars;
+  const auto node = SlurmNodeForJob(env, snap);
+  auto uuids = visibility::AllowedGpus(env, snap.gpus, node ? &*node : nullptr);
+  if (!uuids) return std::nullopt;
+  std::string source;
+  if (const auto slurm = visibility::ParseSlurmGpus(env, snap.gpus, node ? &*node : nullptr)) {
+    source = "Slurm job " + (node && node->job_id ? *node->job_id : std::string("?")) + " (" + slurm->variable + "=" +
+             slurm->value + ")";
+  } else if (const auto nvd = visibility::GetVar(env, "NVIDIA_VISIBLE_DEVICES"); nvd && !nvd->empty()) {
+    source = "container (NVIDIA_VISIBLE_DEVICES=" + std::string(*nvd) + ")";
+  } else {
+    source = "CUDA_VISIBLE_DEVICES=" + std::string(visibility::GetVar(env, "CUDA_VISIBLE_DEVICES").value_or(""));
+  }
+  return render::StatusAllocation{EscapeControl(source), std::move(*uuids)};
+}
+
+// One snapshot, enriched and filtered, and the allocation it runs in. Errors as from
+// DeviceSource and ResolveGpuIds; --allocation outside any allocation is kInvalidArgument.
+Result<model::MachineSnapshot> Collect(const StatusArgs& args, Context& ctx,
+                                       std::optional<render::StatusAllocation>& allocation) {
   auto source = ctx.Devices();
   if (!source) return source.error();
   // What this output shows (the text view needs fewer fields than JSON); a watch is a
@@ -34,6 +57,17 @@ Result<model::MachineSnapshot> Collect(const StatusArgs& args, Context& ctx) {
   if (args.watch_seconds > 0) fields.slow_max_age = devices::kMonitorSlowAge;
   auto snap = (*source)->Snapshot(fields);
   if (!snap) return snap.error();
+  allocation = FindAllocation(*snap, ctx);
+  if (args.allocation) {
+    if (!allocation) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "--allocation: not inside an allocation (no Slurm job GPUs, container device list or "
+                       "CUDA_VISIBLE_DEVICES)");
+    }
+    std::erase_if(snap->gpus, [&](const model::DeviceSnapshot& d) {
+      return !d.uuid || std::find(allocation->uuids.begin(), allocation->uuids.end(), *d.uuid) == allocation->uuids.end();
+    });
+  }
   if (args.gpus) {
     auto picked = devices::ResolveGpuIds(*args.gpus, snap->gpus);
     if (!picked) return picked.error();
@@ -92,6 +126,8 @@ CLI::App* AddStatusCommand(CLI::App& app, StatusArgs& args) {
   cmd->add_option("--gpus", args.gpus, "Only these GPUs: indices or UUIDs, comma-separated");
   cmd->add_flag("--no-processes", args.no_processes, "Do not list processes");
   cmd->add_flag("--no-color", args.no_color, "Never use colour");
+  cmd->add_flag("--allocation", args.allocation,
+                "Only the GPUs of the allocation gpuman runs inside (Slurm job, container, CUDA_VISIBLE_DEVICES)");
   return cmd;
 }
 
@@ -105,7 +141,7 @@ int RunStatus(const StatusArgs& args, Context& ctx) {
   opts.drains = StatusDrains(ctx);
 
   if (args.watch_seconds <= 0) {
-    auto snap = Collect(args, ctx);
+    auto snap = Collect(args, ctx, opts.allocation);
     if (!snap) {
       ctx.err() << "gpuman: error: " << snap.error().message << "\n";
       return ExitCodeFor(snap.error().code);
@@ -126,7 +162,7 @@ int RunStatus(const StatusArgs& args, Context& ctx) {
   int last_error_exit = kExitOk;
   for (int n = 0; !g_stop && (args.iterations == 0 || n < args.iterations); ++n) {
     auto started = std::chrono::steady_clock::now();
-    auto snap = Collect(args, ctx);
+    auto snap = Collect(args, ctx, opts.allocation);
     if (!snap) {
       // Bad arguments will not get better; a driver hiccup might.
       if (snap.error().code == ErrorCode::kInvalidArgument || n == 0) {

@@ -20,6 +20,7 @@ struct StatusArgs {
   std::optional<std::string> gpus;  // --gpus filter; unset = all
   bool no_processes = false;
   bool no_color = false;
+  bool allocation = false;  // --allocation: only the GPUs of the enclosing allocation
 };
 
 /// Adds the `status` subcommand; `args` is filled when it is parsed.

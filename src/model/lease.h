@@ -26,6 +26,11 @@ struct Lease {
   std::string kind;                    // "run" (gpuman run) or "select" (select --lease)
   int64_t created_unix_ms = 0;
   std::vector<LeaseProcess> processes;
+  /// The host whose processes hold it (gethostname of the gpuman that took it); "" for a
+  /// lease recorded before gpuman stored hosts. Only that host judges whether the
+  /// processes live: a lease table in a directory shared between nodes never loses
+  /// another node's lease as stale (docs/slurm.md).
+  std::string host;
   /// Set by the daemon's idle watch (never stored with the lease): since when every GPU
   /// of the lease stayed below the idle threshold; absent when busy or not watched.
   std::optional<int64_t> idle_since_unix_ms;

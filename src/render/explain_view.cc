@@ -271,6 +271,30 @@ nlohmann::ordered_json ExplainToJson(const VisibilityReport& report) {
   j["allowed_uuids"] = report.allowed_uuids ? nlohmann::ordered_json(*report.allowed_uuids)
                                             : nlohmann::ordered_json(nullptr);
 
+  // The Slurm layer's index mapping (docs/slurm.md); null outside a Slurm allocation.
+  nlohmann::ordered_json slurm = nullptr;
+  if (report.slurm) {
+    const visibility::SlurmGpus& s = *report.slurm;
+    nlohmann::ordered_json mapping = nlohmann::ordered_json::array();
+    for (const visibility::SlurmGpuMapping& m : s.mapping) {
+      mapping.push_back({{"slurm_index", m.slurm_index},
+                         {"file", OptString(m.file)},
+                         {"minor_number", m.minor ? nlohmann::ordered_json(*m.minor) : nlohmann::ordered_json(nullptr)},
+                         {"index", m.index ? nlohmann::ordered_json(m.index->value) : nlohmann::ordered_json(nullptr)},
+                         {"uuid", OptString(m.uuid)}});
+    }
+    slurm = {{"variable", s.variable},
+             {"value", s.value},
+             {"constrained", s.is_constrained},
+             {"constrained_reason", s.constrained_reason},
+             {"cuda_visible_devices_from_slurm", s.cvd_is_slurms},
+             {"mapping_source", s.mapping_source},
+             {"minor_is_slurm_index", s.minor_is_slurm_index},
+             {"nvml_shows_only_job", s.nvml_shows_only_job},
+             {"mapping", std::move(mapping)}};
+  }
+  j["slurm"] = std::move(slurm);
+
   nlohmann::ordered_json warnings = nlohmann::ordered_json::array();
   for (const Warning& w : report.warnings) {
     warnings.push_back({{"code", visibility::WarningCodeName(w.code)}, {"message", w.message}});

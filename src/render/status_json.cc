@@ -105,6 +105,10 @@ json GpuToJson(const model::DeviceSnapshot& d, const StatusOptions& opts) {
                       {"since_unix_ms", drain.since_unix_ms}};
     }
   }
+  if (opts.allocation) {
+    const auto& uuids = opts.allocation->uuids;
+    gpu["in_allocation"] = d.uuid && std::find(uuids.begin(), uuids.end(), *d.uuid) != uuids.end();
+  }
   if (opts.leases) {
     json lease = nullptr;
     for (const model::Lease& l : *opts.leases) {
@@ -142,6 +146,7 @@ nlohmann::ordered_json StatusToJson(const model::MachineSnapshot& snap, const St
       {"gpus", std::move(gpus)},
   };
   if (opts.simulated) out["scenario"] = opts.scenario;
+  if (opts.allocation) out["allocation"] = {{"source", opts.allocation->source}, {"uuids", opts.allocation->uuids}};
   return out;
 }
 

@@ -3,7 +3,8 @@
 // Layout, top to bottom: a header line (simulated marker first so it can never be cut
 // off, then driver, CUDA and snapshot time), a column-title line, and per GPU one
 // table row followed by indented detail lines: the drain (a drained GPU's HEALTH cell
-// says DRAINED instead of "ok"), health problems, warnings, leases, processes.
+// says DRAINED instead of "ok"), the allocation mark (inside a Slurm job or another
+// allocation, its GPUs), health problems, warnings, leases, processes.
 //
 // The GPU table is laid out from content widths. Mandatory columns always show; NAME
 // shrinks (down to kNameMinWidth) and HEALTH, the last column, takes what is left and
@@ -422,6 +423,11 @@ std::string RenderStatusText(const model::MachineSnapshot& snap, const StatusOpt
 
       if (const model::GpuDrain* drain = DrainOf(d, opts.drains)) {
         AppendDetailLine(lines, "", DrainText(*drain), Color::kYellow, color, avail);
+      }
+      if (opts.allocation && d.uuid &&
+          std::find(opts.allocation->uuids.begin(), opts.allocation->uuids.end(), *d.uuid) !=
+              opts.allocation->uuids.end()) {
+        AppendDetailLine(lines, "in this allocation: ", opts.allocation->source, Color::kGreen, color, avail);
       }
       // Problem text the row could not show in full goes beneath it.
       const Column& health = cols.back();

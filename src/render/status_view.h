@@ -22,6 +22,13 @@ struct TerminalInfo {
   bool use_color = false;
 };
 
+/// The GPUs of the allocation gpuman runs inside (a Slurm job, a container's device list,
+/// an outer CUDA_VISIBLE_DEVICES), as the CLI resolved them (visibility::AllowedGpus).
+struct StatusAllocation {
+  std::string source;               // "Slurm job 12 (SLURM_STEP_GPUS=3,4)"
+  std::vector<std::string> uuids;   // full UUIDs
+};
+
 struct StatusOptions {
   bool show_processes = true;
   bool simulated = false;  // data comes from the stand-in NVML
@@ -32,12 +39,17 @@ struct StatusOptions {
   /// Drained GPUs (from the daemon; none without one). A drained GPU's row says DRAINED
   /// with the reason beneath (text) and its JSON object has "drain" (null when not drained).
   std::vector<model::GpuDrain> drains;
+  /// Set inside an allocation: its GPUs are marked (text: a line "in this allocation: …"
+  /// under the row; JSON: "in_allocation" on every GPU and a top-level "allocation").
+  std::optional<StatusAllocation> allocation;
 };
 
 /// The JSON contract of `gpuman status --json` (schema_version 1). Every unknown
 /// value is null, never 0. With show_processes == false each GPU object has no
 /// "processes" key at all; with simulated == true the top level gains "scenario".
-/// Every GPU has "drain": null, or {"reason", "by", "by_uid", "since_unix_ms"}.
+/// Every GPU has "drain": null, or {"reason", "by", "by_uid", "since_unix_ms"}. With
+/// opts.allocation the top level gains "allocation" {"source", "uuids"} and every GPU
+/// "in_allocation" (bool); without it neither key exists.
 nlohmann::ordered_json StatusToJson(const model::MachineSnapshot& snap, const StatusOptions& opts);
 
 /// Human view: a header line, a column-title line, one line per GPU, then indented

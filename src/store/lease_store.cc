@@ -1,5 +1,7 @@
 #include "store/lease_store.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -34,6 +36,12 @@ namespace {
 
 constexpr int kEventsKept = 10000;
 
+std::string ThisHost() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "";
+  return name;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<LeaseStore>> LeaseStore::Open(const std::string& path,
@@ -45,10 +53,10 @@ Result<std::unique_ptr<LeaseStore>> LeaseStore::Open(const std::string& path,
   auto db = Database::Open(path, db_options);
   if (!db) return db.error();
   if (auto migrated = Migrate(**db); !migrated) return migrated.error();
-  return Attach(std::shared_ptr<Database>(std::move(*db)));
+  return Attach(std::shared_ptr<Database>(std::move(*db)), options.host);
 }
 
-Result<std::unique_ptr<LeaseStore>> LeaseStore::Attach(std::shared_ptr<Database> db) {
+Result<std::unique_ptr<LeaseStore>> LeaseStore::Attach(std::shared_ptr<Database> db, std::string host) {
   auto stmts = std::make_unique<Statements>();
   const struct {
     Statement* target;
@@ -56,9 +64,9 @@ Result<std::unique_ptr<LeaseStore>> LeaseStore::Attach(std::shared_ptr<Database>
     const char* sql;
   } specs[] = {
       {&stmts->select_leases, "read leases",
-       "SELECT id, uid, user, command, kind, created_unix_ms FROM leases ORDER BY id"},
+       "SELECT id, uid, user, command, kind, created_unix_ms, host FROM leases ORDER BY id"},
       {&stmts->select_lease, "read lease",
-       "SELECT id, uid, user, command, kind, created_unix_ms FROM leases WHERE id = ?1"},
+       "SELECT id, uid, user, command, kind, created_unix_ms, host FROM leases WHERE id = ?1"},
       {&stmts->select_gpus, "read lease gpus",
        "SELECT lease_id, gpu_uuid FROM lease_gpus ORDER BY lease_id, position"},
       {&stmts->select_lease_gpus, "read lease gpus",
@@ -69,8 +77,8 @@ Result<std::unique_ptr<LeaseStore>> LeaseStore::Attach(std::shared_ptr<Database>
        "SELECT lease_id, pid, start_time_ticks FROM lease_processes WHERE lease_id = ?1 "
        "ORDER BY pid"},
       {&stmts->insert_lease, "insert lease",
-       "INSERT INTO leases (uid, user, command, kind, created_unix_ms) "
-       "VALUES (?1, ?2, ?3, ?4, ?5)"},
+       "INSERT INTO leases (uid, user, command, kind, created_unix_ms, host) "
+       "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"},
       {&stmts->insert_gpu, "insert lease gpu",
        "INSERT INTO lease_gpus (gpu_uuid, lease_id, position) VALUES (?1, ?2, ?3)"},
       {&stmts->upsert_process, "record lease process",
@@ -94,11 +102,12 @@ Result<std::unique_ptr<LeaseStore>> LeaseStore::Attach(std::shared_ptr<Database>
     if (!stmt) return stmt.error();
     *spec.target = std::move(*stmt);
   }
-  return std::unique_ptr<LeaseStore>(new LeaseStore(std::move(db), std::move(stmts)));
+  if (host.empty()) host = ThisHost();
+  return std::unique_ptr<LeaseStore>(new LeaseStore(std::move(db), std::move(stmts), std::move(host)));
 }
 
-LeaseStore::LeaseStore(std::shared_ptr<Database> db, std::unique_ptr<Statements> stmts)
-    : db_(std::move(db)), stmts_(std::move(stmts)) {}
+LeaseStore::LeaseStore(std::shared_ptr<Database> db, std::unique_ptr<Statements> stmts, std::string host)
+    : db_(std::move(db)), stmts_(std::move(stmts)), host_(std::move(host)) {}
 
 LeaseStore::~LeaseStore() = default;
 
@@ -123,6 +132,7 @@ Result<std::vector<model::Lease>> LeaseStore::LoadLocked(std::optional<int64_t> 
       lease.command = leases.ColumnText(3);
       lease.kind = leases.ColumnText(4);
       lease.created_unix_ms = leases.ColumnInt64(5);
+      lease.host = leases.ColumnText(6);
       index[lease.id] = out.size();
       out.push_back(std::move(lease));
     }
@@ -175,8 +185,10 @@ Result<std::vector<model::Lease>> LeaseStore::ReclaimLocked(
   if (!recorded) return recorded.error();
   std::vector<model::Lease> live;
   for (model::Lease& lease : *recorded) {
-    if (std::any_of(lease.processes.begin(), lease.processes.end(),
-                    [&alive](const model::LeaseProcess& p) { return alive(p); })) {
+    // Another host's processes are not ours to look up: its lease stays.
+    const bool is_foreign = !lease.host.empty() && lease.host != host_;
+    if (is_foreign || std::any_of(lease.processes.begin(), lease.processes.end(),
+                                  [&alive](const model::LeaseProcess& p) { return alive(p); })) {
       live.push_back(std::move(lease));
       continue;
     }
@@ -196,7 +208,8 @@ Result<model::Lease> LeaseStore::InsertLocked(const model::Lease& draft,
         .Bind(2, draft.user)
         .Bind(3, draft.command)
         .Bind(4, draft.kind)
-        .Bind(5, draft.created_unix_ms);
+        .Bind(5, draft.created_unix_ms)
+        .Bind(6, host_);
     if (auto r = s.Run(); !r) return r.error();
     lease.id = db_->LastInsertRowId();
   }

@@ -30,6 +30,9 @@ struct LeaseStoreOptions {
   std::chrono::milliseconds busy_timeout{5000};
   /// Mode of the file when Open creates it (see DatabaseOptions::file_mode).
   unsigned file_mode = 0600;
+  /// The host this store runs on, recorded in each new lease; only leases of this host
+  /// (or without a host) are reclaimed as stale. Empty: gethostname().
+  std::string host;
 };
 
 class LeaseStore {
@@ -44,14 +47,16 @@ class LeaseStore {
                                                   const LeaseStoreOptions& options = {});
   /// A lease store on a connection already opened and migrated (store/state_db.h).
   /// Errors: kIo (a statement does not prepare: not a gpuman database).
-  static Result<std::unique_ptr<LeaseStore>> Attach(std::shared_ptr<Database> db);
+  /// `host` as LeaseStoreOptions::host.
+  static Result<std::unique_ptr<LeaseStore>> Attach(std::shared_ptr<Database> db, std::string host = "");
   ~LeaseStore();
   LeaseStore(const LeaseStore&) = delete;
   LeaseStore& operator=(const LeaseStore&) = delete;
 
-  /// In one BEGIN IMMEDIATE transaction: deletes the stale leases (none of their processes
-  /// alive per `alive`), calls `choose` with the live ones, and stores a lease for the
-  /// returned UUIDs with `draft`'s uid, user, command, kind, created_unix_ms and processes.
+  /// In one BEGIN IMMEDIATE transaction: deletes the stale leases (this host's leases none
+  /// of whose processes is alive per `alive`; another host's lease is never stale here), calls `choose` with the live ones, and stores a lease for the
+  /// returned UUIDs with `draft`'s uid, user, command, kind, created_unix_ms and processes,
+  /// and this store's host.
   /// Returns the stored lease, with its id.
   /// If choose fails, its error is returned; the stale-lease cleanup is still committed
   /// (as it is when the insert fails). Errors: choose's error; kInvalidArgument (draft
@@ -87,7 +92,7 @@ class LeaseStore {
 
  private:
   struct Statements;
-  LeaseStore(std::shared_ptr<Database> db, std::unique_ptr<Statements> stmts);
+  LeaseStore(std::shared_ptr<Database> db, std::unique_ptr<Statements> stmts, std::string host);
 
   Result<std::vector<model::Lease>> LoadLocked(std::optional<int64_t> only_id);
   // Splits the recorded leases into live (returned) and stale (deleted, appended to
@@ -100,6 +105,7 @@ class LeaseStore {
 
   std::shared_ptr<Database> db_;       // shared with the job store of the same state db
   std::unique_ptr<Statements> stmts_;  // finalized before db_ closes (reverse order)
+  std::string host_;                   // recorded in new leases; judges liveness of its own
 };
 
 }  // namespace gpuman::store

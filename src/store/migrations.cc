@@ -146,6 +146,12 @@ CREATE TABLE drained_gpus (
 -- 'cannot_execute' or 'cannot_start' (model::JobFailure). Older rows read as ''.
 ALTER TABLE jobs ADD COLUMN failure TEXT NOT NULL DEFAULT '';
 )sql"},
+    {4, "the host of each lease: only that host reclaims it",
+     R"sql(
+-- gethostname() of the gpuman that took the lease; '' for leases older than this column
+-- (then taken to be this host's). Another host's lease is never reclaimed as stale.
+ALTER TABLE leases ADD COLUMN host TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 }  // namespace

@@ -87,46 +87,19 @@ ContainerDevices ParseNvidiaVisibleDevices(std::optional<std::string_view> value
   return result;
 }
 
-std::optional<SlurmGpus> ParseSlurmGpus(const Environment& env,
-                                        const std::vector<model::DeviceSnapshot>& gpus) {
-  SlurmGpus result;
-  for (const char* name : {"SLURM_STEP_GPUS", "SLURM_JOB_GPUS"}) {
-    const auto value = GetVar(env, name);
-    if (value && !Trim(*value).empty()) {
-      result.variable = name;
-      result.value = std::string(*value);
-      break;
-    }
+std::vector<PhysicalIndex> JobLocalOrder(const std::vector<PhysicalIndex>& cuda_order,
+                                         const std::optional<SlurmGpus>& slurm) {
+  if (!slurm || !slurm->is_constrained) return cuda_order;
+  std::vector<PhysicalIndex> out;
+  for (PhysicalIndex i : cuda_order) {
+    if (std::find(slurm->devices.begin(), slurm->devices.end(), i) != slurm->devices.end()) out.push_back(i);
   }
-  if (result.variable.empty()) return std::nullopt;
-  const std::vector<std::string> parts = Split(Trim(result.value), ',');
-  for (size_t i = 0; i < parts.size(); ++i) {
-    const std::string_view entry = Trim(parts[i]);
-    const size_t dash = entry.find('-');
-    std::optional<int64_t> first = ParseInt(entry);
-    std::optional<int64_t> last = first;
-    if (dash != std::string_view::npos && dash > 0) {  // a range "a-b"
-      first = ParseInt(entry.substr(0, dash));
-      last = ParseInt(entry.substr(dash + 1));
-    }
-    if (!first || !last || *first < 0 || *last < *first || *last - *first > 4096) {
-      result.problems.push_back(EntryLabel(i, entry) + ": not a GPU index or range");
-      continue;
-    }
-    for (int64_t n = *first; n <= *last; ++n) {
-      const PhysicalIndex index{static_cast<int>(n)};
-      if (FindGpu(gpus, index) == nullptr) {
-        result.problems.push_back(EntryLabel(i, entry) + ": no GPU " + std::to_string(n));
-      } else {
-        AddOnce(result.devices, index);
-      }
-    }
-  }
-  return result;
+  return out;
 }
 
 std::optional<std::vector<std::string>> AllowedGpus(const Environment& env,
-                                                    const std::vector<model::DeviceSnapshot>& gpus) {
+                                                    const std::vector<model::DeviceSnapshot>& gpus,
+                                                    const SlurmNode* slurm_node) {
   std::optional<std::set<int>> allowed;
   const auto restrict_to = [&allowed](const std::set<int>& set) {
     if (!allowed) {
@@ -144,12 +117,14 @@ std::optional<std::vector<std::string>> AllowedGpus(const Environment& env,
   if (container.mode == ContainerMode::kNone) restrict_to({});
   if (container.mode == ContainerMode::kList) restrict_to(ToSet(container.devices));
 
-  if (const auto slurm = ParseSlurmGpus(env, gpus)) restrict_to(ToSet(slurm->devices));
+  const auto slurm = ParseSlurmGpus(env, gpus, slurm_node);
+  if (slurm) restrict_to(ToSet(slurm->devices));
 
-  if (const auto outer = GetVar(env, "CUDA_VISIBLE_DEVICES")) {
+  const auto outer = GetVar(env, "CUDA_VISIBLE_DEVICES");
+  if (outer && !(slurm && slurm->cvd_is_slurms)) {
     const DeviceOrderSetting order = ParseDeviceOrder(GetVar(env, "CUDA_DEVICE_ORDER"));
     const CudaEnumeration enumeration = EnumerateCuda(gpus, order.order);
-    const CudaVisibleDevices cvd = ParseCudaVisibleDevices(*outer, gpus, enumeration.order);
+    const CudaVisibleDevices cvd = ParseCudaVisibleDevices(*outer, gpus, JobLocalOrder(enumeration.order, slurm));
     std::set<int> set;
     for (const ResolvedDevice& d : cvd.devices) {
       if (d.index) set.insert(d.index->value);

@@ -11,6 +11,7 @@
 
 #include "model/device_snapshot.h"
 #include "visibility/ids.h"
+#include "visibility/slurm_gpus.h"
 
 namespace gpuman::visibility {
 
@@ -33,28 +34,22 @@ struct ContainerDevices {
 ContainerDevices ParseNvidiaVisibleDevices(std::optional<std::string_view> value,
                                            const std::vector<model::DeviceSnapshot>& gpus);
 
-struct SlurmGpus {
-  std::string variable;  // "SLURM_STEP_GPUS" or "SLURM_JOB_GPUS"
-  std::string value;
-  std::vector<PhysicalIndex> devices;
-  std::vector<std::string> problems;
-};
-
-/// The Slurm allocation: SLURM_STEP_GPUS when set and non-empty (a step), else
-/// SLURM_JOB_GPUS (a batch script); nullopt when neither is. Entries are Slurm GPU
-/// indices ("0,1" or ranges "0-3"), which are positions in gres.conf. ASSUMPTION: we
-/// read them as NVML indices, true when gres.conf lists the GPUs in PCI bus order
-/// (reference section 5.2); a site that orders gres.conf otherwise gets wrong answers.
-std::optional<SlurmGpus> ParseSlurmGpus(const Environment& env,
-                                        const std::vector<model::DeviceSnapshot>& gpus);
-
 /// The GPUs (full UUIDs, in the order of `gpus`) that the enclosing allocation permits: the
-/// intersection of the Slurm allocation, the container's devices, and an outer
-/// CUDA_VISIBLE_DEVICES resolved by CUDA's rules (with CUDA_DEVICE_ORDER from `env`;
-/// a MIG entry permits its parent GPU when known). nullopt when none of them constrains
-/// anything. GPUs without a known UUID are never included.
+/// intersection of the Slurm allocation (ParseSlurmGpus with `slurm_node`), the
+/// container's devices, and an outer CUDA_VISIBLE_DEVICES resolved by CUDA's rules (with
+/// CUDA_DEVICE_ORDER from `env`; a MIG entry permits its parent GPU when known). Inside a
+/// Slurm allocation a CUDA_VISIBLE_DEVICES that Slurm itself set adds nothing, and in a
+/// device-constrained job its integers are job-local (k-th GPU of the allocation in CUDA
+/// order). nullopt when none of them constrains anything. GPUs without a known UUID are
+/// never included.
 std::optional<std::vector<std::string>> AllowedGpus(const Environment& env,
-                                                    const std::vector<model::DeviceSnapshot>& gpus);
+                                                    const std::vector<model::DeviceSnapshot>& gpus,
+                                                    const SlurmNode* slurm_node = nullptr);
+
+/// CUDA's enumeration order (EnumerateCuda) as a constrained job's CUDA sees it: only the
+/// allocation's GPUs, renumbered from 0. Unchanged when `slurm` is not constrained.
+std::vector<PhysicalIndex> JobLocalOrder(const std::vector<PhysicalIndex>& cuda_order,
+                                         const std::optional<SlurmGpus>& slurm);
 
 /// Looks up `name` in `env`; nullopt when absent.
 std::optional<std::string_view> GetVar(const Environment& env, const std::string& name);

@@ -9,6 +9,9 @@
 //   2. CUDA_DEVICE_ORDER fixes the enumeration order (estimated on mixed machines);
 //   3. CUDA_VISIBLE_DEVICES, if set, picks and orders devices from the host enumeration;
 //      if unset, CUDA sees the allocation (or every GPU) in enumeration order.
+// Slurm indices are mapped to GPUs through gres.conf and minor numbers (slurm_gpus.cc); in
+// a device-constrained job, integer CUDA_VISIBLE_DEVICES entries index the allocation's GPUs
+// in CUDA order (job-local), and a CUDA_VISIBLE_DEVICES that Slurm itself set adds nothing.
 // A GPU that CUDA_VISIBLE_DEVICES names outside the allocation stays in the visible list
 // marked is_outside_allocation: whether CUDA can really open it depends on cgroup device
 // confinement we cannot see, so we show it and warn instead of guessing.
@@ -79,18 +82,77 @@ void AddContainerLayer(const Environment& env, const std::vector<model::DeviceSn
   report.layers.push_back(std::move(layer));
 }
 
+// "Slurm GPU 3 -> /dev/nvidia3 -> GPU 3 (GPU-c9d8e7f6…)", one per Slurm index.
+std::string MappingText(const SlurmGpus& slurm, const std::vector<model::DeviceSnapshot>& gpus) {
+  std::string out;
+  for (const SlurmGpuMapping& m : slurm.mapping) {
+    out += out.empty() ? "" : "; ";
+    out += "Slurm GPU " + std::to_string(m.slurm_index);
+    if (m.file) out += " -> " + *m.file;
+    if (m.minor) out += " (minor " + std::to_string(*m.minor) + ")";
+    const model::DeviceSnapshot* gpu = m.index ? FindGpu(gpus, *m.index) : nullptr;
+    out += gpu != nullptr ? " -> " + detail::GpuIdLabel(*gpu) : " -> no GPU";
+  }
+  return out;
+}
+
 void AddSlurmLayer(const Environment& env, const std::vector<model::DeviceSnapshot>& gpus,
-                   VisibilityReport& report, Allocation& allocation) {
-  const auto slurm = ParseSlurmGpus(env, gpus);
+                   const ResolveOptions& options, VisibilityReport& report, Allocation& allocation) {
+  const SlurmNode* node = options.slurm_node ? &*options.slurm_node : nullptr;
+  auto slurm = ParseSlurmGpus(env, gpus, node);
   if (!slurm) return;
   Layer layer{"slurm", slurm->variable, slurm->value, ""};
-  layer.effect = "allocation: host GPU(s) " + JoinIndices(slurm->devices) +
-                 " (Slurm indices read as NVML indices)";
+  layer.effect = "allocation: host GPU(s) " + JoinIndices(slurm->devices) + "; " + MappingText(*slurm, gpus) +
+                 " [" + slurm->mapping_source + "]; " +
+                 (slurm->is_constrained ? "devices constrained (" + slurm->constrained_reason +
+                                              "): CUDA_VISIBLE_DEVICES is job-local, numbered from 0"
+                                        : "devices not constrained (" + slurm->constrained_reason +
+                                              "): CUDA_VISIBLE_DEVICES holds node indices");
   allocation.Restrict(slurm->devices, slurm->variable + "=" + slurm->value);
   for (const std::string& problem : slurm->problems) {
     Warn(report, WarningCode::kInvalidEntry, slurm->variable + " " + problem);
   }
+  if (node != nullptr && !GresInPciOrder(*node, gpus)) {
+    std::string order;
+    const auto nvml = GresToNvml(*node, gpus);
+    for (size_t k = 0; k < nvml.size(); ++k) {
+      if (nvml[k]) order += (order.empty() ? "" : ",") + std::to_string(nvml[k]->value);
+    }
+    Warn(report, WarningCode::kGresOrderNotPci,
+         "gres.conf (" + node->gres_path + ") lists the GPUs in an order that is not PCI bus order (Slurm GPU 0, 1, ... "
+         "are NVML GPUs " + order + "): Slurm's integer indices are not nvidia-smi's" +
+             (slurm->is_constrained ? "" : ", and the CUDA_VISIBLE_DEVICES Slurm sets names other GPUs than the job holds") +
+             "; gpuman maps them through minor numbers and hands jobs UUIDs");
+  }
   report.layers.push_back(std::move(layer));
+  report.slurm = std::move(slurm);
+}
+
+// A process on one of the job's GPUs that is not one of the job's processes (its cgroup):
+// another job or a user outside Slurm shares the GPU.
+void WarnForeignProcesses(const std::vector<model::DeviceSnapshot>& gpus, const ResolveOptions& options,
+                          VisibilityReport& report) {
+  if (!report.slurm || !options.slurm_node || !options.slurm_node->job_pids) return;
+  const std::set<uint32_t>& mine = *options.slurm_node->job_pids;
+  for (PhysicalIndex i : report.slurm->devices) {
+    const model::DeviceSnapshot* gpu = FindGpu(gpus, i);
+    if (gpu == nullptr) continue;
+    std::string list;
+    size_t count = 0;
+    for (const model::GpuProcess& p : gpu->processes) {
+      if (mine.count(p.pid) > 0) continue;
+      if (++count <= 3) {
+        list += (list.empty() ? "" : ", ") + std::string("pid ") + std::to_string(p.pid) +
+                (p.command ? " " + *p.command : "") + (p.uid ? " of " + detail::UserLabel(p.user, *p.uid) : "");
+      }
+    }
+    if (count == 0) continue;
+    if (count > 3) list += " and " + std::to_string(count - 3) + " more";
+    Warn(report, WarningCode::kForeignProcess,
+         detail::GpuIdLabel(*gpu) + " is in this Slurm job's allocation but runs " + std::to_string(count) +
+             " process" + (count == 1 ? "" : "es") + " that are not the job's (" + list + ")" +
+             (options.slurm_node->job_id ? "; job " + *options.slurm_node->job_id : ""));
+  }
 }
 
 // The classic mix-up: "CUDA_VISIBLE_DEVICES=0" read as nvidia-smi's GPU 0.
@@ -253,6 +315,8 @@ const char* WarningCodeName(WarningCode code) {
     case WarningCode::kLeasedToOther: return "leased_to_other";
     case WarningCode::kUsedByOtherUser: return "used_by_other_user";
     case WarningCode::kNoDriver: return "no_driver";
+    case WarningCode::kGresOrderNotPci: return "gres_order_not_pci";
+    case WarningCode::kForeignProcess: return "foreign_process";
   }
   return "invalid_entry";
 }
@@ -268,7 +332,7 @@ VisibilityReport Resolve(const Environment& env, const std::vector<model::Device
   report.gpu_count = static_cast<int>(gpus.size());
   Allocation allocation;
   AddContainerLayer(env, gpus, report, allocation);
-  AddSlurmLayer(env, gpus, report, allocation);
+  AddSlurmLayer(env, gpus, options, report, allocation);
 
   // CUDA_DEVICE_ORDER.
   const auto order_value = GetVar(env, "CUDA_DEVICE_ORDER");
@@ -287,7 +351,9 @@ VisibilityReport Resolve(const Environment& env, const std::vector<model::Device
 
   // CUDA_VISIBLE_DEVICES.
   const auto cvd_value = GetVar(env, "CUDA_VISIBLE_DEVICES");
-  const CudaVisibleDevices cvd = ParseCudaVisibleDevices(cvd_value, gpus, enumeration.order);
+  // In a device-constrained Slurm job CUDA sees only the allocation, numbered from 0.
+  const CudaVisibleDevices cvd =
+      ParseCudaVisibleDevices(cvd_value, gpus, JobLocalOrder(enumeration.order, report.slurm));
   report.entries = cvd.entries;
   std::vector<ResolvedDevice> devices;
   for (const ResolvedDevice& d : cvd.devices) {
@@ -303,7 +369,8 @@ VisibilityReport Resolve(const Environment& env, const std::vector<model::Device
   const bool uses_indices = cvd.is_set && cvd.kind == EntryKind::kIndex;
   const bool any_on_mixup = std::any_of(cvd.entries.begin(), cvd.entries.end(),
                                         [](const EntryDiagnostic& e) { return e.device; });
-  if (uses_indices && order.order != DeviceOrder::kPciBusId && !IsHomogeneous(gpus) &&
+  const bool job_local = report.slurm && report.slurm->is_constrained;
+  if (uses_indices && !job_local && order.order != DeviceOrder::kPciBusId && !IsHomogeneous(gpus) &&
       any_on_mixup) {
     WarnIndexMixup(cvd, LexCudaVisibleDevices(*cvd_value), gpus, enumeration, report);
   }
@@ -341,7 +408,10 @@ VisibilityReport Resolve(const Environment& env, const std::vector<model::Device
     for (const std::string& s : allocation.sources) sources += (sources.empty() ? "" : ", ") + s;
     std::string message = "CUDA_VISIBLE_DEVICES names GPU(s) " + JoinIndices(outside) +
                           " outside the allocation (" + sources + ")";
-    if (uses_indices) {
+    if (report.slurm && report.slurm->cvd_is_slurms) {
+      message += "; Slurm wrote its gres.conf indices there and CUDA reads them as its own ordinals "
+                 "(gres.conf is not in PCI bus order); `gpuman run` inside the job passes UUIDs instead";
+    } else if (uses_indices && !job_local) {
       message += "; if the job is device-constrained (Slurm ConstrainDevices=yes) or in a "
                  "container, its indices restart at 0 and this may be intended; this report "
                  "uses host numbering";
@@ -354,11 +424,12 @@ VisibilityReport Resolve(const Environment& env, const std::vector<model::Device
                                     : "the allocation is empty");
     Warn(report, WarningCode::kNothingVisible, "CUDA will see no GPU: " + why);
   }
+  WarnForeignProcesses(gpus, options, report);
   if (options.leases_error) {
     report.notes.push_back("leases not checked (" + *options.leases_error +
                            "): a GPU leased to another user is not warned about");
   }
-  report.allowed_uuids = AllowedGpus(env, gpus);
+  report.allowed_uuids = AllowedGpus(env, gpus, options.slurm_node ? &*options.slurm_node : nullptr);
   return report;
 }
 

@@ -16,6 +16,7 @@
 #include "visibility/cuda_visible_devices.h"
 #include "visibility/device_order.h"
 #include "visibility/ids.h"
+#include "visibility/slurm_gpus.h"
 
 namespace gpuman::visibility {
 
@@ -32,11 +33,14 @@ enum class WarningCode {
   kLeasedToOther,            // a visible GPU is leased to another uid
   kUsedByOtherUser,          // a visible GPU runs a process of another uid
   kNoDriver,                 // no snapshot: the driver/NVML could not be reached
+  kGresOrderNotPci,          // gres.conf lists GPUs in an order that is not PCI bus order
+  kForeignProcess,           // a process that is not the Slurm job's runs on its GPU
 };
 
 /// "invalid_entry", "duplicate_entry", "index_without_pci_bus_order",
 /// "outside_allocation", "unknown_device_order", "nothing_visible", "unhealthy_gpu",
-/// "mig_single_device", "leased_to_other", "used_by_other_user", "no_driver".
+/// "mig_single_device", "leased_to_other", "used_by_other_user", "no_driver",
+/// "gres_order_not_pci", "foreign_process".
 const char* WarningCodeName(WarningCode code);
 
 struct Warning {
@@ -74,7 +78,8 @@ struct VisibilityReport {
   int gpu_count = 0;                   // GPUs on the host (NVML)
   std::vector<VisibleDevice> visible;  // cuda:0, cuda:1, ...
   std::vector<EntryDiagnostic> entries;  // CUDA_VISIBLE_DEVICES, one per entry
-  std::optional<std::vector<std::string>> allowed_uuids;  // AllowedGpus(env, gpus)
+  std::optional<std::vector<std::string>> allowed_uuids;  // AllowedGpus(env, gpus, node)
+  std::optional<SlurmGpus> slurm;  // the Slurm layer with its index mapping, when present
   std::vector<Warning> warnings;
   /// What the report could not check, one sentence each (e.g. the lease table could
   /// not be read). Not warnings: nothing is known to be wrong.
@@ -92,6 +97,9 @@ struct ResolveOptions {
   /// Set when the lease table could not be read (`leases` is then empty): Resolve says
   /// so in one note instead of warning about leases.
   std::optional<std::string> leases_error;
+  /// What the node says about Slurm (src/slurm/ReadSlurmNode); nullopt outside Slurm or
+  /// when explaining a given --env (then the Slurm layer infers what it can).
+  std::optional<SlurmNode> slurm_node;
 };
 
 /// Explains what a CUDA process started with `env` on a machine with `gpus` will see.

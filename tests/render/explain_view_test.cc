@@ -110,12 +110,33 @@ TEST(ExplainToJsonTest, ContractKeysInOrder) {
   for (const auto& item : j.items()) keys.push_back(item.key());
   EXPECT_THAT(keys, ElementsAre("schema_version", "device_order", "order_is_estimate", "gpu_count",
                                 "driver_error", "layers", "entries", "visible", "allowed_uuids",
-                                "warnings", "notes"));
+                                "slurm", "warnings", "notes"));
+  EXPECT_EQ(j["slurm"]["value"], "1,2");  // Busy() runs in SLURM_STEP_GPUS=1,2
   EXPECT_EQ(j["schema_version"], 1);
   EXPECT_EQ(j["device_order"], "FASTEST_FIRST");
   EXPECT_EQ(j["order_is_estimate"], true);
   EXPECT_EQ(j["gpu_count"], 3);
   EXPECT_TRUE(j["driver_error"].is_null());
+}
+
+TEST(ExplainToJsonTest, SlurmMapping) {
+  std::vector<model::DeviceSnapshot> gpus(2);
+  for (int i = 0; i < 2; ++i) {
+    gpus[i].index = i;
+    gpus[i].uuid = "GPU-" + std::to_string(i);
+    gpus[i].minor_number = 1 - i;  // minors against PCI order
+  }
+  const auto j = ExplainToJson(visibility::Resolve({{"SLURM_STEP_GPUS", "1"}, {"CUDA_VISIBLE_DEVICES", "0"}}, gpus));
+  ASSERT_TRUE(j["slurm"].is_object());
+  EXPECT_EQ(j["slurm"]["variable"], "SLURM_STEP_GPUS");
+  EXPECT_EQ(j["slurm"]["constrained"], true);  // inferred: 0 beside Slurm index 1
+  EXPECT_EQ(j["slurm"]["minor_is_slurm_index"], true);
+  ASSERT_EQ(j["slurm"]["mapping"].size(), 1u);
+  EXPECT_EQ(j["slurm"]["mapping"][0]["slurm_index"], 1);
+  EXPECT_EQ(j["slurm"]["mapping"][0]["minor_number"], 1);
+  EXPECT_EQ(j["slurm"]["mapping"][0]["index"], 0);
+  EXPECT_EQ(j["slurm"]["mapping"][0]["uuid"], "GPU-0");
+  EXPECT_TRUE(j["slurm"]["mapping"][0]["file"].is_null());
 }
 
 TEST(ExplainToJsonTest, Layers) {

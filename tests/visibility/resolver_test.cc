@@ -84,7 +84,10 @@ INSTANTIATE_TEST_SUITE_P(
         // Slurm layer, and an outer CUDA_VISIBLE_DEVICES outside it.
         Case{"slurm_only", {{"SLURM_STEP_GPUS", "2,3"}}, false, {2, 3}, {}},
         Case{"slurm_inside", {{"SLURM_STEP_GPUS", "2,3"}, {"CUDA_VISIBLE_DEVICES", "3"}}, false, {3}, {}},
-        Case{"slurm_outside", {{"SLURM_STEP_GPUS", "2,3"}, {"CUDA_VISIBLE_DEVICES", "0,1"}}, false, {0, 1}, {"outside_allocation"}},
+        Case{"slurm_outside", {{"SLURM_STEP_GPUS", "2,3"}, {"CUDA_VISIBLE_DEVICES", "1"}}, false, {1}, {"outside_allocation"}},
+        // CUDA_VISIBLE_DEVICES=0..n-1 beside a Slurm list that is not: Slurm renumbered it
+        // (ConstrainDevices), so it names the job's GPUs (slurm_gpus.cc).
+        Case{"slurm_job_local", {{"SLURM_STEP_GPUS", "2,3"}, {"CUDA_VISIBLE_DEVICES", "0,1"}}, false, {2, 3}, {}},
         Case{"container_outside", {{"NVIDIA_VISIBLE_DEVICES", "0"}, {"CUDA_VISIBLE_DEVICES", "GPU-c0ffee00"}}, false, {3}, {"outside_allocation"}}),
     [](const ::testing::TestParamInfo<Case>& test_info) { return std::string(test_info.param.name); });
 
@@ -144,10 +147,10 @@ TEST(ResolveTest, IndexMixupWarnsEvenWhenTheEstimateCoincides) {
 
 TEST(ResolveTest, OutsideAllocationNamesGpusAndSource) {
   const VisibilityReport r =
-      Resolve({{"SLURM_STEP_GPUS", "2,3"}, {"CUDA_VISIBLE_DEVICES", "0,1"}}, FourA100());
+      Resolve({{"SLURM_STEP_GPUS", "2,3"}, {"CUDA_VISIBLE_DEVICES", "1,0"}}, FourA100());
   const Warning* w = Find(r, WarningCode::kOutsideAllocation);
   ASSERT_NE(w, nullptr);
-  EXPECT_THAT(w->message, HasSubstr("GPU(s) 0, 1"));
+  EXPECT_THAT(w->message, HasSubstr("GPU(s) 1, 0"));
   EXPECT_THAT(w->message, HasSubstr("SLURM_STEP_GPUS=2,3"));
   EXPECT_THAT(w->message, HasSubstr("ConstrainDevices"));  // the job-local reading
   EXPECT_TRUE(r.visible[0].is_outside_allocation);

@@ -1,0 +1,78 @@
+#include "cli/slurm_command.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+
+#include "base/strings.h"
+#include "cli/exit_codes.h"
+#include "slurm/capture.h"
+#include "slurm/gres_conf_gen.h"
+#include "slurm/node_facts.h"
+
+namespace gpuman::cli {
+namespace {
+
+std::string ShortHostName() {
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) return "localhost";
+  std::string name = host;
+  if (const size_t dot = name.find('.'); dot != std::string::npos) name.resize(dot);
+  return name;
+}
+
+}  // namespace
+
+CLI::App* AddSlurmCommand(CLI::App& app, SlurmArgs& args) {
+  CLI::App* cmd = app.add_subcommand("slurm", "Node-side tools for Slurm admins (docs/slurm.md)");
+  cmd->require_subcommand(1);
+  args.gres_conf = cmd->add_subcommand(
+      "gres-conf", "Print this node's gres.conf lines and slurm.conf Gres= value, from NVML");
+  args.gres_conf->add_flag("--check", args.check,
+                           "Compare what slurmd reports (slurmd -G) with NVML; exit 6 on a mismatch");
+  return cmd;
+}
+
+int RunSlurm(const SlurmArgs& args, Context& ctx) {
+  auto source = ctx.Devices();
+  if (!source) {
+    ctx.err() << "gpuman: error: " << source.error().message << "\n";
+    return ExitCodeFor(source.error().code);
+  }
+  devices::SnapshotOptions options;
+  options.topology = true;
+  auto snap = (*source)->Snapshot(options);
+  if (!snap) {
+    ctx.err() << "gpuman: error: " << snap.error().message << "\n";
+    return ExitCodeFor(snap.error().code);
+  }
+  const std::string node = ctx.env().Get("SLURMD_NODENAME").value_or(ShortHostName());
+  if (!args.check) {
+    const slurm::GresConf conf = slurm::GenerateGresConf(*snap, node);
+    ctx.out() << "# gres.conf for " << node << " (gpuman slurm gres-conf), GPUs in PCI bus order\n";
+    for (const std::string& line : conf.lines) ctx.out() << line << "\n";
+    ctx.out() << "# slurm.conf: NodeName=" << node << " ... Gres=" << conf.node_gres << "\n";
+    for (const std::string& p : conf.problems) ctx.err() << "gpuman: warning: " << p << "\n";
+    return conf.lines.empty() && !snap->gpus.empty() ? kExitError : kExitOk;
+  }
+  auto captured = slurm::RunCapture({"slurmd", "-G"});
+  if (!captured) {
+    ctx.err() << "gpuman: error: slurm gres-conf --check: " << captured.error().message << "\n";
+    return ExitCodeFor(captured.error().code);
+  }
+  if (captured->exit_code != 0) {
+    std::string last = std::string(Trim(captured->output));
+    if (const size_t nl = last.rfind('\n'); nl != std::string::npos) last = last.substr(nl + 1);
+    ctx.err() << "gpuman: error: slurm gres-conf --check: slurmd -G exited " << captured->exit_code << ": "
+              << EscapeControl(last) << "\n";
+    return kExitError;
+  }
+  const auto gres = slurm::ParseSlurmdGres(captured->output);
+  const auto mismatches = slurm::CheckGres(gres, *snap, slurm::MinorOfDeviceFile);
+  for (const std::string& m : mismatches) ctx.out() << "mismatch: " << EscapeControl(m) << "\n";
+  if (!mismatches.empty()) return kExitUnhealthy;
+  ctx.out() << "ok: slurmd's " << snap->gpus.size() << " GPU(s) are NVML's\n";
+  return kExitOk;
+}
+
+}  // namespace gpuman::cli

@@ -1,0 +1,20 @@
+// `gpuman slurm gres-conf [--check]`: node-side help for Slurm admins (docs/slurm.md).
+// Main thread only.
+#pragma once
+
+#include "cli/context.h"
+
+namespace CLI {
+class App;
+}
+
+namespace gpuman::cli {
+
+struct SlurmArgs {
+  bool check = false;  // gres-conf --check: compare slurmd -G with NVML
+  CLI::App* gres_conf = nullptr;
+};
+CLI::App* AddSlurmCommand(CLI::App& app, SlurmArgs& args);
+int RunSlurm(const SlurmArgs& args, Context& ctx);
+
+}  // namespace gpuman::cli
