@@ -32,9 +32,105 @@ Environment Environment::FromProcess() {
   return env;
 }
 
+namespace {
+
+// Length of the UTF-8 sequence at text[i] (1 to 4), or 0 when it is not valid UTF-8
+// (overlong forms, surrogates and values above U+10FFFF included).
+size_t Utf8Length(std::string_view text, size_t i) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  unsigned char c = byte(i);
+  if (c < 0x80) return 1;
+  size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+  if (n == 0 || i + n > text.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+  }
+  unsigned char c1 = byte(i + 1);
+  if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) ||
+      (c == 0xF4 && c1 > 0x8F)) {
+    return 0;
+  }
+  return n;
+}
+
+// What toml++ is given must be text it handles: toml++ 3.3 fails an assertion on a NUL
+// byte after '[' and reaches an "unreachable" branch on a bare key holding a character
+// in U+00A1-U+0499 (docs/testing.md, tests/fuzz/corpus/config/). TOML 1.0 allows neither,
+// so refusing them first changes no valid file: NUL bytes and invalid UTF-8 anywhere,
+// and non-ASCII characters outside strings and comments (a key such as a user name
+// with accents is written quoted). Returns "" or the problem with its line and column.
+std::string CheckConfigText(std::string_view text) {
+  enum class In { kCode, kComment, kBasic, kLiteral, kMultiBasic, kMultiLiteral } in = In::kCode;
+  int line = 1;
+  size_t line_start = 0;
+  bool escape = false;  // the character after a backslash in a basic string
+  auto at = [&](size_t i, const std::string& what) {
+    return std::to_string(line) + ":" + std::to_string(i - line_start + 1) + ": " + what;
+  };
+  // The length of a closing """ or ''' at i, with up to two more quotes that belong to the string.
+  auto closing = [&](size_t i, char quote) {
+    size_t n = 3;
+    while (n < 5 && i + n < text.size() && text[i + n] == quote) ++n;
+    return n;
+  };
+  constexpr std::string_view kTripleDouble = "\"\"\"", kTripleSingle = "'''";
+  for (size_t i = 0; i < text.size();) {
+    char c = text[i];
+    if (c == '\0') return at(i, "NUL byte");
+    size_t step = Utf8Length(text, i);
+    if (step == 0) return at(i, "invalid UTF-8");
+    if (step > 1 && in == In::kCode) return at(i, "non-ASCII character outside a string or comment (quote the key)");
+    std::string_view rest = text.substr(i);
+    if (escape) {
+      escape = false;
+    } else {
+      switch (in) {
+        case In::kCode:
+          if (c == '#') in = In::kComment;
+          else if (rest.starts_with(kTripleDouble)) in = In::kMultiBasic, step = 3;
+          else if (rest.starts_with(kTripleSingle)) in = In::kMultiLiteral, step = 3;
+          else if (c == '"') in = In::kBasic;
+          else if (c == '\'') in = In::kLiteral;
+          break;
+        case In::kComment:
+          break;
+        case In::kBasic:
+          if (c == '\\') escape = true;
+          else if (c == '"') in = In::kCode;
+          break;
+        case In::kLiteral:
+          if (c == '\'') in = In::kCode;
+          break;
+        case In::kMultiBasic:
+          if (c == '\\') escape = true;
+          else if (rest.starts_with(kTripleDouble)) in = In::kCode, step = closing(i, '"');
+          break;
+        case In::kMultiLiteral:
+          if (rest.starts_with(kTripleSingle)) in = In::kCode, step = closing(i, '\'');
+          break;
+      }
+    }
+    if (c == '\n') {  // ends a comment; a one-line string that reaches it is toml++'s error
+      ++line;
+      line_start = i + 1;
+      if (in == In::kComment || in == In::kBasic || in == In::kLiteral) in = In::kCode;
+    }
+    i += step;
+  }
+  return "";
+}
+
+// GPU caps are stored as int: a larger number in the file would wrap.
+constexpr int64_t kMaxGpuCap = 1000000;
+
+}  // namespace
+
 Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
   Config config;
   config.config_path = origin;
+  if (std::string problem = CheckConfigText(text); !problem.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ":" + problem);
+  }
   toml::table table;
   try {
     table = toml::parse(text, origin);
@@ -72,14 +168,16 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
         config.daemon.default_time_limit_ms = *ms;
       } else if (k == "max_gpus_per_user") {
         auto v = value.value<int64_t>();
-        if (!v || *v < 0) return bad("max_gpus_per_user must be a number >= 0");
+        if (!v || *v < 0 || *v > kMaxGpuCap) return bad("max_gpus_per_user must be a number from 0 to 1000000");
         config.daemon.max_gpus_per_user = static_cast<int>(*v);
       } else if (k == "user_limits") {
         auto* limits = value.as_table();
         if (!limits) return bad("user_limits must be a table of user = GPUs");
         for (const auto& [user, n] : *limits) {
           auto v = n.value<int64_t>();
-          if (!v || *v < 0) return bad("user_limits." + std::string(user.str()) + " must be a number >= 0");
+          if (!v || *v < 0 || *v > kMaxGpuCap) {
+            return bad("user_limits." + std::string(user.str()) + " must be a number from 0 to 1000000");
+          }
           config.daemon.user_max_gpus[std::string(user.str())] = static_cast<int>(*v);
         }
       } else if (k == "metrics") {
