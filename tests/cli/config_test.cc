@@ -105,6 +105,42 @@ TEST(ParseConfigTest, RejectsBrokenInputWithPosition) {
   }
 }
 
+// Text toml++ 3.3 mishandles (a failed assertion, an "unreachable" branch) is refused
+// before it reaches toml++; what TOML allows still reads (tests/fuzz/corpus/config/).
+TEST(ParseConfigTest, RefusesNulInvalidUtf8AndBareNonAsciiKeys) {
+  struct Case {
+    std::string text;
+    const char* message;
+  } cases[] = {
+      {std::string("[\0", 2), "config x.toml:1:2: NUL byte"},
+      {"\xc3\xa9 = 1\n", "config x.toml:1:1: non-ASCII character outside a string or comment (quote the key)"},
+      {"[daemon]\n\xd2\x99x = 1\n", "config x.toml:2:1: non-ASCII character outside a string or comment (quote the key)"},
+      {"a = \"\xed\xa0\x80\"", "config x.toml:1:6: invalid UTF-8"},  // a surrogate
+      {"a = \"\xc0\xaf\"", "config x.toml:1:6: invalid UTF-8"},      // overlong
+  };
+  for (const auto& c : cases) {
+    auto got = ParseConfig(c.text, "x.toml");
+    ASSERT_FALSE(got.has_value()) << c.text;
+    EXPECT_EQ(got.error().message, c.message);
+  }
+  auto ok = ParseConfig("# caf\xc3\xa9\n[daemon.user_limits]\n\"j\xc3\xb6rg\" = 2\n'\xc3\xa5sa' = 1\n"
+                        "[daemon]\nadmin_group = \"\"\"gr\xc3\xbcn\\\"\"\"\"\n",
+                        "x.toml");
+  ASSERT_TRUE(ok.has_value()) << ok.error().message;
+  EXPECT_EQ(ok->daemon.user_max_gpus.at("j\xc3\xb6rg"), 2);
+  EXPECT_EQ(ok->daemon.user_max_gpus.at("\xc3\xa5sa"), 1);
+  EXPECT_EQ(ok->daemon.admin_group, "gr\xc3\xbcn\"\"");
+}
+
+TEST(ParseConfigTest, GpuCapsThatWouldWrapAreRefused) {
+  auto got = ParseConfig("[daemon]\nmax_gpus_per_user = 4294967296\n", "x.toml");
+  ASSERT_FALSE(got.has_value());
+  EXPECT_EQ(got.error().message, "config x.toml: daemon.max_gpus_per_user must be a number from 0 to 1000000");
+  got = ParseConfig("[daemon.user_limits]\nbob = 2147483648\n", "x.toml");
+  ASSERT_FALSE(got.has_value());
+  EXPECT_EQ(got.error().message, "config x.toml: daemon.user_limits.bob must be a number from 0 to 1000000");
+}
+
 TEST(LoadConfigTest, PrecedenceFlagThenEnvThenXdg) {
   TempDir dir;
   std::string xdg = dir.Write("xdg/gpuman/config.toml", "nvml_library = \"from-xdg\"\n");
