@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -53,27 +54,113 @@ size_t Utf8Length(std::string_view text, size_t i) {
   return n;
 }
 
-// What toml++ is given must be text it handles. toml++ 3.3 fails an assertion on a NUL
-// byte after '[', and its is_non_ascii_horizontal_whitespace() reaches an "unreachable"
+// Debian's toml++ 3.3 has two bugs that text can reach (tests/fuzz/corpus/config/,
+// docs/testing.md). Its is_non_ascii_horizontal_whitespace() reaches an "unreachable"
 // branch for every character in U+00A1-U+0499 (undefined behaviour in the packaged,
-// assertion-free library). toml++ asks that question of characters between tokens (a bare
-// key "é = 1"), of the character after a backslash in a multi-line basic string, and of the
-// first character after a line-ending backslash's run of blanks ("""a\<newline>  é""").
-// Refused here first (docs/testing.md, tests/fuzz/corpus/config/): NUL bytes and invalid
-// UTF-8 anywhere; non-ASCII characters outside strings and comments (TOML 1.0 allows none:
-// a key such as a user name with accents is written quoted) or right after a backslash
-// (no valid escape); and a non-ASCII character first after a line-ending backslash (valid
-// TOML, but rare enough to ask for an escape: \u00e9). Returns "" or the problem with its
-// line and column.
+// assertion-free library), and toml++ asks that question wherever it skips blanks or looks
+// for the end of a value: a bare key "é = 1", "x = 0é", the blanks after a line-ending
+// backslash in a multi-line string. And a table header "[" followed by a character that
+// can start no key (a control character, "=", "#", ...) fails an assertion that the release
+// build turns into an assumption. So gpuman never gives toml++ those characters: it hands
+// toml++ a "shadow" of the text in which each of them is moved to the private-use plane
+// (U+F00A1-U+F0499, which toml++ classifies correctly: not blank, not a key character),
+// and moves them back in every key, string and message of the result. Before that it refuses
+// what it cannot shadow or toml++ cannot take: NUL bytes, invalid UTF-8, characters in the
+// shadow range itself, and a table header that starts with no key.
+constexpr char32_t kShadowFirst = 0xA1, kShadowLast = 0x499, kShadowOffset = 0xF0000;
+
+// Decodes the valid UTF-8 sequence of `len` bytes at `p`.
+char32_t DecodeAt(const char* p, size_t len) {
+  auto b = [&](size_t k) { return static_cast<char32_t>(static_cast<unsigned char>(p[k])); };
+  if (len == 1) return b(0);
+  if (len == 2) return ((b(0) & 0x1F) << 6) | (b(1) & 0x3F);
+  if (len == 3) return ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
+  return ((b(0) & 0x07) << 18) | ((b(1) & 0x3F) << 12) | ((b(2) & 0x3F) << 6) | (b(3) & 0x3F);
+}
+
+void AppendUtf8(std::string& out, char32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+// `text` (valid UTF-8) with every character in [from, from + count) moved by `delta`.
+std::string MoveRange(std::string_view text, char32_t from, char32_t last, int64_t delta) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    size_t n = Utf8Length(text, i);
+    if (n == 0) n = 1;  // not ours to judge here (messages); kept as it is
+    char32_t cp = n == 1 ? static_cast<unsigned char>(text[i]) : DecodeAt(text.data() + i, n);
+    if (n > 1 && cp >= from && cp <= last) {
+      AppendUtf8(out, static_cast<char32_t>(cp + delta));
+    } else {
+      out.append(text.substr(i, n));
+    }
+    i += n;
+  }
+  return out;
+}
+
+std::string Shadow(std::string_view text) {
+  return MoveRange(text, kShadowFirst, kShadowLast, kShadowOffset);
+}
+std::string Unshadow(std::string_view text) {
+  return MoveRange(text, kShadowFirst + kShadowOffset, kShadowLast + kShadowOffset,
+                   -static_cast<int64_t>(kShadowOffset));
+}
+
+// Moves the shadowed characters back in every key and string of `node`.
+void UnshadowNode(toml::node& node);
+void UnshadowTable(toml::table& table) {
+  bool keys = false;
+  for (auto&& [key, value] : table) {
+    UnshadowNode(value);
+    keys = keys || Unshadow(key.str()) != key.str();
+  }
+  if (!keys) return;
+  toml::table rebuilt;
+  for (auto&& [key, value] : table) {
+    std::string name = Unshadow(key.str());
+    std::move(value).visit([&](auto&& concrete) { rebuilt.insert(name, std::move(concrete)); });
+  }
+  table = std::move(rebuilt);
+}
+void UnshadowNode(toml::node& node) {
+  if (auto* table = node.as_table()) {
+    UnshadowTable(*table);
+  } else if (auto* array = node.as_array()) {
+    for (toml::node& element : *array) UnshadowNode(element);
+  } else if (auto* string = node.as_string()) {
+    string->get() = Unshadow(string->get());
+  }
+}
+
+// "" when `text` may be shadowed and given to toml++; otherwise the problem, with its line
+// and column. Follows strings and comments only as far as needed to find table headers
+// (a "[" first on a line outside any string).
 std::string CheckConfigText(std::string_view text) {
   enum class In { kCode, kComment, kBasic, kLiteral, kMultiBasic, kMultiLiteral } in = In::kCode;
   int line = 1;
   size_t line_start = 0;
-  bool escape = false;    // the character after a backslash in a basic string
-  bool skipping = false;  // the blanks after a line-ending backslash (multi-line basic)
+  bool escape = false;      // the character after a backslash in a basic string
+  bool line_blank = true;   // only blanks so far on this line (outside strings)
   auto at = [&](size_t i, const std::string& what) {
     return std::to_string(line) + ":" + std::to_string(i - line_start + 1) + ": " + what;
   };
+  auto is_blank = [](char c) { return c == ' ' || c == '\t'; };
   // The length of a closing """ or ''' at i, with up to two more quotes that belong to the string.
   auto closing = [&](size_t i, char quote) {
     size_t n = 3;
@@ -86,22 +173,30 @@ std::string CheckConfigText(std::string_view text) {
     if (c == '\0') return at(i, "NUL byte");
     size_t step = Utf8Length(text, i);
     if (step == 0) return at(i, "invalid UTF-8");
-    if (step > 1 && in == In::kCode) return at(i, "non-ASCII character outside a string or comment (quote the key)");
-    std::string_view rest = text.substr(i);
-    bool blank = c == ' ' || c == '\t' || c == '\r' || c == '\n';
-    if (skipping && !blank && step > 1) {
-      return at(i, "non-ASCII character first after a line-ending backslash (write it as \\uXXXX)");
+    if (step == 4) {
+      char32_t cp = DecodeAt(text.data() + i, 4);
+      if (cp >= kShadowFirst + kShadowOffset && cp <= kShadowLast + kShadowOffset) {
+        return at(i, "private-use character U+F00A1-U+F0499 not accepted");
+      }
     }
-    if (skipping && blank) {
-      // still skipping
-    } else if (escape) {
+    std::string_view rest = text.substr(i);
+    if (escape) {
       escape = false;
-      if (step > 1) return at(i, "non-ASCII character after a backslash");
-      skipping = in == In::kMultiBasic && blank;
     } else {
-      skipping = false;
       switch (in) {
         case In::kCode:
+          if (c == '[' && line_blank) {
+            // A table header: "[" or "[[", blanks, then the first key must start.
+            size_t k = i + 1;
+            if (k < text.size() && text[k] == '[') ++k;
+            while (k < text.size() && is_blank(text[k])) ++k;
+            if (k < text.size()) {
+              char first = text[k];
+              bool starts_key = std::isalnum(static_cast<unsigned char>(first)) || first == '_' ||
+                                first == '-' || first == '"' || first == '\'' || first == ']';
+              if (!starts_key) return at(k, "expected a table name after '['");
+            }
+          }
           if (c == '#') in = In::kComment;
           else if (rest.starts_with(kTripleDouble)) in = In::kMultiBasic, step = 3;
           else if (rest.starts_with(kTripleSingle)) in = In::kMultiLiteral, step = 3;
@@ -129,7 +224,10 @@ std::string CheckConfigText(std::string_view text) {
     if (c == '\n') {  // ends a comment; a one-line string that reaches it is toml++'s error
       ++line;
       line_start = i + 1;
+      line_blank = true;
       if (in == In::kComment || in == In::kBasic || in == In::kLiteral) in = In::kCode;
+    } else if (!is_blank(c) && c != '\r') {
+      line_blank = false;
     }
     i += step;
   }
@@ -149,13 +247,14 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
   }
   toml::table table;
   try {
-    table = toml::parse(text, origin);
+    table = toml::parse(Shadow(text), origin);
   } catch (const toml::parse_error& err) {
     const auto& where = err.source().begin;
     return MakeError(ErrorCode::kInvalidArgument,
                      "config " + origin + ":" + std::to_string(where.line) + ":" +
-                         std::to_string(where.column) + ": " + std::string(err.description()));
+                         std::to_string(where.column) + ": " + Unshadow(err.description()));
   }
+  UnshadowTable(table);
   static const std::set<std::string> kKnown = {"nvml_library", "kernel_log", "lease_dir", "daemon", "health", "idle", "alert"};
   for (const auto& [key, value] : table) {
     std::string k(key.str());

@@ -105,31 +105,48 @@ TEST(ParseConfigTest, RejectsBrokenInputWithPosition) {
   }
 }
 
-// Text toml++ 3.3 mishandles (a failed assertion, an "unreachable" branch) is refused
-// before it reaches toml++; what TOML allows still reads (tests/fuzz/corpus/config/).
-TEST(ParseConfigTest, RefusesNulInvalidUtf8AndBareNonAsciiKeys) {
+// Text toml++ 3.3 mishandles (a failed assertion, an "unreachable" branch) never reaches
+// it as it is (tests/fuzz/corpus/config/); what TOML allows still reads, accents included.
+TEST(ParseConfigTest, RefusesWhatTomlPlusPlusCannotTake) {
   struct Case {
     std::string text;
     const char* message;
   } cases[] = {
-      {std::string("[\0", 2), "config x.toml:1:2: NUL byte"},
-      {"\xc3\xa9 = 1\n", "config x.toml:1:1: non-ASCII character outside a string or comment (quote the key)"},
-      {"[daemon]\n\xd2\x99x = 1\n", "config x.toml:2:1: non-ASCII character outside a string or comment (quote the key)"},
+      {std::string("[\0", 2), "config x.toml:1:2: expected a table name after '['"},
+      {"[\x10x]", "config x.toml:1:2: expected a table name after '['"},
+      {"a = 1\n  [[ =]", "config x.toml:2:6: expected a table name after '['"},
+      {std::string("a = \"\0\"", 7), "config x.toml:1:6: NUL byte"},
       {"a = \"\xed\xa0\x80\"", "config x.toml:1:6: invalid UTF-8"},  // a surrogate
       {"a = \"\xc0\xaf\"", "config x.toml:1:6: invalid UTF-8"},      // overlong
+      {"a = \"\xf3\xb0\x83\xa9\"", "config x.toml:1:6: private-use character U+F00A1-U+F0499 not accepted"},
   };
   for (const auto& c : cases) {
     auto got = ParseConfig(c.text, "x.toml");
     ASSERT_FALSE(got.has_value()) << c.text;
     EXPECT_EQ(got.error().message, c.message);
   }
+  // Bare keys and values with U+00A1-U+0499 are TOML errors, reported by toml++ with the
+  // character as written.
+  for (std::string text : {"\xc3\xa9 = 1\n", "[daemon]\n\xd2\x99x = 1\n", "[daemon]\nmax_gpus_per_user = 0\xc3\xa9\n"}) {
+    auto got = ParseConfig(text, "x.toml");
+    ASSERT_FALSE(got.has_value()) << text;
+    EXPECT_EQ(got.error().message.rfind("config x.toml:", 0), 0u) << got.error().message;
+    EXPECT_EQ(got.error().message.find("\xf3\xb0"), std::string::npos) << got.error().message;
+  }
   auto ok = ParseConfig("# caf\xc3\xa9\n[daemon.user_limits]\n\"j\xc3\xb6rg\" = 2\n'\xc3\xa5sa' = 1\n"
-                        "[daemon]\nadmin_group = \"\"\"gr\xc3\xbcn\\\"\"\"\"\n",
+                        "[daemon]\nadmin_group = \"\"\"gr\xc3\xbcn\\\n   \xc3\xa9\"\"\"\"\n"
+                        "metrics = '''\xd2\x99'''\n",
                         "x.toml");
   ASSERT_TRUE(ok.has_value()) << ok.error().message;
   EXPECT_EQ(ok->daemon.user_max_gpus.at("j\xc3\xb6rg"), 2);
   EXPECT_EQ(ok->daemon.user_max_gpus.at("\xc3\xa5sa"), 1);
-  EXPECT_EQ(ok->daemon.admin_group, "gr\xc3\xbcn\"\"");
+  EXPECT_EQ(ok->daemon.admin_group, "gr\xc3\xbcn\xc3\xa9\"");
+  EXPECT_EQ(ok->daemon.metrics, "\xd2\x99");
+  // An unknown key is named as written.
+  auto unknown = ParseConfig("[daemon]\n\"caf\xc3\xa9\" = 1\n", "x.toml");
+  ASSERT_FALSE(unknown.has_value());
+  EXPECT_NE(unknown.error().message.find("unknown key 'caf\xc3\xa9'"), std::string::npos)
+      << unknown.error().message;
 }
 
 TEST(ParseConfigTest, GpuCapsThatWouldWrapAreRefused) {
