@@ -56,18 +56,34 @@ size_t Utf8Length(std::string_view text, size_t i) {
 
 // Debian's toml++ 3.3 has two bugs that text can reach (tests/fuzz/corpus/config/,
 // docs/testing.md). Its is_non_ascii_horizontal_whitespace() reaches an "unreachable"
-// branch for every character in U+00A1-U+0499 (undefined behaviour in the packaged,
+// branch for the characters in kUnclassified (undefined behaviour in the packaged,
 // assertion-free library), and toml++ asks that question wherever it skips blanks or looks
 // for the end of a value: a bare key "é = 1", "x = 0é", the blanks after a line-ending
 // backslash in a multi-line string. And a table header "[" followed by a character that
 // can start no key (a control character, "=", "#", ...) fails an assertion that the release
 // build turns into an assumption. So gpuman never gives toml++ those characters: it hands
-// toml++ a "shadow" of the text in which each of them is moved to the private-use plane
-// (U+F00A1-U+F0499, which toml++ classifies correctly: not blank, not a key character),
-// and moves them back in every key, string and message of the result. Before that it refuses
-// what it cannot shadow or toml++ cannot take: NUL bytes, invalid UTF-8, characters in the
-// shadow range itself, and a table header that starts with no key.
-constexpr char32_t kShadowFirst = 0xA1, kShadowLast = 0x499, kShadowOffset = 0xF0000;
+// toml++ a "shadow" of the text in which each of them is moved to the private-use plane 15
+// (+ kShadowOffset, which toml++ classifies correctly: not blank, not a key character), and
+// moves them back in every key, string and message of the result. Before that it refuses
+// what it cannot shadow or toml++ cannot take: NUL bytes, invalid UTF-8, characters of
+// plane 15 themselves, and a table header that starts with no key.
+//
+// kUnclassified: toml++ splits U+00A0-U+FEFF into 64 blocks of 0x3FA characters and
+// answers "no" at once for the blocks whose bit is set in 0x7FFFFFFFFFFFF75E; of the
+// others it handles U+00A0, U+3000, U+FEFF and blocks 5 and 7; blocks 0, 11 and 63 fall
+// through to the unreachable default.
+struct CodeRange {
+  char32_t first, last;
+};
+constexpr CodeRange kUnclassified[] = {{0xA1, 0x499}, {0x2C5E, 0x2FFF}, {0x3001, 0x3057}, {0xFB26, 0xFEFE}};
+constexpr char32_t kShadowOffset = 0xF0000;  // into U+F0000-U+FFFFD (private use, plane 15)
+
+bool IsUnclassified(char32_t cp) {
+  for (const CodeRange& r : kUnclassified) {
+    if (cp >= r.first && cp <= r.last) return true;
+  }
+  return false;
+}
 
 // Decodes the valid UTF-8 sequence of `len` bytes at `p`.
 char32_t DecodeAt(const char* p, size_t len) {
@@ -96,15 +112,17 @@ void AppendUtf8(std::string& out, char32_t cp) {
   }
 }
 
-// `text` (valid UTF-8) with every character in [from, from + count) moved by `delta`.
-std::string MoveRange(std::string_view text, char32_t from, char32_t last, int64_t delta) {
+// `text` with every character for which `moves` holds moved by `delta`. Invalid UTF-8
+// (not possible in config text, possible in a message) is kept as it is.
+template <typename Pred>
+std::string MoveChars(std::string_view text, Pred moves, int64_t delta) {
   std::string out;
   out.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
     size_t n = Utf8Length(text, i);
-    if (n == 0) n = 1;  // not ours to judge here (messages); kept as it is
+    if (n == 0) n = 1;
     char32_t cp = n == 1 ? static_cast<unsigned char>(text[i]) : DecodeAt(text.data() + i, n);
-    if (n > 1 && cp >= from && cp <= last) {
+    if (n > 1 && moves(cp)) {
       AppendUtf8(out, static_cast<char32_t>(cp + delta));
     } else {
       out.append(text.substr(i, n));
@@ -115,11 +133,12 @@ std::string MoveRange(std::string_view text, char32_t from, char32_t last, int64
 }
 
 std::string Shadow(std::string_view text) {
-  return MoveRange(text, kShadowFirst, kShadowLast, kShadowOffset);
+  return MoveChars(text, IsUnclassified, kShadowOffset);
 }
 std::string Unshadow(std::string_view text) {
-  return MoveRange(text, kShadowFirst + kShadowOffset, kShadowLast + kShadowOffset,
-                   -static_cast<int64_t>(kShadowOffset));
+  return MoveChars(
+      text, [](char32_t cp) { return cp >= kShadowOffset && IsUnclassified(cp - kShadowOffset); },
+      -static_cast<int64_t>(kShadowOffset));
 }
 
 // Moves the shadowed characters back in every key and string of `node`.
@@ -175,8 +194,8 @@ std::string CheckConfigText(std::string_view text) {
     if (step == 0) return at(i, "invalid UTF-8");
     if (step == 4) {
       char32_t cp = DecodeAt(text.data() + i, 4);
-      if (cp >= kShadowFirst + kShadowOffset && cp <= kShadowLast + kShadowOffset) {
-        return at(i, "private-use character U+F00A1-U+F0499 not accepted");
+      if (cp >= kShadowOffset && cp <= kShadowOffset + 0xFFFF) {
+        return at(i, "private-use character of plane 15 (U+F0000-U+FFFFF) not accepted");
       }
     }
     std::string_view rest = text.substr(i);

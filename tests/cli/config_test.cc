@@ -118,16 +118,18 @@ TEST(ParseConfigTest, RefusesWhatTomlPlusPlusCannotTake) {
       {std::string("a = \"\0\"", 7), "config x.toml:1:6: NUL byte"},
       {"a = \"\xed\xa0\x80\"", "config x.toml:1:6: invalid UTF-8"},  // a surrogate
       {"a = \"\xc0\xaf\"", "config x.toml:1:6: invalid UTF-8"},      // overlong
-      {"a = \"\xf3\xb0\x83\xa9\"", "config x.toml:1:6: private-use character U+F00A1-U+F0499 not accepted"},
+      {"a = \"\xf3\xb0\x83\xa9\"", "config x.toml:1:6: private-use character of plane 15 (U+F0000-U+FFFFF) not accepted"},
   };
   for (const auto& c : cases) {
     auto got = ParseConfig(c.text, "x.toml");
     ASSERT_FALSE(got.has_value()) << c.text;
     EXPECT_EQ(got.error().message, c.message);
   }
-  // Bare keys and values with U+00A1-U+0499 are TOML errors, reported by toml++ with the
+  // Bare keys and values with such characters (U+00A1-U+0499, U+2C5E-U+2FFF,
+  // U+3001-U+3057, U+FB26-U+FEFE) are TOML errors, reported by toml++ with the
   // character as written.
-  for (std::string text : {"\xc3\xa9 = 1\n", "[daemon]\n\xd2\x99x = 1\n", "[daemon]\nmax_gpus_per_user = 0\xc3\xa9\n"}) {
+  for (std::string text : {"\xc3\xa9 = 1\n", "[daemon]\n\xd2\x99x = 1\n", "[daemon]\nmax_gpus_per_user = 0\xc3\xa9\n",
+                           "\xe3\x81\x82 = 1\n", "x = 1\xe2\xb1\x9e\n", "[daem\xef\xbb\x9f\n"}) {
     auto got = ParseConfig(text, "x.toml");
     ASSERT_FALSE(got.has_value()) << text;
     EXPECT_EQ(got.error().message.rfind("config x.toml:", 0), 0u) << got.error().message;
@@ -135,13 +137,13 @@ TEST(ParseConfigTest, RefusesWhatTomlPlusPlusCannotTake) {
   }
   auto ok = ParseConfig("# caf\xc3\xa9\n[daemon.user_limits]\n\"j\xc3\xb6rg\" = 2\n'\xc3\xa5sa' = 1\n"
                         "[daemon]\nadmin_group = \"\"\"gr\xc3\xbcn\\\n   \xc3\xa9\"\"\"\"\n"
-                        "metrics = '''\xd2\x99'''\n",
+                        "metrics = '''\xd2\x99\xe3\x81\x82'''\n",
                         "x.toml");
   ASSERT_TRUE(ok.has_value()) << ok.error().message;
   EXPECT_EQ(ok->daemon.user_max_gpus.at("j\xc3\xb6rg"), 2);
   EXPECT_EQ(ok->daemon.user_max_gpus.at("\xc3\xa5sa"), 1);
   EXPECT_EQ(ok->daemon.admin_group, "gr\xc3\xbcn\xc3\xa9\"");
-  EXPECT_EQ(ok->daemon.metrics, "\xd2\x99");
+  EXPECT_EQ(ok->daemon.metrics, "\xd2\x99\xe3\x81\x82");
   // An unknown key is named as written.
   auto unknown = ParseConfig("[daemon]\n\"caf\xc3\xa9\" = 1\n", "x.toml");
   ASSERT_FALSE(unknown.has_value());
