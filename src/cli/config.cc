@@ -187,7 +187,8 @@ std::string CheckConfigText(std::string_view text) {
     return n;
   };
   constexpr std::string_view kTripleDouble = "\"\"\"", kTripleSingle = "'''";
-  for (size_t i = 0; i < text.size();) {
+  // toml++ skips a UTF-8 byte order mark; a header may follow it.
+  for (size_t i = text.starts_with("\xEF\xBB\xBF") ? 3 : 0; i < text.size();) {
     char c = text[i];
     if (c == '\0') return at(i, "NUL byte");
     size_t step = Utf8Length(text, i);

@@ -115,6 +115,7 @@ TEST(ParseConfigTest, RefusesWhatTomlPlusPlusCannotTake) {
       {std::string("[\0", 2), "config x.toml:1:2: expected a table name after '['"},
       {"[\x10x]", "config x.toml:1:2: expected a table name after '['"},
       {"a = 1\n  [[ =]", "config x.toml:2:6: expected a table name after '['"},
+      {"\xef\xbb\xbf[\x01x]", "config x.toml:1:5: expected a table name after '['"},  // after a BOM
       {std::string("a = \"\0\"", 7), "config x.toml:1:6: NUL byte"},
       {"a = \"\xed\xa0\x80\"", "config x.toml:1:6: invalid UTF-8"},  // a surrogate
       {"a = \"\xc0\xaf\"", "config x.toml:1:6: invalid UTF-8"},      // overlong
