@@ -176,6 +176,7 @@ std::string CheckConfigText(std::string_view text) {
   size_t line_start = 0;
   bool escape = false;      // the character after a backslash in a basic string
   bool line_blank = true;   // only blanks so far on this line (outside strings)
+  char last = '\n';         // the last character outside strings and comments, blanks left out
   auto at = [&](size_t i, const std::string& what) {
     return std::to_string(line) + ":" + std::to_string(i - line_start + 1) + ": " + what;
   };
@@ -217,6 +218,9 @@ std::string CheckConfigText(std::string_view text) {
               if (!starts_key) return at(k, "expected a table name after '['");
             }
           }
+          // toml++ asserts that a value follows "[" or "," in an array; "}" does not.
+          if (c == '}' && (last == '[' || last == ',')) return at(i, "expected a value, saw '}'");
+          if (!is_blank(c) && c != '\n' && c != '\r' && c != '#') last = c;
           if (c == '#') in = In::kComment;
           else if (rest.starts_with(kTripleDouble)) in = In::kMultiBasic, step = 3;
           else if (rest.starts_with(kTripleSingle)) in = In::kMultiLiteral, step = 3;
@@ -302,14 +306,14 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
         if (!ms || *ms <= 0) return bad("default_time_limit must be a duration such as \"24h\"");
         config.daemon.default_time_limit_ms = *ms;
       } else if (k == "max_gpus_per_user") {
-        auto v = value.value<int64_t>();
+        auto v = value.value_exact<int64_t>();  // value<> would cast a float such as 4e96 (undefined)
         if (!v || *v < 0 || *v > kMaxGpuCap) return bad("max_gpus_per_user must be a number from 0 to 1000000");
         config.daemon.max_gpus_per_user = static_cast<int>(*v);
       } else if (k == "user_limits") {
         auto* limits = value.as_table();
         if (!limits) return bad("user_limits must be a table of user = GPUs");
         for (const auto& [user, n] : *limits) {
-          auto v = n.value<int64_t>();
+          auto v = n.value_exact<int64_t>();
           if (!v || *v < 0 || *v > kMaxGpuCap) {
             return bad("user_limits." + std::string(user.str()) + " must be a number from 0 to 1000000");
           }

@@ -117,6 +117,8 @@ TEST(ParseConfigTest, RefusesWhatTomlPlusPlusCannotTake) {
       {"a = 1\n  [[ =]", "config x.toml:2:6: expected a table name after '['"},
       {"\xef\xbb\xbf[\x01x]", "config x.toml:1:5: expected a table name after '['"},  // after a BOM
       {std::string("a = \"\0\"", 7), "config x.toml:1:6: NUL byte"},
+      {"a = [1,\n # c\n }]", "config x.toml:3:2: expected a value, saw '}'"},
+      {"a = [}", "config x.toml:1:6: expected a value, saw '}'"},
       {"a = \"\xed\xa0\x80\"", "config x.toml:1:6: invalid UTF-8"},  // a surrogate
       {"a = \"\xc0\xaf\"", "config x.toml:1:6: invalid UTF-8"},      // overlong
       {"a = \"\xf3\xb0\x83\xa9\"", "config x.toml:1:6: private-use character of plane 15 (U+F0000-U+FFFFF) not accepted"},
@@ -153,6 +155,10 @@ TEST(ParseConfigTest, RefusesWhatTomlPlusPlusCannotTake) {
 }
 
 TEST(ParseConfigTest, GpuCapsThatWouldWrapAreRefused) {
+  // A float is not a cap (toml++'s value<int64_t>() would cast 4e96 out of range).
+  auto fl = ParseConfig("[daemon]\nmax_gpus_per_user = 4E96\n", "x.toml");
+  ASSERT_FALSE(fl.has_value());
+  EXPECT_EQ(fl.error().message, "config x.toml: daemon.max_gpus_per_user must be a number from 0 to 1000000");
   auto got = ParseConfig("[daemon]\nmax_gpus_per_user = 4294967296\n", "x.toml");
   ASSERT_FALSE(got.has_value());
   EXPECT_EQ(got.error().message, "config x.toml: daemon.max_gpus_per_user must be a number from 0 to 1000000");
