@@ -110,7 +110,7 @@ const std::vector<render::TableRow>& FilesTable() {
 const std::vector<render::TableRow>& ExitCodeTable() {
   static const std::vector<render::TableRow> rows = {
       {std::to_string(kExitOk), "success"},
-      {std::to_string(kExitError), "other error (I/O, internal)"},
+      {std::to_string(kExitError), "other error (I/O, internal; a state file that is not gpuman's, corrupt, truncated or newer; a full disk)"},
       {std::to_string(kExitUsage), "invalid arguments, unknown GPU id or scenario, broken config file"},
       {std::to_string(kExitNoDriver),
        "NVML or the NVIDIA driver could not be loaded or initialised (one line names the library and the reason)"},
@@ -134,6 +134,7 @@ const std::vector<render::TableRow>& EnvironmentTable() {
       {"GPUMAN_LEASE_ID", "the lease this shell or job holds: nested run and select --lease stay inside it"},
       {"GPUMAN_SOCKET", "the daemon's socket, for clients and for gpuman daemon"},
       {"GPUMAN_KERNEL_LOG", "where Xid lines are read from (default /dev/kmsg)"},
+      {"GPUMAN_RECONNECT_TIMEOUT", "how long wait, logs -f, top and run --wait reconnect to a restarting daemon (config [client] reconnect_timeout, default 60s)"},
       {"GPUMAN_HISTORY_DB", "the history db history and report read"},
       {"NO_COLOR", "never use colour"},
       {"COLUMNS", "terminal width"},

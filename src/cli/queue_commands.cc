@@ -3,11 +3,13 @@
 
 #include <grp.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -20,6 +22,7 @@
 #include "policy/byte_size.h"
 #include "protocol/model_json.h"
 #include "render/format.h"
+#include "sched/child_process.h"
 
 namespace gpuman::cli {
 namespace {
@@ -58,6 +61,9 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   options.scheduler.default_max_gpus_per_user = rules.default_max_gpus_per_user;
   options.scheduler.max_gpus_per_user = rules.max_gpus_per_user;
   options.machine_lease_dir = ctx.lease_dir();
+  options.max_connections = dc.max_connections;
+  options.max_connections_per_user = dc.max_connections_per_user;
+  options.admin_connection_reserve = std::min<size_t>(64, dc.max_connections / 4);
   NoGpus no_gpus;
   devices::DeviceSource* source = &no_gpus;
   if (auto devices = ctx.Devices()) {
@@ -115,11 +121,16 @@ void PrintJob(Context& ctx, const model::Job& j, bool json) {
     ctx.out() << protocol::JobToJson(j, !j.argv.empty()).dump(2) << "\n";
     return;
   }
-  ctx.out() << "job " << j.id << " (" << j.name << ")\n"
-            << "  state:     " << model::JobStateName(j.state) << (j.reason.empty() ? "" : " — " + j.reason) << "\n"
-            << "  user:      " << j.user << "\n"
-            << "  gpus:      " << (j.gpu_uuids.empty() ? "-" : Join(j.gpu_uuids, ",")) << " (wants " << j.request.count << ")\n"
-            << "  asks for:  " << DescribeRequest(j.request) << "\n"
+  // Names, commands and reasons are other users' text: control characters and terminal
+  // escapes are shown, never sent (EscapeControl). JSON escapes them by itself.
+  std::vector<std::string> argv;
+  for (const auto& a : j.argv) argv.push_back(EscapeControl(a));
+  const std::string failure = j.failure == model::JobFailure::kNone ? "" : std::string(" [") + model::JobFailureName(j.failure) + "]";
+  ctx.out() << "job " << j.id << " (" << EscapeControl(j.name) << ")\n"
+            << "  state:     " << model::JobStateName(j.state) << (j.reason.empty() ? "" : " — " + EscapeControl(j.reason)) << failure << "\n"
+            << "  user:      " << EscapeControl(j.user) << "\n"
+            << "  gpus:      " << (j.gpu_uuids.empty() ? "-" : EscapeControl(Join(j.gpu_uuids, ","))) << " (wants " << j.request.count << ")\n"
+            << "  asks for:  " << EscapeControl(DescribeRequest(j.request)) << "\n"
             << "  priority:  " << j.priority << "\n"
             << "  submitted: " << render::FormatIsoUtcMillis(j.submitted_unix_ms) << "\n";
   if (j.started_unix_ms) ctx.out() << "  started:   " << render::FormatIsoUtcMillis(*j.started_unix_ms) << "\n";
@@ -128,7 +139,83 @@ void PrintJob(Context& ctx, const model::Job& j, bool json) {
   if (j.idle_since_unix_ms) {
     ctx.out() << "  idle:      since " << render::FormatIsoUtcMillis(*j.idle_since_unix_ms) << " (its GPUs stay below the idle threshold)\n";
   }
-  if (!j.argv.empty()) ctx.out() << "  command:   " << Join(j.argv, " ") << "\n  cwd:       " << j.cwd << "\n";
+  if (!j.argv.empty()) ctx.out() << "  command:   " << Join(argv, " ") << "\n  cwd:       " << EscapeControl(j.cwd) << "\n";
+  if (!j.output_path.empty()) ctx.out() << "  output:    " << EscapeControl(j.output_path) << "\n";
+}
+
+// What `submit` can check up front, as the submitting user (this process), so that a job
+// that could never start is refused now rather than failing later: the directory it
+// will run in can be entered, its log can be written, its command is on its own PATH.
+// The supervisor checks all of it again as the job's owner when it starts (the world may
+// change in between). Returns the reason for refusing.
+std::optional<std::string> CheckSubmitLocally(const protocol::SubmitArgs& s) {
+  auto why = [](int err) { return ToLower(std::strerror(err)); };
+  if (access(s.cwd.c_str(), X_OK) != 0) return "cannot enter the working directory " + s.cwd + ": " + why(errno);
+  const std::string advice = " (pass --output FILE in a directory you can write)";
+  if (s.output) {
+    const std::filesystem::path log = (*s.output)[0] == '/' ? std::filesystem::path(*s.output)
+                                                             : std::filesystem::path(s.cwd) / *s.output;
+    const std::string dir = log.parent_path().empty() ? std::string("/") : log.parent_path().string();
+    struct stat st{};
+    if (stat(dir.c_str(), &st) != 0) return "--output: directory " + dir + ": " + why(errno);
+    if (!S_ISDIR(st.st_mode)) return "--output: " + dir + " is not a directory";
+    if (stat(log.c_str(), &st) == 0) {
+      if (S_ISDIR(st.st_mode)) return "--output: " + log.string() + " is a directory";
+      if (access(log.c_str(), W_OK) != 0) return "--output: cannot write " + log.string() + ": " + why(errno);
+    } else if (access(dir.c_str(), W_OK | X_OK) != 0) {
+      return "--output: cannot create a file in " + dir + ": " + why(errno);
+    }
+  } else if (access(s.cwd.c_str(), W_OK) != 0) {
+    return "cannot write the job's log gpuman-ID.log in " + s.cwd + ": " + why(errno) + advice;
+  }
+  std::optional<std::string> path;
+  if (auto it = s.env.find("PATH"); it != s.env.end()) path = it->second;
+  if (auto program = sched::ResolveCommand(s.argv.at(0), path); !program) return program.error().message;
+  return std::nullopt;
+}
+
+// `wait --json`: the whole outcome (docs/json.md, "gpuman wait --json").
+nlohmann::json WaitOutcomeJson(const model::Job& j, int wait_exit_code) {
+  auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  auto iso = [](const std::optional<int64_t>& ms) {
+    return ms ? nlohmann::json(render::FormatIsoUtcMillis(*ms)) : nlohmann::json(nullptr);
+  };
+  std::optional<int> signal;
+  if (j.exit_code && *j.exit_code > kJobSignalBase && *j.exit_code <= kJobSignalBase + 64 &&
+      j.state != model::JobState::kSucceeded) {
+    signal = *j.exit_code - kJobSignalBase;  // the supervisor records signal N as 128+N
+  }
+  return nlohmann::json{{"schema_version", 1},
+                        {"id", j.id},
+                        {"name", j.name},
+                        {"state", model::JobStateName(j.state)},
+                        {"exit_code", opt(j.exit_code)},
+                        {"signal", opt(signal)},
+                        {"reason", j.reason},
+                        {"ended_by_itself", EndedByItself(j)},
+                        {"wait_exit_code", wait_exit_code},
+                        {"started", iso(j.started_unix_ms)},
+                        {"started_unix_ms", opt(j.started_unix_ms)},
+                        {"ended", iso(j.ended_unix_ms)},
+                        {"ended_unix_ms", opt(j.ended_unix_ms)}};
+}
+
+// Every job of the queue, page after page (docs/protocol.md, "queue"): each reply holds
+// at most one frame's worth, and says where the next page starts.
+Result<protocol::QueueResult> FetchQueue(DaemonClient& c, bool all) {
+  protocol::QueueResult whole;
+  protocol::QueueArgs page_args{all, 0, protocol::kMaxQueuePage};
+  while (true) {
+    auto page = c.Call<protocol::QueueResult>(page_args);
+    if (!page) return page.error();
+    for (auto& j : page->jobs) whole.jobs.push_back(std::move(j));
+    if (!page->next) return whole;
+    if (*page->next <= page_args.after_id) {
+      return MakeError(ErrorCode::kInternal, "the daemon's queue pages do not advance (next " + std::to_string(*page->next) +
+                                                 " after " + std::to_string(page_args.after_id) + ")");
+    }
+    page_args.after_id = *page->next;
+  }
 }
 
 }  // namespace
@@ -176,8 +263,9 @@ std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
   logs->add_option("ID", args.ids, "Job id")->required()->expected(1);
   logs->add_flag("-f,--follow", args.follow, "Keep printing until the job ends");
   cmds.push_back(logs);
-  CLI::App* wait = app.add_subcommand("wait", "Wait for a job and exit with its exit code");
+  CLI::App* wait = app.add_subcommand("wait", "Wait for a job; exit with its exit code, or 124 timed out, 125 gpuman failed, 193 cancelled");
   wait->add_option("ID", args.ids, "Job id")->required()->expected(1);
+  wait->add_flag("--json", args.json, "Print the outcome (state, exit code, signal, reason, times) as one JSON object");
   cmds.push_back(wait);
   for (const char* name : {"drain", "undrain"}) {
     CLI::App* c = app.add_subcommand(name, std::string(name) == "drain" ? "Stop giving a GPU to jobs (admins)"
@@ -192,8 +280,15 @@ std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
 int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx) {
   if (name == "daemon") return RunDaemon(args, ctx);
   auto client = DaemonClient::Connect(FindDaemonSocket(ctx.env().vars));
-  if (!client) return Fail(ctx, client.error());
+  if (!client) {
+    if (name == "wait") {
+      ctx.err() << "gpuman: error: " << client.error().message << "\n";
+      return kJobGpumanFailed;
+    }
+    return Fail(ctx, client.error());
+  }
   DaemonClient& c = **client;
+  ctx.ConfigureReconnect(c);
 
   if (name == "submit") {
     protocol::SubmitArgs s;
@@ -232,6 +327,8 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     }
     s.requeue = args.requeue;
     s.after = args.after;
+    if (ec) return Fail(ctx, MakeError(ErrorCode::kInvalidArgument, "cannot read the current directory: " + ToLower(ec.message())));
+    if (auto refused = CheckSubmitLocally(s)) return Fail(ctx, MakeError(ErrorCode::kInvalidArgument, *refused));
     auto r = c.Call<protocol::SubmitResult>(s);
     if (!r) return Fail(ctx, r.error());
     if (args.json) ctx.out() << "{\"id\": " << r->id << "}\n";
@@ -239,7 +336,7 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     return kExitOk;
   }
   if (name == "queue") {
-    auto r = c.Call<protocol::QueueResult>(protocol::QueueArgs{args.all});
+    auto r = FetchQueue(c, args.all);
     if (!r) return Fail(ctx, r.error());
     if (args.json) {
       nlohmann::json list = nlohmann::json::array();
@@ -255,7 +352,7 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
               << "  " << render::PadRight("GPUS", 5) << "  " << render::PadRight("NAME", 16) << "  WHY / WHEN\n";
     const int64_t now = ctx.clock().NowUnixMs();
     for (const auto& j : r->jobs) {
-      std::string when = j.reason;
+      std::string when = EscapeControl(j.reason);
       if (j.state == model::JobState::kRunning && j.started_unix_ms) when = "running " + FormatDurationMs(now - *j.started_unix_ms);
       if (j.state == model::JobState::kRunning && j.idle_since_unix_ms) {
         when += ", IDLE " + FormatDurationMs(now - *j.idle_since_unix_ms);
@@ -265,9 +362,9 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
       }
       if (when.empty()) when = "queued " + FormatDurationMs(now - j.submitted_unix_ms) + " ago";
       std::string line = render::PadLeft(std::to_string(j.id), 6) + "  " + render::PadRight(model::JobStateName(j.state), 10) +
-                         "  " + render::PadRight(render::TruncateToWidth(j.user, 10), 10) + "  " +
+                         "  " + render::PadRight(render::TruncateToWidth(EscapeControl(j.user), 10), 10) + "  " +
                          render::PadRight(std::to_string(j.request.count), 5) + "  " +
-                         render::PadRight(render::TruncateToWidth(j.name, 16), 16) + "  " + when;
+                         render::PadRight(render::TruncateToWidth(EscapeControl(j.name), 16), 16) + "  " + when;
       ctx.out() << render::TruncateToWidth(line, std::max(80, ctx.Terminal(true).width)) << "\n";
     }
     return kExitOk;
@@ -286,16 +383,19 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     int rc = kExitOk;
     for (const auto& o : r->results) {
       if (o.error) {
-        ctx.err() << "gpuman: error: job " << o.id << ": " << o.error->message << "\n";
+        ctx.err() << "gpuman: error: job " << o.id << ": " << EscapeControl(o.error->message) << "\n";
         rc = ExitCodeFor(protocol::ToError(*o.error).code);
       }
     }
     return rc;
   }
   if (name == "logs") {
+    // With -f, a daemon restart is ridden out (docs/cli.md, "When the daemon restarts"):
+    // the next request asks for the byte it had reached, so nothing is printed twice.
     int64_t offset = 0;
     while (true) {
-      auto r = c.Call<protocol::LogsResult>(protocol::LogsArgs{args.ids.front(), offset});
+      const protocol::LogsArgs ask{args.ids.front(), offset};
+      auto r = args.follow ? c.CallResuming<protocol::LogsResult>(ask) : c.Call<protocol::LogsResult>(ask);
       if (!r) return Fail(ctx, r.error());
       ctx.out() << r->data;
       ctx.out().flush();
@@ -306,12 +406,30 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     }
   }
   if (name == "wait") {
+    // Every failure of gpuman's own is 125, never a code the job could have returned by
+    // itself (docs/cli.md, "Exit codes of wait"); a daemon restart is ridden out.
+    const int64_t id = args.ids.front();
+    auto fail = [&](const Error& e) {
+      ctx.err() << "gpuman: error: " << e.message << "\n";
+      return int{kJobGpumanFailed};
+    };
     while (true) {
-      auto r = c.Call<protocol::WaitResult>(protocol::WaitArgs{args.ids.front()});
-      if (!r) return Fail(ctx, r.error());
-      if (model::IsFinal(r->state)) return r->exit_code.value_or(r->state == model::JobState::kSucceeded ? 0 : 1);
+      auto r = c.CallResuming<protocol::WaitResult>(protocol::WaitArgs{id});
+      if (!r) return fail(r.error());
+      if (model::IsFinal(r->state)) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
+    auto shown = c.CallResuming<protocol::ShowResult>(protocol::ShowArgs{id});
+    if (!shown) return fail(shown.error());
+    const model::Job& job = shown->job;
+    const int code = WaitExitCode(job);
+    if (args.json) {
+      ctx.out() << WaitOutcomeJson(job, code).dump() << "\n";
+    } else if (job.state != model::JobState::kSucceeded) {
+      ctx.err() << "gpuman: job " << job.id << " " << model::JobStateName(job.state)
+                << (job.reason.empty() ? "" : ": " + EscapeControl(job.reason)) << " (exit " << code << ")\n";
+    }
+    return code;
   }
   if (name == "drain" || name == "undrain") {
     Result<protocol::DrainResult> r = name == "drain" ? c.Call<protocol::DrainResult>(protocol::DrainArgs{args.gpu, args.reason})

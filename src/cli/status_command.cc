@@ -27,7 +27,12 @@ void OnStopSignal(int) { g_stop = 1; }
 Result<model::MachineSnapshot> Collect(const StatusArgs& args, Context& ctx) {
   auto source = ctx.Devices();
   if (!source) return source.error();
-  auto snap = (*source)->Snapshot();
+  // What this output shows (the text view needs fewer fields than JSON); a watch is a
+  // monitor: health and settings at most a minute old.
+  devices::SnapshotOptions fields = devices::FieldOptions(args.json ? devices::kStatusJsonFields
+                                                                    : devices::kStatusTextFields);
+  if (args.watch_seconds > 0) fields.slow_max_age = devices::kMonitorSlowAge;
+  auto snap = (*source)->Snapshot(fields);
   if (!snap) return snap.error();
   if (args.gpus) {
     auto picked = devices::ResolveGpuIds(*args.gpus, snap->gpus);

@@ -186,7 +186,10 @@ bool Collector::Tick(int64_t now) {
   }
   health_.SetXidSources(sources, notes);
 
-  auto snap = devices_.Snapshot();
+  // Health and settings at most a minute old, and read now after an Xid.
+  devices::SnapshotOptions fields = devices::MonitorOptions(devices::kCollectorFields);
+  if (!events.empty()) fields.slow_max_age = std::chrono::milliseconds(0);
+  auto snap = devices_.Snapshot(fields);
   if (snap) {
     gpu_count_ = static_cast<int>(snap->gpus.size());
     // A lost GPU often cannot even say its UUID: name it by what it said last, so the

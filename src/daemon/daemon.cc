@@ -5,11 +5,15 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sys/inotify.h>
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 
@@ -25,12 +29,23 @@
 #include "store/machine_lease_table.h"
 #include "store/state_db.h"
 #include "store/proc_liveness.h"
+#include "store/sqlite.h"
 
 namespace gpuman::daemon {
 
 std::string UserName(uint32_t uid) {
   passwd* pw = getpwuid(uid);
   return pw ? pw->pw_name : std::to_string(uid);
+}
+
+std::string CutText(std::string text, size_t max_bytes) {
+  static constexpr std::string_view kEllipsis = "\u2026";
+  if (text.size() <= max_bytes) return text;
+  size_t end = max_bytes > kEllipsis.size() ? max_bytes - kEllipsis.size() : 0;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;  // not inside a character
+  text.resize(end);
+  text += kEllipsis;
+  return text;
 }
 
 std::optional<protocol::WireError> CheckOwnProcess(const Peer& peer, const model::LeaseProcess& p,
@@ -170,18 +185,115 @@ Status Daemon::OpenState() {
   if (!options_.machine_lease_dir.empty()) {
     // Leases taken while no daemon ran stay respected; as root this also sets the table up.
     auto table = store::OpenMachineLeaseTable(options_.machine_lease_dir, getuid(), lease_options);
-    if (table) machine_leases_ = std::move(table->store);
-    else std::fprintf(stderr, "gpuman: warning: machine lease table: %s\n", table.error().message.c_str());
+    if (table) {
+      machine_leases_ = std::move(table->store);
+    } else if (table.error().code == ErrorCode::kIo && !store::IsDiskFull(table.error())) {
+      // A file there that is not a lease table (corrupt, another program's, newer): its
+      // leases cannot be respected, and guessing could hand out GPUs that are in use.
+      return table.error();
+    } else {
+      std::fprintf(stderr, "gpuman: warning: machine lease table: %s\n", table.error().message.c_str());
+    }
   }
   return {};
+}
+
+namespace {
+
+// Less free space than this in the state directory's file system counts as full: the
+// next commits would fail half-way through a request.
+constexpr uint64_t kMinFreeBytes = 64 * 1024;
+constexpr int64_t kWriteCheckMs = 1000;
+
+// Why nothing can be written in `dir` now, or nullopt. `probe`: also write (and remove)
+// 64 KiB there, which a quota or a file system that statvfs misjudges refuses too.
+std::optional<std::string> WhyUnwritable(const std::string& dir, bool probe) {
+  struct statvfs vfs {};
+  if (statvfs(dir.c_str(), &vfs) == 0) {
+    const uint64_t blocks = geteuid() == 0 ? vfs.f_bfree : vfs.f_bavail;  // root may use the reserve
+    const uint64_t free_bytes = blocks * vfs.f_frsize;
+    if (free_bytes < kMinFreeBytes) {
+      return dir + ": no space left on device (" + std::to_string(free_bytes) + " bytes free)";
+    }
+  }
+  if (!probe) return std::nullopt;
+  const std::string path = dir + "/.write-probe";
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return dir + ": " + ToLower(std::strerror(errno));
+  static const char kZeros[64 * 1024] = {};
+  int err = 0;
+  for (size_t done = 0; done < sizeof kZeros && err == 0;) {
+    ssize_t n = write(fd, kZeros + done, sizeof kZeros - done);
+    if (n < 0 && errno != EINTR) err = errno;
+    if (n > 0) done += static_cast<size_t>(n);
+  }
+  if (err == 0 && fsync(fd) != 0) err = errno;
+  close(fd);
+  unlink(path.c_str());
+  if (err != 0) return dir + ": " + ToLower(std::strerror(err));
+  return std::nullopt;
+}
+
+}  // namespace
+
+void Daemon::NoteStoreError(const Error& e) {
+  if (unwritable_ || !store::IsDiskFull(e)) return;
+  unwritable_ = e.message;
+  next_write_check_ms_ = clock_.NowUnixMs() + kWriteCheckMs;
+  std::fprintf(stderr,
+               "gpuman: warning: the daemon cannot write its state: %s; refusing new work until space is freed "
+               "(running jobs stay supervised)\n",
+               e.message.c_str());
+}
+
+void Daemon::CheckWritable(int64_t now) {
+  if (now < next_write_check_ms_) return;
+  next_write_check_ms_ = now + kWriteCheckMs;
+  auto why = WhyUnwritable(options_.state_dir, /*probe=*/unwritable_.has_value());
+  if (why) {
+    if (!unwritable_) NoteStoreError(MakeError(ErrorCode::kIo, *why));
+    return;
+  }
+  if (!unwritable_) return;
+  unwritable_.reset();
+  dirty_ = true;  // queued jobs may start now
+  std::fprintf(stderr, "gpuman: the daemon's state in %s can be written again; taking new work\n",
+               options_.state_dir.c_str());
+}
+
+std::optional<Error> Daemon::RefusingNewWork() const {
+  if (!unwritable_) return std::nullopt;
+  return MakeError(ErrorCode::kIo, "the daemon cannot write its state (" + *unwritable_ +
+                                       "); it takes no new work until space is freed there (running jobs go on)");
 }
 
 Status Daemon::Start() {
   if (auto opened = OpenState(); !opened) return opened.error();
   // Anyone may connect in system mode; every request is authorised by SO_PEERCRED.
+  ServerLimits limits;
+  limits.max_clients = std::max<size_t>(1, options_.max_connections);
+  limits.admin_reserve = std::min(options_.admin_connection_reserve, limits.max_clients);
+  limits.max_clients_per_user = std::max<size_t>(1, options_.max_connections_per_user);
+  // Room for every connection the caps allow, plus the daemon's own files (state db,
+  // history, inotify, metrics, supervisors being started).
+  constexpr rlim_t kOwnFiles = 128;
+  if (rlimit files{}; getrlimit(RLIMIT_NOFILE, &files) == 0) {
+    const rlim_t want = static_cast<rlim_t>(limits.max_clients) + kOwnFiles;
+    if (files.rlim_cur < want) {
+      files.rlim_cur = files.rlim_max == RLIM_INFINITY ? want : std::min(want, files.rlim_max);
+      (void)setrlimit(RLIMIT_NOFILE, &files);
+      (void)getrlimit(RLIMIT_NOFILE, &files);
+    }
+    if (files.rlim_cur != RLIM_INFINITY && files.rlim_cur < want) {
+      // The hard limit is lower: fewer connections rather than running out of fds.
+      const size_t fit = files.rlim_cur > 2 * kOwnFiles ? static_cast<size_t>(files.rlim_cur - kOwnFiles) : kOwnFiles;
+      limits.max_clients = std::min(limits.max_clients, fit);
+      limits.admin_reserve = std::min(limits.admin_reserve, limits.max_clients / 4);
+    }
+  }
   server_ = std::make_unique<Server>([this](uint32_t uid, uint32_t gid, int32_t pid) { return MakePeer(uid, gid, pid); },
                                      [this](const Peer& peer, const protocol::Request& request) { return Handle(peer, request); },
-                                     clock_);
+                                     clock_, limits);
   if (auto listening = server_->Listen(options_.socket_path, options_.system_mode); !listening) {
     return listening.error();
   }
@@ -278,7 +390,10 @@ void Daemon::WatchOrphan(const model::Job& job, int64_t now) {
     end.ended_unix_ms = now;
   }
   auto moved = jobs_->Transition(job.id, model::JobState::kRunning, to, end);
-  if (!moved) return;  // busy: the next pass tries again; changed meanwhile: not ours
+  if (!moved) {  // busy or full: the next pass tries again; changed meanwhile: not ours
+    NoteStoreError(moved.error());
+    return;
+  }
   if (job.started_unix_ms) {
     double gpu_seconds = static_cast<double>(now - *job.started_unix_ms) / 1000.0 *
                          static_cast<double>(std::max<size_t>(1, job.gpu_uuids.size()));
@@ -340,7 +455,10 @@ Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& g
   update.gpu_uuids = gpus;
   update.reason = "";
   auto starting = jobs_->Transition(job.id, model::JobState::kQueued, model::JobState::kStarting, update);
-  if (!starting) return starting.error();
+  if (!starting) {
+    NoteStoreError(starting.error());
+    return starting.error();
+  }
 
   sched::SupervisorSpec spec;
   spec.job = *starting;
@@ -370,13 +488,15 @@ Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& g
   draft.uid = job.uid;
   draft.user = job.user;
   draft.kind = "job";
-  draft.command = "job " + std::to_string(job.id) + (job.name.empty() ? "" : " (" + job.name + ")");
+  draft.command = CutText("job " + std::to_string(job.id) + (job.name.empty() ? "" : " (" + job.name + ")"),
+                          kMaxLeaseCommandBytes);
   draft.created_unix_ms = clock_.NowUnixMs();
   draft.processes = {*holder};
   auto lease = leases_->Acquire(
       draft, [&](const std::vector<model::Lease>&) -> Result<std::vector<std::string>> { return gpus; },
       store::ProcLivenessCheck());
   if (!lease) {
+    NoteStoreError(lease.error());
     requeue("GPUs were taken meanwhile: " + lease.error().message);
     return lease.error();  // the pending supervisor exits when its barrier closes
   }
@@ -421,7 +541,7 @@ void Daemon::WatchRunningJobs() {
       if (job.requeue) {
         BeginEnding(job, model::JobState::kQueued, "requeued: one of its GPUs failed while it ran", now);
       } else {
-        BeginEnding(job, model::JobState::kFailed, "one of its GPUs failed while it ran", now);
+        BeginEnding(job, model::JobState::kFailed, model::kGpuLostReason, now);
       }
       told_gpu_lost_.insert(job.id);
     }
@@ -459,6 +579,7 @@ void Daemon::SchedulePass() {
                                 [](const model::Job& j) { return j.state == model::JobState::kQueued; });
   waiting_.clear();
   if (!any_queued) return;
+  if (unwritable_) return;  // a job started now could not record its outcome
 
   devices::SnapshotOptions snap_options;
   snap_options.topology = !topology_.has_value();
@@ -507,7 +628,8 @@ int Daemon::Run(const volatile std::sig_atomic_t* stop) {
     const int wake_fd = collector_ ? collector_->wake_fd() : -1;
     if (wake_fd >= 0) fds.push_back({wake_fd, POLLIN, 0});
     server_->AddPollFds(fds);
-    int timeout = dirty_ ? 0 : 500;
+    // Requests read but not yet answered: look at the sockets without sleeping.
+    int timeout = dirty_ || server_->has_pending_work() ? 0 : 500;
     if (collector_) timeout = static_cast<int>(std::min<int64_t>(timeout, collector_->MsUntilDue(clock_.NowUnixMs())));
     int ready = poll(fds.data(), fds.size(), timeout);
     if (ready < 0 && errno != EINTR) break;
@@ -522,11 +644,15 @@ int Daemon::Run(const volatile std::sig_atomic_t* stop) {
         }
         dirty_ = true;
       } else {
-        (void)server_->OnReady(p);  // the listening socket or a client
+        (void)server_->OnReady(p);  // the listening socket or a client: accepts, reads, sends
       }
     }
+    // A few requests per client, round-robin: one client's flood delays another's request
+    // (and the scheduling pass below) by one turn at most.
+    server_->ServeTurn();
     // Slow or silent clients must not hold a slot forever.
     server_->CloseStale(now);
+    CheckWritable(now);
     if (collector_ && collector_->MsUntilDue(now) == 0 && collector_->Tick(now)) dirty_ = true;
     if (dirty_ || now - last_pass >= 1000) {
       last_pass = now;
@@ -599,7 +725,7 @@ Result<protocol::AcquireResult> Daemon::AcquireFor(const Peer& peer, const proto
   draft.uid = peer.uid;
   draft.user = peer.user;
   draft.kind = "run";
-  draft.command = a.command;
+  draft.command = CutText(a.command, kMaxLeaseCommandBytes);  // every `leases` reply carries it
   draft.created_unix_ms = clock_.NowUnixMs();
   draft.processes = {holder};
   auto lease = leases_->Acquire(

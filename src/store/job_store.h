@@ -50,7 +50,7 @@ class JobStore {
  public:
   /// Opens the state db at `path` (creating it and its parent directories if needed) and
   /// migrates it to the current schema. Errors: as LeaseStore::Open (kPermissionDenied,
-  /// kIo, kBusy, kInvalidArgument for a newer schema).
+  /// kIo, also for a newer schema, kBusy).
   static Result<std::unique_ptr<JobStore>> Open(const std::string& path,
                                                 JobStoreOptions options = {});
   /// A job store on a connection already opened and migrated (store/state_db.h: one owner
@@ -70,8 +70,10 @@ class JobStore {
   Result<std::optional<model::Job>> Get(int64_t id);
 
   /// Jobs in id order: the unfinished ones, plus the finished ones if `include_final`;
-  /// only those of `only_uid` when given. Errors: kIo.
-  Result<std::vector<model::Job>> List(bool include_final, std::optional<uint32_t> only_uid);
+  /// only those of `only_uid` when given; only ids above `after_id`, at most `limit` of
+  /// them (negative: no limit), for paging. Errors: kIo.
+  Result<std::vector<model::Job>> List(bool include_final, std::optional<uint32_t> only_uid, int64_t after_id = 0,
+                                       int64_t limit = -1);
 
   /// The unfinished jobs (queued, held, starting, running), in id order. Errors: kIo.
   Result<std::vector<model::Job>> Active();
@@ -85,8 +87,9 @@ class JobStore {
     std::optional<int64_t> started_unix_ms, ended_unix_ms;
     std::optional<int> exit_code;
     std::optional<std::string> reason;
+    std::optional<model::JobFailure> failure;
     /// First empties gpu_uuids and clears lease_id, supervisor_pid, supervisor_start_ticks,
-    /// started_unix_ms, ended_unix_ms and exit_code (a requeued job); the fields above
+    /// started_unix_ms, ended_unix_ms, exit_code and failure (a requeued job); the fields above
     /// are applied after that.
     bool clear_run = false;
   };
