@@ -310,7 +310,7 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
         if (!v || *v < 0 || *v > kMaxGpuCap) return bad("max_gpus_per_user must be a number from 0 to 1000000");
         config.daemon.max_gpus_per_user = static_cast<int>(*v);
       } else if (k == "max_connections" || k == "max_connections_per_user") {
-        auto v = value.value<int64_t>();
+        auto v = value.value_exact<int64_t>();
         if (!v || *v < 1 || *v > 1'000'000) return bad(k + " must be a number from 1 to 1000000");
         if (k == "max_connections") config.daemon.max_connections = static_cast<size_t>(*v);
         else config.daemon.max_connections_per_user = static_cast<size_t>(*v);
