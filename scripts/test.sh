@@ -1,8 +1,16 @@
 #!/usr/bin/env bash
-# Runs gpuman's whole test suite. Installs the test-only Debian packages (scripts/setup.sh
-# installs what building needs), configures build/ with the tests on, builds everything,
-# then runs every unit and end-to-end test through CTest.
-# Usage: scripts/test.sh [extra ctest arguments, e.g. -L e2e or -R Status]
+# Runs gpuman's tests (docs/testing.md). Installs the test-only Debian packages
+# (scripts/setup.sh installs what building needs), configures a build directory with the
+# tests on, builds, and runs CTest. Modes:
+#   scripts/test.sh [CTEST ARGS]             build/: everything, every test (unit, e2e,
+#                                            fuzz corpus replays, install), e.g. -L e2e, -R Status
+#   scripts/test.sh --sanitize address [..]  build-asan/: ASan + UBSan, unit + e2e + fuzz replays
+#   scripts/test.sh --sanitize thread [..]   build-tsan/: TSan, the daemon, store and e2e tests
+#                                            (--unit-only after it: daemon and store only)
+#   scripts/test.sh --fuzz [SECONDS]         build-fuzz/ (clang): every libFuzzer target for
+#                                            SECONDS each (default 30), from its corpus
+# GPUMAN_SANITIZE=address|thread in the environment is the same as --sanitize. CTest
+# arguments given after a sanitizer mode replace its default selection of tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,21 +23,96 @@ TEST_PACKAGES=(
   # install tests: the .deb is checked by lintian, the man pages by man/groff, the units by
   # systemd-analyze
   lintian man-db groff-base systemd
+  # fuzzing (tests/fuzz/): clang 14 and its libFuzzer runtime (a Recommends of clang-14)
+  clang libclang-rt-14-dev
 )
+
+mode=normal
+sanitize="${GPUMAN_SANITIZE:-}"
+fuzz_seconds=30
+case "${1:-}" in
+  --sanitize) sanitize="${2:?--sanitize needs address or thread}"; shift 2 ;;
+  --sanitize=*) sanitize="${1#--sanitize=}"; shift ;;
+  --fuzz)
+    mode=fuzz
+    shift
+    if [[ "${1:-}" =~ ^[0-9]+$ ]]; then fuzz_seconds="$1"; shift; fi
+    ;;
+esac
+if [[ -n "$sanitize" ]]; then
+  case "$sanitize" in
+    address|asan) mode=asan ;;
+    thread|tsan) mode=tsan ;;
+    *) echo "scripts/test.sh: --sanitize takes address or thread, not '$sanitize'" >&2; exit 2 ;;
+  esac
+fi
 
 source scripts/install_packages.sh
 install_packages "${TEST_PACKAGES[@]}"
 
-# Slurm (ctest label `slurm`, tests/e2e/slurm_e2e_test.cc): the tests start a real
-# single-node Slurm with tests/slurm/slurm-single-node.sh, which installs slurm-wlm and munge
-# from Debian itself (root only; the tests skip otherwise). Start and stop it once here so
-# that the first install is not spent inside a test's timeout.
-if [[ $(id -u) == 0 ]]; then
-  SLURM_FAKE_GPUS=8 SLURM_NODE_CPUS=8 SLURM_CONSTRAIN_DEVICES=1 tests/slurm/slurm-single-node.sh start >/dev/null &&
-    tests/slurm/slurm-single-node.sh stop 2>/dev/null ||
-    echo "test.sh: warning: the Slurm recipe failed; the slurm-labelled tests will fail" >&2
-fi
+jobs="$(nproc)"
+case "$mode" in
+  normal)
+    # Slurm (ctest label `slurm`, tests/e2e/slurm_e2e_test.cc): the tests start a real
+    # single-node Slurm with tests/slurm/slurm-single-node.sh, which installs slurm-wlm and munge
+    # from Debian itself (root only; the tests skip otherwise). Start and stop it once here so
+    # that the first install is not spent inside a test's timeout.
+    if [[ $(id -u) == 0 ]]; then
+      SLURM_FAKE_GPUS=8 SLURM_NODE_CPUS=8 SLURM_CONSTRAIN_DEVICES=1 tests/slurm/slurm-single-node.sh start >/dev/null &&
+        tests/slurm/slurm-single-node.sh stop 2>/dev/null ||
+        echo "test.sh: warning: the Slurm recipe failed; the slurm-labelled tests will fail" >&2
+    fi
+    cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUMAN_BUILD_TESTS=ON >/dev/null
+    cmake --build build -j"$jobs"
+    ctest --test-dir build --output-on-failure -j"$jobs" --timeout 300 "$@"
+    ;;
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGPUMAN_BUILD_TESTS=ON >/dev/null
-cmake --build build -j"$(nproc)"
-ctest --test-dir build --output-on-failure -j"$(nproc)" --timeout 300 "$@"
+  asan)
+    # -O1 keeps the build and the run fast enough; undefined behaviour aborts
+    # (-fno-sanitize-recover, CMakeLists.txt); float-cast-overflow is not part of gcc's
+    # "undefined". Leaks are reported (LeakSanitizer) at every exit of every process.
+    cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+      -DGPUMAN_BUILD_TESTS=ON "-DGPUMAN_SANITIZE=address,undefined,float-cast-overflow" >/dev/null
+    cmake --build build-asan -j"$jobs"
+    export ASAN_OPTIONS="halt_on_error=1:abort_on_error=0:detect_leaks=1:strict_string_checks=1"
+    export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+    (($#)) || set -- -L '^(unit|e2e|fuzz)$'
+    # Several times slower than the release build: longer per-test limits.
+    ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900 "$@"
+    ;;
+
+  tsan)
+    # Only what the threaded code's tests need: the daemon, the store and the end-to-end
+    # tests. The daemon and store binaries run directly (their ctest tests share the
+    # label `unit` with every layer); CTest arguments apply to the e2e tests.
+    cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+      -DGPUMAN_BUILD_TESTS=ON -DGPUMAN_SANITIZE=thread >/dev/null
+    # --unit-only: the daemon and store tests, not the end-to-end suite (what CI runs).
+    unit_only=0
+    if [[ "${1:-}" == --unit-only ]]; then unit_only=1; shift; fi
+    if ((unit_only)); then
+      cmake --build build-tsan -j"$jobs" --target daemon_test store_test
+    else
+      cmake --build build-tsan -j"$jobs" --target gpuman fake_nvml fake_nvml_legacy gpuman_metrics_http \
+        daemon_test store_test e2e_test
+    fi
+    # Third-party noise is suppressed in tests/tsan.supp (each entry says why); a report
+    # fails the process (exit 66) and so the test.
+    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp"
+    (cd build-tsan/tests && ./daemon_test --gtest_brief=1 && ./store_test --gtest_brief=1)
+    ((unit_only)) && exit 0
+    (($#)) || set -- -L '^e2e$' -E '_NOT_BUILT$'
+    ctest --test-dir build-tsan --output-on-failure -j"$jobs" --timeout 900 "$@"
+    ;;
+
+  fuzz)
+    if ! command -v clang++ >/dev/null; then
+      echo "scripts/test.sh --fuzz: clang++ not found; fuzzers skipped" >&2
+      exit 0
+    fi
+    cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+      -DGPUMAN_BUILD_TESTS=OFF -DGPUMAN_FUZZ=ON >/dev/null
+    cmake --build build-fuzz -j"$jobs" --target gpuman_fuzzers
+    tests/fuzz/run.sh --build build-fuzz --time "$fuzz_seconds"
+    ;;
+esac

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -32,18 +33,252 @@ Environment Environment::FromProcess() {
   return env;
 }
 
+namespace {
+
+// Length of the UTF-8 sequence at text[i] (1 to 4), or 0 when it is not valid UTF-8
+// (overlong forms, surrogates and values above U+10FFFF included).
+size_t Utf8Length(std::string_view text, size_t i) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(text[k]); };
+  unsigned char c = byte(i);
+  if (c < 0x80) return 1;
+  size_t n = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+  if (n == 0 || i + n > text.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((byte(i + k) & 0xC0) != 0x80) return 0;
+  }
+  unsigned char c1 = byte(i + 1);
+  if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F) || (c == 0xF0 && c1 < 0x90) ||
+      (c == 0xF4 && c1 > 0x8F)) {
+    return 0;
+  }
+  return n;
+}
+
+// Debian's toml++ 3.3 has two bugs that text can reach (tests/fuzz/corpus/config/,
+// docs/testing.md). Its is_non_ascii_horizontal_whitespace() reaches an "unreachable"
+// branch for the characters in kUnclassified (undefined behaviour in the packaged,
+// assertion-free library), and toml++ asks that question wherever it skips blanks or looks
+// for the end of a value: a bare key "é = 1", "x = 0é", the blanks after a line-ending
+// backslash in a multi-line string. And a table header "[" followed by a character that
+// can start no key (a control character, "=", "#", ...) fails an assertion that the release
+// build turns into an assumption. So gpuman never gives toml++ those characters: it hands
+// toml++ a "shadow" of the text in which each of them is moved to the private-use plane 15
+// (+ kShadowOffset, which toml++ classifies correctly: not blank, not a key character), and
+// moves them back in every key, string and message of the result. Before that it refuses
+// what it cannot shadow or toml++ cannot take: NUL bytes, invalid UTF-8, characters of
+// plane 15 themselves, and a table header that starts with no key.
+//
+// kUnclassified: toml++ splits U+00A0-U+FEFF into 64 blocks of 0x3FA characters and
+// answers "no" at once for the blocks whose bit is set in 0x7FFFFFFFFFFFF75E; of the
+// others it handles U+00A0, U+3000, U+FEFF and blocks 5 and 7; blocks 0, 11 and 63 fall
+// through to the unreachable default.
+struct CodeRange {
+  char32_t first, last;
+};
+constexpr CodeRange kUnclassified[] = {{0xA1, 0x499}, {0x2C5E, 0x2FFF}, {0x3001, 0x3057}, {0xFB26, 0xFEFE}};
+constexpr char32_t kShadowOffset = 0xF0000;  // into U+F0000-U+FFFFD (private use, plane 15)
+
+bool IsUnclassified(char32_t cp) {
+  for (const CodeRange& r : kUnclassified) {
+    if (cp >= r.first && cp <= r.last) return true;
+  }
+  return false;
+}
+
+// Decodes the valid UTF-8 sequence of `len` bytes at `p`.
+char32_t DecodeAt(const char* p, size_t len) {
+  auto b = [&](size_t k) { return static_cast<char32_t>(static_cast<unsigned char>(p[k])); };
+  if (len == 1) return b(0);
+  if (len == 2) return ((b(0) & 0x1F) << 6) | (b(1) & 0x3F);
+  if (len == 3) return ((b(0) & 0x0F) << 12) | ((b(1) & 0x3F) << 6) | (b(2) & 0x3F);
+  return ((b(0) & 0x07) << 18) | ((b(1) & 0x3F) << 12) | ((b(2) & 0x3F) << 6) | (b(3) & 0x3F);
+}
+
+void AppendUtf8(std::string& out, char32_t cp) {
+  if (cp < 0x80) {
+    out += static_cast<char>(cp);
+  } else if (cp < 0x800) {
+    out += static_cast<char>(0xC0 | (cp >> 6));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else if (cp < 0x10000) {
+    out += static_cast<char>(0xE0 | (cp >> 12));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  } else {
+    out += static_cast<char>(0xF0 | (cp >> 18));
+    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
+    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+    out += static_cast<char>(0x80 | (cp & 0x3F));
+  }
+}
+
+// `text` with every character for which `moves` holds moved by `delta`. Invalid UTF-8
+// (not possible in config text, possible in a message) is kept as it is.
+template <typename Pred>
+std::string MoveChars(std::string_view text, Pred moves, int64_t delta) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    size_t n = Utf8Length(text, i);
+    if (n == 0) n = 1;
+    char32_t cp = n == 1 ? static_cast<unsigned char>(text[i]) : DecodeAt(text.data() + i, n);
+    if (n > 1 && moves(cp)) {
+      AppendUtf8(out, static_cast<char32_t>(cp + delta));
+    } else {
+      out.append(text.substr(i, n));
+    }
+    i += n;
+  }
+  return out;
+}
+
+std::string Shadow(std::string_view text) {
+  return MoveChars(text, IsUnclassified, kShadowOffset);
+}
+std::string Unshadow(std::string_view text) {
+  return MoveChars(
+      text, [](char32_t cp) { return cp >= kShadowOffset && IsUnclassified(cp - kShadowOffset); },
+      -static_cast<int64_t>(kShadowOffset));
+}
+
+// Moves the shadowed characters back in every key and string of `node`.
+void UnshadowNode(toml::node& node);
+void UnshadowTable(toml::table& table) {
+  bool keys = false;
+  for (auto&& [key, value] : table) {
+    UnshadowNode(value);
+    keys = keys || Unshadow(key.str()) != key.str();
+  }
+  if (!keys) return;
+  toml::table rebuilt;
+  for (auto&& [key, value] : table) {
+    std::string name = Unshadow(key.str());
+    std::move(value).visit([&](auto&& concrete) { rebuilt.insert(name, std::move(concrete)); });
+  }
+  table = std::move(rebuilt);
+}
+void UnshadowNode(toml::node& node) {
+  if (auto* table = node.as_table()) {
+    UnshadowTable(*table);
+  } else if (auto* array = node.as_array()) {
+    for (toml::node& element : *array) UnshadowNode(element);
+  } else if (auto* string = node.as_string()) {
+    string->get() = Unshadow(string->get());
+  }
+}
+
+// "" when `text` may be shadowed and given to toml++; otherwise the problem, with its line
+// and column. Follows strings and comments only as far as needed to find table headers
+// (a "[" first on a line outside any string).
+std::string CheckConfigText(std::string_view text) {
+  enum class In { kCode, kComment, kBasic, kLiteral, kMultiBasic, kMultiLiteral } in = In::kCode;
+  int line = 1;
+  size_t line_start = 0;
+  bool escape = false;      // the character after a backslash in a basic string
+  bool line_blank = true;   // only blanks so far on this line (outside strings)
+  char last = '\n';         // the last character outside strings and comments, blanks left out
+  auto at = [&](size_t i, const std::string& what) {
+    return std::to_string(line) + ":" + std::to_string(i - line_start + 1) + ": " + what;
+  };
+  auto is_blank = [](char c) { return c == ' ' || c == '\t'; };
+  // The length of a closing """ or ''' at i, with up to two more quotes that belong to the string.
+  auto closing = [&](size_t i, char quote) {
+    size_t n = 3;
+    while (n < 5 && i + n < text.size() && text[i + n] == quote) ++n;
+    return n;
+  };
+  constexpr std::string_view kTripleDouble = "\"\"\"", kTripleSingle = "'''";
+  // toml++ skips a UTF-8 byte order mark; a header may follow it.
+  for (size_t i = text.starts_with("\xEF\xBB\xBF") ? 3 : 0; i < text.size();) {
+    char c = text[i];
+    if (c == '\0') return at(i, "NUL byte");
+    size_t step = Utf8Length(text, i);
+    if (step == 0) return at(i, "invalid UTF-8");
+    if (step == 4) {
+      char32_t cp = DecodeAt(text.data() + i, 4);
+      if (cp >= kShadowOffset && cp <= kShadowOffset + 0xFFFF) {
+        return at(i, "private-use character of plane 15 (U+F0000-U+FFFFF) not accepted");
+      }
+    }
+    std::string_view rest = text.substr(i);
+    if (escape) {
+      escape = false;
+    } else {
+      switch (in) {
+        case In::kCode:
+          if (c == '[' && line_blank) {
+            // A table header: "[" or "[[", blanks, then the first key must start.
+            size_t k = i + 1;
+            if (k < text.size() && text[k] == '[') ++k;
+            while (k < text.size() && is_blank(text[k])) ++k;
+            if (k < text.size()) {
+              char first = text[k];
+              bool starts_key = std::isalnum(static_cast<unsigned char>(first)) || first == '_' ||
+                                first == '-' || first == '"' || first == '\'' || first == ']';
+              if (!starts_key) return at(k, "expected a table name after '['");
+            }
+          }
+          // toml++ asserts that a value follows "[" or "," in an array; "}" does not.
+          if (c == '}' && (last == '[' || last == ',')) return at(i, "expected a value, saw '}'");
+          if (!is_blank(c) && c != '\n' && c != '\r' && c != '#') last = c;
+          if (c == '#') in = In::kComment;
+          else if (rest.starts_with(kTripleDouble)) in = In::kMultiBasic, step = 3;
+          else if (rest.starts_with(kTripleSingle)) in = In::kMultiLiteral, step = 3;
+          else if (c == '"') in = In::kBasic;
+          else if (c == '\'') in = In::kLiteral;
+          break;
+        case In::kComment:
+          break;
+        case In::kBasic:
+          if (c == '\\') escape = true;
+          else if (c == '"') in = In::kCode;
+          break;
+        case In::kLiteral:
+          if (c == '\'') in = In::kCode;
+          break;
+        case In::kMultiBasic:
+          if (c == '\\') escape = true;
+          else if (rest.starts_with(kTripleDouble)) in = In::kCode, step = closing(i, '"');
+          break;
+        case In::kMultiLiteral:
+          if (rest.starts_with(kTripleSingle)) in = In::kCode, step = closing(i, '\'');
+          break;
+      }
+    }
+    if (c == '\n') {  // ends a comment; a one-line string that reaches it is toml++'s error
+      ++line;
+      line_start = i + 1;
+      line_blank = true;
+      if (in == In::kComment || in == In::kBasic || in == In::kLiteral) in = In::kCode;
+    } else if (!is_blank(c) && c != '\r') {
+      line_blank = false;
+    }
+    i += step;
+  }
+  return "";
+}
+
+// GPU caps are stored as int: a larger number in the file would wrap.
+constexpr int64_t kMaxGpuCap = 1000000;
+
+}  // namespace
+
 Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
   Config config;
   config.config_path = origin;
+  if (std::string problem = CheckConfigText(text); !problem.empty()) {
+    return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ":" + problem);
+  }
   toml::table table;
   try {
-    table = toml::parse(text, origin);
+    table = toml::parse(Shadow(text), origin);
   } catch (const toml::parse_error& err) {
     const auto& where = err.source().begin;
     return MakeError(ErrorCode::kInvalidArgument,
                      "config " + origin + ":" + std::to_string(where.line) + ":" +
-                         std::to_string(where.column) + ": " + std::string(err.description()));
+                         std::to_string(where.column) + ": " + Unshadow(err.description()));
   }
+  UnshadowTable(table);
   static const std::set<std::string> kKnown = {"nvml_library", "kernel_log", "lease_dir", "daemon", "client", "health", "idle", "alert"};
   for (const auto& [key, value] : table) {
     std::string k(key.str());
@@ -71,11 +306,11 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
         if (!ms || *ms <= 0) return bad("default_time_limit must be a duration such as \"24h\"");
         config.daemon.default_time_limit_ms = *ms;
       } else if (k == "max_gpus_per_user") {
-        auto v = value.value<int64_t>();
-        if (!v || *v < 0) return bad("max_gpus_per_user must be a number >= 0");
+        auto v = value.value_exact<int64_t>();  // value<> would cast a float such as 4e96 (undefined)
+        if (!v || *v < 0 || *v > kMaxGpuCap) return bad("max_gpus_per_user must be a number from 0 to 1000000");
         config.daemon.max_gpus_per_user = static_cast<int>(*v);
       } else if (k == "max_connections" || k == "max_connections_per_user") {
-        auto v = value.value<int64_t>();
+        auto v = value.value_exact<int64_t>();
         if (!v || *v < 1 || *v > 1'000'000) return bad(k + " must be a number from 1 to 1000000");
         if (k == "max_connections") config.daemon.max_connections = static_cast<size_t>(*v);
         else config.daemon.max_connections_per_user = static_cast<size_t>(*v);
@@ -83,8 +318,10 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
         auto* limits = value.as_table();
         if (!limits) return bad("user_limits must be a table of user = GPUs");
         for (const auto& [user, n] : *limits) {
-          auto v = n.value<int64_t>();
-          if (!v || *v < 0) return bad("user_limits." + std::string(user.str()) + " must be a number >= 0");
+          auto v = n.value_exact<int64_t>();
+          if (!v || *v < 0 || *v > kMaxGpuCap) {
+            return bad("user_limits." + std::string(user.str()) + " must be a number from 0 to 1000000");
+          }
           config.daemon.user_max_gpus[std::string(user.str())] = static_cast<int>(*v);
         }
       } else if (k == "metrics") {

@@ -73,6 +73,37 @@ std::optional<model::XidEvent> ParseXidLine(std::string_view line) {
   return ev;
 }
 
+std::optional<model::XidEvent> ParseKmsgRecord(std::string_view record, int64_t boot_unix_ms,
+                                               int64_t now_unix_ms) {
+  size_t semi = record.find(';');
+  if (semi == std::string_view::npos) return std::nullopt;
+  auto ev = ParseXidLine(record.substr(semi + 1, record.find('\n', semi) - semi - 1));
+  if (!ev) return std::nullopt;
+  auto fields = Split(record.substr(0, semi), ',');
+  std::optional<int64_t> usec = fields.size() >= 3 ? ParseInt(fields[2]) : std::nullopt;
+  ev->at_unix_ms = usec && *usec >= 0 ? boot_unix_ms + *usec / 1000 : now_unix_ms;
+  return ev;
+}
+
+std::optional<model::XidEvent> ParseKernelLogTextLine(std::string_view line, int64_t boot_unix_ms,
+                                                      int64_t now_unix_ms) {
+  auto ev = ParseXidLine(line);
+  if (!ev) return std::nullopt;
+  ev->at_unix_ms = now_unix_ms;
+  // dmesg's "[  123.456789] " prefix: seconds since boot. Only a finite, non-negative
+  // count below ~300 years is used: "[1e300]" or "[nan]" would not fit an int64_t.
+  if (!line.empty() && line.front() == '[') {
+    size_t close = line.find(']');
+    std::string secs(Trim(line.substr(1, close == std::string_view::npos ? 0 : close - 1)));
+    char* end = nullptr;
+    double s = std::strtod(secs.c_str(), &end);
+    if (end && *end == '\0' && !secs.empty() && s >= 0 && s < 1e10) {
+      ev->at_unix_ms = boot_unix_ms + static_cast<int64_t>(s * 1000);
+    }
+  }
+  return ev;
+}
+
 int64_t BootTimeUnixMs() {
   timespec real{}, boot{};
   clock_gettime(CLOCK_REALTIME, &real);
@@ -119,14 +150,8 @@ Result<std::vector<model::XidEvent>> KernelLogReader::Read(int64_t now_unix_ms) 
         return MakeError(ErrorCode::kIo, "read " + path_ + ": " + std::strerror(errno));
       }
       if (n == 0) break;
-      std::string_view rec(record, static_cast<size_t>(n));
-      size_t semi = rec.find(';');
-      if (semi == std::string_view::npos) continue;
-      auto ev = ParseXidLine(rec.substr(semi + 1, rec.find('\n', semi) - semi - 1));
+      auto ev = ParseKmsgRecord(std::string_view(record, static_cast<size_t>(n)), boot_unix_ms_, now_unix_ms);
       if (!ev) continue;
-      auto fields = Split(rec.substr(0, semi), ',');
-      std::optional<int64_t> usec = fields.size() >= 3 ? ParseInt(fields[2]) : std::nullopt;
-      ev->at_unix_ms = usec ? boot_unix_ms_ + *usec / 1000 : now_unix_ms;
       out.push_back(std::move(*ev));
     }
     return out;
@@ -150,18 +175,9 @@ Result<std::vector<model::XidEvent>> KernelLogReader::Read(int64_t now_unix_ms) 
   }
   size_t start = 0;
   for (size_t nl; (nl = partial_.find('\n', start)) != std::string::npos; start = nl + 1) {
-    std::string_view line(partial_.data() + start, nl - start);
-    auto ev = ParseXidLine(line);
+    auto ev = ParseKernelLogTextLine(std::string_view(partial_.data() + start, nl - start), boot_unix_ms_,
+                                     now_unix_ms);
     if (!ev) continue;
-    ev->at_unix_ms = now_unix_ms;
-    // dmesg's "[  123.456789] " prefix: seconds since boot.
-    if (!line.empty() && line.front() == '[') {
-      size_t close = line.find(']');
-      std::string secs(Trim(line.substr(1, close == std::string_view::npos ? 0 : close - 1)));
-      char* end = nullptr;
-      double s = std::strtod(secs.c_str(), &end);
-      if (end && *end == '\0' && !secs.empty()) ev->at_unix_ms = boot_unix_ms_ + static_cast<int64_t>(s * 1000);
-    }
     out.push_back(std::move(*ev));
   }
   partial_.erase(0, start);

@@ -22,6 +22,18 @@ namespace gpuman::health {
 /// left 0 (the caller knows the clock). Pure.
 std::optional<model::XidEvent> ParseXidLine(std::string_view line);
 
+/// One /dev/kmsg record ("prio,seq,usec,flags;text\n KEY=value..."): its Xid event, with
+/// at_unix_ms = boot_unix_ms + usec / 1000 (now_unix_ms when the usec field is missing or
+/// negative). Pure.
+std::optional<model::XidEvent> ParseKmsgRecord(std::string_view record, int64_t boot_unix_ms,
+                                               int64_t now_unix_ms);
+
+/// One line of a text log (dmesg output "[  12.345678] text", or plain): its Xid event, with
+/// at_unix_ms from dmesg's seconds since boot when they are a finite number from 0 to 1e10,
+/// else now_unix_ms. Pure.
+std::optional<model::XidEvent> ParseKernelLogTextLine(std::string_view line, int64_t boot_unix_ms,
+                                                      int64_t now_unix_ms);
+
 /// "0000:3b:00" / "0000:3b:00.0" / "00000000:3B:00.0" -> "00000000:3B:00.0"; nullopt if
 /// it is not a PCI address.
 std::optional<std::string> NormalizeBusId(std::string_view bus);

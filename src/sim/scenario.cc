@@ -343,6 +343,10 @@ std::optional<Scenario> LoadScenario(const std::string& path, std::string* error
   char buf[8192];
   for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
   std::fclose(f);
+  return ParseScenarioText(text, error);
+}
+
+std::optional<Scenario> ParseScenarioText(std::string_view text, std::string* error) {
   try {
     return ParseScenario(json::parse(text));
   } catch (const std::exception& e) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -143,5 +144,8 @@ std::optional<FileId> StatFile(const std::string& path, std::string* error);
 
 // Reads and parses a scenario file; nullopt with `*error` naming the field or the OS error.
 std::optional<Scenario> LoadScenario(const std::string& path, std::string* error);
+
+// Parses a scenario file's text (LoadScenario after reading; the fuzz target's entry).
+std::optional<Scenario> ParseScenarioText(std::string_view text, std::string* error);
 
 }  // namespace gpuman::sim

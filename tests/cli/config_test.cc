@@ -132,6 +132,68 @@ TEST(ParseConfigTest, RejectsBrokenInputWithPosition) {
   }
 }
 
+// Text toml++ 3.3 mishandles (a failed assertion, an "unreachable" branch) never reaches
+// it as it is (tests/fuzz/corpus/config/); what TOML allows still reads, accents included.
+TEST(ParseConfigTest, RefusesWhatTomlPlusPlusCannotTake) {
+  struct Case {
+    std::string text;
+    const char* message;
+  } cases[] = {
+      {std::string("[\0", 2), "config x.toml:1:2: expected a table name after '['"},
+      {"[\x10x]", "config x.toml:1:2: expected a table name after '['"},
+      {"a = 1\n  [[ =]", "config x.toml:2:6: expected a table name after '['"},
+      {"\xef\xbb\xbf[\x01x]", "config x.toml:1:5: expected a table name after '['"},  // after a BOM
+      {std::string("a = \"\0\"", 7), "config x.toml:1:6: NUL byte"},
+      {"a = [1,\n # c\n }]", "config x.toml:3:2: expected a value, saw '}'"},
+      {"a = [}", "config x.toml:1:6: expected a value, saw '}'"},
+      {"a = \"\xed\xa0\x80\"", "config x.toml:1:6: invalid UTF-8"},  // a surrogate
+      {"a = \"\xc0\xaf\"", "config x.toml:1:6: invalid UTF-8"},      // overlong
+      {"a = \"\xf3\xb0\x83\xa9\"", "config x.toml:1:6: private-use character of plane 15 (U+F0000-U+FFFFF) not accepted"},
+  };
+  for (const auto& c : cases) {
+    auto got = ParseConfig(c.text, "x.toml");
+    ASSERT_FALSE(got.has_value()) << c.text;
+    EXPECT_EQ(got.error().message, c.message);
+  }
+  // Bare keys and values with such characters (U+00A1-U+0499, U+2C5E-U+2FFF,
+  // U+3001-U+3057, U+FB26-U+FEFE) are TOML errors, reported by toml++ with the
+  // character as written.
+  for (std::string text : {"\xc3\xa9 = 1\n", "[daemon]\n\xd2\x99x = 1\n", "[daemon]\nmax_gpus_per_user = 0\xc3\xa9\n",
+                           "\xe3\x81\x82 = 1\n", "x = 1\xe2\xb1\x9e\n", "[daem\xef\xbb\x9f\n"}) {
+    auto got = ParseConfig(text, "x.toml");
+    ASSERT_FALSE(got.has_value()) << text;
+    EXPECT_EQ(got.error().message.rfind("config x.toml:", 0), 0u) << got.error().message;
+    EXPECT_EQ(got.error().message.find("\xf3\xb0"), std::string::npos) << got.error().message;
+  }
+  auto ok = ParseConfig("# caf\xc3\xa9\n[daemon.user_limits]\n\"j\xc3\xb6rg\" = 2\n'\xc3\xa5sa' = 1\n"
+                        "[daemon]\nadmin_group = \"\"\"gr\xc3\xbcn\\\n   \xc3\xa9\"\"\"\"\n"
+                        "metrics = '''\xd2\x99\xe3\x81\x82'''\n",
+                        "x.toml");
+  ASSERT_TRUE(ok.has_value()) << ok.error().message;
+  EXPECT_EQ(ok->daemon.user_max_gpus.at("j\xc3\xb6rg"), 2);
+  EXPECT_EQ(ok->daemon.user_max_gpus.at("\xc3\xa5sa"), 1);
+  EXPECT_EQ(ok->daemon.admin_group, "gr\xc3\xbcn\xc3\xa9\"");
+  EXPECT_EQ(ok->daemon.metrics, "\xd2\x99\xe3\x81\x82");
+  // An unknown key is named as written.
+  auto unknown = ParseConfig("[daemon]\n\"caf\xc3\xa9\" = 1\n", "x.toml");
+  ASSERT_FALSE(unknown.has_value());
+  EXPECT_NE(unknown.error().message.find("unknown key 'caf\xc3\xa9'"), std::string::npos)
+      << unknown.error().message;
+}
+
+TEST(ParseConfigTest, GpuCapsThatWouldWrapAreRefused) {
+  // A float is not a cap (toml++'s value<int64_t>() would cast 4e96 out of range).
+  auto fl = ParseConfig("[daemon]\nmax_gpus_per_user = 4E96\n", "x.toml");
+  ASSERT_FALSE(fl.has_value());
+  EXPECT_EQ(fl.error().message, "config x.toml: daemon.max_gpus_per_user must be a number from 0 to 1000000");
+  auto got = ParseConfig("[daemon]\nmax_gpus_per_user = 4294967296\n", "x.toml");
+  ASSERT_FALSE(got.has_value());
+  EXPECT_EQ(got.error().message, "config x.toml: daemon.max_gpus_per_user must be a number from 0 to 1000000");
+  got = ParseConfig("[daemon.user_limits]\nbob = 2147483648\n", "x.toml");
+  ASSERT_FALSE(got.has_value());
+  EXPECT_EQ(got.error().message, "config x.toml: daemon.user_limits.bob must be a number from 0 to 1000000");
+}
+
 TEST(LoadConfigTest, PrecedenceFlagThenEnvThenXdg) {
   TempDir dir;
   std::string xdg = dir.Write("xdg/gpuman/config.toml", "nvml_library = \"from-xdg\"\n");

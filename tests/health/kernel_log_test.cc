@@ -40,6 +40,31 @@ TEST(ParseXidLineTest, UnparseableAddressKeepsTheXidWithoutAGpu) {
   EXPECT_FALSE(ev->pci_bus_id);
 }
 
+TEST(ParseKernelLogTextLineTest, DmesgSecondsSinceBootOrNow) {
+  constexpr int64_t kBoot = 1000000, kNow = 5000000;
+  auto ev = ParseKernelLogTextLine("[   12.500000] NVRM: Xid (PCI:0000:3b:00): 79, x", kBoot, kNow);
+  ASSERT_TRUE(ev);
+  EXPECT_EQ(ev->at_unix_ms, kBoot + 12500);
+  // Out of int64_t's range as milliseconds, not a number, negative: the time it was read.
+  for (const char* stamp : {"[1e300]", "[nan]", "[inf]", "[-5]", "[]"}) {
+    ev = ParseKernelLogTextLine(std::string(stamp) + " NVRM: Xid (PCI:0000:3b:00): 79, x", kBoot, kNow);
+    ASSERT_TRUE(ev) << stamp;
+    EXPECT_EQ(ev->at_unix_ms, kNow) << stamp;
+  }
+}
+
+TEST(ParseKmsgRecordTest, MicrosecondsSinceBoot) {
+  auto ev = ParseKmsgRecord("4,12,7000000,-;NVRM: Xid (PCI:0000:3b:00): 48, DBE\n SUBSYSTEM=pci\n", 1000, 9);
+  ASSERT_TRUE(ev);
+  EXPECT_EQ(ev->xid, 48);
+  EXPECT_EQ(ev->at_unix_ms, 1000 + 7000);
+  EXPECT_EQ(ev->text, "NVRM: Xid (PCI:0000:3b:00): 48, DBE");
+  ev = ParseKmsgRecord("4,12,-1,-;NVRM: Xid (PCI:0000:3b:00): 48, DBE", 1000, 9);
+  ASSERT_TRUE(ev);
+  EXPECT_EQ(ev->at_unix_ms, 9);
+  EXPECT_FALSE(ParseKmsgRecord("no semicolon NVRM: Xid (PCI:0000:3b:00): 48", 1000, 9));
+}
+
 TEST(NormalizeBusIdTest, Forms) {
   EXPECT_EQ(NormalizeBusId("0000:3b:00"), "00000000:3B:00.0");
   EXPECT_EQ(NormalizeBusId("0000:3b:00.0"), "00000000:3B:00.0");
