@@ -58,6 +58,7 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   options.scheduler.default_max_gpus_per_user = rules.default_max_gpus_per_user;
   options.scheduler.max_gpus_per_user = rules.max_gpus_per_user;
   options.machine_lease_dir = ctx.lease_dir();
+  if (ctx.simulation()) options.scenario = ctx.simulation()->scenario_name;
   NoGpus no_gpus;
   devices::DeviceSource* source = &no_gpus;
   if (auto devices = ctx.Devices()) {
