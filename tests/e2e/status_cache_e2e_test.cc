@@ -88,7 +88,7 @@ class StatusCacheE2E : public ::testing::Test {
   // Without it: the client reads the same stand-in itself, and no daemon is expected.
   testing::RunResult ViaNvml(std::vector<std::string> args) {
     args.insert(args.begin(), {"--simulate", scenario_});
-    return RunGpuman(dir_.Join("leases"), std::move(args), {{"GPUMAN_SOCKET", dir_.Join("no-daemon.sock")}});
+    return RunGpuman(dir_.Join("leases"), std::move(args), {{"GPUMAN_SOCKET", ""}});
   }
 
   TempDir dir_;
@@ -162,7 +162,6 @@ TEST_F(StatusCacheE2E, SecondUserSeesWhatTheirProcShows) {
     if (daemon) {
       e["GPUMAN_SOCKET"] = socket_;
     } else {
-      e["GPUMAN_SOCKET"] = dir_.Join("no-daemon.sock");
       args.insert(args.begin(), {"--simulate", scenario_});
     }
     args.insert(args.begin(), kGpuman);
@@ -183,7 +182,7 @@ TEST_F(StatusCacheE2E, SecondUserSeesWhatTheirProcShows) {
   auto in_hidepid = [&](bool via_daemon) {
     std::string cmd = hidden_proc + " GPUMAN_STATE_DIR=" + dir_.Join("leases-user") + " XDG_CONFIG_HOME=/nonexistent";
     cmd += via_daemon ? " GPUMAN_SOCKET=" + socket_ + " " + kGpuman + " status --json"
-                      : " GPUMAN_SOCKET=" + dir_.Join("no-daemon.sock") + " " + kGpuman + " --simulate " + scenario_ +
+                      : " " + kGpuman + " --simulate " + scenario_ +
                             " status --json";
     return testing::Run({"/usr/bin/unshare", "-m", "--propagation", "private", "--", "/bin/sh", "-c", cmd});
   };
@@ -205,7 +204,7 @@ TEST_F(StatusCacheE2E, SecondUserSeesWhatTheirProcShows) {
 TEST_F(StatusCacheE2E, TopSaysItReadsTheDaemon) {
   const char kTmux[] = "/usr/bin/tmux";
   if (access(kTmux, X_OK) != 0) GTEST_SKIP() << "tmux is not installed";
-  auto once = ViaDaemon({"top", "--once"});
+  auto once = RunGpuman(dir_.Join("leases"), {"top", "--once"}, {{"GPUMAN_SOCKET", socket_}, {"COLUMNS", "120"}});
   ASSERT_EQ(once.exit_code, 0) << once.err;
   EXPECT_NE(once.out.find("via daemon"), std::string::npos) << once.out;
   EXPECT_NE(once.out.find("simulated: "), std::string::npos) << once.out;
