@@ -40,7 +40,9 @@ tui::Frame CollectFrame(Context& ctx, std::optional<std::string>* scenario = nul
   } else {
     f.snapshot = std::move(*view.snapshot);
   }
-  f.source = view.from_daemon ? "daemon" : (view.note.empty() ? "NVML" : "NVML: " + view.note);
+  // The title says "via daemon", or why NVML although a daemon is expected; plain NVML
+  // (no daemon) is the default and says nothing.
+  f.source = view.from_daemon ? "daemon" : (view.note.empty() ? "" : "NVML: " + view.note);
   if (view.has_holders) {
     f.has_daemon = true;
     f.leases = std::move(view.leases);

@@ -32,8 +32,8 @@ struct Frame {
   bool has_daemon = false;
   std::string holders_error;      // leases/jobs could not be read
   std::vector<model::GpuDrain> drains;  // drained GPUs; only from a daemon
-  /// Where the GPUs came from, shown in the title ("daemon", "NVML", "NVML: why not the
-  /// daemon"); "" shows nothing.
+  /// Where the GPUs came from when it is worth saying, shown in the title as "via ..."
+  /// ("daemon", "NVML: why not the daemon"); "" (plain NVML) shows nothing.
   std::string source;
 };
 
