@@ -180,12 +180,13 @@ int RunLeases(const LeasesArgs& args, Context& ctx) {
     for (const auto& u : l.gpu_uuids) {
       gpus.push_back(index_of.count(u) ? std::to_string(index_of[u]) : u.substr(0, 12));
     }
-    std::string line = render::PadLeft(std::to_string(l.id), 5) + "  " + render::PadRight(render::TruncateToWidth(l.user, 10), 10) +
+    // The command is a user's command line or a job's name: escaped, never sent raw.
+    std::string line = render::PadLeft(std::to_string(l.id), 5) + "  " + render::PadRight(render::TruncateToWidth(EscapeControl(l.user), 10), 10) +
                        "  " + render::PadRight(Join(gpus, ","), 14) + "  " +
                        render::PadRight(FormatDurationMs(now - l.created_unix_ms), 8) + "  " +
-                       render::PadRight(l.kind, 6) + "  " +
+                       render::PadRight(EscapeControl(l.kind), 6) + "  " +
                        render::PadRight(l.idle_since_unix_ms ? FormatDurationMs(now - *l.idle_since_unix_ms) : "-", 8) +
-                       "  " + l.command;
+                       "  " + EscapeControl(l.command);
     ctx.out() << render::TruncateToWidth(line, std::max(80, ctx.Terminal(true).width)) << "\n";
   }
   return kExitOk;

@@ -3,11 +3,13 @@
 
 #include <grp.h>
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -20,6 +22,7 @@
 #include "policy/byte_size.h"
 #include "protocol/model_json.h"
 #include "render/format.h"
+#include "sched/child_process.h"
 
 namespace gpuman::cli {
 namespace {
@@ -116,11 +119,16 @@ void PrintJob(Context& ctx, const model::Job& j, bool json) {
     ctx.out() << protocol::JobToJson(j, !j.argv.empty()).dump(2) << "\n";
     return;
   }
-  ctx.out() << "job " << j.id << " (" << j.name << ")\n"
-            << "  state:     " << model::JobStateName(j.state) << (j.reason.empty() ? "" : " — " + j.reason) << "\n"
-            << "  user:      " << j.user << "\n"
-            << "  gpus:      " << (j.gpu_uuids.empty() ? "-" : Join(j.gpu_uuids, ",")) << " (wants " << j.request.count << ")\n"
-            << "  asks for:  " << DescribeRequest(j.request) << "\n"
+  // Names, commands and reasons are other users' text: control characters and terminal
+  // escapes are shown, never sent (EscapeControl). JSON escapes them by itself.
+  std::vector<std::string> argv;
+  for (const auto& a : j.argv) argv.push_back(EscapeControl(a));
+  const std::string failure = j.failure == model::JobFailure::kNone ? "" : std::string(" [") + model::JobFailureName(j.failure) + "]";
+  ctx.out() << "job " << j.id << " (" << EscapeControl(j.name) << ")\n"
+            << "  state:     " << model::JobStateName(j.state) << (j.reason.empty() ? "" : " — " + EscapeControl(j.reason)) << failure << "\n"
+            << "  user:      " << EscapeControl(j.user) << "\n"
+            << "  gpus:      " << (j.gpu_uuids.empty() ? "-" : EscapeControl(Join(j.gpu_uuids, ","))) << " (wants " << j.request.count << ")\n"
+            << "  asks for:  " << EscapeControl(DescribeRequest(j.request)) << "\n"
             << "  priority:  " << j.priority << "\n"
             << "  submitted: " << render::FormatIsoUtcMillis(j.submitted_unix_ms) << "\n";
   if (j.started_unix_ms) ctx.out() << "  started:   " << render::FormatIsoUtcMillis(*j.started_unix_ms) << "\n";
@@ -129,7 +137,39 @@ void PrintJob(Context& ctx, const model::Job& j, bool json) {
   if (j.idle_since_unix_ms) {
     ctx.out() << "  idle:      since " << render::FormatIsoUtcMillis(*j.idle_since_unix_ms) << " (its GPUs stay below the idle threshold)\n";
   }
-  if (!j.argv.empty()) ctx.out() << "  command:   " << Join(j.argv, " ") << "\n  cwd:       " << j.cwd << "\n";
+  if (!j.argv.empty()) ctx.out() << "  command:   " << Join(argv, " ") << "\n  cwd:       " << EscapeControl(j.cwd) << "\n";
+  if (!j.output_path.empty()) ctx.out() << "  output:    " << EscapeControl(j.output_path) << "\n";
+}
+
+// What `submit` can check up front, as the submitting user (this process), so that a job
+// that could never start is refused now rather than failing later: the directory it
+// will run in can be entered, its log can be written, its command is on its own PATH.
+// The supervisor checks all of it again as the job's owner when it starts (the world may
+// change in between). Returns the reason for refusing.
+std::optional<std::string> CheckSubmitLocally(const protocol::SubmitArgs& s) {
+  auto why = [](int err) { return ToLower(std::strerror(err)); };
+  if (access(s.cwd.c_str(), X_OK) != 0) return "cannot enter the working directory " + s.cwd + ": " + why(errno);
+  const std::string advice = " (pass --output FILE in a directory you can write)";
+  if (s.output) {
+    const std::filesystem::path log = (*s.output)[0] == '/' ? std::filesystem::path(*s.output)
+                                                             : std::filesystem::path(s.cwd) / *s.output;
+    const std::string dir = log.parent_path().empty() ? std::string("/") : log.parent_path().string();
+    struct stat st{};
+    if (stat(dir.c_str(), &st) != 0) return "--output: directory " + dir + ": " + why(errno);
+    if (!S_ISDIR(st.st_mode)) return "--output: " + dir + " is not a directory";
+    if (stat(log.c_str(), &st) == 0) {
+      if (S_ISDIR(st.st_mode)) return "--output: " + log.string() + " is a directory";
+      if (access(log.c_str(), W_OK) != 0) return "--output: cannot write " + log.string() + ": " + why(errno);
+    } else if (access(dir.c_str(), W_OK | X_OK) != 0) {
+      return "--output: cannot create a file in " + dir + ": " + why(errno);
+    }
+  } else if (access(s.cwd.c_str(), W_OK) != 0) {
+    return "cannot write the job's log gpuman-ID.log in " + s.cwd + ": " + why(errno) + advice;
+  }
+  std::optional<std::string> path;
+  if (auto it = s.env.find("PATH"); it != s.env.end()) path = it->second;
+  if (auto program = sched::ResolveCommand(s.argv.at(0), path); !program) return program.error().message;
+  return std::nullopt;
 }
 
 }  // namespace
@@ -233,6 +273,8 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     }
     s.requeue = args.requeue;
     s.after = args.after;
+    if (ec) return Fail(ctx, MakeError(ErrorCode::kInvalidArgument, "cannot read the current directory: " + ToLower(ec.message())));
+    if (auto refused = CheckSubmitLocally(s)) return Fail(ctx, MakeError(ErrorCode::kInvalidArgument, *refused));
     auto r = c.Call<protocol::SubmitResult>(s);
     if (!r) return Fail(ctx, r.error());
     if (args.json) ctx.out() << "{\"id\": " << r->id << "}\n";
@@ -256,7 +298,7 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
               << "  " << render::PadRight("GPUS", 5) << "  " << render::PadRight("NAME", 16) << "  WHY / WHEN\n";
     const int64_t now = ctx.clock().NowUnixMs();
     for (const auto& j : r->jobs) {
-      std::string when = j.reason;
+      std::string when = EscapeControl(j.reason);
       if (j.state == model::JobState::kRunning && j.started_unix_ms) when = "running " + FormatDurationMs(now - *j.started_unix_ms);
       if (j.state == model::JobState::kRunning && j.idle_since_unix_ms) {
         when += ", IDLE " + FormatDurationMs(now - *j.idle_since_unix_ms);
@@ -266,9 +308,9 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
       }
       if (when.empty()) when = "queued " + FormatDurationMs(now - j.submitted_unix_ms) + " ago";
       std::string line = render::PadLeft(std::to_string(j.id), 6) + "  " + render::PadRight(model::JobStateName(j.state), 10) +
-                         "  " + render::PadRight(render::TruncateToWidth(j.user, 10), 10) + "  " +
+                         "  " + render::PadRight(render::TruncateToWidth(EscapeControl(j.user), 10), 10) + "  " +
                          render::PadRight(std::to_string(j.request.count), 5) + "  " +
-                         render::PadRight(render::TruncateToWidth(j.name, 16), 16) + "  " + when;
+                         render::PadRight(render::TruncateToWidth(EscapeControl(j.name), 16), 16) + "  " + when;
       ctx.out() << render::TruncateToWidth(line, std::max(80, ctx.Terminal(true).width)) << "\n";
     }
     return kExitOk;
@@ -287,7 +329,7 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     int rc = kExitOk;
     for (const auto& o : r->results) {
       if (o.error) {
-        ctx.err() << "gpuman: error: job " << o.id << ": " << o.error->message << "\n";
+        ctx.err() << "gpuman: error: job " << o.id << ": " << EscapeControl(o.error->message) << "\n";
         rc = ExitCodeFor(protocol::ToError(*o.error).code);
       }
     }

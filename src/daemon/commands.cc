@@ -9,6 +9,7 @@
 #include <variant>
 
 #include "daemon/call.h"
+#include "store/sqlite.h"
 
 namespace gpuman::daemon {
 namespace {
@@ -80,7 +81,15 @@ Reply Daemon::Handle(const Peer& peer, const protocol::Request& request) {
   if (!row) return MakeErrorReply(request.id, WireError{WireCode::kUnknownOp, "unknown op"});
   Call call{peer, request, std::nullopt, {}, std::nullopt};
   if (auto refused = Resolve(*row, call)) return std::move(*refused);
-  return (this->*(row->handler))(call);
+  // New work while the state cannot be written (a full disk) would be lost or half-done.
+  if (request.op() == protocol::Op::kSubmit || request.op() == protocol::Op::kAcquire) {
+    if (auto full = RefusingNewWork()) return Fail(call.id(), *full);
+  }
+  Reply reply = (this->*(row->handler))(call);
+  if (reply.error && reply.error->code == WireCode::kIo && store::IsDiskFullMessage(reply.error->message)) {
+    NoteStoreError(MakeError(ErrorCode::kIo, reply.error->message));
+  }
+  return reply;
 }
 
 std::optional<Reply> Daemon::Resolve(const Command& row, Call& call) {

@@ -5,11 +5,14 @@
 #include <pwd.h>
 #include <signal.h>
 #include <sys/inotify.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 
@@ -25,6 +28,7 @@
 #include "store/machine_lease_table.h"
 #include "store/state_db.h"
 #include "store/proc_liveness.h"
+#include "store/sqlite.h"
 
 namespace gpuman::daemon {
 
@@ -170,10 +174,86 @@ Status Daemon::OpenState() {
   if (!options_.machine_lease_dir.empty()) {
     // Leases taken while no daemon ran stay respected; as root this also sets the table up.
     auto table = store::OpenMachineLeaseTable(options_.machine_lease_dir, getuid(), lease_options);
-    if (table) machine_leases_ = std::move(table->store);
-    else std::fprintf(stderr, "gpuman: warning: machine lease table: %s\n", table.error().message.c_str());
+    if (table) {
+      machine_leases_ = std::move(table->store);
+    } else if (table.error().code == ErrorCode::kIo && !store::IsDiskFull(table.error())) {
+      // A file there that is not a lease table (corrupt, another program's, newer): its
+      // leases cannot be respected, and guessing could hand out GPUs that are in use.
+      return table.error();
+    } else {
+      std::fprintf(stderr, "gpuman: warning: machine lease table: %s\n", table.error().message.c_str());
+    }
   }
   return {};
+}
+
+namespace {
+
+// Less free space than this in the state directory's file system counts as full: the
+// next commits would fail half-way through a request.
+constexpr uint64_t kMinFreeBytes = 64 * 1024;
+constexpr int64_t kWriteCheckMs = 1000;
+
+// Why nothing can be written in `dir` now, or nullopt. `probe`: also write (and remove)
+// 64 KiB there, which a quota or a file system that statvfs misjudges refuses too.
+std::optional<std::string> WhyUnwritable(const std::string& dir, bool probe) {
+  struct statvfs vfs {};
+  if (statvfs(dir.c_str(), &vfs) == 0) {
+    const uint64_t blocks = geteuid() == 0 ? vfs.f_bfree : vfs.f_bavail;  // root may use the reserve
+    const uint64_t free_bytes = blocks * vfs.f_frsize;
+    if (free_bytes < kMinFreeBytes) {
+      return dir + ": no space left on device (" + std::to_string(free_bytes) + " bytes free)";
+    }
+  }
+  if (!probe) return std::nullopt;
+  const std::string path = dir + "/.write-probe";
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return dir + ": " + ToLower(std::strerror(errno));
+  static const char kZeros[64 * 1024] = {};
+  int err = 0;
+  for (size_t done = 0; done < sizeof kZeros && err == 0;) {
+    ssize_t n = write(fd, kZeros + done, sizeof kZeros - done);
+    if (n < 0 && errno != EINTR) err = errno;
+    if (n > 0) done += static_cast<size_t>(n);
+  }
+  if (err == 0 && fsync(fd) != 0) err = errno;
+  close(fd);
+  unlink(path.c_str());
+  if (err != 0) return dir + ": " + ToLower(std::strerror(err));
+  return std::nullopt;
+}
+
+}  // namespace
+
+void Daemon::NoteStoreError(const Error& e) {
+  if (unwritable_ || !store::IsDiskFull(e)) return;
+  unwritable_ = e.message;
+  next_write_check_ms_ = clock_.NowUnixMs() + kWriteCheckMs;
+  std::fprintf(stderr,
+               "gpuman: warning: the daemon cannot write its state: %s; refusing new work until space is freed "
+               "(running jobs stay supervised)\n",
+               e.message.c_str());
+}
+
+void Daemon::CheckWritable(int64_t now) {
+  if (now < next_write_check_ms_) return;
+  next_write_check_ms_ = now + kWriteCheckMs;
+  auto why = WhyUnwritable(options_.state_dir, /*probe=*/unwritable_.has_value());
+  if (why) {
+    if (!unwritable_) NoteStoreError(MakeError(ErrorCode::kIo, *why));
+    return;
+  }
+  if (!unwritable_) return;
+  unwritable_.reset();
+  dirty_ = true;  // queued jobs may start now
+  std::fprintf(stderr, "gpuman: the daemon's state in %s can be written again; taking new work\n",
+               options_.state_dir.c_str());
+}
+
+std::optional<Error> Daemon::RefusingNewWork() const {
+  if (!unwritable_) return std::nullopt;
+  return MakeError(ErrorCode::kIo, "the daemon cannot write its state (" + *unwritable_ +
+                                       "); it takes no new work until space is freed there (running jobs go on)");
 }
 
 Status Daemon::Start() {
@@ -278,7 +358,10 @@ void Daemon::WatchOrphan(const model::Job& job, int64_t now) {
     end.ended_unix_ms = now;
   }
   auto moved = jobs_->Transition(job.id, model::JobState::kRunning, to, end);
-  if (!moved) return;  // busy: the next pass tries again; changed meanwhile: not ours
+  if (!moved) {  // busy or full: the next pass tries again; changed meanwhile: not ours
+    NoteStoreError(moved.error());
+    return;
+  }
   if (job.started_unix_ms) {
     double gpu_seconds = static_cast<double>(now - *job.started_unix_ms) / 1000.0 *
                          static_cast<double>(std::max<size_t>(1, job.gpu_uuids.size()));
@@ -340,7 +423,10 @@ Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& g
   update.gpu_uuids = gpus;
   update.reason = "";
   auto starting = jobs_->Transition(job.id, model::JobState::kQueued, model::JobState::kStarting, update);
-  if (!starting) return starting.error();
+  if (!starting) {
+    NoteStoreError(starting.error());
+    return starting.error();
+  }
 
   sched::SupervisorSpec spec;
   spec.job = *starting;
@@ -377,6 +463,7 @@ Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& g
       draft, [&](const std::vector<model::Lease>&) -> Result<std::vector<std::string>> { return gpus; },
       store::ProcLivenessCheck());
   if (!lease) {
+    NoteStoreError(lease.error());
     requeue("GPUs were taken meanwhile: " + lease.error().message);
     return lease.error();  // the pending supervisor exits when its barrier closes
   }
@@ -498,6 +585,7 @@ void Daemon::SchedulePass() {
                                 [](const model::Job& j) { return j.state == model::JobState::kQueued; });
   waiting_.clear();
   if (!any_queued) return;
+  if (unwritable_) return;  // a job started now could not record its outcome
 
   if (!latest_->snapshot) return;  // the devices cannot be read: place nothing
 
@@ -571,6 +659,7 @@ int Daemon::Run(const volatile std::sig_atomic_t* stop) {
     }
     // Slow or silent clients must not hold a slot forever.
     server_->CloseStale(now);
+    CheckWritable(now);
     Tick(now);
   }
   return 0;

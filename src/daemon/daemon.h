@@ -175,6 +175,15 @@ class Daemon {
   protocol::Reply OnAddProcesses(const Call& call);
   protocol::Reply OnRelease(const Call& call);
 
+  // The state directory cannot be written (its file system is full): an "episode" from
+  // the first failed write (or the free space check) until a probe write succeeds again.
+  // Meanwhile submits and acquires are refused with the reason and no job is started, but
+  // running jobs stay supervised. One log line when it begins and one when it ends.
+  void NoteStoreError(const Error& e);
+  void CheckWritable(int64_t now);
+  /// The refusal of new work while the state cannot be written; nullopt when it can.
+  std::optional<Error> RefusingNewWork() const;
+
   DaemonOptions options_;
   devices::DeviceSource& devices_;
   const Clock& clock_;
@@ -192,6 +201,8 @@ class Daemon {
   std::map<int, std::string> uuid_by_index_;  // last known; a lost GPU may not say its UUID
   std::set<int64_t> told_gpu_lost_;           // jobs whose supervisor got SIGUSR1
   std::map<int64_t, Orphan> orphans_;         // adopted jobs, by id (rebuilt after a restart)
+  std::optional<std::string> unwritable_;     // why the state cannot be written now
+  int64_t next_write_check_ms_ = 0;
   std::unique_ptr<Collector> collector_;
 };
 

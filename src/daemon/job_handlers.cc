@@ -33,12 +33,21 @@ Reply Daemon::OnSubmit(const Call& call) {
   if (args.cwd.empty() || args.cwd[0] != '/') {
     return MakeErrorReply(id, Wire(WireCode::kInvalidArgument, "args.cwd: must be an absolute path"));
   }
+  // Bounded fields, for every client (a huge name would make every user's `queue` fail).
+  if (auto over = model::CheckJobFields(args.name, args.argv, args.env, args.cwd, args.output.value_or(""))) {
+    return MakeErrorReply(id, Wire(WireCode::kInvalidArgument, *over));
+  }
   for (int64_t dep : args.after) {
     auto job = jobs_->Get(dep);
     if (!job || !*job) return MakeErrorReply(id, Wire(WireCode::kInvalidArgument, "--after: no job " + std::to_string(dep)));
   }
   model::Job draft;
   draft.name = args.name.empty() ? std::filesystem::path(args.argv[0]).filename().string() : args.name;
+  if (draft.name.size() > model::kMaxJobNameBytes) {  // a long program name: cut at a character
+    size_t cut = model::kMaxJobNameBytes;
+    while (cut > 0 && (static_cast<unsigned char>(draft.name[cut]) & 0xC0) == 0x80) --cut;
+    draft.name.resize(cut);
+  }
   draft.uid = peer.uid;
   draft.gid = peer.gid;
   if (passwd* pw = getpwuid(peer.uid)) draft.gid = pw->pw_gid;
@@ -47,6 +56,11 @@ Reply Daemon::OnSubmit(const Call& call) {
   draft.env = args.env;
   draft.cwd = args.cwd;
   if (args.output) draft.output_path = (*args.output)[0] == '/' ? *args.output : args.cwd + "/" + *args.output;
+  if (draft.output_path.size() > model::kMaxJobPathBytes) {
+    return MakeErrorReply(id, Wire(WireCode::kInvalidArgument,
+                                   "--output: " + std::to_string(draft.output_path.size()) + " bytes as an absolute path; the limit is " +
+                                       std::to_string(model::kMaxJobPathBytes) + " bytes"));
+  }
   draft.request = args.request;
   draft.priority = args.priority;
   draft.time_limit_ms = args.time_limit_ms ? args.time_limit_ms : std::optional<int64_t>(options_.scheduler.default_time_limit_ms);

@@ -3,6 +3,7 @@
 // allowed state transitions are written down in sched/ (job_state.h), not here.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -28,6 +29,36 @@ const char* JobStateName(JobState state);
 std::optional<JobState> ParseJobState(const std::string& name);
 /// True for succeeded, failed, cancelled, timed_out.
 bool IsFinal(JobState state);
+
+/// Why a failed job never ran its command (set only then; `reason` says it in words).
+/// `wait` maps these to the exit codes scripts know from shells and env(1).
+enum class JobFailure {
+  kNone,             // the command ran (or the job has not failed)
+  kCommandNotFound,  // argv[0] is on none of the job's PATH directories (a shell's 127)
+  kCannotExecute,    // found but not executable: permission, not a binary (a shell's 126)
+  kCannotStart,      // its directory, its output file or its owner's credentials (env's 125)
+};
+
+/// "", "command_not_found", "cannot_execute", "cannot_start".
+const char* JobFailureName(JobFailure failure);
+/// The inverse of JobFailureName; nullopt for an unknown name.
+std::optional<JobFailure> ParseJobFailure(const std::string& name);
+
+/// The largest fields a submit may carry (checked by the daemon, so every client is bound;
+/// docs/protocol.md). Bytes, not characters.
+inline constexpr size_t kMaxJobNameBytes = 256;
+inline constexpr size_t kMaxJobArgBytes = 64 * 1024;       // one element of argv
+inline constexpr size_t kMaxJobArgvBytes = 128 * 1024;     // all of argv together
+inline constexpr size_t kMaxJobArgs = 4096;                // elements of argv
+inline constexpr size_t kMaxJobEnvBytes = 256 * 1024;      // every NAME=VALUE together
+inline constexpr size_t kMaxJobPathBytes = 4096;           // cwd and the output path (PATH_MAX)
+
+/// The first field of a submitted job over its limit or unusable for exec (a NUL byte in
+/// argv, an environment name that is empty or holds '=' or NUL), as one line naming the
+/// field and the limit ("--name: 600 bytes; the limit is 256 bytes"); nullopt when all fit.
+std::optional<std::string> CheckJobFields(const std::string& name, const std::vector<std::string>& argv,
+                                          const std::map<std::string, std::string>& env, const std::string& cwd,
+                                          const std::string& output_path);
 
 /// What the GPUs must be like (the selection options of `run`, as data).
 struct GpuRequest {
@@ -67,6 +98,7 @@ struct Job {
   std::optional<int32_t> supervisor_pid;
   std::optional<int64_t> supervisor_start_ticks;
   std::string reason;                      // why it waits / why it failed
+  JobFailure failure = JobFailure::kNone;  // why it never ran, for a job failed before exec
   std::optional<int64_t> idle_since_unix_ms;  // running but idle (daemon's idle watch)
 };
 

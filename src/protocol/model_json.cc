@@ -75,6 +75,7 @@ json JobToJson(const model::Job& job, bool include_private) {
   j["supervisor_pid"] = OrNull(job.supervisor_pid);
   j["supervisor_start_ticks"] = OrNull(job.supervisor_start_ticks);
   j["reason"] = job.reason;
+  j["failure"] = job.failure == model::JobFailure::kNone ? json(nullptr) : json(model::JobFailureName(job.failure));
   if (job.idle_since_unix_ms) j["idle_since_unix_ms"] = *job.idle_since_unix_ms;
   return j;
 }
@@ -122,6 +123,13 @@ Result<model::Job> JobFromJson(const json& j, std::string_view path) {
   f.Optional("supervisor_pid", job.supervisor_pid);
   f.Optional("supervisor_start_ticks", job.supervisor_start_ticks);
   f.Optional("reason", job.reason);
+  std::optional<std::string> failure;
+  f.Optional("failure", failure);
+  if (f.ok() && failure) {
+    // An unknown kind from a newer daemon still means the command never ran.
+    job.failure = model::ParseJobFailure(*failure).value_or(model::JobFailure::kCannotStart);
+    if (failure->empty()) job.failure = model::JobFailure::kNone;
+  }
   f.Optional("idle_since_unix_ms", job.idle_since_unix_ms);
   if (!f.ok()) return f.error();
   return job;

@@ -23,6 +23,7 @@
 #include "render/status_view.h"
 
 #include "base/duration.h"
+#include "base/strings.h"
 
 namespace gpuman::render {
 namespace {
@@ -193,7 +194,7 @@ const char* ShortProcessType(model::ProcessType type) {
 }
 
 std::string ProcessUser(const model::GpuProcess& p) {
-  if (p.user) return *p.user;
+  if (p.user) return EscapeControl(*p.user);
   if (p.uid) return "uid " + std::to_string(*p.uid);
   return "?";
 }
@@ -393,7 +394,8 @@ std::string ProcessLine(const model::GpuProcess& p, const ProcessWidths& w, int6
     return line + Colorize(TruncateToWidth("(not in this PID namespace)", room), Color::kDim,
                            use_color);
   }
-  return line + TruncateToWidth(p.command.value_or(std::string(kUnknown)), room);
+  // A process's command line is whatever it set: shown, never sent to the terminal.
+  return line + TruncateToWidth(EscapeControl(p.command.value_or(std::string(kUnknown))), room);
 }
 
 }  // namespace
@@ -437,12 +439,12 @@ std::string RenderStatusText(const model::MachineSnapshot& snap, const StatusOpt
       if (opts.leases && d.uuid) {
         for (const model::Lease& l : *opts.leases) {
           if (std::find(l.gpu_uuids.begin(), l.gpu_uuids.end(), *d.uuid) == l.gpu_uuids.end()) continue;
-          std::string text = "lease " + std::to_string(l.id) + " " + l.user + " (" + l.kind + ") since " +
+          std::string text = "lease " + std::to_string(l.id) + " " + EscapeControl(l.user) + " (" + EscapeControl(l.kind) + ") since " +
                              FormatIsoUtcSeconds(l.created_unix_ms / 1000);
           if (l.idle_since_unix_ms) {
             text += ", IDLE for " + FormatDurationMs(snap.taken_at_unix_ms - *l.idle_since_unix_ms);
           }
-          text += ": " + l.command;
+          text += ": " + EscapeControl(l.command);  // a job's name, a user's command line
           AppendDetailLine(lines, "", text, l.idle_since_unix_ms ? Color::kYellow : Color::kDim, color, avail);
         }
       }

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -114,13 +115,82 @@ std::string Encode(const StartInfo& info) {
   for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-  execvpe(argv[0], argv.data(), envp.data());
-  int err = errno;
+  // The job's own PATH finds the program, never this process's (ResolveCommand).
+  auto program = ResolveCommand(spec.argv[0], EnvValue(env, "PATH"));
+  int err = ENOENT;
+  if (program) {
+    execve(program->c_str(), argv.data(), envp.data());
+    err = errno;
+  } else if (program.error().code == ErrorCode::kPermissionDenied) {
+    err = EACCES;
+  }
   WriteAll(exec_write, &err, sizeof err);
-  _exit(127);
+  _exit(err == ENOENT ? 127 : 126);
+}
+
+std::string Lower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
 }
 
 }  // namespace
+
+std::optional<std::string> EnvValue(const std::vector<std::string>& env, const std::string& name) {
+  std::optional<std::string> value;
+  for (const auto& e : env) {
+    if (e.size() > name.size() && e.compare(0, name.size(), name) == 0 && e[name.size()] == '=') {
+      value = e.substr(name.size() + 1);
+    }
+  }
+  return value;
+}
+
+std::string ExecErrorText(int err) {
+  if (err == ENOEXEC) return "not an executable format (a script needs a #! line)";
+  return Lower(std::strerror(err));
+}
+
+Result<std::string> ResolveCommand(const std::string& name, const std::optional<std::string>& path_var) {
+  if (name.empty()) return MakeError(ErrorCode::kNotFound, "command not found: the command is empty");
+  // Why a file found is not one we may run: a directory, or no execute permission.
+  auto unusable = [](const std::string& file) -> std::optional<int> {
+    struct stat st{};
+    if (stat(file.c_str(), &st) != 0) return errno;
+    if (S_ISDIR(st.st_mode)) return EISDIR;
+    if (!S_ISREG(st.st_mode)) return EACCES;
+    if (faccessat(AT_FDCWD, file.c_str(), X_OK, AT_EACCESS) != 0) return errno;
+    return std::nullopt;
+  };
+  if (name.find('/') != std::string::npos) {
+    std::optional<int> err = unusable(name);
+    if (!err) return name;
+    if (*err == ENOENT || *err == ENOTDIR) {
+      return MakeError(ErrorCode::kNotFound, "command not found: " + name + ": no such file");
+    }
+    return MakeError(ErrorCode::kPermissionDenied, "could not execute " + name + ": " + Lower(std::strerror(*err)));
+  }
+  const std::string path = path_var.value_or("/bin:/usr/bin");
+  std::optional<std::pair<std::string, int>> denied;  // the first match we may not run
+  size_t start = 0;
+  while (true) {
+    size_t colon = path.find(':', start);
+    std::string dir = path.substr(start, colon == std::string::npos ? std::string::npos : colon - start);
+    std::string file = (dir.empty() ? std::string(".") : dir) + "/" + name;
+    std::optional<int> err = unusable(file);
+    if (!err) return file;
+    if (*err != ENOENT && *err != ENOTDIR && *err != ENAMETOOLONG && *err != ELOOP && !denied) {
+      denied = std::make_pair(file, *err);
+    }
+    if (colon == std::string::npos) break;
+    start = colon + 1;
+  }
+  if (denied) {
+    return MakeError(ErrorCode::kPermissionDenied,
+                     "could not execute " + denied->first + ": " + Lower(std::strerror(denied->second)));
+  }
+  std::string shown = path.size() > 200 ? path.substr(0, 200) + "..." : path;
+  return MakeError(ErrorCode::kNotFound, "command not found: " + name + " (not in PATH " + shown + ")");
+}
 
 Result<std::unique_ptr<ChildProcess>> ChildProcess::Fork(const JobSpec& spec) {
   if (spec.argv.empty()) return MakeError(ErrorCode::kInvalidArgument, "no command given");
@@ -186,10 +256,8 @@ Status ChildProcess::Start(const StartInfo& info) {
     waitpid(pid_, &status, 0);
     reaped_ = true;
     if (took_terminal_) tcsetpgrp(STDIN_FILENO, getpgrp());
-    ErrorCode code = (err == EACCES || err == EPERM) ? ErrorCode::kPermissionDenied : ErrorCode::kNotFound;
-    std::string what = std::strerror(err);
-    for (char& c : what) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return MakeError(code, "cannot run the command: " + what);
+    ErrorCode code = err == ENOENT ? ErrorCode::kNotFound : ErrorCode::kPermissionDenied;
+    return MakeError(code, "cannot run the command: " + ExecErrorText(err));
   }
   return {};
 }

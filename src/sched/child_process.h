@@ -14,8 +14,26 @@
 
 namespace gpuman::sched {
 
+/// Finds the program `name` would run as argv[0], as execvp(3) does but against `path_var`
+/// (the job's own PATH, not this process's; unset: "/bin:/usr/bin", glibc's default) and
+/// never falling back to a shell: a name with a '/' is used as it is; otherwise each PATH
+/// directory in turn (an empty entry is the current directory) and the first regular file
+/// this process may execute wins. Checks with the caller's credentials and working
+/// directory, so call it as the job's owner, in the job's directory.
+/// Errors: kNotFound "command not found: NAME" (nowhere on PATH, or no such file);
+/// kPermissionDenied "could not execute PATH: permission denied" (found, but not
+/// executable: mode bits, a directory, a noexec mount).
+Result<std::string> ResolveCommand(const std::string& name, const std::optional<std::string>& path_var);
+
+/// The value of NAME in an environment of "NAME=VALUE" strings (the last one wins).
+std::optional<std::string> EnvValue(const std::vector<std::string>& env, const std::string& name);
+
+/// What execve's errno means for a program that ResolveCommand found ("permission denied";
+/// ENOEXEC: "not an executable format (a script needs a #! line)"), in lower case.
+std::string ExecErrorText(int err);
+
 struct JobSpec {
-  std::vector<std::string> argv;  // argv[0] is looked up in PATH
+  std::vector<std::string> argv;  // argv[0] is looked up in the PATH of `env` (ResolveCommand)
   std::vector<std::string> env;   // the job's environment, "KEY=VALUE"
   bool foreground_tty = false;    // give the job the controlling terminal (interactive use)
 };

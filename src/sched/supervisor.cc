@@ -4,7 +4,9 @@
 //                    (setsid; exits at once)   |                  (own process group;
 //                                              |                   waits at a barrier, then
 //   the daemon reaps the intermediate;         |                   setgid, initgroups, setuid,
-//   the supervisor is re-parented to init      |                   chdir, open log, exec argv)
+//   the supervisor is re-parented to init      |                   chdir, open log, find argv[0]
+//                                              |                   on the job's PATH, report
+//                                              |                   ready or why not, exec argv)
 //   (or a subreaper), so it outlives the       waits for the job; SIGTERM = cancel;
 //   daemon.                                    time limit; writes the outcome to the db
 //
@@ -33,9 +35,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
+#include "sched/child_process.h"
 #include "sched/job_state.h"
 #include "store/job_store.h"
 #include "store/lease_store.h"
@@ -79,45 +83,63 @@ bool WriteAll(int fd, const void* data, size_t n) {
   return true;
 }
 
-// In the job's process: wait until the supervisor has recorded us in the lease, become the
-// owner, then open the log (so it is theirs and cannot be used to write where they may
-// not), then exec. Errors go to the log if it is open.
-[[noreturn]] void JobMain(const SupervisorSpec& spec, int gate_read) {
+// What the job's process tells the supervisor over its report pipe (CLOEXEC, so a
+// successful exec closes it): 'R' once it is ready to run, or one of the kinds below and
+// a one-line reason, then EOF, when it cannot.
+constexpr char kReady = 'R';
+constexpr char kNotFound = 'n';     // model::JobFailure::kCommandNotFound
+constexpr char kCannotExec = 'x';   // model::JobFailure::kCannotExecute
+constexpr char kCannotStart = 's';  // model::JobFailure::kCannotStart
+
+std::string Lower(std::string text) {
+  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+[[noreturn]] void ReportAndExit(int report, char kind, const std::string& why, int code) {
+  std::string message(1, kind);
+  message += why;
+  WriteAll(report, message.data(), message.size());
+  // Into the log too, when it is open already (stderr is the log by then).
+  if (kind != kCannotStart) dprintf(2, "gpuman: %s\n", why.c_str());
+  _exit(code);
+}
+
+// In the job's process. First, before anything may run, everything that can fail is done
+// as the job's owner: drop privileges for good, enter the job's directory, open its log
+// (so it is theirs and cannot be used to write where they may not), find the program on
+// the job's own PATH. A failure is reported to the supervisor, which records it and never
+// lets the job start. Then wait until the supervisor has recorded us in the lease and the
+// job as running, and exec.
+[[noreturn]] void JobMain(const SupervisorSpec& spec, int gate_read, int report) {
   const model::Job& job = spec.job;
   setpgid(0, 0);
-  char go = 0;
-  ssize_t got;
-  do {
-    got = read(gate_read, &go, 1);
-  } while (got < 0 && errno == EINTR);
-  if (got != 1) _exit(125);  // the supervisor is gone or gave up: never run unrecorded
-  close(gate_read);
   signal(SIGTERM, SIG_DFL);
   signal(SIGUSR1, SIG_DFL);
   signal(SIGINT, SIG_DFL);
   signal(SIGPIPE, SIG_DFL);
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
+  const std::string uid = std::to_string(job.uid);
   if (getuid() == 0 && job.uid != 0) {
-    if (initgroups(job.user.c_str(), job.gid) != 0 || setgid(job.gid) != 0 || setuid(job.uid) != 0) _exit(126);
+    if (initgroups(job.user.c_str(), job.gid) != 0 || setgid(job.gid) != 0 || setuid(job.uid) != 0) {
+      ReportAndExit(report, kCannotStart, "could not become its owner (uid " + uid + "): " + Lower(strerror(errno)), 125);
+    }
   } else if (getuid() != job.uid) {
-    _exit(126);  // a user-mode daemon runs only its own user's jobs
+    ReportAndExit(report, kCannotStart, "this daemon runs as uid " + std::to_string(getuid()) +
+                                            " and cannot run a job of uid " + uid, 125);
   }
-  if (setuid(0) == 0 && job.uid != 0) _exit(126);  // privileges must be gone for good
+  if (job.uid != 0 && setuid(0) == 0) ReportAndExit(report, kCannotStart, "could not drop root privileges", 125);
+  if (!job.cwd.empty() && chdir(job.cwd.c_str()) != 0) {
+    ReportAndExit(report, kCannotStart, "cannot enter its working directory " + job.cwd + ": " + Lower(strerror(errno)), 125);
+  }
   std::string log = job.output_path.empty() ? DefaultLogPath(job) : job.output_path;
   int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
   int out = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (out < 0) {
+    ReportAndExit(report, kCannotStart, "cannot open its output file " + log + ": " + Lower(strerror(errno)), 125);
+  }
   if (in >= 0) dup2(in, 0);
-  if (out >= 0) {
-    dup2(out, 1);
-    dup2(out, 2);
-  }
-  if (!job.cwd.empty() && chdir(job.cwd.c_str()) != 0) {
-    dprintf(2, "gpuman: job %lld: cannot enter %s: %s\n", static_cast<long long>(job.id), job.cwd.c_str(),
-            strerror(errno));
-    _exit(126);
-  }
+  dup2(out, 1);
+  dup2(out, 2);
   std::vector<std::string> env;
   for (const auto& [k, v] : job.env) env.push_back(k + "=" + v);
   for (const auto& e : spec.extra_env) {
@@ -125,15 +147,93 @@ bool WriteAll(int fd, const void* data, size_t n) {
     std::erase_if(env, [&](const std::string& x) { return x.compare(0, key.size() + 1, key + "=") == 0; });
     env.push_back(e);
   }
+  // The job's own PATH, in the job's directory, as its owner: what the owner's shell would run.
+  auto program = ResolveCommand(job.argv[0], EnvValue(env, "PATH"));
+  if (!program) {
+    bool missing = program.error().code == ErrorCode::kNotFound;
+    ReportAndExit(report, missing ? kNotFound : kCannotExec, program.error().message, missing ? 127 : 126);
+  }
+  WriteAll(report, &kReady, 1);
+
+  char go = 0;
+  ssize_t got;
+  do {
+    got = read(gate_read, &go, 1);
+  } while (got < 0 && errno == EINTR);
+  if (got != 1) _exit(125);  // the supervisor is gone or gave up: never run unrecorded
+  close(gate_read);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, nullptr);
   std::vector<char*> argv, envp;
   for (const auto& a : job.argv) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   for (auto& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
-  execvpe(argv[0], argv.data(), envp.data());
-  dprintf(2, "gpuman: job %lld: cannot run %s: %s\n", static_cast<long long>(job.id), job.argv[0].c_str(),
-          strerror(errno));
-  _exit(errno == ENOENT ? 127 : 126);
+  execve(program->c_str(), argv.data(), envp.data());  // never through a shell
+  int err = errno;
+  ReportAndExit(report, err == ENOENT ? kNotFound : kCannotExec,
+                (err == ENOENT ? "command not found: " : "could not execute ") + *program + ": " + ExecErrorText(err),
+                err == ENOENT ? 127 : 126);
+}
+
+model::JobFailure FailureOf(char kind) {
+  switch (kind) {
+    case kNotFound: return model::JobFailure::kCommandNotFound;
+    case kCannotExec: return model::JobFailure::kCannotExecute;
+    default: return model::JobFailure::kCannotStart;
+  }
+}
+
+// Reads what the job's process reported until EOF (its exec, or its exit).
+std::string ReadReport(int fd) {
+  std::string text;
+  char buf[4096];
+  while (true) {
+    ssize_t r = read(fd, buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return text;
+    text.append(buf, static_cast<size_t>(r));
+  }
+}
+
+void SleepMs(int64_t ms) {
+  timespec ts{static_cast<time_t>(ms / 1000), static_cast<long>(ms % 1000) * 1000000L};
+  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+  }
+}
+
+// Records a transition the supervisor owns, retrying with backoff (50 ms doubling to 5 s)
+// for as long as the state db cannot take it (disk full, I/O error, locked), so that a
+// job's outcome is never thrown away: it lives in this process until it lands. Gives up
+// only when the job is no longer ours to move (kConflict, kNotFound) or after `max_tries`
+// (0: no limit). Returns whether it landed.
+bool RecordPersistently(store::JobStore& jobs, int64_t id, model::JobState from, model::JobState to,
+                        const store::JobStore::Update& update, int max_tries = 0) {
+  int64_t delay_ms = 50;
+  for (int tries = 1;; ++tries) {
+    auto moved = jobs.Transition(id, from, to, update);
+    if (moved) return true;
+    const ErrorCode code = moved.error().code;
+    if (code == ErrorCode::kConflict || code == ErrorCode::kNotFound || code == ErrorCode::kInvalidArgument) {
+      return false;
+    }
+    if (max_tries > 0 && tries >= max_tries) return false;
+    SleepMs(delay_ms);
+    delay_ms = std::min<int64_t>(delay_ms * 2, 5000);
+  }
+}
+
+// The same for the writes after the outcome (usage, releasing the lease): a few tries,
+// since a lease whose processes are gone is reclaimed anyway.
+template <typename F>
+void RetryFew(F write) {
+  int64_t delay_ms = 50;
+  for (int tries = 0; tries < 12; ++tries) {
+    if (write()) return;
+    SleepMs(delay_ms);
+    delay_ms = std::min<int64_t>(delay_ms * 2, 5000);
+  }
 }
 
 }  // namespace
@@ -168,12 +268,15 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
   spec.extra_env.push_back("GPUMAN_LEASE_ID=" + std::to_string(lease_id));
   spec.grace_ms = grace_ms;
   const model::Job& job = spec.job;
-  auto give_up = [&](const std::string& why) {
+  // A job that cannot start ends failed, with the reason, and never runs.
+  auto give_up = [&](const std::string& why, model::JobFailure failure = model::JobFailure::kCannotStart,
+                     model::JobState from = model::JobState::kStarting) {
     store::JobStore::Update failed;
     failed.ended_unix_ms = NowMs();
     failed.reason = why;
-    (void)(*jobs)->Transition(job.id, model::JobState::kStarting, model::JobState::kFailed, failed);
-    (void)(*leases)->Release(lease_id);
+    failed.failure = failure;
+    (void)RecordPersistently(**jobs, job.id, from, model::JobState::kFailed, failed);
+    RetryFew([&] { return static_cast<bool>((*leases)->Release(lease_id)); });
     _exit(1);
   };
 
@@ -181,8 +284,9 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
   // lease and the job is running in the db. It must not inherit our cancel handler: hold
   // SIGTERM across the fork; the job resets it to the default and unblocks it (a pending
   // one then ends it, as it should).
-  int gate[2];
+  int gate[2], report[2];
   if (pipe2(gate, O_CLOEXEC) != 0) give_up(std::string("could not start the job: pipe: ") + strerror(errno));
+  if (pipe2(report, O_CLOEXEC) != 0) give_up(std::string("could not start the job: pipe: ") + strerror(errno));
   sigset_t term, old;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
@@ -191,11 +295,13 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
   pid_t child = fork();
   if (child == 0) {
     close(gate[1]);
-    JobMain(spec, gate[0]);
+    close(report[0]);
+    JobMain(spec, gate[0], report[1]);
   }
   int fork_errno = errno;
   sigprocmask(SIG_SETMASK, &old, nullptr);
   close(gate[0]);
+  close(report[1]);
   if (child < 0) {
     close(gate[1]);
     give_up(std::string("could not start the job: fork: ") + strerror(fork_errno));
@@ -211,6 +317,17 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
     int ignored = 0;
     waitpid(child, &ignored, 0);
   };
+  // The job's process does, as the owner, all that can fail before it may run.
+  char ready = 0;
+  if (!ReadAll(report[0], &ready, 1)) {
+    abandon();
+    give_up("the job's process ended before it started");
+  }
+  if (ready != kReady) {
+    std::string why = ReadReport(report[0]);
+    abandon();
+    give_up(why.empty() ? "the job could not start" : why, FailureOf(ready));
+  }
   auto job_process = store::CurrentLeaseProcess(child);
   if (!job_process) {
     abandon();
@@ -241,6 +358,15 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
   const char go = 'g';
   WriteAll(gate[1], &go, 1);  // if the job is gone already, the wait below says how it ended
   close(gate[1]);
+  // EOF: exec'd (the pipe is CLOEXEC), or gone. A report: exec itself failed, so the
+  // command never ran.
+  if (std::string exec_report = ReadReport(report[0]); !exec_report.empty()) {
+    close(report[0]);
+    int ignored = 0;
+    waitpid(child, &ignored, 0);
+    give_up(exec_report.substr(1), FailureOf(exec_report[0]), model::JobState::kRunning);
+  }
+  close(report[0]);
   int status = 0;
   bool cancelled = false, timed_out = false, gpu_lost = false, signalled = false;
   int64_t kill_at = 0;
@@ -301,12 +427,15 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
     final_state = model::JobState::kFailed;
     outcome.reason = "exit code " + std::to_string(outcome.exit_code.value_or(-1));
   }
-  (void)(*jobs)->Transition(job.id, model::JobState::kRunning, final_state, outcome);
   const double ran_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_steady).count();
+  // The outcome is the one thing that must land: retried until the state db takes it (a
+  // full disk that frees up later), while the lease keeps this process and the job's
+  // GPUs recorded. Cancelling now changes nothing: the job has ended already.
+  (void)RecordPersistently(**jobs, job.id, model::JobState::kRunning, final_state, outcome);
   double gpu_seconds = ran_s * static_cast<double>(std::max<size_t>(1, job.gpu_uuids.size()));
-  (void)(*jobs)->AddUsage(job.uid, gpu_seconds, ended);
-  (void)(*leases)->Release(lease_id);
+  RetryFew([&] { return static_cast<bool>((*jobs)->AddUsage(job.uid, gpu_seconds, ended)); });
+  RetryFew([&] { return static_cast<bool>((*leases)->Release(lease_id)); });
   return 0;
 }
 

@@ -132,6 +132,8 @@ CREATE TABLE coarse_shares (
 
 constexpr int kLatestVersion = static_cast<int>(std::size(kHistoryMigrations));
 
+const FileSchema kHistorySchema{"gpuman history database", kHistoryApplicationId, kHistoryMigrations};
+
 #define GPUMAN_HISTORY_SAMPLE_COLUMNS_V1                                                  \
   "t_unix_ms, gpu, gpu_index, util_cpct, mem_util_cpct, mem_used_bytes, mem_total_bytes, " \
   "temp_ccel, power_mw, user, job_id"
@@ -210,15 +212,6 @@ std::string ErrnoText(int err) {
   std::string text = std::strerror(err);
   for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return text;
-}
-
-Error RelabelError(Error e, const std::string& db_path, const std::string& path) {
-  const std::string from = "state db " + db_path;
-  const std::string to = "history db " + path;
-  for (size_t at = 0; (at = e.message.find(from, at)) != std::string::npos; at += to.size()) {
-    e.message.replace(at, from.size(), to);
-  }
-  return e;
 }
 
 // Creates the file with mode 0644 (whatever the umask), so that SQLite gives the -wal and
@@ -314,27 +307,30 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::Open(const std::string& path
                                        : ErrorCode::kIo,
                        context + ": " + ErrnoText(err));
     }
-    DatabaseOptions options;
+  }
+  DatabaseOptions options;
+  options.label = "history db";
+  options.display_path = path;
+  UseSchema(options, kHistorySchema);  // refuse a file that is not ours before writing
+  if (read_only) {
     options.create = false;
     auto opened = Database::Open(ReadOnlyUri(path), options);
     if (!opened) return opened.error();
     db = std::move(*opened);
   } else {
     if (auto made = PrepareWritableFile(path); !made) return made.error();
-    auto opened = Database::Open(path);
+    auto opened = Database::Open(path, options);
     if (!opened) return opened.error();
     db = std::move(*opened);
   }
-  // The wrapper names its file "state db"; errors of this file say "history db PATH".
-  auto relabel = [&](Error e) { return RelabelError(std::move(e), db->path(), path); };
 
   int version = kLatestVersion;
   if (read_only) {
     auto read = db->Prepare("read schema version", "PRAGMA user_version");
-    if (!read) return relabel(read.error());
+    if (!read) return read.error();
     auto use = read->Use();
     auto row = read->Step();
-    if (!row) return relabel(row.error());
+    if (!row) return row.error();
     version = *row ? static_cast<int>(read->ColumnInt64(0)) : 0;
     if (version == 0) {
       return MakeError(ErrorCode::kNotFound, context + ": no history recorded yet (empty file)");
@@ -347,8 +343,8 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::Open(const std::string& path
                            "; this gpuman reads versions up to " + std::to_string(kLatestVersion));
     }
   } else {
-    if (auto migrated = Migrate(*db, kHistoryMigrations); !migrated) {
-      return relabel(migrated.error());
+    if (auto migrated = Migrate(*db, kHistorySchema); !migrated) {
+      return migrated.error();
     }
   }
   const bool has_shares = version >= 2;
@@ -427,14 +423,13 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::Open(const std::string& path
   for (const Sql& s : all) {
     if (s.needs_shares && !has_shares) continue;  // a read-only schema 1 file: never used
     auto prepared = db->Prepare(s.name, s.sql);
-    if (!prepared) return relabel(prepared.error());
+    if (!prepared) return prepared.error();
     *s.target = std::move(*prepared);
   }
   return std::unique_ptr<HistoryStore>(new HistoryStore(path, read_only, retention, std::move(db),
                                                         std::move(stmts), has_shares));
 }
 
-Error HistoryStore::Relabel(Error e) const { return RelabelError(std::move(e), db_->path(), path_); }
 
 // ---- Writing
 
@@ -621,7 +616,7 @@ Status HistoryStore::Record(const std::vector<model::GpuSample>& samples) {
     gpu_ids_.clear();
     rolled_until_ms_.reset();
     last_prune_ms_.reset();
-    return Relabel(done.error());
+    return done.error();
   }
   return {};
 }
@@ -637,7 +632,7 @@ Status HistoryStore::RecordJobWait(const model::JobWait& wait) {
       .Bind(3, wait.user)
       .Bind(4, wait.submitted_unix_ms)
       .Bind(5, static_cast<int64_t>(wait.gpus));
-  if (auto run = ins.Run(); !run) return Relabel(run.error());
+  if (auto run = ins.Run(); !run) return run.error();
   return {};
 }
 
@@ -775,7 +770,7 @@ Result<std::vector<model::GpuSample>> HistoryStore::Samples(const Query& q) {
     return rows;
   };
   auto rows = work();
-  if (!rows) return Relabel(rows.error());
+  if (!rows) return rows.error();
   return rows;
 }
 
@@ -786,7 +781,7 @@ Result<std::vector<model::JobWait>> HistoryStore::JobWaits(std::optional<int64_t
   q.Bind(1, since_unix_ms.value_or(kMinMs));
   while (true) {
     auto row = q.Step();
-    if (!row) return Relabel(row.error());
+    if (!row) return row.error();
     if (!*row) break;
     model::JobWait w;
     w.job_id = q.ColumnInt64(0);
@@ -813,7 +808,7 @@ Result<std::map<model::UsageKey, double>> HistoryStore::GpuHoursByUser(
 
 Result<std::vector<HistoryGpu>> HistoryStore::Gpus() {
   auto gpus = GpuMapLocked();
-  if (!gpus) return Relabel(gpus.error());
+  if (!gpus) return gpus.error();
   std::vector<HistoryGpu> out;
   for (auto& [id, gpu] : *gpus) out.push_back(gpu);
   std::sort(out.begin(), out.end(), [](const HistoryGpu& a, const HistoryGpu& b) {
@@ -826,7 +821,7 @@ Result<std::optional<std::pair<int64_t, int64_t>>> HistoryStore::TimeRange() {
   Statement& q = stmts_->time_range;
   auto use = q.Use();
   auto row = q.Step();
-  if (!row) return Relabel(row.error());
+  if (!row) return row.error();
   if (!*row || q.ColumnIsNull(0)) return std::optional<std::pair<int64_t, int64_t>>();
   return std::optional<std::pair<int64_t, int64_t>>(std::pair{q.ColumnInt64(0), q.ColumnInt64(1)});
 }

@@ -35,9 +35,11 @@ class HistoryStore {
   /// Opens the history db at `path`. Writable (`read_only` false): creates the file (mode
   /// 0644, missing parent directories with the umask's mode) and migrates it. Read-only:
   /// never creates or changes anything; the file must exist and carry a known schema.
-  /// Errors: kInvalidArgument (retention not positive, or finer than its coarse step;
-  /// schema newer than this gpuman knows); kNotFound (read-only and no file at `path`);
-  /// kPermissionDenied; kIo (not a history db, corrupt); kBusy.
+  /// Either way the file is checked before anything writes to it (store/migrations.h,
+  /// CheckFile): another program's file, or one of a newer gpuman, is refused unchanged.
+  /// Errors: kInvalidArgument (retention not positive, or finer than its coarse step);
+  /// kNotFound (read-only and no file at `path`); kPermissionDenied; kIo (not a history
+  /// db, corrupt, truncated, schema newer than this gpuman knows); kBusy.
   static Result<std::unique_ptr<HistoryStore>> Open(const std::string& path, bool read_only,
                                                     HistoryRetention retention = {});
   ~HistoryStore();
@@ -97,7 +99,6 @@ class HistoryStore {
   HistoryStore(std::string path, bool read_only, HistoryRetention retention,
                std::unique_ptr<Database> db, std::unique_ptr<Statements> stmts, bool has_shares);
 
-  Error Relabel(Error e) const;
   Result<int64_t> GpuIdLocked(const model::GpuSample& s);
   Status WriteRowLocked(Statement& row, Statement& share, int64_t gpu_id, const model::GpuSample& s,
                         double scale);

@@ -21,7 +21,7 @@ namespace gpuman::store {
   "req_min_free_memory_bytes, req_max_utilization_percent, req_model, "                     \
   "req_min_compute_capability, req_exclude, req_allow_shared, priority, time_limit_ms, "    \
   "requeue, after, state, submitted_unix_ms, started_unix_ms, ended_unix_ms, exit_code, "   \
-  "gpu_uuids, lease_id, supervisor_pid, supervisor_start_ticks, reason"
+  "gpu_uuids, lease_id, supervisor_pid, supervisor_start_ticks, reason, failure"
 #define GPUMAN_JOB_ACTIVE "state IN ('queued', 'held', 'starting', 'running')"
 
 // All SQL of the job store, prepared at open so a schema mismatch fails there.
@@ -52,7 +52,7 @@ enum Column {
   kReqMinFreeMemory, kReqMaxUtilization, kReqModel, kReqMinComputeCapability, kReqExclude,
   kReqAllowShared, kPriority, kTimeLimit, kRequeue, kAfter, kState, kSubmitted, kStarted,
   kEnded, kExitCode, kGpuUuids, kLeaseId, kSupervisorPid, kSupervisorStartTicks, kReason,
-  kColumnCount
+  kFailure, kColumnCount
 };
 
 // ---- Encodings of list columns (see migration 2)
@@ -167,8 +167,9 @@ std::optional<int64_t> Widen(const std::optional<int32_t>& value) {
 }
 static_assert(std::is_same_v<int, int32_t>);  // Widen serves exit_code and percentages too
 
-// The fields of `job` that a Transition may change, in update_job's parameters 3..10.
+// The fields of `job` that a Transition may change, in update_job's parameters 3..10 and 12.
 void BindRunFields(Statement& s, const model::Job& job) {
+  s.Bind(12, model::JobFailureName(job.failure));
   BindOptional(s, 3, job.started_unix_ms);
   BindOptional(s, 4, job.ended_unix_ms);
   BindOptional(s, 5, Widen(job.exit_code));
@@ -237,6 +238,9 @@ Result<model::Job> ReadJob(const Database& db, const Statement& s) {
   job.supervisor_pid = Narrow<int32_t>(OptionalInt(s, kSupervisorPid));
   job.supervisor_start_ticks = OptionalInt(s, kSupervisorStartTicks);
   job.reason = s.ColumnText(kReason);
+  auto failure = model::ParseJobFailure(s.ColumnText(kFailure));
+  if (!failure) return Corrupt(db, job.id, "failure");
+  job.failure = *failure;
   return job;
 }
 
@@ -257,6 +261,7 @@ Result<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path,
   }
   DatabaseOptions db_options;
   db_options.busy_timeout = options.busy_timeout;
+  UseSchema(db_options, StateFileSchema());  // refuse a file that is not ours before writing
   auto db = Database::Open(path, db_options);
   if (!db) return db.error();
   if (auto migrated = Migrate(**db); !migrated) return migrated.error();
@@ -282,11 +287,11 @@ Result<std::unique_ptr<JobStore>> JobStore::Attach(std::shared_ptr<Database> db,
       {&stmts->insert_job, "insert job",
        "INSERT INTO jobs (" GPUMAN_JOB_COLUMNS ") VALUES (NULL, ?1, ?2, ?3, ?4, ?5, ?6, ?7, "
        "?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, "
-       "?25, ?26, ?27, ?28, ?29, ?30)"},
+       "?25, ?26, ?27, ?28, ?29, ?30, ?31)"},
       {&stmts->update_job, "update job",
        "UPDATE jobs SET state = ?2, started_unix_ms = ?3, ended_unix_ms = ?4, exit_code = ?5, "
        "gpu_uuids = ?6, lease_id = ?7, supervisor_pid = ?8, supervisor_start_ticks = ?9, "
-       "reason = ?10 WHERE id = ?1 AND state = ?11"},
+       "reason = ?10, failure = ?12 WHERE id = ?1 AND state = ?11"},
       {&stmts->log_event, "log job event",
        "INSERT INTO job_events (at_unix_ms, job_id, kind, from_state, to_state, reason) "
        "VALUES (" GPUMAN_JOB_SQL_NOW_MS ", ?1, ?2, ?3, ?4, ?5)"},
@@ -373,6 +378,7 @@ Result<model::Job> JobStore::Submit(model::Job draft) {
   job.lease_id.reset();
   job.supervisor_pid.reset();
   job.supervisor_start_ticks.reset();
+  job.failure = model::JobFailure::kNone;
 
   auto tx = Transaction::BeginWrite(*db_);
   if (!tx) return tx.error().WithContext(context);
@@ -410,8 +416,9 @@ Result<model::Job> JobStore::Submit(model::Job draft) {
         .BindNull(kLeaseId)
         .BindNull(kSupervisorPid)
         .BindNull(kSupervisorStartTicks)
-        .Bind(kReason, job.reason);
-    static_assert(kReason == kColumnCount - 1);
+        .Bind(kReason, job.reason)
+        .Bind(kFailure, std::string());
+    static_assert(kFailure == kColumnCount - 1);
     if (auto run = s.Run(); !run) return run.error().WithContext(context);
     job.id = db_->LastInsertRowId();
   }
@@ -499,6 +506,7 @@ Result<model::Job> JobStore::Transition(int64_t id, model::JobState from_expecte
     job.started_unix_ms.reset();
     job.ended_unix_ms.reset();
     job.exit_code.reset();
+    job.failure = model::JobFailure::kNone;
   }
   if (update.gpu_uuids) job.gpu_uuids = *update.gpu_uuids;
   if (update.lease_id) job.lease_id = update.lease_id;
@@ -508,6 +516,7 @@ Result<model::Job> JobStore::Transition(int64_t id, model::JobState from_expecte
   if (update.ended_unix_ms) job.ended_unix_ms = update.ended_unix_ms;
   if (update.exit_code) job.exit_code = update.exit_code;
   if (update.reason) job.reason = *update.reason;
+  if (update.failure) job.failure = *update.failure;
   job.state = to;
   {
     Statement& s = stmts_->update_job;

@@ -50,7 +50,7 @@ class JobStore {
  public:
   /// Opens the state db at `path` (creating it and its parent directories if needed) and
   /// migrates it to the current schema. Errors: as LeaseStore::Open (kPermissionDenied,
-  /// kIo, kBusy, kInvalidArgument for a newer schema).
+  /// kIo, also for a newer schema, kBusy).
   static Result<std::unique_ptr<JobStore>> Open(const std::string& path,
                                                 JobStoreOptions options = {});
   /// A job store on a connection already opened and migrated (store/state_db.h: one owner
@@ -85,8 +85,9 @@ class JobStore {
     std::optional<int64_t> started_unix_ms, ended_unix_ms;
     std::optional<int> exit_code;
     std::optional<std::string> reason;
+    std::optional<model::JobFailure> failure;
     /// First empties gpu_uuids and clears lease_id, supervisor_pid, supervisor_start_ticks,
-    /// started_unix_ms, ended_unix_ms and exit_code (a requeued job); the fields above
+    /// started_unix_ms, ended_unix_ms, exit_code and failure (a requeued job); the fields above
     /// are applied after that.
     bool clear_run = false;
   };

@@ -41,6 +41,7 @@ Result<std::unique_ptr<LeaseStore>> LeaseStore::Open(const std::string& path,
   DatabaseOptions db_options;
   db_options.busy_timeout = options.busy_timeout;
   db_options.file_mode = options.file_mode;
+  UseSchema(db_options, StateFileSchema());  // refuse a file that is not ours before writing
   auto db = Database::Open(path, db_options);
   if (!db) return db.error();
   if (auto migrated = Migrate(**db); !migrated) return migrated.error();
@@ -320,12 +321,28 @@ Status LeaseStore::Release(int64_t lease_id) {
 }
 
 Result<std::vector<model::Lease>> LeaseStore::List(const LivenessCheck& alive) {
-  auto tx = Transaction::BeginWrite(*db_);
-  if (!tx) return tx.error().WithContext("list leases");
+  // A full disk must not stop a reader: the live leases are then listed without deleting
+  // the stale ones (a later writer reclaims them).
+  auto read_only = [&](const Error& e) -> Result<std::vector<model::Lease>> {
+    if (!IsDiskFull(e)) return e.WithContext("list leases");
+    auto all = ListRecorded();
+    if (!all) return all.error();
+    std::erase_if(*all, [&](const model::Lease& l) {
+      return std::none_of(l.processes.begin(), l.processes.end(), alive);
+    });
+    return all;
+  };
   std::vector<model::Lease> reclaimed;
-  auto live = ReclaimLocked(alive, &reclaimed);
-  if (!live) return live.error().WithContext("list leases");
-  if (auto s = tx->Commit(); !s) return s.error().WithContext("list leases");
+  Result<std::vector<model::Lease>> live = std::vector<model::Lease>{};
+  {
+    auto tx = Transaction::BeginWrite(*db_);
+    if (!tx) return tx.error().WithContext("list leases");
+    live = ReclaimLocked(alive, &reclaimed);
+    if (live) {
+      if (auto s = tx->Commit(); !s) live = s.error();
+    }
+  }  // rolled back here unless committed
+  if (!live) return read_only(live.error());
   return live;
 }
 

@@ -36,9 +36,10 @@ class LeaseStore {
  public:
   /// Opens the state db at `path`, creating the file (0600) and its parent directories
   /// (0700) if needed, and migrates it to the current schema.
-  /// Errors: kPermissionDenied, kIo (unusable path, disk full, corrupt or not a gpuman
-  /// database), kBusy, kInvalidArgument (newer schema than this binary knows: "state db X
-  /// has schema version N; this gpuman knows up to M").
+  /// A file that is not ours is refused before anything writes to it (store/migrations.h,
+  /// CheckFile). Errors: kPermissionDenied, kIo (unusable path, disk full, corrupt,
+  /// truncated or not a gpuman database, newer schema than this binary knows: "X was
+  /// written by a newer gpuman (schema N; this one knows up to M); ..."), kBusy.
   static Result<std::unique_ptr<LeaseStore>> Open(const std::string& path,
                                                   const LeaseStoreOptions& options = {});
   /// A lease store on a connection already opened and migrated (store/state_db.h).

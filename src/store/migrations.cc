@@ -17,12 +17,20 @@
 //    read and replayed with the sqlite3 shell.
 //  - Add a fixture test: a database built with the migrations up to N-1 and some rows,
 //    opened by the current code.
-//  - A binary refuses a file whose version is newer than it knows (kInvalidArgument): an
+//  - A binary refuses a file whose version is newer than it knows (kIo): an
 //    older gpuman must not guess at a newer schema. Downgrading means restoring a backup or
 //    moving the file aside (leases are short-lived state; nothing else is kept there yet).
 //  - Describe the change in docs/state.md.
 #include "store/migrations.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <set>
 #include <string>
 
 namespace gpuman::store {
@@ -132,49 +140,192 @@ CREATE TABLE drained_gpus (
   since_unix_ms INTEGER NOT NULL
 ) WITHOUT ROWID;
 )sql"},
+    {3, "why a failed job never ran its command",
+     R"sql(
+-- '' for a job whose command ran (or has not failed); else 'command_not_found',
+-- 'cannot_execute' or 'cannot_start' (model::JobFailure). Older rows read as ''.
+ALTER TABLE jobs ADD COLUMN failure TEXT NOT NULL DEFAULT '';
+)sql"},
 };
 
 }  // namespace
 
 std::span<const Migration> AllMigrations() { return kMigrations; }
 
-Result<int> Migrate(Database& db, std::span<const Migration> migrations) {
-  const int latest = migrations.empty() ? 0 : migrations.back().version;
-  auto read = db.Prepare("read schema version", "PRAGMA user_version");
-  if (!read) return read.error();
-  auto read_version = [&]() -> Result<int> {
-    auto use = read->Use();
-    auto row = read->Step();
+FileSchema StateFileSchema(std::span<const Migration> migrations) {
+  return FileSchema{"gpuman state database", kStateApplicationId, migrations};
+}
+
+namespace {
+
+constexpr const char* kAside = "; move it aside, with its -wal and -shm files, to start a new one";
+
+Result<int64_t> ReadInt(Database& db, const char* name, const char* sql) {
+  auto stmt = db.Prepare(name, sql);
+  if (!stmt) return stmt.error();
+  auto use = stmt->Use();
+  auto row = stmt->Step();
+  if (!row) return row.error();
+  return *row ? stmt->ColumnInt64(0) : 0;
+}
+
+struct Objects {
+  std::set<std::string> tables;  // without SQLite's own (sqlite_sequence, sqlite_stat1, ...)
+  int64_t count = 0;             // every schema object, tables or not
+};
+
+Result<Objects> ReadObjects(Database& db) {
+  auto stmt = db.Prepare("read schema", "SELECT type, name FROM sqlite_master");
+  if (!stmt) return stmt.error();
+  auto use = stmt->Use();
+  Objects out;
+  while (true) {
+    auto row = stmt->Step();
     if (!row) return row.error();
-    return *row ? static_cast<int>(read->ColumnInt64(0)) : 0;
+    if (!*row) break;
+    ++out.count;
+    std::string name = stmt->ColumnText(1);
+    if (stmt->ColumnText(0) == "table" && name.rfind("sqlite_", 0) != 0) out.tables.insert(name);
+  }
+  return out;
+}
+
+// The tables migrations 1..version create, from running them on an in-memory database.
+Result<std::set<std::string>> TablesAt(const FileSchema& schema, int version) {
+  auto mem = Database::Open(":memory:");
+  if (!mem) return mem.error();
+  for (const Migration& m : schema.migrations) {
+    if (m.version > version) break;
+    if (auto s = (*mem)->ExecScript("replay migration", m.sql); !s) return s.error();
+  }
+  auto objects = ReadObjects(**mem);
+  if (!objects) return objects.error();
+  return objects->tables;
+}
+
+int Latest(const FileSchema& schema) {
+  return schema.migrations.empty() ? 0 : schema.migrations.back().version;
+}
+
+Error TooNew(const Database& db, int found, int latest) {
+  return MakeError(ErrorCode::kIo, db.display_path() + " was written by a newer gpuman (schema " +
+                                       std::to_string(found) + "; this one knows up to " + std::to_string(latest) +
+                                       "); upgrade gpuman, or move it aside, with its -wal and -shm files, "
+                                       "to start a new one");
+}
+
+Error NotOurs(const Database& db, const FileSchema& schema, const std::string& why) {
+  return MakeError(ErrorCode::kIo, db.display_path() + " is not a " + schema.description + " (" + why + ")" + kAside);
+}
+
+Error ForeignId(const Database& db, const FileSchema& schema, uint32_t app) {
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "0x%08x", static_cast<unsigned>(app));
+  return NotOurs(db, schema, std::string("its application id is ") + hex + ", another program's");
+}
+
+}  // namespace
+
+Result<int> CheckFile(Database& db, const FileSchema& schema) {
+  const int latest = Latest(schema);
+  // Without a -wal file the header is the whole truth, and reading it ourselves spares a
+  // file that is not ours the empty -wal and -shm files SQLite's first read would create.
+  struct stat wal {};
+  if (::stat((db.display_path() + "-wal").c_str(), &wal) != 0 && errno == ENOENT) {
+    unsigned char h[100] = {};
+    int fd = ::open(db.display_path().c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    ssize_t got = fd >= 0 ? ::pread(fd, h, sizeof h, 0) : -1;
+    if (fd >= 0) ::close(fd);
+    if (got == static_cast<ssize_t>(sizeof h)) {
+      auto be = [&](int at) {
+        return (uint32_t{h[at]} << 24) | (uint32_t{h[at + 1]} << 16) | (uint32_t{h[at + 2]} << 8) | h[at + 3];
+      };
+      const uint32_t app = be(68);
+      const int version = static_cast<int>(be(60));
+      if (app == schema.application_id && version > latest) return TooNew(db, version, latest);
+      if (app != 0 && app != schema.application_id) return ForeignId(db, schema, app);
+    }
+  }
+  auto app = ReadInt(db, "read application id", "PRAGMA application_id");
+  if (!app) return app.error();
+  auto version = ReadInt(db, "read schema version", "PRAGMA user_version");
+  if (!version) return version.error();
+  const int found = static_cast<int>(*version);
+  if (static_cast<uint32_t>(*app) == schema.application_id) {
+    if (found > latest) return TooNew(db, found, latest);
+    return found;
+  }
+  if (*app != 0) return ForeignId(db, schema, static_cast<uint32_t>(*app));
+  auto objects = ReadObjects(db);
+  if (!objects) return objects.error();
+  if (found == 0 && objects->count == 0) return 0;  // a new, empty database
+  // No application id: ours only as an older gpuman left it, table for table.
+  auto expected = TablesAt(schema, std::clamp(found, 0, latest));
+  if (!expected) return expected.error();
+  for (const std::string& t : objects->tables) {
+    if (!expected->count(t)) return NotOurs(db, schema, "it has table '" + t + "'");
+  }
+  for (const std::string& t : *expected) {
+    if (!objects->tables.count(t)) return NotOurs(db, schema, "it has no table '" + t + "'");
+  }
+  if (found > latest) return TooNew(db, found, latest);
+  if (found == 0) return NotOurs(db, schema, "it has no schema version");
+  return found;
+}
+
+void UseSchema(DatabaseOptions& options, const FileSchema& schema) {
+  options.description = schema.description;
+  options.check_before_write = [schema](Database& db) -> Status {
+    auto checked = CheckFile(db, schema);
+    if (!checked) return checked.error();
+    return {};
   };
-  auto too_new = [&](int found) {
-    return MakeError(ErrorCode::kInvalidArgument,
-                     "state db " + db.path() + " has schema version " + std::to_string(found) +
-                         "; this gpuman knows up to " + std::to_string(latest));
+}
+
+Result<int> Migrate(Database& db, std::span<const Migration> migrations) {
+  return Migrate(db, StateFileSchema(migrations));
+}
+
+Result<int> Migrate(Database& db, const FileSchema& schema) {
+  const int latest = Latest(schema);
+  const std::string stamp = "PRAGMA application_id = " + std::to_string(static_cast<int32_t>(schema.application_id));
+  auto read_version = [&]() -> Result<int> {
+    auto v = ReadInt(db, "read schema version", "PRAGMA user_version");
+    if (!v) return v.error();
+    return static_cast<int>(*v);
   };
 
   // The common case, an up-to-date file, needs no write lock.
   auto seen = read_version();
   if (!seen) return seen.error();
-  if (*seen > latest) return too_new(*seen);
-  if (*seen == latest) return *seen;
+  if (*seen > latest) return TooNew(db, *seen, latest);
+  if (*seen == latest) {
+    auto app = ReadInt(db, "read application id", "PRAGMA application_id");
+    if (app && static_cast<uint32_t>(*app) != schema.application_id) {
+      // A file of a gpuman older than application ids (CheckFile knew it by its tables):
+      // stamp it, if it can be written now (a full disk or a reader's file waits).
+      if (auto tx = Transaction::BeginWrite(db)) {
+        if (db.ExecScript("set application id", stamp)) (void)tx->Commit();
+      }
+    }
+    return *seen;
+  }
 
   auto tx = Transaction::BeginWrite(db);
   if (!tx) return tx.error();
   auto found = read_version();  // again, under the lock: another process may have migrated
   if (!found) return found.error();
-  if (*found > latest) return too_new(*found);
-  for (const Migration& m : migrations) {
+  if (*found > latest) return TooNew(db, *found, latest);
+  for (const Migration& m : schema.migrations) {
     if (m.version <= *found) continue;
     if (auto s = db.ExecScript("migrate to schema version " + std::to_string(m.version), m.sql);
         !s) {
       return s.error();
     }
   }
-  // PRAGMA arguments cannot be bound; `latest` is our own integer.
+  // PRAGMA arguments cannot be bound; `latest` and the id are our own integers.
   if (auto s = db.ExecScript("set schema version",
-                             "PRAGMA user_version = " + std::to_string(latest));
+                             "PRAGMA user_version = " + std::to_string(latest) + "; " + stamp);
       !s) {
     return s.error();
   }

@@ -53,11 +53,17 @@ bool IsSpecialPath(const std::string& path) {
   return path.empty() || path == ":memory:" || path.rfind("file:", 0) == 0;
 }
 
+// "no space left on device", the cause of a full file system (or quota) everywhere; what
+// IsDiskFull recognises.
+constexpr std::string_view kNoSpace = "no space left on device";
+constexpr std::string_view kNoQuota = "disk quota exceeded";
+
 // The one place that maps SQLite result codes to ErrorCodes and readable causes.
 // `busy_timeout` is set when the busy handler waited that long and gave up; SQLite also
 // reports BUSY at once where waiting could deadlock.
 Error Translate(int rc, int sys_errno, const char* sqlite_msg, const std::string& path,
-                const std::string& prefix, std::optional<std::chrono::milliseconds> busy_timeout) {
+                const std::string& description, const std::string& prefix,
+                std::optional<std::chrono::milliseconds> busy_timeout) {
   std::string cause = Lower(sqlite_msg ? sqlite_msg : sqlite3_errstr(rc));
   switch (rc & 0xff) {
     case SQLITE_BUSY:
@@ -69,20 +75,18 @@ Error Translate(int rc, int sys_errno, const char* sqlite_msg, const std::string
                        prefix + cause + " (another process held it for more than " +
                            std::to_string(busy_timeout->count()) + " ms)");
     case SQLITE_FULL:
-      return MakeError(ErrorCode::kIo, prefix + "disk full (" + cause + ")");
+      if (sys_errno == EDQUOT) return MakeError(ErrorCode::kIo, prefix + std::string(kNoQuota));
+      return MakeError(ErrorCode::kIo, prefix + std::string(kNoSpace) + " (" + cause + ")");
     case SQLITE_IOERR:
-      if (sys_errno == ENOSPC || sys_errno == EDQUOT) {
-        return MakeError(ErrorCode::kIo, prefix + "disk full (" +
-                                             Lower(std::strerror(sys_errno)) + ")");
-      }
+      if (sys_errno == ENOSPC) return MakeError(ErrorCode::kIo, prefix + std::string(kNoSpace));
+      if (sys_errno == EDQUOT) return MakeError(ErrorCode::kIo, prefix + std::string(kNoQuota));
       if (sys_errno != 0) cause += ": " + Lower(std::strerror(sys_errno));
       return MakeError(ErrorCode::kIo, prefix + cause);
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
       // The operation hardly matters here; the file does.
-      return MakeError(ErrorCode::kIo, "state db " + path +
-                                           " is corrupt or not a gpuman database (" + cause +
-                                           "); move it aside to start with no leases");
+      return MakeError(ErrorCode::kIo, path + " is corrupt or not a " + description + " (" + cause +
+                                           "); move it aside, with its -wal and -shm files, to start a new one");
     case SQLITE_CANTOPEN:
       if (sys_errno != 0) {
         return MakeError(CodeForErrno(sys_errno),
@@ -100,37 +104,122 @@ Error Translate(int rc, int sys_errno, const char* sqlite_msg, const std::string
   }
 }
 
+uint32_t BigEndian(const unsigned char* p, int n) {
+  uint32_t v = 0;
+  for (int i = 0; i < n; ++i) v = (v << 8) | p[i];
+  return v;
+}
+
 }  // namespace
+
+bool IsDiskFullMessage(std::string_view message) {
+  return message.find(kNoSpace) != std::string_view::npos ||
+         message.find(kNoQuota) != std::string_view::npos;
+}
+
+bool IsDiskFull(const Error& e) { return e.code == ErrorCode::kIo && IsDiskFullMessage(e.message); }
+
+// The SQLite file format (https://www.sqlite.org/fileformat2.html#the_database_header):
+// magic at 0, page size at 16 (1 means 65536), write/read versions at 18/19 (1 rollback
+// journal, 2 WAL), 64/32/32 at 21..23, change counter at 24, size in pages at 28 (valid
+// when the counter at 92 equals the one at 24).
+Status CheckSqliteHeader(const std::string& path, const std::string& description) {
+  static constexpr char kMagic[] = "SQLite format 3";  // and its NUL: 16 bytes
+  const std::string aside = "; move it aside, with its -wal and -shm files, to start a new one";
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOENT) return {};
+    if (errno == ELOOP) {  // a symlink: let SQLite follow it (as before); check its target
+      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    }
+    if (fd < 0) return {};  // SQLite reports the same failure, with its own words
+  }
+  struct stat st {};
+  unsigned char h[100] = {};
+  ssize_t got = -1;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) got = ::pread(fd, h, sizeof h, 0);
+  ::close(fd);
+  if (!S_ISREG(st.st_mode)) {
+    return MakeError(ErrorCode::kIo, path + " is not a " + description + " (not a regular file)");
+  }
+  if (st.st_size == 0) return {};  // new: SQLite writes the header
+  if (got < 0) return ErrnoError("read " + path, errno);
+  const size_t n = static_cast<size_t>(got);
+  if (std::memcmp(h, kMagic, std::min<size_t>(n, sizeof kMagic)) != 0) {
+    return MakeError(ErrorCode::kIo, path + " is not a " + description + " (not an SQLite file)" + aside);
+  }
+  const std::string size = std::to_string(st.st_size) + " bytes";
+  if (n < sizeof h) {
+    return MakeError(ErrorCode::kIo, path + " is truncated (" + size + ", less than an SQLite header)" + aside);
+  }
+  uint32_t page = BigEndian(h + 16, 2);
+  if (page == 1) page = 65536;
+  if (page < 512 || (page & (page - 1)) != 0 || h[21] != 64 || h[22] != 32 || h[23] != 32 ||
+      h[18] < 1 || h[18] > 2 || h[19] < 1 || h[19] > 2) {
+    return MakeError(ErrorCode::kIo, path + " is corrupt (its SQLite header is damaged)" + aside);
+  }
+  if (st.st_size % page != 0) {
+    return MakeError(ErrorCode::kIo, path + " is truncated or corrupt (" + size + " is not a whole number of " +
+                                         std::to_string(page) + "-byte pages)" + aside);
+  }
+  // A checkpoint copies the WAL into the file page 1 first, so while a non-empty -wal
+  // exists the header may briefly count pages that are not written yet: trust the count
+  // only without one (SQLite reports a short file itself when it reads past its end).
+  struct stat wal {};
+  const bool wal_in_use = ::stat((path + "-wal").c_str(), &wal) == 0 && wal.st_size > 0;
+  const uint32_t pages = BigEndian(h + 28, 4);
+  if (!wal_in_use && pages != 0 && BigEndian(h + 24, 4) == BigEndian(h + 92, 4) &&
+      static_cast<uint64_t>(st.st_size) < static_cast<uint64_t>(pages) * page) {
+    return MakeError(ErrorCode::kIo, path + " is truncated (" + size + "; its header says " + std::to_string(pages) +
+                                         " pages of " + std::to_string(page) + " bytes)" + aside);
+  }
+  if (h[18] == 1) {
+    // A rollback-journal file (gpuman's are WAL) with a journal left by a crashed writer:
+    // SQLite would replay that journal into the file on the first read.
+    struct stat j {};
+    if (::stat((path + "-journal").c_str(), &j) == 0 && j.st_size > 0) {
+      return MakeError(ErrorCode::kIo, path + " is not a " + description + " (it has the unfinished transaction " +
+                                           path + "-journal of another program)" + aside);
+    }
+  }
+  return {};
+}
 
 // ---- Database
 
 Result<std::unique_ptr<Database>> Database::Open(const std::string& path,
                                                  const DatabaseOptions& options) {
-  const std::string context = "open state db " + path;
+  const std::string shown = options.display_path.empty() ? path : options.display_path;
+  const std::string context = "open " + options.label + " " + shown;
   const bool special = IsSpecialPath(path);
-  if (options.create && !special) {
+  const bool create = options.create && !options.read_only;
+  // Before anything else touches an existing file: is it an intact SQLite file at all?
+  if (!special || !options.display_path.empty()) {
+    if (auto ok = CheckSqliteHeader(shown, options.description); !ok) return ok.error();
+  }
+  if (create && !special) {
     if (auto made = MakeParentDirs(path); !made) return made.error().WithContext(context);
     if (auto made = CreateWalFile(path, options); !made) return made.error().WithContext(context);
   }
 
   sqlite3* raw = nullptr;
-  int flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX |
-              (options.create ? SQLITE_OPEN_CREATE : 0) | (special ? SQLITE_OPEN_URI : 0);
+  int flags = (options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_NOMUTEX |
+              (create ? SQLITE_OPEN_CREATE : 0) | (special ? SQLITE_OPEN_URI : 0);
   int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
   if (rc != SQLITE_OK) {
     int sys = raw ? sqlite3_system_errno(raw) : 0;
-    Error e = Translate(rc, sys, raw ? sqlite3_errmsg(raw) : nullptr, path, context + ": ",
-                        std::nullopt);
+    Error e = Translate(rc, sys, raw ? sqlite3_errmsg(raw) : nullptr, shown, options.description,
+                        context + ": ", std::nullopt);
     sqlite3_close_v2(raw);
     return e;
   }
   // SQLite quietly falls back to read-only for a write-protected file; we need to write.
-  if (!special && sqlite3_db_readonly(raw, "main") == 1) {
+  if (!special && !options.read_only && sqlite3_db_readonly(raw, "main") == 1) {
     sqlite3_close_v2(raw);
     return MakeError(ErrorCode::kPermissionDenied,
                      context + ": permission denied (the file is read-only for this user)");
   }
-  std::unique_ptr<Database> db(new Database(raw, path, options.busy_timeout));
+  std::unique_ptr<Database> db(new Database(raw, path, options));
   sqlite3_extended_result_codes(raw, 1);
   // Every gpuman command is a short-lived process. By default the last connection to close
   // checkpoints and deletes the WAL, so the next command recreates it (with fsyncs): most of
@@ -139,9 +228,14 @@ Result<std::unique_ptr<Database>> Database::Open(const std::string& path,
   sqlite3_db_config(raw, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
   sqlite3_busy_handler(raw, &Database::OnBusy, db.get());
 
+  // Only reads so far (a WAL file's recovery writes its -shm file, never the database):
+  // the caller decides whether the file is its own before anything writes to it.
+  if (options.check_before_write) {
+    if (auto ours = options.check_before_write(*db); !ours) return ours.error();
+  }
   // The journal mode sticks to the file; the other two are per connection. Reading the
-  // first page happens here, so a corrupt or foreign file is reported by Open.
-  if (!special) {
+  // first page happens here at the latest, so a corrupt or foreign file is reported by Open.
+  if (!special && !options.read_only) {
     auto wal = db->Prepare("set journal mode", "PRAGMA journal_mode=WAL");
     if (!wal) return wal.error();
     auto use = wal->Use();
@@ -188,6 +282,7 @@ Status Database::CreateWalFile(const std::string& path, const DatabaseOptions& o
   ::close(fd);
   DatabaseOptions staging_options = options;
   staging_options.create = false;
+  staging_options.display_path.clear();
   auto db = Open(staging, staging_options);
   if (!db) {
     ::unlink(staging.c_str());
@@ -242,8 +337,8 @@ Status Database::ExecScript(std::string_view name, const std::string& sql) {
 Error Database::ErrorFrom(int rc, std::string_view context) const {
   std::optional<std::chrono::milliseconds> waited;
   if (busy_gave_up_) waited = busy_timeout_;
-  return Translate(rc, sqlite3_system_errno(db_), sqlite3_errmsg(db_), path_,
-                   "state db " + path_ + ": " + std::string(context) + ": ", waited);
+  return Translate(rc, sqlite3_system_errno(db_), sqlite3_errmsg(db_), display_path_, description_,
+                   label_ + " " + display_path_ + ": " + std::string(context) + ": ", waited);
 }
 
 int64_t Database::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
@@ -297,7 +392,7 @@ Statement& Statement::BindNull(int index) {
 
 Result<bool> Statement::Step() {
   if (bind_error_ != 0) {
-    return MakeError(ErrorCode::kInternal, "state db " + db_->path() + ": " + name_ +
+    return MakeError(ErrorCode::kInternal, db_->label() + " " + db_->display_path() + ": " + name_ +
                                                ": bind parameter: " +
                                                sqlite3_errstr(bind_error_));
   }

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -29,15 +30,43 @@ struct DatabaseOptions {
   /// Mode of a file Open creates (whatever the umask; SQLite gives the -wal and -shm files
   /// the same). 0666 only for the machine lease table (store/machine_lease_table.h).
   unsigned file_mode = 0600;
+  /// Open without writing anything (SQLITE_OPEN_READONLY; no WAL switch, no pragmas that
+  /// write). Implies !create.
+  bool read_only = false;
+  /// What errors call the file ("state db", "history db"): "LABEL PATH: CONTEXT: CAUSE".
+  std::string label = "state db";
+  /// What the file is, for refusals: "PATH is not a DESCRIPTION (...)".
+  std::string description = "gpuman state database";
+  /// The path errors show (a "file:...?mode=ro" URI opens `path`); empty: `path`.
+  std::string display_path;
+  /// Called on the fresh connection after the header check and before anything could
+  /// write to the file (the switch to WAL, migrations): it decides whether the file is
+  /// ours (store/migrations.h, CheckFile). An error closes the connection untouched.
+  std::function<Status(class Database&)> check_before_write;
 };
+
+/// True for an error that says the file system (or quota) is full: SQLITE_FULL, or an
+/// I/O error with ENOSPC/EDQUOT. Such errors read "...: no space left on device".
+bool IsDiskFull(const Error& e);
+bool IsDiskFullMessage(std::string_view message);
+
+/// Checks the first 100 bytes of an existing file before SQLite opens it: an empty or
+/// missing file is fine; otherwise it must be an SQLite 3 file whose size fits its header
+/// (not truncated) and that has no hot rollback journal (SQLite would replay it, a write).
+/// Errors (kIo): "PATH is not a DESCRIPTION (not an SQLite file); move it aside ...",
+/// "PATH is truncated or corrupt (...)", ...
+Status CheckSqliteHeader(const std::string& path, const std::string& description);
 
 class Database {
  public:
   /// Opens `path` and sets WAL, busy_timeout, foreign_keys=ON and synchronous=NORMAL.
-  /// ":memory:" opens a private in-memory database (no WAL).
+  /// ":memory:" opens a private in-memory database (no WAL). Before anything is written,
+  /// the file's header is checked (CheckSqliteHeader) and then options.check_before_write
+  /// runs: a file that is not ours is refused unchanged.
   /// Errors: kPermissionDenied (directory or file not accessible, read-only file), kIo
-  /// (path unusable, disk full, corrupt or not an SQLite file), kBusy (another process held
-  /// the lock for longer than the busy timeout while switching to WAL).
+  /// (path unusable, disk full, corrupt, truncated or not an SQLite file, refused by the
+  /// check), kBusy (another process held the lock for longer than the busy timeout while
+  /// switching to WAL).
   static Result<std::unique_ptr<Database>> Open(const std::string& path,
                                                 const DatabaseOptions& options = {});
   ~Database();
@@ -52,25 +81,37 @@ class Database {
   Status ExecScript(std::string_view name, const std::string& sql);
 
   /// Converts the result code of the last failing call on this connection into an Error
-  /// "state db PATH: CONTEXT: CAUSE" (see sqlite.cc for the mapping).
+  /// "LABEL PATH: CONTEXT: CAUSE" (see sqlite.cc for the mapping).
   Error ErrorFrom(int rc, std::string_view context) const;
 
   int64_t LastInsertRowId() const;
   int64_t Changes() const;
   bool InTransaction() const;
   const std::string& path() const { return path_; }
+  /// The path as errors show it (DatabaseOptions::display_path).
+  const std::string& display_path() const { return display_path_; }
+  const std::string& label() const { return label_; }
+  const std::string& description() const { return description_; }
   std::chrono::milliseconds busy_timeout() const { return busy_timeout_; }
   sqlite3* handle() { return db_; }
 
  private:
   friend class Statement;
-  Database(sqlite3* db, std::string path, std::chrono::milliseconds busy_timeout)
-      : db_(db), path_(std::move(path)), busy_timeout_(busy_timeout) {}
+  Database(sqlite3* db, std::string path, const DatabaseOptions& options)
+      : db_(db),
+        path_(std::move(path)),
+        display_path_(options.display_path.empty() ? path_ : options.display_path),
+        label_(options.label),
+        description_(options.description),
+        busy_timeout_(options.busy_timeout) {}
   static int OnBusy(void* self, int attempt);
   static Status CreateWalFile(const std::string& path, const DatabaseOptions& options);
 
   sqlite3* db_;
   std::string path_;
+  std::string display_path_;
+  std::string label_;
+  std::string description_;
   std::chrono::milliseconds busy_timeout_;
   std::chrono::steady_clock::time_point busy_since_;  // first BUSY of the current wait
   bool busy_gave_up_ = false;  // the last step or exec failed after the full busy timeout

@@ -7,6 +7,7 @@ namespace gpuman::store {
 Result<StateDb> OpenStateDb(const std::string& path, JobStoreOptions options) {
   DatabaseOptions db_options;
   db_options.busy_timeout = options.busy_timeout;
+  UseSchema(db_options, StateFileSchema());  // refuse a file that is not ours before writing
   auto opened = Database::Open(path, db_options);
   if (!opened) return opened.error();
   std::shared_ptr<Database> db(std::move(*opened));

@@ -298,6 +298,24 @@ TEST(JobJsonTest, EveryStateRoundTrips) {
   }
 }
 
+TEST(JobJsonTest, FailureKindRoundTripsAndIsNullWhenTheCommandRan) {
+  EXPECT_TRUE(JobToJson(FullJob(), false)["failure"].is_null());
+  for (model::JobFailure f : {model::JobFailure::kCommandNotFound, model::JobFailure::kCannotExecute,
+                              model::JobFailure::kCannotStart}) {
+    model::Job job = FullJob();
+    job.state = model::JobState::kFailed;
+    job.failure = f;
+    const json j = JobToJson(job, false);
+    EXPECT_EQ(j["failure"], model::JobFailureName(f));
+    Result<model::Job> back = JobFromJson(j);
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(back->failure, f);
+  }
+  json newer = JobToJson(FullJob(), false);
+  newer["failure"] = "some_new_kind";  // a newer daemon's: still "never ran"
+  EXPECT_EQ(JobFromJson(newer)->failure, model::JobFailure::kCannotStart);
+}
+
 TEST(JobJsonTest, UnknownStateIsAnError) {
   json j = JobToJson(FullJob(), false);
   j["state"] = "exploded";

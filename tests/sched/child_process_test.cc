@@ -2,6 +2,7 @@
 #include "sched/child_process.h"
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -84,7 +85,105 @@ TEST(ChildProcessTest, MissingCommandIsAClearError) {
   auto started = (*child)->Start();
   ASSERT_FALSE(started.has_value());
   EXPECT_EQ(started.error().code, ErrorCode::kNotFound);
-  EXPECT_NE(started.error().message.find("no such file or directory"), std::string::npos);
+  EXPECT_NE(started.error().message.find("no such file or directory"), std::string::npos) << started.error().message;
+}
+
+TEST(ChildProcessTest, CommandIsFoundOnTheJobsPathNotOurs) {
+  TempDir dir;
+  std::filesystem::create_directories(dir.Join("bin"));
+  const std::string out = dir.Join("out");
+  std::ofstream(dir.Join("bin/gpuman-only-here")) << "#!/bin/sh\necho found > " << out << "\n";
+  chmod(dir.Join("bin/gpuman-only-here").c_str(), 0755);
+  JobSpec spec = Spec({"gpuman-only-here"});
+  std::erase_if(spec.env, [](const std::string& e) { return e.rfind("PATH=", 0) == 0; });
+  spec.env.push_back("PATH=/usr/bin:" + dir.Join("bin"));
+  EXPECT_EQ(RunToEnd(spec), 0);
+  EXPECT_EQ(Slurp(out), "found\n");
+}
+
+// ResolveCommand: execvp's search, against a given PATH, without the shell fallback.
+class ResolveCommandTest : public ::testing::Test {
+ protected:
+  std::string Make(const std::string& rel, mode_t mode, const std::string& body = "#!/bin/sh\n") {
+    std::string path = dir_.Join(rel);
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path());
+    std::ofstream(path) << body;
+    chmod(path.c_str(), mode);
+    return path;
+  }
+  TempDir dir_;
+};
+
+TEST_F(ResolveCommandTest, FirstExecutableMatchOnPathWins) {
+  Make("a/tool", 0755);
+  Make("b/tool", 0755);
+  auto found = ResolveCommand("tool", dir_.Join("missing") + ":" + dir_.Join("a") + ":" + dir_.Join("b"));
+  ASSERT_TRUE(found.has_value()) << found.error().message;
+  EXPECT_EQ(*found, dir_.Join("a/tool"));
+}
+
+TEST_F(ResolveCommandTest, SkipsDirectoriesAndFilesWeMayNotRun) {
+  std::filesystem::create_directories(dir_.Join("a/tool"));
+  Make("b/tool", 0644);
+  Make("c/tool", 0755);
+  auto found = ResolveCommand("tool", dir_.Join("a") + ":" + dir_.Join("b") + ":" + dir_.Join("c"));
+  ASSERT_TRUE(found.has_value()) << found.error().message;
+  EXPECT_EQ(*found, dir_.Join("c/tool"));
+}
+
+TEST_F(ResolveCommandTest, FoundButNotExecutableIsPermissionDeniedNotNotFound) {
+  Make("b/tool", 0644);
+  auto found = ResolveCommand("tool", dir_.Join("a") + ":" + dir_.Join("b"));
+  ASSERT_FALSE(found.has_value());
+  EXPECT_EQ(found.error().code, ErrorCode::kPermissionDenied);
+  EXPECT_EQ(found.error().message, "could not execute " + dir_.Join("b/tool") + ": permission denied");
+}
+
+TEST_F(ResolveCommandTest, NowhereOnPathIsNotFoundNamingThePath) {
+  auto found = ResolveCommand("gpuman-nothing-by-this-name", std::string("/nonexistent:/also-not"));
+  ASSERT_FALSE(found.has_value());
+  EXPECT_EQ(found.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(found.error().message, "command not found: gpuman-nothing-by-this-name (not in PATH /nonexistent:/also-not)");
+}
+
+TEST_F(ResolveCommandTest, UnsetPathIsBinAndUsrBin) {
+  auto found = ResolveCommand("sh", std::nullopt);
+  ASSERT_TRUE(found.has_value()) << found.error().message;
+  EXPECT_TRUE(*found == "/bin/sh" || *found == "/usr/bin/sh") << *found;
+  auto missing = ResolveCommand("gpuman-nothing-by-this-name", std::nullopt);
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_NE(missing.error().message.find("(not in PATH /bin:/usr/bin)"), std::string::npos);
+}
+
+TEST_F(ResolveCommandTest, EmptyPathEntryIsTheCurrentDirectory) {
+  Make("here/tool", 0755);
+  std::string old = std::filesystem::current_path().string();
+  ASSERT_EQ(chdir(dir_.Join("here").c_str()), 0);
+  auto found = ResolveCommand("tool", std::string("/nonexistent::/also-not"));
+  auto trailing = ResolveCommand("tool", std::string("/nonexistent:"));
+  ASSERT_EQ(chdir(old.c_str()), 0);
+  ASSERT_TRUE(found.has_value()) << found.error().message;
+  EXPECT_EQ(*found, "./tool");
+  ASSERT_TRUE(trailing.has_value()) << trailing.error().message;
+  EXPECT_EQ(*trailing, "./tool");
+}
+
+TEST_F(ResolveCommandTest, NameWithASlashIsNotSearched) {
+  Make("a/tool", 0755);
+  EXPECT_EQ(*ResolveCommand(dir_.Join("a/tool"), std::string("/nonexistent")), dir_.Join("a/tool"));
+  auto missing = ResolveCommand(dir_.Join("a/other"), dir_.Join("a"));
+  ASSERT_FALSE(missing.has_value());
+  EXPECT_EQ(missing.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(missing.error().message, "command not found: " + dir_.Join("a/other") + ": no such file");
+  auto dir = ResolveCommand(dir_.Join("a"), std::nullopt);
+  ASSERT_FALSE(dir.has_value());
+  EXPECT_EQ(dir.error().code, ErrorCode::kPermissionDenied);
+  EXPECT_EQ(ResolveCommand("", std::nullopt).error().code, ErrorCode::kNotFound);
+}
+
+TEST(ExecErrorTextTest, NotAnExecutableFormatSaysWhy) {
+  EXPECT_EQ(ExecErrorText(ENOEXEC), "not an executable format (a script needs a #! line)");
+  EXPECT_EQ(ExecErrorText(EACCES), "permission denied");
 }
 
 TEST(ChildProcessTest, NeverRunsWithoutStart) {

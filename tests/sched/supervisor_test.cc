@@ -8,7 +8,11 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
+
 #include <chrono>
+#include <filesystem>
+#include <functional>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -36,7 +40,8 @@ class SupervisorTest : public ::testing::Test {
   }
 
   // Submits a job for us, moves it to starting, and returns it.
-  model::Job Starting(std::vector<std::string> argv, std::optional<int64_t> time_limit_ms = std::nullopt) {
+  model::Job Starting(std::vector<std::string> argv, std::optional<int64_t> time_limit_ms = std::nullopt,
+                      const std::function<void(model::Job&)>& tweak = {}) {
     model::Job draft;
     draft.uid = getuid();
     draft.gid = getgid();
@@ -47,6 +52,7 @@ class SupervisorTest : public ::testing::Test {
     draft.output_path = dir_.Join("job.log");
     draft.time_limit_ms = time_limit_ms;
     draft.submitted_unix_ms = 1;
+    if (tweak) tweak(draft);
     auto job = jobs_->Submit(draft);
     EXPECT_TRUE(job.has_value());
     store::JobStore::Update update;
@@ -229,13 +235,114 @@ TEST_F(SupervisorTest, AfterTheSupervisorIsKilledTheLeaseLivesWithTheJob) {
   EXPECT_TRUE(stale) << "with the job gone too, nothing holds the lease";
 }
 
-TEST_F(SupervisorTest, MissingCommandFailsWith127) {
+// A job that cannot start ends failed with the reason and its kind, and never runs: no
+// exit code, no start time, its marker file never touched, the lease released.
+class SupervisorFailureTest : public SupervisorTest {
+ protected:
+  void ExpectNeverRan(const model::Job& done, model::JobFailure failure, const std::string& reason) {
+    EXPECT_EQ(done.state, model::JobState::kFailed);
+    EXPECT_EQ(done.failure, failure) << model::JobFailureName(done.failure);
+    EXPECT_NE(done.reason.find(reason), std::string::npos) << done.reason;
+    EXPECT_FALSE(done.exit_code.has_value()) << "it never ran, so it has no exit code";
+    EXPECT_FALSE(std::filesystem::exists(marker_)) << "the command ran";
+    for (int i = 0; i < 100 && !leases_->ListRecorded()->empty(); ++i) usleep(20000);
+    EXPECT_TRUE(leases_->ListRecorded()->empty()) << "the supervisor releases the lease";
+  }
+  // A script that proves it ran by creating the marker.
+  std::string Tool(const std::string& dir, const std::string& name, const std::string& body, mode_t mode) {
+    std::filesystem::create_directories(dir);
+    std::string path = dir + "/" + name;
+    std::ofstream(path) << body;
+    chmod(path.c_str(), mode);
+    return path;
+  }
+  std::string marker_ = dir_.Join("ran");
+};
+
+TEST_F(SupervisorFailureTest, MissingCommandIsCommandNotFound) {
   auto job = Starting({"/nonexistent/cmd"});
   auto sup = Launch(job);
   auto done = WaitFinal(job.id);
-  EXPECT_EQ(done.state, model::JobState::kFailed);
-  EXPECT_EQ(done.exit_code, 127);
-  EXPECT_NE(Log().find("cannot run /nonexistent/cmd"), std::string::npos) << Log();
+  ExpectNeverRan(done, model::JobFailure::kCommandNotFound, "command not found: /nonexistent/cmd");
+  EXPECT_FALSE(done.started_unix_ms.has_value());
+  EXPECT_NE(Log().find("gpuman: command not found: /nonexistent/cmd"), std::string::npos) << Log();
+}
+
+TEST_F(SupervisorFailureTest, CommandOnNoneOfTheJobsPathIsCommandNotFound) {
+  auto job = Starting({"gpuman-no-such-tool-anywhere"});
+  auto sup = Launch(job);
+  ExpectNeverRan(WaitFinal(job.id), model::JobFailure::kCommandNotFound,
+                 "command not found: gpuman-no-such-tool-anywhere (not in PATH /usr/bin:/bin)");
+}
+
+TEST_F(SupervisorFailureTest, OutputFileThatCannotBeOpenedFailsBeforeRunning) {
+  auto job = Starting({"touch", marker_}, std::nullopt,
+                      [&](model::Job& j) { j.output_path = dir_.Join("missing/dir/job.log"); });
+  auto sup = Launch(job);
+  ExpectNeverRan(WaitFinal(job.id), model::JobFailure::kCannotStart,
+                 "cannot open its output file " + dir_.Join("missing/dir/job.log") + ": no such file or directory");
+}
+
+TEST_F(SupervisorFailureTest, OutputPathUnderAFileFailsBeforeRunning) {
+  std::ofstream(dir_.Join("plain")) << "x";
+  auto job = Starting({"touch", marker_}, std::nullopt, [&](model::Job& j) { j.output_path = dir_.Join("plain/job.log"); });
+  auto sup = Launch(job);
+  ExpectNeverRan(WaitFinal(job.id), model::JobFailure::kCannotStart, "cannot open its output file");
+}
+
+TEST_F(SupervisorFailureTest, WorkingDirectoryThatCannotBeEnteredFailsInsteadOfRunningElsewhere) {
+  auto job = Starting({"touch", marker_}, std::nullopt, [&](model::Job& j) { j.cwd = dir_.Join("removed-after-submit"); });
+  auto sup = Launch(job);
+  ExpectNeverRan(WaitFinal(job.id), model::JobFailure::kCannotStart,
+                 "cannot enter its working directory " + dir_.Join("removed-after-submit") +
+                     ": no such file or directory");
+}
+
+TEST_F(SupervisorFailureTest, FileWithoutExecutePermissionIsCannotExecute) {
+  std::string tool = Tool(dir_.Join("bin"), "tool", "#!/bin/sh\ntouch " + marker_ + "\n", 0644);
+  auto job = Starting({tool});
+  auto sup = Launch(job);
+  ExpectNeverRan(WaitFinal(job.id), model::JobFailure::kCannotExecute,
+                 "could not execute " + tool + ": permission denied");
+}
+
+TEST_F(SupervisorFailureTest, ScriptWithoutInterpreterLineIsNeverGivenToAShell) {
+  // execvp(3) would hand this to /bin/sh, which would touch the marker.
+  std::string tool = Tool(dir_.Join("bin"), "tool", "touch " + marker_ + "\n", 0755);
+  auto job = Starting({tool});
+  auto sup = Launch(job);
+  ExpectNeverRan(WaitFinal(job.id), model::JobFailure::kCannotExecute,
+                 "could not execute " + tool + ": not an executable format");
+}
+
+TEST_F(SupervisorFailureTest, DirectoryOnPathNamedLikeTheCommandIsSkipped) {
+  std::filesystem::create_directories(dir_.Join("first/tool"));
+  Tool(dir_.Join("second"), "tool", "#!/bin/sh\ntouch " + marker_ + "\n", 0755);
+  auto job = Starting({"tool"}, std::nullopt,
+                      [&](model::Job& j) { j.env["PATH"] = dir_.Join("first") + ":" + dir_.Join("second") + ":/usr/bin:/bin"; });
+  auto sup = Launch(job);
+  auto done = WaitFinal(job.id);
+  EXPECT_EQ(done.state, model::JobState::kSucceeded) << done.reason;
+  EXPECT_TRUE(std::filesystem::exists(marker_));
+}
+
+// The command is looked up on the job's PATH (from its submitted environment), not on the
+// supervisor's: this test's own PATH does not name the tool's directory.
+TEST_F(SupervisorTest, CommandIsResolvedOnTheJobsOwnPath) {
+  const std::string marker = dir_.Join("ran");
+  std::filesystem::create_directories(dir_.Join("mybin"));
+  std::ofstream(dir_.Join("mybin/gpuman-test-tool")) << "#!/bin/sh\necho \"$0\" > " << marker << "\n";
+  chmod(dir_.Join("mybin/gpuman-test-tool").c_str(), 0755);
+  auto job = Starting({"gpuman-test-tool"}, std::nullopt,
+                      [&](model::Job& j) { j.env["PATH"] = "/usr/bin:" + dir_.Join("mybin") + ":/bin"; });
+  auto sup = Launch(job);
+  auto done = WaitFinal(job.id);
+  EXPECT_EQ(done.state, model::JobState::kSucceeded) << done.reason;
+  EXPECT_EQ(done.failure, model::JobFailure::kNone);
+  std::ifstream in(marker);
+  std::string ran;
+  std::getline(in, ran);
+  EXPECT_EQ(ran, dir_.Join("mybin/gpuman-test-tool"));
 }
 
 }  // namespace

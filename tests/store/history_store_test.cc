@@ -672,8 +672,8 @@ TEST(HistoryStoreTest, RefusesANewerSchemaAndBadRetention) {
   for (bool read_only : {false, true}) {
     auto newer = HistoryStore::Open(path, read_only);
     ASSERT_FALSE(newer.has_value());
-    EXPECT_EQ(newer.error().code, ErrorCode::kInvalidArgument);
-    EXPECT_THAT(newer.error().message, HasSubstr("history db " + path));
+    EXPECT_EQ(newer.error().code, ErrorCode::kIo);
+    EXPECT_THAT(newer.error().message, HasSubstr(path + " was written by a newer gpuman (schema 99"));
   }
   HistoryRetention bad;
   bad.fine_keep_ms = 1000;  // shorter than a coarse step

@@ -507,15 +507,15 @@ TEST_F(JobStoreTest, EverythingSurvivesReopening) {
   EXPECT_GT(next->id, other.id);
 }
 
-TEST(JobStoreFileTest, LeaseAndJobStoresShareOneFileAtVersionTwo) {
+TEST(JobStoreFileTest, LeaseAndJobStoresShareOneFileAtTheLatestVersion) {
   testing::TempDir dir;
   const std::string path = dir.Join("state.db");
   auto leases = LeaseStore::Open(path);
   ASSERT_TRUE(leases.has_value()) << leases.error().message;
   auto jobs = JobStore::Open(path);
   ASSERT_TRUE(jobs.has_value()) << jobs.error().message;
-  EXPECT_EQ(QueryInt((*jobs)->DatabaseForTesting(), "PRAGMA user_version"), 2);
-  EXPECT_EQ(AllMigrations().back().version, 2);
+  EXPECT_EQ(QueryInt((*jobs)->DatabaseForTesting(), "PRAGMA user_version"), 3);
+  EXPECT_EQ(AllMigrations().back().version, 3);
 
   auto submitted = (*jobs)->Submit(Draft());
   ASSERT_TRUE(submitted.has_value());
@@ -562,7 +562,7 @@ TEST(JobStoreFileTest, VersionOneFileMigratesAndKeepsItsLeases) {
   }
   auto jobs = JobStore::Open(path);
   ASSERT_TRUE(jobs.has_value()) << jobs.error().message;
-  EXPECT_EQ(QueryInt((*jobs)->DatabaseForTesting(), "PRAGMA user_version"), 2);
+  EXPECT_EQ(QueryInt((*jobs)->DatabaseForTesting(), "PRAGMA user_version"), 3);
   EXPECT_TRUE((*jobs)->Active()->empty());
   EXPECT_TRUE((*jobs)->Submit(Draft()).has_value());
 
@@ -576,6 +576,61 @@ TEST(JobStoreFileTest, VersionOneFileMigratesAndKeepsItsLeases) {
   ASSERT_EQ((*recorded)[0].processes.size(), 1u);
   EXPECT_EQ((*recorded)[0].processes[0].pid, 4321);
   EXPECT_EQ(QueryInt((*leases)->DatabaseForTesting(), "SELECT COUNT(*) FROM events"), 1);
+}
+
+// Schema 3 added jobs.failure: a version 2 file keeps its jobs, which read as "ran".
+TEST(JobStoreFileTest, VersionTwoFileMigratesAndItsJobsHaveNoFailureKind) {
+  testing::TempDir dir;
+  const std::string path = dir.Join("state.db");
+  int64_t old_id = 0;
+  {
+    auto db = Database::Open(path);
+    ASSERT_TRUE(db.has_value()) << db.error().message;
+    ASSERT_EQ(*Migrate(**db, AllMigrations().first(2)), 0);
+    ASSERT_TRUE((*db)->ExecScript("v2 rows", R"sql(
+      INSERT INTO jobs (id, name, uid, gid, user, argv, env, cwd, output_path, req_count,
+        req_exclude, req_allow_shared, priority, requeue, after, state, submitted_unix_ms,
+        ended_unix_ms, exit_code, gpu_uuids, reason)
+      VALUES (7, 'old', 1000, 1000, 'ada', '4:true', '', '/home/ada', '', 1, '', 0, 0, 0, '',
+        'failed', 1700000000000, 1700000001000, 2, '', 'exit code 2');
+    )sql"));
+    old_id = 7;
+  }
+  auto jobs = JobStore::Open(path);
+  ASSERT_TRUE(jobs.has_value()) << jobs.error().message;
+  EXPECT_EQ(QueryInt((*jobs)->DatabaseForTesting(), "PRAGMA user_version"), 3);
+  auto old = (*jobs)->Get(old_id);
+  ASSERT_TRUE(old.has_value() && *old) << (old ? "" : old.error().message);
+  EXPECT_EQ((*old)->state, JobState::kFailed);
+  EXPECT_EQ((*old)->exit_code, 2);
+  EXPECT_EQ((*old)->failure, model::JobFailure::kNone);
+}
+
+TEST(JobStoreFileTest, FailureKindIsStoredByTransitionAndClearedByARequeue) {
+  testing::TempDir dir;
+  auto store = JobStore::Open(dir.Join("state.db"));
+  ASSERT_TRUE(store.has_value());
+  auto job = (*store)->Submit(Draft());
+  ASSERT_TRUE(job.has_value());
+  JobStore::Update failed;
+  failed.failure = model::JobFailure::kCommandNotFound;
+  failed.reason = "command not found: x";
+  ASSERT_TRUE((*store)->Transition(job->id, JobState::kQueued, JobState::kFailed, failed).has_value());
+  EXPECT_EQ((*(*store)->Get(job->id))->failure, model::JobFailure::kCommandNotFound);
+  auto other = (*store)->Submit(Draft());
+  JobStore::Update starting;
+  starting.failure = model::JobFailure::kCannotStart;
+  ASSERT_TRUE((*store)->Transition(other->id, JobState::kQueued, JobState::kStarting, starting).has_value());
+  JobStore::Update requeue;
+  requeue.clear_run = true;
+  auto back = (*store)->Transition(other->id, JobState::kStarting, JobState::kQueued, requeue);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->failure, model::JobFailure::kNone);
+  EXPECT_EQ((*(*store)->Get(other->id))->failure, model::JobFailure::kNone);
+  ASSERT_TRUE((*store)->DatabaseForTesting().ExecScript("break", "UPDATE jobs SET failure = 'odd'"));
+  auto got = (*store)->Get(job->id);
+  ASSERT_FALSE(got.has_value());
+  EXPECT_THAT(got.error().message, HasSubstr("unreadable failure column"));
 }
 
 TEST(JobStoreFileTest, CorruptListColumnIsReportedNotGuessed) {

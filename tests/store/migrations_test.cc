@@ -79,9 +79,11 @@ TEST(MigrationsTest, NewerSchemaIsRefusedWithAClearMessage) {
   }
   auto store = LeaseStore::Open(path);
   ASSERT_FALSE(store.has_value());
-  EXPECT_EQ(store.error().code, ErrorCode::kInvalidArgument);
-  EXPECT_EQ(store.error().message, "state db " + path + " has schema version 99; this gpuman knows up to " +
-                                       std::to_string(AllMigrations().back().version));
+  EXPECT_EQ(store.error().code, ErrorCode::kIo);
+  EXPECT_EQ(store.error().message, path + " was written by a newer gpuman (schema 99; this one knows up to " +
+                                       std::to_string(AllMigrations().back().version) +
+                                       "); upgrade gpuman, or move it aside, with its -wal and -shm files, "
+                                       "to start a new one");
 }
 
 }  // namespace

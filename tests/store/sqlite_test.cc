@@ -170,7 +170,7 @@ TEST(DatabaseTest, AFullDiskSaysSo) {
   auto s = insert->Run();
   ASSERT_FALSE(s.has_value());
   EXPECT_EQ(s.error().code, ErrorCode::kIo);
-  EXPECT_THAT(s.error().message, HasSubstr("insert row: disk full"));
+  EXPECT_THAT(s.error().message, HasSubstr("insert row: no space left on device"));
 }
 
 TEST(DatabaseTest, GarbageFileIsReportedAsCorruptNotACrash) {
@@ -180,7 +180,7 @@ TEST(DatabaseTest, GarbageFileIsReportedAsCorruptNotACrash) {
   ASSERT_FALSE(db.has_value());
   EXPECT_EQ(db.error().code, ErrorCode::kIo);
   EXPECT_THAT(db.error().message,
-              HasSubstr("state db " + path + " is corrupt or not a gpuman database"));
+              HasSubstr(path + " is not a gpuman state database (not an SQLite file)"));
 }
 
 TEST(DatabaseTest, PathUnderARegularFileFailsCleanly) {
