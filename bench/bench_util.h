@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,6 +42,37 @@ inline double RunOnceMs(const std::vector<std::string>& argv) {
   return ms;
 }
 
+/// Like RunOnceMs, and also the child's CPU time (user + system, from wait4) in
+/// milliseconds: a figure that a busy machine disturbs less than wall time.
+struct RunTimes {
+  double wall_ms = 0;
+  double cpu_ms = 0;
+};
+inline RunTimes RunOnceTimes(const std::vector<std::string>& argv) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  auto start = std::chrono::steady_clock::now();
+  pid_t pid = fork();
+  if (pid == 0) {
+    int devnull = open("/dev/null", O_WRONLY);
+    dup2(devnull, 1);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  rusage ru{};
+  wait4(pid, &status, 0, &ru);
+  RunTimes t;
+  t.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+  t.cpu_ms = (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000.0 + (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1000.0;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    std::fprintf(stderr, "bench: %s failed (status %d)\n", argv[0].c_str(), status);
+    std::exit(1);
+  }
+  return t;
+}
+
 inline double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -54,6 +86,19 @@ inline std::string IdleScenario(const std::string& scenario_dir, const std::stri
   std::string path = dir + "/idle.json";
   std::ofstream(path) << scenario.dump();
   return path;
+}
+
+/// The "total=N" of each line of a stand-in call log ($GPUMAN_FAKE_NVML_CALL_LOG, one line
+/// per process that unloaded the stand-in), in order.
+inline std::vector<long> CallLogTotals(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<long> totals;
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t at = line.find(" total=");
+    if (at != std::string::npos) totals.push_back(std::atol(line.c_str() + at + 7));
+  }
+  return totals;
 }
 
 }  // namespace gpuman::bench

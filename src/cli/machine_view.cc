@@ -9,33 +9,33 @@
 namespace gpuman::cli {
 namespace {
 
-void ReadNvml(Context& ctx, bool processes, MachineView& view) {
+void ReadNvml(Context& ctx, bool processes, const devices::SnapshotOptions& fields, MachineView& view) {
   view.from_daemon = false;
   auto source = ctx.Devices();
   if (!source) {
     view.snapshot = source.error();
     return;
   }
-  view.snapshot = (*source)->Snapshot();
+  view.snapshot = (*source)->Snapshot(fields);
   if (view.snapshot && processes) devices::EnrichProcesses(*view.snapshot, ctx.Inspector());
 }
 
 }  // namespace
 
-MachineView ReadMachine(Context& ctx, bool processes) {
+MachineView ReadMachine(Context& ctx, bool processes, const devices::SnapshotOptions& nvml_fields) {
   MachineView view;
   if (ctx.is_simulated()) {
-    ReadNvml(ctx, processes, view);
+    ReadNvml(ctx, processes, nvml_fields, view);
     return view;
   }
   auto daemon = ctx.ExpectedDaemon();
   if (!daemon) {  // expected but silent: the GPUs from NVML, said so; the holders stay unknown
     view.note = "the daemon does not answer";
-    ReadNvml(ctx, processes, view);
+    ReadNvml(ctx, processes, nvml_fields, view);
     return view;
   }
   if (*daemon == nullptr) {
-    ReadNvml(ctx, processes, view);
+    ReadNvml(ctx, processes, nvml_fields, view);
     return view;
   }
   protocol::SnapshotArgs args;
@@ -44,7 +44,7 @@ MachineView ReadMachine(Context& ctx, bool processes) {
   if (!reply) {
     const bool too_old = reply.error().message.find("unknown op") != std::string::npos;
     view.note = too_old ? "the daemon is too old to serve snapshots" : "the daemon's snapshot: " + reply.error().message;
-    ReadNvml(ctx, processes, view);
+    ReadNvml(ctx, processes, nvml_fields, view);
     return view;
   }
   view.has_holders = true;
@@ -53,13 +53,13 @@ MachineView ReadMachine(Context& ctx, bool processes) {
   view.drains = std::move(reply->drains);
   if (!reply->snapshot) {
     view.note = "the daemon cannot read the devices: " + reply->error;
-    ReadNvml(ctx, processes, view);
+    ReadNvml(ctx, processes, nvml_fields, view);
     return view;
   }
   const int64_t age_ms = ctx.clock().NowUnixMs() - reply->snapshot->taken_at_unix_ms;
   if (age_ms > 2 * reply->sample_interval_ms + 1000) {
     view.note = fmt::format("the daemon's sample is {:.1f} s old", static_cast<double>(age_ms) / 1000.0);
-    ReadNvml(ctx, processes, view);
+    ReadNvml(ctx, processes, nvml_fields, view);
     return view;
   }
   view.from_daemon = true;

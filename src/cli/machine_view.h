@@ -9,6 +9,7 @@
 
 #include "base/result.h"
 #include "cli/context.h"
+#include "devices/device_source.h"
 #include "model/device_snapshot.h"
 #include "model/drain.h"
 #include "model/job.h"
@@ -40,7 +41,8 @@ struct MachineView {
 /// which the daemon may not be). A daemon's sample older than two of its periods (plus a
 /// second) counts as stale: NVML is read instead and the view says why. Never an error by
 /// itself: a failed read is in `snapshot`.
-MachineView ReadMachine(Context& ctx, bool processes);
+/// `nvml_fields`: what to ask NVML for when it is read here (the daemon reads every field).
+MachineView ReadMachine(Context& ctx, bool processes, const devices::SnapshotOptions& nvml_fields);
 
 /// "source: daemon (sampled 0.4 s ago)", "source: NVML", "source: NVML (the daemon ...)".
 std::string SourceLine(const MachineView& view, int64_t now_unix_ms);

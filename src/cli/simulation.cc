@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -64,8 +65,18 @@ Result<Simulation> ResolveSimulation(const std::string& scenario, const Environm
   }
 
   // The stand-in process table ("host_processes"), so simulated processes have owners.
-  std::ifstream in(sim.scenario_path);
-  nlohmann::json doc = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  // Read whole (the stream adapter lexes a character at a time through the streambuf) and
+  // keep only that key: the stand-in reads the GPUs itself.
+  std::string text;
+  {
+    std::ifstream in(sim.scenario_path, std::ios::binary);
+    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  nlohmann::json::parser_callback_t only_host_processes = [](int depth, nlohmann::json::parse_event_t event,
+                                                             nlohmann::json& parsed) {
+    return !(depth == 1 && event == nlohmann::json::parse_event_t::key && parsed != "host_processes");
+  };
+  nlohmann::json doc = nlohmann::json::parse(text, only_host_processes, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) {
     return MakeError(ErrorCode::kInvalidArgument, "scenario " + sim.scenario_path + ": not a valid JSON object");
   }

@@ -28,7 +28,12 @@ void OnStopSignal(int) { g_stop = 1; }
 // One look at the machine (the daemon's sample, or NVML), filtered by --gpus. Errors as
 // from DeviceSource and ResolveGpuIds.
 Result<MachineView> Collect(const StatusArgs& args, Context& ctx) {
-  MachineView view = ReadMachine(ctx, !args.no_processes);
+  // What this output shows when NVML is read here (the text view needs fewer fields than
+  // JSON); a watch is a monitor: health and settings at most a minute old.
+  devices::SnapshotOptions fields = devices::FieldOptions(args.json ? devices::kStatusJsonFields
+                                                                    : devices::kStatusTextFields);
+  if (args.watch_seconds > 0) fields.slow_max_age = devices::kMonitorSlowAge;
+  MachineView view = ReadMachine(ctx, !args.no_processes, fields);
   if (!view.snapshot) return view.snapshot.error();
   if (args.gpus) {
     auto& snap = *view.snapshot;

@@ -33,7 +33,7 @@ namespace {
 tui::Frame CollectFrame(Context& ctx, std::optional<std::string>* scenario = nullptr) {
   tui::Frame f;
   const auto started = ctx.clock().NowUnixMs();
-  MachineView view = ReadMachine(ctx, true);
+  MachineView view = ReadMachine(ctx, true, devices::MonitorOptions(devices::kTopFields));
   if (scenario) *scenario = view.scenario;
   if (!view.snapshot) {
     f.snapshot_error = view.snapshot.error().message;

@@ -154,10 +154,7 @@ std::vector<model::GpuSample> Collector::Samples(const model::MachineSnapshot& s
   return out;
 }
 
-bool Collector::Tick(int64_t now, const model::MachineSnapshot* sample, const std::string& error) {
-  bool changed = false;
-  next_due_ms_ = now + options_.sample_interval_ms;
-
+bool Collector::GatherXids(int64_t now) {
   // Xids: NVML events from the event thread, then new kernel log lines.
   std::vector<model::XidEvent> events;
   std::vector<std::string> sources = xid_sources_, notes = xid_notes_;
@@ -177,12 +174,19 @@ bool Collector::Tick(int64_t now, const model::MachineSnapshot* sample, const st
       notes.push_back(lines.error().message);
     }
   }
+  const bool any = !events.empty();
   for (auto& ev : events) {
     Log("Xid " + std::to_string(ev.xid) + " on " + (ev.gpu_uuid.empty() ? ev.pci_bus_id.value_or("?") : ev.gpu_uuid) +
         " (" + ev.source + ")");
     health_.AddXid(std::move(ev));
   }
   health_.SetXidSources(sources, notes);
+  return any;
+}
+
+bool Collector::Tick(int64_t now, const model::MachineSnapshot* sample, const std::string& error) {
+  bool changed = false;
+  next_due_ms_ = now + options_.sample_interval_ms;
 
   std::optional<model::MachineSnapshot> snap;
   if (sample) {

@@ -69,6 +69,10 @@ class Collector {
 
   /// Milliseconds until the next sample is due (0 = now: the period is over, or Xid events wait).
   int64_t MsUntilDue(int64_t now_unix_ms) const;
+  /// The Xids that arrived since the last call (NVML events, new kernel log lines), handed
+  /// to the health watch. Returns true when there were any: the daemon then reads health
+  /// fields now rather than from its cache. Call before each Tick.
+  bool GatherXids(int64_t now_unix_ms);
   /// One sample: `snapshot` as the daemon read it (owners of processes filled in), or
   /// nullptr and why the devices could not be read. Returns true when drains or leases
   /// changed (run a scheduling pass).

@@ -477,8 +477,11 @@ Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& g
   return go;
 }
 
-const Daemon::Sample& Daemon::TakeSample(int64_t now) {
-  devices::SnapshotOptions options;
+const Daemon::Sample& Daemon::TakeSample(int64_t now, bool fresh) {
+  // Every field (the collector's list is everything); a monitor's cache of the slow
+  // groups (health, settings: a minute), unless something happened or a job is to start.
+  devices::SnapshotOptions options = fresh ? devices::FieldOptions(devices::kAllFields)
+                                           : devices::MonitorOptions(devices::kCollectorFields);
   options.topology = !topology_.has_value();
   auto snap = devices_.Snapshot(options);
   Sample sample;
@@ -506,7 +509,8 @@ int64_t Daemon::MsUntilSample(int64_t now) const {
 
 void Daemon::Tick(int64_t now) {
   if (MsUntilSample(now) == 0) {
-    const Sample& sample = TakeSample(now);
+    const bool xids = collector_ && collector_->GatherXids(now);  // an Xid: health read now
+    const Sample& sample = TakeSample(now, xids);
     if (collector_ && collector_->Tick(now, sample.snapshot ? &*sample.snapshot : nullptr, sample.error)) dirty_ = true;
   }
   if (dirty_ || now - last_pass_ms_ >= 1000) {
@@ -556,7 +560,7 @@ void Daemon::WatchRunningJobs() {
 void Daemon::SchedulePass() {
   dirty_ = false;
   Reconcile();
-  if (!latest_) TakeSample(clock_.NowUnixMs());  // a pass before the first tick (tests)
+  if (!latest_) TakeSample(clock_.NowUnixMs(), false);  // a pass before the first tick (tests)
   WatchRunningJobs();
   auto active = jobs_->Active();
   if (!active) return;
@@ -607,7 +611,7 @@ void Daemon::SchedulePass() {
     // The pre-start check: the sample may be up to a period old, and a GPU lost since
     // must not get a job. Read the devices again and place on what they say now (the same
     // decision when nothing changed; none on a GPU that failed meanwhile).
-    const Sample& fresh = TakeSample(now);
+    const Sample& fresh = TakeSample(now, /*fresh=*/true);
     if (!fresh.snapshot) return;
     input.snapshot = *fresh.snapshot;
     input.snapshot.topology = topology_;

@@ -136,7 +136,8 @@ class Daemon {
     int64_t at_unix_ms = 0;
   };
   // Reads the devices once (topology too the first time) and makes it the latest sample.
-  const Sample& TakeSample(int64_t now);
+  // `fresh`: the slow field groups (health, settings) read now, not from the source's cache.
+  const Sample& TakeSample(int64_t now, bool fresh);
   void WatchRunningJobs();  // a GPU of a running job failed in the latest sample: tell its supervisor
   Status StartJob(const model::Job& job, const std::vector<std::string>& gpus);
   // The machine's rules (policy/lease_rules.h) as the daemon applies them.

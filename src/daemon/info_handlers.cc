@@ -46,7 +46,7 @@ Reply Daemon::OnSnapshot(const Call& call) {
   const auto& args = call.args<protocol::SnapshotArgs>();
   const int64_t now = clock_.NowUnixMs();
   const int64_t period = options_.monitor.sample_interval_ms;
-  if (!latest_ || now - latest_->at_unix_ms > 2 * period) TakeSample(now);
+  if (!latest_ || now - latest_->at_unix_ms > 2 * period) TakeSample(now, false);
   protocol::SnapshotResult result;
   result.sample_interval_ms = period;
   result.scenario = options_.scenario;

@@ -5,7 +5,9 @@
 // shipped for `gpuman --simulate`) and sim-legacy/ (FAKE_NVML_LEGACY=1: only the oldest
 // unsuffixed names, to exercise loader fallbacks in tests).
 // Thread-safe: every exported call runs under the one mutex of the one State.
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -743,10 +745,10 @@ nvmlReturn_t EventWait(const char* function, nvmlEventSet_t set, nvmlEventData_t
   State& s = TheState();
   timespec start{};
   clock_gettime(CLOCK_MONOTONIC, &start);
-  while (true) {
+  for (bool first = true;; first = false) {
     {
       std::lock_guard<std::mutex> lock(s.mu);
-      s.Begin(function);
+      s.Begin(function, first);  // one call, however often it looks while it waits
       if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
       if (!set || !data) return NVML_ERROR_INVALID_ARGUMENT;
       if (auto injected = s.Injected(function, nullptr)) return *injected;
@@ -812,4 +814,31 @@ FAKE_NVML_EXPORT void fake_nvml_reset_call_counts(void) {
   std::lock_guard<std::mutex> lock(s.mu);
   s.ResetCounts();
 }
+
+FAKE_NVML_EXPORT unsigned long fake_nvml_total_call_count(void) {
+  State& s = TheState();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.TotalCalls();
+}
+
+namespace {
+
+// $GPUMAN_FAKE_NVML_CALL_LOG: when the library is unloaded (process exit or dlclose),
+// append one line "pid=P total=N name=count ..." for a bench that counts the calls of a
+// whole process (gpuman status, top, the daemon) from outside.
+__attribute__((destructor)) void AppendCallLog() {
+  const char* path = std::getenv("GPUMAN_FAKE_NVML_CALL_LOG");
+  if (!path || !*path) return;
+  State& s = TheState();
+  std::lock_guard<std::mutex> lock(s.mu);
+  std::string line = "pid=" + std::to_string(getpid()) + " total=" + std::to_string(s.TotalCalls());
+  for (const auto& [name, count] : s.call_counts) line += " " + name + "=" + std::to_string(count);
+  line += "\n";
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  [[maybe_unused]] ssize_t n = write(fd, line.data(), line.size());  // one write: lines do not interleave
+  close(fd);
+}
+
+}  // namespace
 

@@ -52,8 +52,9 @@ class State {
   // stat()ed on every enumeration call (count, handle, system queries), with which every
   // snapshot starts, and otherwise at most every 5 ms: a full snapshot of 8 GPUs makes
   // hundreds of calls, and one stat each made the simulator slower than the code under test.
-  void Begin(const char* function) {
-    ++call_counts[function];
+  // `count` false: the same call again (an event wait polling inside one call).
+  void Begin(const char* function, bool count = true) {
+    if (count) ++call_counts[function];
     if (init_count == 0) return;
     std::string_view name(function);
     bool enumeration = name.find("GetCount") != std::string_view::npos ||
@@ -95,6 +96,12 @@ class State {
       if (auto code = Fire(gpu->errors, function, index)) return code;
     }
     return Fire(scenario.errors, function, -1);
+  }
+
+  unsigned long TotalCalls() const {
+    unsigned long total = 0;
+    for (const auto& [name, count] : call_counts) total += count;
+    return total;
   }
 
   void ResetCounts() {

@@ -1,123 +1,94 @@
 #include "tui/curses_screen.h"
 
-#include <ncurses.h>
+#include <dlfcn.h>
 
-#include <cstdio>
-
-#include "tui/ui_state.h"
+#include <filesystem>
+#include <string>
+#include <vector>
 
 namespace gpuman::tui {
+
+// The module's entry points (src/tui/curses_module/curses_module.cc).
+struct CursesScreen::Module {
+  void* (*open)(int use_color) = nullptr;
+  void (*close)(void*) = nullptr;
+  int (*width)(void*) = nullptr;
+  int (*height)(void*) = nullptr;
+  void (*draw)(void*, const Grid*) = nullptr;
+  int (*read_key)(void*) = nullptr;
+};
+
 namespace {
 
-// Colour pair numbers, one per coloured style.
-enum Pair : short { kPairGood = 1, kPairWarn, kPairBad, kPairAccent, kPairTitle, kPairPrompt, kPairSelected };
+constexpr const char* kModuleName = "gpuman-tui-curses.so";
 
-attr_t Attr(Style style, bool color) {
-  switch (style) {
-    case Style::kNormal: return A_NORMAL;
-    case Style::kDim: return A_DIM;
-    case Style::kBold: return A_BOLD;
-    case Style::kTitle: return color ? COLOR_PAIR(kPairTitle) | A_BOLD : A_BOLD | A_REVERSE;
-    case Style::kHeader: return A_REVERSE;
-    case Style::kSelected: return color ? COLOR_PAIR(kPairSelected) | A_BOLD : A_REVERSE | A_BOLD;
-    case Style::kGood: return color ? COLOR_PAIR(kPairGood) : A_NORMAL;
-    case Style::kWarn: return color ? COLOR_PAIR(kPairWarn) : A_BOLD;
-    case Style::kBad: return color ? COLOR_PAIR(kPairBad) | A_BOLD : A_BOLD;
-    case Style::kAccent: return color ? COLOR_PAIR(kPairAccent) : A_BOLD;
-    case Style::kPrompt: return color ? COLOR_PAIR(kPairPrompt) | A_BOLD : A_REVERSE | A_BOLD;
+// Like the metrics module (src/metrics/server.cc): relative to the running binary only,
+// <exe_dir>/../lib/gpuman/ (installed) or beside it (the build tree).
+std::vector<std::string> ModuleCandidates() {
+  std::vector<std::string> out;
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    out.push_back((exe.parent_path().parent_path() / "lib" / "gpuman" / kModuleName).string());
+    out.push_back((exe.parent_path() / kModuleName).string());
   }
-  return A_NORMAL;
+  return out;
+}
+
+// Loaded once and kept (ncurses keeps process-wide state; unloading it is not worth it).
+Result<const CursesScreen::Module*> LoadModule() {
+  static CursesScreen::Module module;
+  static bool loaded = false;
+  if (loaded) return &module;
+  std::string errors;
+  void* handle = nullptr;
+  for (const std::string& path : ModuleCandidates()) {
+    handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (handle) break;
+    errors += std::string(errors.empty() ? "" : "; ") + dlerror();
+  }
+  if (!handle) {
+    return MakeError(ErrorCode::kUnavailable, std::string("the terminal module ") + kModuleName +
+                                                  " could not be loaded" + (errors.empty() ? "" : ": " + errors));
+  }
+  auto sym = [&](const char* name) { return dlsym(handle, name); };
+  module.open = reinterpret_cast<void* (*)(int)>(sym("gpuman_curses_open"));
+  module.close = reinterpret_cast<void (*)(void*)>(sym("gpuman_curses_close"));
+  module.width = reinterpret_cast<int (*)(void*)>(sym("gpuman_curses_width"));
+  module.height = reinterpret_cast<int (*)(void*)>(sym("gpuman_curses_height"));
+  module.draw = reinterpret_cast<void (*)(void*, const Grid*)>(sym("gpuman_curses_draw"));
+  module.read_key = reinterpret_cast<int (*)(void*)>(sym("gpuman_curses_read_key"));
+  if (!module.open || !module.close || !module.width || !module.height || !module.draw || !module.read_key) {
+    return MakeError(ErrorCode::kUnavailable, std::string(kModuleName) + " lacks its entry points");
+  }
+  loaded = true;
+  return &module;
 }
 
 }  // namespace
 
 Result<std::unique_ptr<CursesScreen>> CursesScreen::Open(bool use_color) {
-  std::unique_ptr<CursesScreen> s(new CursesScreen());
-  SCREEN* screen = newterm(nullptr, stdout, stdin);
+  auto module = LoadModule();
+  if (!module) return module.error();
+  void* screen = (*module)->open(use_color ? 1 : 0);
   if (!screen) return MakeError(ErrorCode::kUnavailable, "cannot initialise the terminal (is $TERM set?)");
+  std::unique_ptr<CursesScreen> s(new CursesScreen());
+  s->module_ = *module;
   s->screen_ = screen;
-  s->open_ = true;
-  set_term(screen);
-  cbreak();
-  noecho();
-  nonl();
-  keypad(stdscr, TRUE);
-  nodelay(stdscr, TRUE);
-  set_escdelay(25);
-  curs_set(0);
-  if (use_color && has_colors()) {
-    start_color();
-    use_default_colors();
-    s->color_ = true;
-    init_pair(kPairGood, COLOR_GREEN, -1);
-    init_pair(kPairWarn, COLOR_YELLOW, -1);
-    init_pair(kPairBad, COLOR_RED, -1);
-    init_pair(kPairAccent, COLOR_CYAN, -1);
-    init_pair(kPairTitle, COLOR_BLACK, COLOR_CYAN);
-    init_pair(kPairPrompt, COLOR_BLACK, COLOR_YELLOW);
-    init_pair(kPairSelected, COLOR_BLACK, COLOR_WHITE);
-  }
   return s;
 }
 
 CursesScreen::~CursesScreen() { Close(); }
 
 void CursesScreen::Close() {
-  if (!open_) return;
-  open_ = false;
-  endwin();
-  delscreen(static_cast<SCREEN*>(screen_));
+  if (!screen_) return;
+  module_->close(screen_);
   screen_ = nullptr;
 }
 
-int CursesScreen::width() const { return COLS; }
-int CursesScreen::height() const { return LINES; }
-
-void CursesScreen::Draw(const Grid& grid) {
-  erase();
-  const int rows = std::min(grid.height(), LINES);
-  const int cols = std::min(grid.width(), COLS);
-  for (int r = 0; r < rows; ++r) {
-    int c = 0;
-    while (c < cols) {
-      // One run of cells with the same style per addstr.
-      const Style style = grid.At(r, c).style;
-      std::string run;
-      const int start = c;
-      while (c < cols && grid.At(r, c).style == style) {
-        run += grid.At(r, c).glyph;  // "" for the right half of a wide glyph
-        ++c;
-      }
-      attrset(Attr(style, color_));
-      // Writing the bottom-right cell "fails" (the cursor cannot move past it); the
-      // character is still drawn, so the result is ignored.
-      mvaddstr(r, start, run.c_str());
-    }
-  }
-  attrset(A_NORMAL);
-  refresh();
-}
-
-int CursesScreen::ReadKey() {
-  const int ch = getch();
-  switch (ch) {
-    case ERR: return key::kNone;
-    case KEY_UP: return key::kUp;
-    case KEY_DOWN: return key::kDown;
-    case KEY_PPAGE: return key::kPageUp;
-    case KEY_NPAGE: return key::kPageDown;
-    case KEY_HOME: return key::kHome;
-    case KEY_END: return key::kEnd;
-    case KEY_F(1): return key::kF1;
-    case KEY_F(6): return key::kF6;
-    case KEY_F(9): return key::kF9;
-    case KEY_RESIZE: return key::kResize;
-    case KEY_BTAB: return key::kBackTab;
-    case KEY_ENTER:
-    case '\r':
-    case '\n': return key::kEnter;
-    default: return ch;
-  }
-}
+int CursesScreen::width() const { return module_->width(screen_); }
+int CursesScreen::height() const { return module_->height(screen_); }
+void CursesScreen::Draw(const Grid& grid) { module_->draw(screen_, &grid); }
+int CursesScreen::ReadKey() { return module_->read_key(screen_); }
 
 }  // namespace gpuman::tui

@@ -1,6 +1,8 @@
 // CursesScreen: the only code that talks to ncurses. It draws a Grid (styles mapped to
 // colour pairs and attributes) and reads keys, translated to tui::key values. One per
 // process, created and used on the UI thread; the destructor restores the terminal.
+// ncurses itself is in the module gpuman-tui-curses.so (src/tui/curses_module/), which Open
+// dlopen()s: commands other than `top` never load libncursesw.
 #pragma once
 
 #include <memory>
@@ -12,8 +14,9 @@ namespace gpuman::tui {
 
 class CursesScreen {
  public:
-  /// Takes over the terminal on stdin/stdout. Errors: kUnavailable when the terminal
-  /// cannot be initialised ($TERM unknown, no tty).
+  /// Loads the curses module and takes over the terminal on stdin/stdout. Errors:
+  /// kUnavailable when the module cannot be loaded or the terminal cannot be initialised
+  /// ($TERM unknown, no tty).
   static Result<std::unique_ptr<CursesScreen>> Open(bool use_color);
   ~CursesScreen();
   CursesScreen(const CursesScreen&) = delete;
@@ -28,11 +31,12 @@ class CursesScreen {
   /// Leaves curses mode now (the destructor then does nothing).
   void Close();
 
+  struct Module;  // the module's entry points (defined in curses_screen.cc)
+
  private:
   CursesScreen() = default;
-  void* screen_ = nullptr;  // SCREEN*
-  bool color_ = false;
-  bool open_ = false;
+  const Module* module_ = nullptr;
+  void* screen_ = nullptr;  // the module's handle
 };
 
 }  // namespace gpuman::tui

@@ -49,7 +49,7 @@ check_status() {  # $1 = the gpuman binary
 
 # ---- (a) cmake --install ------------------------------------------------------------
 cmake --install "$B" --prefix "$T/prefix" >/dev/null
-for f in bin/gpuman lib/gpuman/gpuman-metrics-http.so lib/gpuman/sim/libnvidia-ml.so.1 \
+for f in bin/gpuman lib/gpuman/gpuman-metrics-http.so lib/gpuman/gpuman-tui-curses.so lib/gpuman/sim/libnvidia-ml.so.1 \
          share/gpuman/scenarios/a100-4.json lib/systemd/system/gpuman.service \
          lib/systemd/system/gpuman.socket lib/systemd/system/gpuman-leases.service \
          lib/tmpfiles.d/gpuman.conf share/doc/gpuman/config.toml.example; do
@@ -107,7 +107,7 @@ if command -v cpack >/dev/null && command -v dpkg-deb >/dev/null; then
   done
   ! grep -q -- '-dev\b' <<<"$depends" || fail "Depends names a -dev package: $depends"
   files=$(dpkg-deb -c "$deb")
-  for f in ./usr/bin/gpuman ./usr/lib/gpuman/gpuman-metrics-http.so ./usr/lib/gpuman/sim/libnvidia-ml.so.1 \
+  for f in ./usr/bin/gpuman ./usr/lib/gpuman/gpuman-metrics-http.so ./usr/lib/gpuman/gpuman-tui-curses.so ./usr/lib/gpuman/sim/libnvidia-ml.so.1 \
            ./usr/share/gpuman/scenarios/a100-4.json ./usr/lib/systemd/system/gpuman.socket \
            ./usr/lib/systemd/system/gpuman.service ./usr/lib/tmpfiles.d/gpuman.conf \
            ./usr/share/doc/gpuman/copyright; do

@@ -73,4 +73,15 @@ inline unsigned long FakeCallCount(const char* library, const char* function) {
   return n;
 }
 
+/// Calls of every function the loaded stand-in saw (0 if it is not loaded).
+inline unsigned long FakeTotalCalls(const char* library) {
+  void* handle = dlopen(library, RTLD_NOW | RTLD_NOLOAD);
+  if (handle == nullptr) return 0;
+  using Fn = unsigned long (*)();
+  auto fn = reinterpret_cast<Fn>(dlsym(handle, "fake_nvml_total_call_count"));
+  unsigned long n = fn ? fn() : 0;
+  dlclose(handle);
+  return n;
+}
+
 }  // namespace gpuman::testing

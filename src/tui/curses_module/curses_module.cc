@@ -1,0 +1,138 @@
+// The ncurses half of tui::CursesScreen, built as the module gpuman-tui-curses.so: only
+// `gpuman top` dlopen()s it, so no other command loads libncursesw and libtinfo
+// (docs/design.md, "Start-up"). Plain C entry points; the Grid is passed by pointer (same
+// compiler, same build: its accessors are inline).
+#include <ncurses.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+
+#include "tui/grid.h"
+#include "tui/ui_state.h"
+
+#define GPUMAN_CURSES_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace gpuman::tui {
+namespace {
+// Colour pair numbers, one per coloured style.
+enum Pair : short { kPairGood = 1, kPairWarn, kPairBad, kPairAccent, kPairTitle, kPairPrompt, kPairSelected };
+
+attr_t Attr(Style style, bool color) {
+  switch (style) {
+    case Style::kNormal: return A_NORMAL;
+    case Style::kDim: return A_DIM;
+    case Style::kBold: return A_BOLD;
+    case Style::kTitle: return color ? COLOR_PAIR(kPairTitle) | A_BOLD : A_BOLD | A_REVERSE;
+    case Style::kHeader: return A_REVERSE;
+    case Style::kSelected: return color ? COLOR_PAIR(kPairSelected) | A_BOLD : A_REVERSE | A_BOLD;
+    case Style::kGood: return color ? COLOR_PAIR(kPairGood) : A_NORMAL;
+    case Style::kWarn: return color ? COLOR_PAIR(kPairWarn) : A_BOLD;
+    case Style::kBad: return color ? COLOR_PAIR(kPairBad) | A_BOLD : A_BOLD;
+    case Style::kAccent: return color ? COLOR_PAIR(kPairAccent) : A_BOLD;
+    case Style::kPrompt: return color ? COLOR_PAIR(kPairPrompt) | A_BOLD : A_REVERSE | A_BOLD;
+  }
+  return A_NORMAL;
+}
+
+struct Screen {
+  SCREEN* screen = nullptr;
+  bool color = false;
+};
+
+int TranslateKey(int ch) {
+  switch (ch) {
+    case ERR: return key::kNone;
+    case KEY_UP: return key::kUp;
+    case KEY_DOWN: return key::kDown;
+    case KEY_PPAGE: return key::kPageUp;
+    case KEY_NPAGE: return key::kPageDown;
+    case KEY_HOME: return key::kHome;
+    case KEY_END: return key::kEnd;
+    case KEY_F(1): return key::kF1;
+    case KEY_F(6): return key::kF6;
+    case KEY_F(9): return key::kF9;
+    case KEY_RESIZE: return key::kResize;
+    case KEY_BTAB: return key::kBackTab;
+    case KEY_ENTER:
+    case '\r':
+    case '\n': return key::kEnter;
+    default: return ch;
+  }
+}
+
+}  // namespace
+}  // namespace gpuman::tui
+
+using gpuman::tui::Screen;
+
+// Takes over the terminal on stdin/stdout; nullptr when it cannot be initialised.
+GPUMAN_CURSES_EXPORT void* gpuman_curses_open(int use_color) {
+  using namespace gpuman::tui;
+  SCREEN* screen = newterm(nullptr, stdout, stdin);
+  if (!screen) return nullptr;
+  auto* s = new Screen{screen, false};
+  set_term(screen);
+  cbreak();
+  noecho();
+  nonl();
+  keypad(stdscr, TRUE);
+  nodelay(stdscr, TRUE);
+  set_escdelay(25);
+  curs_set(0);
+  if (use_color && has_colors()) {
+    start_color();
+    use_default_colors();
+    s->color = true;
+    init_pair(kPairGood, COLOR_GREEN, -1);
+    init_pair(kPairWarn, COLOR_YELLOW, -1);
+    init_pair(kPairBad, COLOR_RED, -1);
+    init_pair(kPairAccent, COLOR_CYAN, -1);
+    init_pair(kPairTitle, COLOR_BLACK, COLOR_CYAN);
+    init_pair(kPairPrompt, COLOR_BLACK, COLOR_YELLOW);
+    init_pair(kPairSelected, COLOR_BLACK, COLOR_WHITE);
+  }
+  return s;
+}
+
+GPUMAN_CURSES_EXPORT void gpuman_curses_close(void* handle) {
+  auto* s = static_cast<Screen*>(handle);
+  endwin();
+  delscreen(s->screen);
+  delete s;
+}
+
+GPUMAN_CURSES_EXPORT int gpuman_curses_width(void*) { return COLS; }
+GPUMAN_CURSES_EXPORT int gpuman_curses_height(void*) { return LINES; }
+
+// Replaces the screen with the grid (ncurses sends only what changed).
+GPUMAN_CURSES_EXPORT void gpuman_curses_draw(void* handle, const gpuman::tui::Grid* grid_ptr) {
+  using namespace gpuman::tui;
+  const auto* s = static_cast<Screen*>(handle);
+  const Grid& grid = *grid_ptr;
+  erase();
+  const int rows = std::min(grid.height(), LINES);
+  const int cols = std::min(grid.width(), COLS);
+  for (int r = 0; r < rows; ++r) {
+    int c = 0;
+    while (c < cols) {
+      // One run of cells with the same style per addstr.
+      const Style style = grid.At(r, c).style;
+      std::string run;
+      const int start = c;
+      while (c < cols && grid.At(r, c).style == style) {
+        run += grid.At(r, c).glyph;  // "" for the right half of a wide glyph
+        ++c;
+      }
+      attrset(Attr(style, s->color));
+      // Writing the bottom-right cell "fails" (the cursor cannot move past it); the
+      // character is still drawn, so the result is ignored.
+      mvaddstr(r, start, run.c_str());
+    }
+  }
+  attrset(A_NORMAL);
+  refresh();
+}
+
+// The next key as a tui::key value, or key::kNone when none is waiting (never blocks).
+GPUMAN_CURSES_EXPORT int gpuman_curses_read_key(void*) { return gpuman::tui::TranslateKey(getch()); }
