@@ -44,13 +44,13 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
                      "config " + origin + ":" + std::to_string(where.line) + ":" +
                          std::to_string(where.column) + ": " + std::string(err.description()));
   }
-  static const std::set<std::string> kKnown = {"nvml_library", "kernel_log", "lease_dir", "daemon", "health", "idle", "alert"};
+  static const std::set<std::string> kKnown = {"nvml_library", "kernel_log", "lease_dir", "daemon", "client", "health", "idle", "alert"};
   for (const auto& [key, value] : table) {
     std::string k(key.str());
     if (!kKnown.count(k)) {
       return MakeError(ErrorCode::kInvalidArgument,
                        "config " + origin + ": unknown key '" + k +
-                           "' (known: nvml_library, kernel_log, lease_dir, [daemon], [health], [idle], [[alert]])");
+                           "' (known: nvml_library, kernel_log, lease_dir, [daemon], [client], [health], [idle], [[alert]])");
     }
   }
   if (auto* node = table.get("daemon")) {
@@ -74,6 +74,11 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
         auto v = value.value<int64_t>();
         if (!v || *v < 0) return bad("max_gpus_per_user must be a number >= 0");
         config.daemon.max_gpus_per_user = static_cast<int>(*v);
+      } else if (k == "max_connections" || k == "max_connections_per_user") {
+        auto v = value.value<int64_t>();
+        if (!v || *v < 1 || *v > 1'000'000) return bad(k + " must be a number from 1 to 1000000");
+        if (k == "max_connections") config.daemon.max_connections = static_cast<size_t>(*v);
+        else config.daemon.max_connections_per_user = static_cast<size_t>(*v);
       } else if (k == "user_limits") {
         auto* limits = value.as_table();
         if (!limits) return bad("user_limits must be a table of user = GPUs");
@@ -101,7 +106,27 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
       } else {
         return bad("unknown key '" + k +
                    "' (known: admin_group, default_time_limit, max_gpus_per_user, user_limits, metrics, "
-                   "sample_interval, history_fine_keep, history_coarse_keep)");
+                   "sample_interval, history_fine_keep, history_coarse_keep, max_connections, "
+                   "max_connections_per_user)");
+      }
+    }
+  }
+  if (auto* node = table.get("client")) {
+    auto* c = node->as_table();
+    if (!c) return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": client must be a table");
+    for (const auto& [key, value] : *c) {
+      std::string k(key.str());
+      if (k == "reconnect_timeout") {
+        auto v = value.value<std::string>();
+        auto ms = v ? ParseDurationMs(*v) : Result<int64_t>(MakeError(ErrorCode::kInvalidArgument, "not a string"));
+        if (!ms || *ms < 0) {
+          return MakeError(ErrorCode::kInvalidArgument,
+                           "config " + origin + ": client.reconnect_timeout must be a duration such as \"60s\"");
+        }
+        config.client.reconnect_timeout_ms = *ms;
+      } else {
+        return MakeError(ErrorCode::kInvalidArgument,
+                         "config " + origin + ": client: unknown key '" + k + "' (known: reconnect_timeout)");
       }
     }
   }
@@ -211,6 +236,14 @@ Result<Config> LoadConfig(const Environment& env, const std::optional<std::strin
   }
   if (auto lib = env.Get("GPUMAN_NVML_LIBRARY"); lib && !lib->empty()) config.nvml_library = *lib;
   if (auto log = env.Get("GPUMAN_KERNEL_LOG"); log && !log->empty()) config.kernel_log = *log;
+  if (auto t = env.Get("GPUMAN_RECONNECT_TIMEOUT"); t && !t->empty()) {
+    auto ms = ParseDurationMs(*t);
+    if (!ms || *ms < 0) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "GPUMAN_RECONNECT_TIMEOUT='" + *t + "' is not a duration such as \"60s\"");
+    }
+    config.client.reconnect_timeout_ms = *ms;
+  }
   return config;
 }
 

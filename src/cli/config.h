@@ -25,6 +25,13 @@ struct DaemonConfig {
   int64_t sample_interval_ms = 1000;             // collector period ("1s")
   int64_t history_fine_keep_ms = 3600LL * 1000;  // 1 s samples kept this long
   int64_t history_coarse_keep_ms = 31LL * 24 * 3600 * 1000;  // 1 min means kept this long
+  size_t max_connections = 1024;         // all clients together (64 kept for root and the admin group)
+  size_t max_connections_per_user = 64;  // one user's clients (root: only max_connections)
+};
+
+/// The [client] table: how clients that follow something over time behave.
+struct ClientConfig {
+  int64_t reconnect_timeout_ms = 60000;  // "60s": how long wait/logs -f/top/run --wait reconnect
 };
 
 struct Config {
@@ -33,6 +40,7 @@ struct Config {
   std::string config_path;  // the file that was read, "" if none
   std::optional<std::string> lease_dir;  // the machine lease table's directory (lease_dir)
   DaemonConfig daemon;
+  ClientConfig client;  // [client]; $GPUMAN_RECONNECT_TIMEOUT overrides reconnect_timeout
   health::HealthPolicy health;  // [health]
   monitor::IdlePolicy idle;     // [idle]
   std::vector<monitor::AlertRule> alerts;  // [[alert]]

@@ -67,12 +67,22 @@ DaemonClient* Context::Daemon() {
       auto client = DaemonClient::Connect(socket);
       if (client) {
         daemon_ = std::move(*client);
+        ConfigureReconnect(*daemon_);
       } else {
         daemon_error_ = client.error();
       }
     }
   }
   return daemon_.get();
+}
+
+void Context::ConfigureReconnect(DaemonClient& client) {
+  ReconnectOptions options;
+  options.timeout_ms = config_.client.reconnect_timeout_ms;
+  client.SetReconnect(options, clock_, [this](const std::string& line) {
+    err_ << line << "\n";
+    err_.flush();
+  });
 }
 
 Result<DaemonClient*> Context::ExpectedDaemon() {

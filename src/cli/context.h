@@ -39,6 +39,9 @@ class Context {
   /// GPUMAN_SOCKET names one) is an error, not nullptr: commands that take or list leases
   /// must never quietly use another lease table. Errors: kUnavailable.
   Result<class DaemonClient*> ExpectedDaemon();
+  /// Makes `client` reconnect as the config says ([client] reconnect_timeout), with its
+  /// notes on err().
+  void ConfigureReconnect(class DaemonClient& client);
 
   /// The machine lease table (used when no daemon runs), opened on first use.
   /// Errors: as store::OpenMachineLeaseTable.

@@ -4,7 +4,11 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <thread>
 
 #include "cli/socket_trust.h"
 #include "daemon/daemon.h"
@@ -51,20 +55,129 @@ Result<std::unique_ptr<DaemonClient>> DaemonClient::Connect(const std::string& s
   return client;
 }
 
+std::string FormatReconnectTimeout(int64_t ms) {
+  if (ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
+  if (ms < 1000) return std::to_string(ms) + "ms";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1fs", static_cast<double>(ms) / 1000.0);
+  return buf;
+}
+
+Reconnector::Reconnector(ReconnectOptions options, const Clock& clock, Sleep sleep, Say say)
+    : options_(options), clock_(clock), sleep_(std::move(sleep)), say_(std::move(say)) {
+  options_.first_delay_ms = std::max<int64_t>(options_.first_delay_ms, 1);
+  options_.max_delay_ms = std::max(options_.max_delay_ms, options_.first_delay_ms);
+  options_.timeout_ms = std::max<int64_t>(options_.timeout_ms, 0);
+}
+
+void Reconnector::Lost() {
+  if (lost()) return;
+  lost_since_ms_ = clock_.NowUnixMs();
+  next_attempt_ms_ = lost_since_ms_;  // the first attempt at once: a daemon may be back already
+  delay_ms_ = options_.first_delay_ms;
+  last_error_ = Error{ErrorCode::kUnavailable, "the connection broke"};
+}
+
+bool Reconnector::Due() const { return !lost() || clock_.NowUnixMs() >= next_attempt_ms_; }
+
+Reconnector::Step Reconnector::Record(const Status& attempt) {
+  if (attempt) {
+    lost_since_ms_ = -1;
+    return Step::kReconnected;
+  }
+  last_error_ = attempt.error();
+  if (last_error_.code != ErrorCode::kUnavailable) return Step::kGaveUp;
+  const int64_t now = clock_.NowUnixMs();
+  const int64_t deadline = lost_since_ms_ + options_.timeout_ms;
+  if (now >= deadline) {
+    last_error_ = Error{ErrorCode::kUnavailable, "lost the daemon and it did not come back within " +
+                                                     FormatReconnectTimeout(options_.timeout_ms) + " (" +
+                                                     attempt.error().message + ")"};
+    return Step::kGaveUp;
+  }
+  // The last attempt falls on the deadline, so the whole time is used.
+  next_attempt_ms_ = std::min(now + delay_ms_, deadline);
+  delay_ms_ = std::min(delay_ms_ * 2, options_.max_delay_ms);
+  return Step::kRetry;
+}
+
+Status Reconnector::Recover(const std::function<Status()>& connect) {
+  Lost();
+  say_("gpuman: lost the daemon; reconnecting for up to " + FormatReconnectTimeout(options_.timeout_ms) + "...");
+  while (true) {
+    const int64_t now = clock_.NowUnixMs();
+    if (now < next_attempt_ms_) sleep_(next_attempt_ms_ - now);
+    switch (Record(connect())) {
+      case Step::kReconnected:
+        say_("gpuman: reconnected");
+        return {};
+      case Step::kGaveUp:
+        lost_since_ms_ = -1;  // the next loss is a new outage
+        return last_error_;
+      case Step::kRetry:
+        break;
+    }
+  }
+}
+
+DaemonClient::DaemonClient() {
+  static const SystemClock system_clock;
+  SetReconnect(ReconnectOptions{}, system_clock, [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); });
+}
+
+void DaemonClient::SetReconnect(ReconnectOptions options, const Clock& clock, Reconnector::Say say) {
+  reconnector_ = std::make_unique<Reconnector>(
+      options, clock, [](int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }, std::move(say));
+}
+
+Status DaemonClient::Recover() {
+  return reconnector_->Recover([this] { return Reopen(); });
+}
+
+Status DaemonClient::Reopen() {
+  auto fresh = Connect(path_);
+  if (!fresh) return fresh.error();
+  if (fd_ >= 0) close(fd_);
+  fd_ = (*fresh)->fd_;
+  (*fresh)->fd_ = -1;
+  uid_ = (*fresh)->uid_;
+  next_id_ = (*fresh)->next_id_;
+  broken_ = false;
+  return {};
+}
+
+Result<protocol::Reply> DaemonClient::Lost(const std::string& why) {
+  broken_ = true;
+  return MakeError(ErrorCode::kUnavailable, why);
+}
+
+Result<protocol::Reply> DaemonClient::Garbled(const std::string& why) {
+  // Not a lost connection (sending the request again would get the same reply), but the
+  // stream is out of step: the connection is closed, so a later request reconnects.
+  if (fd_ >= 0) close(fd_);
+  fd_ = -1;
+  return MakeError(ErrorCode::kUnavailable, why);
+}
+
 DaemonClient::~DaemonClient() {
   if (fd_ >= 0) close(fd_);
 }
 
 Result<protocol::Reply> DaemonClient::RoundTrip(protocol::RequestArgs args) {
+  if (fd_ < 0) return Lost("the connection to the daemon at " + path_ + " was closed");
   protocol::Request request{next_id_++, std::move(args)};
   auto frame = protocol::EncodeRequestFrame(request);
   if (!frame) return frame.error();
   const std::string& out = *frame;
+  bool send_failed = false;
   for (size_t sent = 0; sent < out.size();) {
     ssize_t w = send(fd_, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
     if (w <= 0) {
       if (w < 0 && errno == EINTR) continue;
-      return MakeError(ErrorCode::kUnavailable, "lost the connection to the daemon at " + path_);
+      // The daemon may have answered before closing (a refused connection's one error
+      // reply): read it rather than say only that the connection went.
+      send_failed = true;
+      break;
     }
     sent += static_cast<size_t>(w);
   }
@@ -72,15 +185,16 @@ Result<protocol::Reply> DaemonClient::RoundTrip(protocol::RequestArgs args) {
   char buf[65536];
   while (true) {
     auto next = decoder.Next();
-    if (!next) return MakeError(ErrorCode::kUnavailable, "bad reply from the daemon: " + next.error().message);
+    if (!next) return Garbled("bad reply from the daemon: " + next.error().message);
     if (*next) {
       auto reply = protocol::ParseReply(**next);
-      if (!reply) return MakeError(ErrorCode::kUnavailable, "bad reply from the daemon: " + reply.error().message);
+      if (!reply) return Garbled("bad reply from the daemon: " + reply.error().message);
       return *reply;
     }
     ssize_t n = read(fd_, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return MakeError(ErrorCode::kUnavailable, "the daemon at " + path_ + " closed the connection");
+    if (n <= 0 && send_failed) return Lost("lost the connection to the daemon at " + path_);
+    if (n <= 0) return Lost("the daemon at " + path_ + " closed the connection");
     (void)decoder.Feed(std::string_view(buf, static_cast<size_t>(n)));
   }
 }

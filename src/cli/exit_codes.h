@@ -3,6 +3,7 @@
 #pragma once
 
 #include "base/result.h"
+#include "model/job.h"
 
 namespace gpuman::cli {
 
@@ -19,5 +20,23 @@ enum ExitCode : int {
 
 /// The exit code for an error that reached the CLI's edge.
 int ExitCodeFor(ErrorCode code);
+
+// The codes of `wait` (docs/cli.md, "Exit codes of wait"): the job's own exit code when it
+// ended by itself, otherwise one of these, which follow timeout(1) and env(1). None of
+// gpuman's failures in `wait` leaves it with a code below 124.
+enum JobExitCode : int {
+  kJobTimedOut = 124,       // ran past its --time-limit (whatever it exited with after SIGTERM)
+  kJobGpumanFailed = 125,   // gpuman's own failure: the daemon did not come back, unknown job, internal
+  kJobCannotExecute = 126,  // never ran: could not be started (directory, output, permission)
+  kJobNotFound = 127,       // its command was not found
+  kJobSignalBase = 128,     // 128+N: killed by signal N
+  kJobCancelled = 193,      // `gpuman cancel`: 128+65, past every signal's 128+N (SIGRTMAX is 64)
+};
+
+/// Whether a finished job ended by itself (exited, or was killed by a signal gpuman did
+/// not send): then `wait` exits with its own exit code.
+bool EndedByItself(const model::Job& job);
+/// The exit code of `wait` for a job in a final state (docs/cli.md, "Exit codes of wait").
+int WaitExitCode(const model::Job& job);
 
 }  // namespace gpuman::cli

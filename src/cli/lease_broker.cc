@@ -86,6 +86,22 @@ class DaemonBroker final : public LeaseBroker {
     a.start_time_ticks = ask.draft.processes.front().start_time_ticks;
     a.within_lease_id = ask.within;
     auto got = daemon_.Call<protocol::AcquireResult>(a);
+    if (!got && daemon_.broken()) {
+      // The daemon went away under the request (a restart): reconnect (the one loop, its
+      // two notes), and since the request may have been granted before the connection
+      // broke, give back any lease held for this very process before asking again: an
+      // acquire is never granted twice.
+      if (Status back = daemon_.Recover(); !back) return back.error();
+      if (!ask.within) {
+        if (auto live = List()) {
+          const model::LeaseProcess me{a.pid, a.start_time_ticks};
+          for (const auto& l : *live) {
+            if (std::find(l.processes.begin(), l.processes.end(), me) != l.processes.end()) (void)Release(l.id);
+          }
+        }
+      }
+      got = daemon_.Call<protocol::AcquireResult>(a);
+    }
     if (!got) return got.error();
     if (ask.draft.processes.size() > 1) {
       std::vector<model::LeaseProcess> rest(ask.draft.processes.begin() + 1, ask.draft.processes.end());
@@ -111,13 +127,14 @@ class DaemonBroker final : public LeaseBroker {
   }
 
   Status Release(int64_t lease_id) override {
-    auto r = daemon_.Call<protocol::EmptyResult>(protocol::ReleaseArgs{lease_id});
+    // Giving back is safe to repeat (a lease already gone is kNotFound): across a restart too.
+    auto r = daemon_.CallResuming<protocol::EmptyResult>(protocol::ReleaseArgs{lease_id});
     if (!r) return r.error();
     return {};
   }
 
   Result<std::vector<model::Lease>> List() override {
-    auto r = daemon_.Call<protocol::LeasesResult>(protocol::LeasesArgs{});
+    auto r = daemon_.CallResuming<protocol::LeasesResult>(protocol::LeasesArgs{});
     if (!r) return r.error();
     return r->leases;
   }

@@ -62,6 +62,9 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   options.scheduler.max_gpus_per_user = rules.max_gpus_per_user;
   options.machine_lease_dir = ctx.lease_dir();
   if (ctx.simulation()) options.scenario = ctx.simulation()->scenario_name;
+  options.max_connections = dc.max_connections;
+  options.max_connections_per_user = dc.max_connections_per_user;
+  options.admin_connection_reserve = std::min<size_t>(64, dc.max_connections / 4);
   NoGpus no_gpus;
   devices::DeviceSource* source = &no_gpus;
   if (auto devices = ctx.Devices()) {
@@ -172,6 +175,50 @@ std::optional<std::string> CheckSubmitLocally(const protocol::SubmitArgs& s) {
   return std::nullopt;
 }
 
+// `wait --json`: the whole outcome (docs/json.md, "gpuman wait --json").
+nlohmann::json WaitOutcomeJson(const model::Job& j, int wait_exit_code) {
+  auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  auto iso = [](const std::optional<int64_t>& ms) {
+    return ms ? nlohmann::json(render::FormatIsoUtcMillis(*ms)) : nlohmann::json(nullptr);
+  };
+  std::optional<int> signal;
+  if (j.exit_code && *j.exit_code > kJobSignalBase && *j.exit_code <= kJobSignalBase + 64 &&
+      j.state != model::JobState::kSucceeded) {
+    signal = *j.exit_code - kJobSignalBase;  // the supervisor records signal N as 128+N
+  }
+  return nlohmann::json{{"schema_version", 1},
+                        {"id", j.id},
+                        {"name", j.name},
+                        {"state", model::JobStateName(j.state)},
+                        {"exit_code", opt(j.exit_code)},
+                        {"signal", opt(signal)},
+                        {"reason", j.reason},
+                        {"ended_by_itself", EndedByItself(j)},
+                        {"wait_exit_code", wait_exit_code},
+                        {"started", iso(j.started_unix_ms)},
+                        {"started_unix_ms", opt(j.started_unix_ms)},
+                        {"ended", iso(j.ended_unix_ms)},
+                        {"ended_unix_ms", opt(j.ended_unix_ms)}};
+}
+
+// Every job of the queue, page after page (docs/protocol.md, "queue"): each reply holds
+// at most one frame's worth, and says where the next page starts.
+Result<protocol::QueueResult> FetchQueue(DaemonClient& c, bool all) {
+  protocol::QueueResult whole;
+  protocol::QueueArgs page_args{all, 0, protocol::kMaxQueuePage};
+  while (true) {
+    auto page = c.Call<protocol::QueueResult>(page_args);
+    if (!page) return page.error();
+    for (auto& j : page->jobs) whole.jobs.push_back(std::move(j));
+    if (!page->next) return whole;
+    if (*page->next <= page_args.after_id) {
+      return MakeError(ErrorCode::kInternal, "the daemon's queue pages do not advance (next " + std::to_string(*page->next) +
+                                                 " after " + std::to_string(page_args.after_id) + ")");
+    }
+    page_args.after_id = *page->next;
+  }
+}
+
 }  // namespace
 
 std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
@@ -217,8 +264,9 @@ std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
   logs->add_option("ID", args.ids, "Job id")->required()->expected(1);
   logs->add_flag("-f,--follow", args.follow, "Keep printing until the job ends");
   cmds.push_back(logs);
-  CLI::App* wait = app.add_subcommand("wait", "Wait for a job and exit with its exit code");
+  CLI::App* wait = app.add_subcommand("wait", "Wait for a job; exit with its exit code, or 124 timed out, 125 gpuman failed, 193 cancelled");
   wait->add_option("ID", args.ids, "Job id")->required()->expected(1);
+  wait->add_flag("--json", args.json, "Print the outcome (state, exit code, signal, reason, times) as one JSON object");
   cmds.push_back(wait);
   for (const char* name : {"drain", "undrain"}) {
     CLI::App* c = app.add_subcommand(name, std::string(name) == "drain" ? "Stop giving a GPU to jobs (admins)"
@@ -233,8 +281,15 @@ std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
 int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx) {
   if (name == "daemon") return RunDaemon(args, ctx);
   auto client = DaemonClient::Connect(FindDaemonSocket(ctx.env().vars));
-  if (!client) return Fail(ctx, client.error());
+  if (!client) {
+    if (name == "wait") {
+      ctx.err() << "gpuman: error: " << client.error().message << "\n";
+      return kJobGpumanFailed;
+    }
+    return Fail(ctx, client.error());
+  }
   DaemonClient& c = **client;
+  ctx.ConfigureReconnect(c);
 
   if (name == "submit") {
     protocol::SubmitArgs s;
@@ -282,7 +337,7 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     return kExitOk;
   }
   if (name == "queue") {
-    auto r = c.Call<protocol::QueueResult>(protocol::QueueArgs{args.all});
+    auto r = FetchQueue(c, args.all);
     if (!r) return Fail(ctx, r.error());
     if (args.json) {
       nlohmann::json list = nlohmann::json::array();
@@ -336,9 +391,12 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     return rc;
   }
   if (name == "logs") {
+    // With -f, a daemon restart is ridden out (docs/cli.md, "When the daemon restarts"):
+    // the next request asks for the byte it had reached, so nothing is printed twice.
     int64_t offset = 0;
     while (true) {
-      auto r = c.Call<protocol::LogsResult>(protocol::LogsArgs{args.ids.front(), offset});
+      const protocol::LogsArgs ask{args.ids.front(), offset};
+      auto r = args.follow ? c.CallResuming<protocol::LogsResult>(ask) : c.Call<protocol::LogsResult>(ask);
       if (!r) return Fail(ctx, r.error());
       ctx.out() << r->data;
       ctx.out().flush();
@@ -349,12 +407,30 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     }
   }
   if (name == "wait") {
+    // Every failure of gpuman's own is 125, never a code the job could have returned by
+    // itself (docs/cli.md, "Exit codes of wait"); a daemon restart is ridden out.
+    const int64_t id = args.ids.front();
+    auto fail = [&](const Error& e) {
+      ctx.err() << "gpuman: error: " << e.message << "\n";
+      return int{kJobGpumanFailed};
+    };
     while (true) {
-      auto r = c.Call<protocol::WaitResult>(protocol::WaitArgs{args.ids.front()});
-      if (!r) return Fail(ctx, r.error());
-      if (model::IsFinal(r->state)) return r->exit_code.value_or(r->state == model::JobState::kSucceeded ? 0 : 1);
+      auto r = c.CallResuming<protocol::WaitResult>(protocol::WaitArgs{id});
+      if (!r) return fail(r.error());
+      if (model::IsFinal(r->state)) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
+    auto shown = c.CallResuming<protocol::ShowResult>(protocol::ShowArgs{id});
+    if (!shown) return fail(shown.error());
+    const model::Job& job = shown->job;
+    const int code = WaitExitCode(job);
+    if (args.json) {
+      ctx.out() << WaitOutcomeJson(job, code).dump() << "\n";
+    } else if (job.state != model::JobState::kSucceeded) {
+      ctx.err() << "gpuman: job " << job.id << " " << model::JobStateName(job.state)
+                << (job.reason.empty() ? "" : ": " + EscapeControl(job.reason)) << " (exit " << code << ")\n";
+    }
+    return code;
   }
   if (name == "drain" || name == "undrain") {
     Result<protocol::DrainResult> r = name == "drain" ? c.Call<protocol::DrainResult>(protocol::DrainArgs{args.gpu, args.reason})

@@ -26,11 +26,82 @@
 namespace gpuman::cli {
 namespace {
 
+// The daemon's part of top's frames (leases, jobs, drains), across a daemon restart: while
+// the connection is down, the last good part is shown with "daemon reconnecting..." in its
+// header, and the sampler tries again with the backoff of the one reconnect loop
+// (Reconnector, step-wise: the GPUs keep updating meanwhile). After the reconnect time the
+// header says the daemon is gone; top keeps looking (it is a view; q quits).
+class DaemonPart {
+ public:
+  explicit DaemonPart(Context& ctx)
+      : ctx_(ctx),
+        reconnect_(ReconnectOptions{ctx.config().client.reconnect_timeout_ms}, ctx.clock(), [](int64_t) {},
+                   [](const std::string&) {}) {}
+
+  // Returns false when no daemon is expected (the caller then reads the lease table).
+  bool Fill(tui::Frame& f) {
+    DaemonClient* d = ctx_.Daemon();
+    if (!d) return false;
+    f.has_daemon = true;
+    if (d->broken() && reconnect_.Due()) {
+      Reconnector::Step step = reconnect_.Record(d->Reopen());
+      if (step == Reconnector::Step::kGaveUp) {
+        const Error& e = reconnect_.last_error();
+        gave_up_ = e.code == ErrorCode::kUnavailable
+                       ? "daemon gone for over " + FormatReconnectTimeout(reconnect_.options().timeout_ms)
+                       : e.message;
+      }
+    }
+    if (!d->broken()) {
+      tui::Frame got;
+      if (auto leases = d->Call<protocol::LeasesResult>(protocol::LeasesArgs{})) {
+        got.leases = std::move(leases->leases);
+      } else {
+        got.holders_error = leases.error().message;
+      }
+      if (auto jobs = d->Call<protocol::QueueResult>(protocol::QueueArgs{false})) {
+        got.jobs = std::move(jobs->jobs);
+      } else if (got.holders_error.empty()) {
+        got.holders_error = jobs.error().message;
+      }
+      if (auto drains = MachineDrains(ctx_)) {
+        got.drains = std::move(*drains);
+      } else if (got.holders_error.empty()) {
+        got.holders_error = drains.error().message;
+      }
+      if (!d->broken()) {
+        reconnect_.Record(Status{});  // connected: any outage is over
+        gave_up_.clear();
+        last_ = got;
+        f.leases = std::move(got.leases);
+        f.jobs = std::move(got.jobs);
+        f.drains = std::move(got.drains);
+        f.holders_error = std::move(got.holders_error);
+        return true;
+      }
+    }
+    reconnect_.Lost();  // nothing when the outage is already under way
+    f.leases = last_.leases;
+    f.jobs = last_.jobs;
+    f.drains = last_.drains;
+    f.holders_error = gave_up_.empty() ? "daemon reconnecting... (showing its last answer)"
+                                       : gave_up_ + "; still trying";
+    return true;
+  }
+
+ private:
+  Context& ctx_;
+  Reconnector reconnect_;
+  tui::Frame last_;      // the last good answer
+  std::string gave_up_;  // set once the reconnect time has passed
+};
+
 // One sample: the daemon's snapshot reply (GPUs with owners, leases, jobs, drains in one
-// round trip) when a daemon serves it, else NVML and the holders asked for one by one.
-// Runs on the sampler thread (the first one on the main thread, before the sampler starts).
-// `scenario` (when given) gets the daemon's --simulate scenario, if it serves one.
-tui::Frame CollectFrame(Context& ctx, std::optional<std::string>* scenario = nullptr) {
+// round trip) when a daemon serves it, else NVML, and the holders from the daemon one by
+// one (DaemonPart, which also reconnects) or from the lease table. Runs on the sampler
+// thread (the first one on the main thread, before the sampler starts). `scenario` (when
+// given) gets the daemon's --simulate scenario, if it serves one.
+tui::Frame CollectFrame(Context& ctx, DaemonPart& daemon, std::optional<std::string>* scenario = nullptr) {
   tui::Frame f;
   const auto started = ctx.clock().NowUnixMs();
   MachineView view = ReadMachine(ctx, true, devices::MonitorOptions(devices::kTopFields));
@@ -48,24 +119,7 @@ tui::Frame CollectFrame(Context& ctx, std::optional<std::string>* scenario = nul
     f.leases = std::move(view.leases);
     f.jobs = std::move(view.jobs);
     f.drains = std::move(view.drains);
-  } else if (DaemonClient* d = ctx.Daemon()) {
-    f.has_daemon = true;
-    if (auto leases = d->Call<protocol::LeasesResult>(protocol::LeasesArgs{})) {
-      f.leases = std::move(leases->leases);
-    } else {
-      f.holders_error = leases.error().message;
-    }
-    if (auto jobs = d->Call<protocol::QueueResult>(protocol::QueueArgs{false})) {
-      f.jobs = std::move(jobs->jobs);
-    } else if (f.holders_error.empty()) {
-      f.holders_error = jobs.error().message;
-    }
-    if (auto drains = MachineDrains(ctx)) {
-      f.drains = std::move(*drains);
-    } else if (f.holders_error.empty()) {
-      f.holders_error = drains.error().message;
-    }
-  } else {
+  } else if (!daemon.Fill(f)) {
     // Without a daemon only this user's store has leases; do not create one just to look.
     std::error_code ec;
     if (std::filesystem::exists(ctx.lease_dir() + "/leases.db", ec)) {
@@ -101,8 +155,9 @@ CLI::App* AddTopCommand(CLI::App& app, TopArgs& args) {
 
 int RunTop(const TopArgs& args, Context& ctx) {
   // The first sample on this thread, so a missing driver is one line and exit 3, as in status.
+  DaemonPart daemon(ctx);
   std::optional<std::string> daemon_scenario;
-  tui::Frame first = CollectFrame(ctx, &daemon_scenario);
+  tui::Frame first = CollectFrame(ctx, daemon, &daemon_scenario);
   if (!first.snapshot) {
     auto source = ctx.Devices();
     const ErrorCode code = source ? ErrorCode::kUnavailable : source.error().code;
@@ -148,7 +203,7 @@ int RunTop(const TopArgs& args, Context& ctx) {
     return kExitUsage;
   }
   const auto interval = std::chrono::milliseconds(static_cast<int64_t>(args.interval_seconds * 1000));
-  tui::Sampler sampler([&ctx] { return CollectFrame(ctx); }, interval);
+  tui::Sampler sampler([&ctx, &daemon] { return CollectFrame(ctx, daemon); }, interval);
   if (Status started = sampler.Start(std::make_shared<const tui::Frame>(std::move(first))); !started) {
     ctx.err() << "gpuman: error: " << started.error().message << "\n";
     return ExitCodeFor(started.error().code);

@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/inotify.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
@@ -35,6 +36,16 @@ namespace gpuman::daemon {
 std::string UserName(uint32_t uid) {
   passwd* pw = getpwuid(uid);
   return pw ? pw->pw_name : std::to_string(uid);
+}
+
+std::string CutText(std::string text, size_t max_bytes) {
+  static constexpr std::string_view kEllipsis = "\u2026";
+  if (text.size() <= max_bytes) return text;
+  size_t end = max_bytes > kEllipsis.size() ? max_bytes - kEllipsis.size() : 0;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;  // not inside a character
+  text.resize(end);
+  text += kEllipsis;
+  return text;
 }
 
 std::optional<protocol::WireError> CheckOwnProcess(const Peer& peer, const model::LeaseProcess& p,
@@ -259,9 +270,30 @@ std::optional<Error> Daemon::RefusingNewWork() const {
 Status Daemon::Start() {
   if (auto opened = OpenState(); !opened) return opened.error();
   // Anyone may connect in system mode; every request is authorised by SO_PEERCRED.
+  ServerLimits limits;
+  limits.max_clients = std::max<size_t>(1, options_.max_connections);
+  limits.admin_reserve = std::min(options_.admin_connection_reserve, limits.max_clients);
+  limits.max_clients_per_user = std::max<size_t>(1, options_.max_connections_per_user);
+  // Room for every connection the caps allow, plus the daemon's own files (state db,
+  // history, inotify, metrics, supervisors being started).
+  constexpr rlim_t kOwnFiles = 128;
+  if (rlimit files{}; getrlimit(RLIMIT_NOFILE, &files) == 0) {
+    const rlim_t want = static_cast<rlim_t>(limits.max_clients) + kOwnFiles;
+    if (files.rlim_cur < want) {
+      files.rlim_cur = files.rlim_max == RLIM_INFINITY ? want : std::min(want, files.rlim_max);
+      (void)setrlimit(RLIMIT_NOFILE, &files);
+      (void)getrlimit(RLIMIT_NOFILE, &files);
+    }
+    if (files.rlim_cur != RLIM_INFINITY && files.rlim_cur < want) {
+      // The hard limit is lower: fewer connections rather than running out of fds.
+      const size_t fit = files.rlim_cur > 2 * kOwnFiles ? static_cast<size_t>(files.rlim_cur - kOwnFiles) : kOwnFiles;
+      limits.max_clients = std::min(limits.max_clients, fit);
+      limits.admin_reserve = std::min(limits.admin_reserve, limits.max_clients / 4);
+    }
+  }
   server_ = std::make_unique<Server>([this](uint32_t uid, uint32_t gid, int32_t pid) { return MakePeer(uid, gid, pid); },
                                      [this](const Peer& peer, const protocol::Request& request) { return Handle(peer, request); },
-                                     clock_);
+                                     clock_, limits);
   if (auto listening = server_->Listen(options_.socket_path, options_.system_mode); !listening) {
     return listening.error();
   }
@@ -456,7 +488,8 @@ Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& g
   draft.uid = job.uid;
   draft.user = job.user;
   draft.kind = "job";
-  draft.command = "job " + std::to_string(job.id) + (job.name.empty() ? "" : " (" + job.name + ")");
+  draft.command = CutText("job " + std::to_string(job.id) + (job.name.empty() ? "" : " (" + job.name + ")"),
+                          kMaxLeaseCommandBytes);
   draft.created_unix_ms = clock_.NowUnixMs();
   draft.processes = {*holder};
   auto lease = leases_->Acquire(
@@ -550,7 +583,7 @@ void Daemon::WatchRunningJobs() {
       if (job.requeue) {
         BeginEnding(job, model::JobState::kQueued, "requeued: one of its GPUs failed while it ran", now);
       } else {
-        BeginEnding(job, model::JobState::kFailed, "one of its GPUs failed while it ran", now);
+        BeginEnding(job, model::JobState::kFailed, model::kGpuLostReason, now);
       }
       told_gpu_lost_.insert(job.id);
     }
@@ -643,7 +676,8 @@ int Daemon::Run(const volatile std::sig_atomic_t* stop) {
     const int wake_fd = collector_ ? collector_->wake_fd() : -1;
     if (wake_fd >= 0) fds.push_back({wake_fd, POLLIN, 0});
     server_->AddPollFds(fds);
-    int timeout = dirty_ ? 0 : 500;
+    // Requests read but not yet answered: look at the sockets without sleeping.
+    int timeout = dirty_ || server_->has_pending_work() ? 0 : 500;
     timeout = static_cast<int>(std::min<int64_t>(timeout, MsUntilSample(clock_.NowUnixMs())));
     int ready = poll(fds.data(), fds.size(), timeout);
     if (ready < 0 && errno != EINTR) break;
@@ -658,9 +692,12 @@ int Daemon::Run(const volatile std::sig_atomic_t* stop) {
         }
         dirty_ = true;
       } else {
-        (void)server_->OnReady(p);  // the listening socket or a client
+        (void)server_->OnReady(p);  // the listening socket or a client: accepts, reads, sends
       }
     }
+    // A few requests per client, round-robin: one client's flood delays another's request
+    // (and the scheduling pass below) by one turn at most.
+    server_->ServeTurn();
     // Slow or silent clients must not hold a slot forever.
     server_->CloseStale(now);
     CheckWritable(now);
@@ -732,7 +769,7 @@ Result<protocol::AcquireResult> Daemon::AcquireFor(const Peer& peer, const proto
   draft.uid = peer.uid;
   draft.user = peer.user;
   draft.kind = "run";
-  draft.command = a.command;
+  draft.command = CutText(a.command, kMaxLeaseCommandBytes);  // every `leases` reply carries it
   draft.created_unix_ms = clock_.NowUnixMs();
   draft.processes = {holder};
   auto lease = leases_->Acquire(

@@ -45,6 +45,11 @@ struct DaemonOptions {
   /// The scenario's name when the devices are the stand-in NVML (`--simulate`): clients of
   /// the snapshot op mark their output as simulated. Unset: real devices.
   std::optional<std::string> scenario;
+  /// Connection caps (server.h, ServerLimits): everyone's together, of which the last
+  /// `admin_connection_reserve` only root and the admin group may take, and one user's.
+  size_t max_connections = 1024;
+  size_t admin_connection_reserve = 64;
+  size_t max_connections_per_user = 64;
 };
 
 class Server;

@@ -10,6 +10,9 @@
 #include <filesystem>
 
 #include "daemon/call.h"
+#include "protocol/framing.h"
+#include "protocol/json_io.h"
+#include "protocol/model_json.h"
 #include "sched/supervisor.h"
 
 namespace gpuman::daemon {
@@ -18,6 +21,14 @@ using protocol::MakeErrorReply;
 using protocol::MakeReply;
 using protocol::Reply;
 using protocol::WireCode;
+
+namespace {
+// A queue page's jobs take at most this much of the frame (the envelope takes the rest).
+constexpr size_t kQueuePageBytes = protocol::kMaxMessageBytes - 4096;
+// A job summary's name and reason are cut to this (64 KiB, 384 KiB as escaped JSON at
+// worst), so that one job always fits in a page; `show` has them whole.
+constexpr size_t kMaxSummaryTextBytes = 64 << 10;
+}  // namespace
 
 Reply Daemon::OnSubmit(const Call& call) {
   const int64_t id = call.id();
@@ -74,11 +85,33 @@ Reply Daemon::OnSubmit(const Call& call) {
 }
 
 Reply Daemon::OnQueue(const Call& call) {
-  auto jobs = jobs_->List(call.args<protocol::QueueArgs>().all, std::nullopt);
+  const auto& args = call.args<protocol::QueueArgs>();
+  const int64_t limit = std::min(args.limit.value_or(protocol::kMaxQueuePage), protocol::kMaxQueuePage);
+  // One more than asked for: whether another page follows.
+  auto jobs = jobs_->List(args.all, std::nullopt, args.after_id, limit + 1);
   if (!jobs) return Fail(call.id(), jobs.error());
+  bool more = static_cast<int64_t>(jobs->size()) > limit;
+  if (more) jobs->resize(static_cast<size_t>(limit));
+  std::vector<model::Job> page;
+  page.reserve(jobs->size());
+  for (auto& j : *jobs) page.push_back(WithWaitInfo(std::move(j)));
+  if (collector_) collector_->Annotate(page);
+  // As many as fit in one frame: the page ends early (and says where to go on) rather
+  // than outgrow it. A summary's text fields are cut so that one job always fits.
   protocol::QueueResult result;
-  for (auto& j : *jobs) result.jobs.push_back(WithWaitInfo(std::move(j)));
-  if (collector_) collector_->Annotate(result.jobs);
+  size_t bytes = 0;
+  for (auto& j : page) {
+    j.name = CutText(std::move(j.name), kMaxSummaryTextBytes);
+    j.reason = CutText(std::move(j.reason), kMaxSummaryTextBytes);
+    const size_t size = protocol::DumpJson(protocol::JobToJson(j, /*include_private=*/false)).size() + 1;
+    if (!result.jobs.empty() && bytes + size > kQueuePageBytes) {
+      more = true;
+      break;
+    }
+    bytes += size;
+    result.jobs.push_back(std::move(j));
+  }
+  if (more && !result.jobs.empty()) result.next = result.jobs.back().id;
   return MakeReply(call.id(), result);
 }
 

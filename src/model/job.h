@@ -30,6 +30,10 @@ std::optional<JobState> ParseJobState(const std::string& name);
 /// True for succeeded, failed, cancelled, timed_out.
 bool IsFinal(JobState state);
 
+/// The reason of a job that failed because one of its GPUs failed while it ran (the
+/// supervisor ended it): `wait` tells it from a job that failed by itself.
+inline constexpr char kGpuLostReason[] = "one of its GPUs failed while it ran";
+
 /// Why a failed job never ran its command (set only then; `reason` says it in words).
 /// `wait` maps these to the exit codes scripts know from shells and env(1).
 enum class JobFailure {

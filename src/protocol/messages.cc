@@ -141,11 +141,11 @@ json ToJson(const SubmitArgs& v) {
   };
 }
 json ToJson(const SubmitResult& v) { return json{{"id", v.id}}; }
-json ToJson(const QueueArgs& v) { return json{{"all", v.all}}; }
+json ToJson(const QueueArgs& v) { return json{{"all", v.all}, {"after_id", v.after_id}, {"limit", OrNull(v.limit)}}; }
 json ToJson(const QueueResult& v) {
   json jobs = json::array();
   for (const auto& job : v.jobs) jobs.push_back(JobToJson(job, /*include_private=*/false));
-  return json{{"jobs", std::move(jobs)}};
+  return json{{"jobs", std::move(jobs)}, {"next", OrNull(v.next)}};
 }
 json ToJson(const ShowArgs& v) { return json{{"id", v.id}}; }
 json ToJson(const ShowResult& v) { return json{{"job", JobToJson(v.job, v.include_private)}}; }
@@ -296,6 +296,10 @@ Result<QueueArgs> FromJson<QueueArgs>(const json& j) {
   QueueArgs v;
   FieldReader f(j, "args");
   f.Optional("all", v.all);
+  f.Optional("after_id", v.after_id);
+  f.Check(v.after_id >= 0, "after_id", "integer >= 0");
+  f.Optional("limit", v.limit);
+  f.Check(!v.limit || *v.limit >= 1, "limit", "integer >= 1 or null");
   return Done(f, v);
 }
 
@@ -305,6 +309,8 @@ Result<QueueResult> FromJson<QueueResult>(const json& j) {
   FieldReader f(j, "result");
   if (f.ok() && f.Find("jobs") == nullptr) f.Fail("jobs", "missing");
   ReadObjects(f, "jobs", v.jobs, [](const json& item, const std::string& path) { return JobFromJson(item, path); });
+  f.Optional("next", v.next);
+  f.Check(!v.next || *v.next >= 1, "next", "job id >= 1 or null");
   return Done(f, std::move(v));
 }
 

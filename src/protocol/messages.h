@@ -85,12 +85,19 @@ struct SubmitResult {
   int64_t id = 0;
 };
 
-// ---- queue: list jobs (summaries: JobToJson(job, false)).
+// ---- queue: list jobs (summaries: JobToJson(job, false)), one page at a time.
+/// The most jobs one queue reply holds (a larger `limit` is lowered to it).
+inline constexpr int64_t kMaxQueuePage = 500;
 struct QueueArgs {
-  bool all = false;  // include finished jobs
+  bool all = false;               // include finished jobs
+  int64_t after_id = 0;           // only jobs with a larger id (0: from the first)
+  std::optional<int64_t> limit = std::nullopt;  // at most this many (>= 1); nullopt: kMaxQueuePage
 };
 struct QueueResult {
   std::vector<model::Job> jobs;  // private fields are not sent and come back empty
+  /// Set when more jobs may follow: ask again with after_id = *next. nullopt: this was
+  /// the last page (and what a daemon from before paging sends).
+  std::optional<int64_t> next = std::nullopt;
 };
 
 // ---- show: one job.

@@ -414,7 +414,7 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
     outcome.reason = "requeued: one of its GPUs failed while it ran";
   } else if (gpu_lost) {
     final_state = model::JobState::kFailed;
-    outcome.reason = "one of its GPUs failed while it ran";
+    outcome.reason = model::kGpuLostReason;
   } else if (cancelled) {
     final_state = model::JobState::kCancelled;
     outcome.reason = "cancelled while running";

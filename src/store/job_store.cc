@@ -281,7 +281,7 @@ Result<std::unique_ptr<JobStore>> JobStore::Attach(std::shared_ptr<Database> db,
       {&stmts->select_job, "read job", "SELECT " GPUMAN_JOB_COLUMNS " FROM jobs WHERE id = ?1"},
       {&stmts->select_jobs, "read jobs",
        "SELECT " GPUMAN_JOB_COLUMNS " FROM jobs "
-       "WHERE (?1 OR " GPUMAN_JOB_ACTIVE ") AND (?2 IS NULL OR uid = ?2) ORDER BY id"},
+       "WHERE (?1 OR " GPUMAN_JOB_ACTIVE ") AND (?2 IS NULL OR uid = ?2) AND id > ?3 ORDER BY id LIMIT ?4"},
       {&stmts->select_active, "read active jobs",
        "SELECT " GPUMAN_JOB_COLUMNS " FROM jobs WHERE " GPUMAN_JOB_ACTIVE " ORDER BY id"},
       {&stmts->insert_job, "insert job",
@@ -439,12 +439,14 @@ Result<std::optional<model::Job>> JobStore::Get(int64_t id) {
   return std::optional<model::Job>(std::move(jobs->front()));
 }
 
-Result<std::vector<model::Job>> JobStore::List(bool include_final,
-                                               std::optional<uint32_t> only_uid) {
+Result<std::vector<model::Job>> JobStore::List(bool include_final, std::optional<uint32_t> only_uid,
+                                               int64_t after_id, int64_t limit) {
   Statement& s = stmts_->select_jobs;
   auto use = s.Use();
   s.Bind(1, int64_t{include_final ? 1 : 0});
   BindOptional(s, 2, only_uid ? std::optional<int64_t>(*only_uid) : std::nullopt);
+  s.Bind(3, after_id);
+  s.Bind(4, limit < 0 ? int64_t{-1} : limit);
   auto jobs = ReadJobs(s);
   if (!jobs) return jobs.error().WithContext("list jobs");
   return jobs;

@@ -70,8 +70,10 @@ class JobStore {
   Result<std::optional<model::Job>> Get(int64_t id);
 
   /// Jobs in id order: the unfinished ones, plus the finished ones if `include_final`;
-  /// only those of `only_uid` when given. Errors: kIo.
-  Result<std::vector<model::Job>> List(bool include_final, std::optional<uint32_t> only_uid);
+  /// only those of `only_uid` when given; only ids above `after_id`, at most `limit` of
+  /// them (negative: no limit), for paging. Errors: kIo.
+  Result<std::vector<model::Job>> List(bool include_final, std::optional<uint32_t> only_uid, int64_t after_id = 0,
+                                       int64_t limit = -1);
 
   /// The unfinished jobs (queued, held, starting, running), in id order. Errors: kIo.
   Result<std::vector<model::Job>> Active();

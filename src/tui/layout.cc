@@ -427,6 +427,10 @@ void DrawHolders(Grid& grid, int top, int area, const TopModel& model, const Lay
     h.Text(c.title, Style::kHeader, c.width);
     h.Skip(1);
   }
+  // Rows from an earlier answer (the daemon is reconnecting): said in the header.
+  if (f && !f->holders_error.empty() && w > used + 16) {
+    grid.Put(top, used, "COMMAND / NAME  " + f->holders_error, Style::kBad, w - used);
+  }
   const int capacity = area - 1;
   const int shown = static_cast<int>(rows.size()) > capacity ? capacity - 1 : static_cast<int>(rows.size());
   for (int i = 0; i < shown; ++i) {

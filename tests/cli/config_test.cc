@@ -84,6 +84,33 @@ TEST(ParseConfigTest, RejectsBadMonitoringSettings) {
   }
 }
 
+TEST(ParseConfigTest, ClientReconnectTimeout) {
+  auto defaults = ParseConfig("", "x.toml");
+  ASSERT_TRUE(defaults.has_value());
+  EXPECT_EQ(defaults->client.reconnect_timeout_ms, 60000) << "at least 60 s by default";
+  auto c = ParseConfig("[client]\nreconnect_timeout = \"2s\"\n", "x.toml");
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->client.reconnect_timeout_ms, 2000);
+  for (const char* bad : {"[client]\nreconnect_timeout = 5\n", "[client]\nreconnect_timeout = \"soon\"\n",
+                          "[client]\nreconnect = \"5s\"\n", "client = 3\n"}) {
+    auto r = ParseConfig(bad, "x.toml");
+    ASSERT_FALSE(r.has_value()) << bad;
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(r.error().message.find("client"), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(LoadConfigTest, ReconnectTimeoutFromTheEnvironment) {
+  Environment env;
+  env.vars["GPUMAN_CONFIG"] = "/dev/null";
+  env.vars["GPUMAN_RECONNECT_TIMEOUT"] = "3s";
+  auto c = LoadConfig(env, std::nullopt);
+  ASSERT_TRUE(c.has_value()) << c.error().message;
+  EXPECT_EQ(c->client.reconnect_timeout_ms, 3000);
+  env.vars["GPUMAN_RECONNECT_TIMEOUT"] = "never";
+  EXPECT_FALSE(LoadConfig(env, std::nullopt).has_value());
+}
+
 TEST(ParseConfigTest, RejectsBrokenInputWithPosition) {
   struct Case {
     const char* text;
@@ -149,6 +176,27 @@ TEST(LoadConfigTest, DirectoryIsNotAConfigFile) {
   auto found = LoadConfig(env, std::nullopt);
   ASSERT_FALSE(found.has_value());
   EXPECT_NE(found.error().message.find("config.toml: is a directory, not a file"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpuman::cli
+
+namespace gpuman::cli {
+namespace {
+
+TEST(ParseConfigTest, DaemonConnectionCaps) {
+  auto defaults = ParseConfig("", "x.toml");
+  ASSERT_TRUE(defaults);
+  EXPECT_EQ(defaults->daemon.max_connections, 1024u);
+  EXPECT_EQ(defaults->daemon.max_connections_per_user, 64u);
+  auto c = ParseConfig("[daemon]\nmax_connections = 300\nmax_connections_per_user = 8\n", "x.toml");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->daemon.max_connections, 300u);
+  EXPECT_EQ(c->daemon.max_connections_per_user, 8u);
+  auto bad = ParseConfig("[daemon]\nmax_connections_per_user = 0\n", "x.toml");
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().message.find("max_connections_per_user must be a number from 1 to 1000000"), std::string::npos)
+      << bad.error().message;
 }
 
 }  // namespace

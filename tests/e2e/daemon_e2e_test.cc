@@ -104,7 +104,7 @@ TEST_F(DaemonE2E, SubmitWaitLogsShow) {
                           " as " + std::to_string(getuid()) + "\n");
   auto queue = Gpuman({"queue", "--all", "--json"});
   EXPECT_EQ(json::parse(queue.out)["jobs"].size(), 1u);
-  EXPECT_EQ(Gpuman({"wait", "999"}).exit_code, 2);
+  EXPECT_EQ(Gpuman({"wait", "999"}).exit_code, 125) << "gpuman's own failure in wait: never a job's plausible code";
 }
 
 TEST_F(DaemonE2E, CancelHoldResumeAndDependencies) {
