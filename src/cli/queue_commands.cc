@@ -61,6 +61,7 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   options.scheduler.default_max_gpus_per_user = rules.default_max_gpus_per_user;
   options.scheduler.max_gpus_per_user = rules.max_gpus_per_user;
   options.machine_lease_dir = ctx.lease_dir();
+  if (ctx.simulation()) options.scenario = ctx.simulation()->scenario_name;
   options.max_connections = dc.max_connections;
   options.max_connections_per_user = dc.max_connections_per_user;
   options.admin_connection_reserve = std::min<size_t>(64, dc.max_connections / 4);

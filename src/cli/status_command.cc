@@ -7,6 +7,7 @@
 #include <thread>
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include "base/strings.h"
 
@@ -15,6 +16,7 @@
 #include "cli/drains.h"
 #include "cli/exit_codes.h"
 #include "cli/slurm_node.h"
+#include "cli/machine_view.h"
 #include "devices/gpu_ids.h"
 #include "visibility/allocation.h"
 #include "store/proc_liveness.h"
@@ -44,39 +46,38 @@ std::optional<render::StatusAllocation> FindAllocation(const model::MachineSnaps
   return render::StatusAllocation{EscapeControl(source), std::move(*uuids)};
 }
 
-// One snapshot, enriched and filtered, and the allocation it runs in. Errors as from
-// DeviceSource and ResolveGpuIds; --allocation outside any allocation is kInvalidArgument.
-Result<model::MachineSnapshot> Collect(const StatusArgs& args, Context& ctx,
-                                       std::optional<render::StatusAllocation>& allocation) {
-  auto source = ctx.Devices();
-  if (!source) return source.error();
-  // What this output shows (the text view needs fewer fields than JSON); a watch is a
-  // monitor: health and settings at most a minute old.
+// One look at the machine (the daemon's sample, or NVML), filtered by --allocation and
+// --gpus, and the allocation it runs in. Errors as from DeviceSource and ResolveGpuIds;
+// --allocation outside any allocation is kInvalidArgument.
+Result<MachineView> Collect(const StatusArgs& args, Context& ctx,
+                            std::optional<render::StatusAllocation>& allocation) {
+  // What this output shows when NVML is read here (the text view needs fewer fields than
+  // JSON); a watch is a monitor: health and settings at most a minute old.
   devices::SnapshotOptions fields = devices::FieldOptions(args.json ? devices::kStatusJsonFields
                                                                     : devices::kStatusTextFields);
   if (args.watch_seconds > 0) fields.slow_max_age = devices::kMonitorSlowAge;
-  auto snap = (*source)->Snapshot(fields);
-  if (!snap) return snap.error();
-  allocation = FindAllocation(*snap, ctx);
+  MachineView view = ReadMachine(ctx, !args.no_processes, fields);
+  if (!view.snapshot) return view.snapshot.error();
+  allocation = FindAllocation(*view.snapshot, ctx);
   if (args.allocation) {
     if (!allocation) {
       return MakeError(ErrorCode::kInvalidArgument,
                        "--allocation: not inside an allocation (no Slurm job GPUs, container device list or "
                        "CUDA_VISIBLE_DEVICES)");
     }
-    std::erase_if(snap->gpus, [&](const model::DeviceSnapshot& d) {
+    std::erase_if(view.snapshot->gpus, [&](const model::DeviceSnapshot& d) {
       return !d.uuid || std::find(allocation->uuids.begin(), allocation->uuids.end(), *d.uuid) == allocation->uuids.end();
     });
   }
   if (args.gpus) {
-    auto picked = devices::ResolveGpuIds(*args.gpus, snap->gpus);
+    auto& snap = *view.snapshot;
+    auto picked = devices::ResolveGpuIds(*args.gpus, snap.gpus);
     if (!picked) return picked.error();
     std::vector<model::DeviceSnapshot> kept;
-    for (size_t i : *picked) kept.push_back(std::move(snap->gpus[i]));
-    snap->gpus = std::move(kept);
+    for (size_t i : *picked) kept.push_back(std::move(snap.gpus[i]));
+    snap.gpus = std::move(kept);
   }
-  if (!args.no_processes) devices::EnrichProcesses(*snap, ctx.Inspector());
-  return snap;
+  return view;
 }
 
 // Leases for the "lease" lines: from the daemon when one answers (with idle marks), else
@@ -114,6 +115,33 @@ std::vector<model::GpuDrain> StatusDrains(Context& ctx) {
   return {};
 }
 
+// What the view needs beside the GPUs: from the daemon's snapshot reply when it came with
+// one, else asked for separately (the machine lease table without a daemon).
+void SetHolders(const MachineView& view, bool with_leases, Context& ctx, render::StatusOptions& opts) {
+  if (view.has_holders) {
+    opts.leases = view.leases;
+    opts.drains = view.drains;
+    return;
+  }
+  if (with_leases) opts.leases = StatusLeases(ctx);
+  opts.drains = StatusDrains(ctx);
+}
+
+void SetSimulated(const MachineView& view, Context& ctx, render::StatusOptions& opts) {
+  opts.simulated = ctx.is_simulated() || view.scenario.has_value();
+  if (ctx.simulation()) opts.scenario = ctx.simulation()->scenario_name;
+  else if (view.scenario) opts.scenario = *view.scenario;
+}
+
+// status --json: the view plus where it came from (docs/json.md).
+nlohmann::ordered_json StatusJson(const MachineView& view, const render::StatusOptions& opts) {
+  auto j = render::StatusToJson(*view.snapshot, opts);
+  j["source"] = view.source();
+  j["sampled_at_unix_ms"] = view.snapshot->taken_at_unix_ms;
+  j["source_note"] = view.note.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(view.note);
+  return j;
+}
+
 }  // namespace
 
 CLI::App* AddStatusCommand(CLI::App& app, StatusArgs& args) {
@@ -134,22 +162,21 @@ CLI::App* AddStatusCommand(CLI::App& app, StatusArgs& args) {
 int RunStatus(const StatusArgs& args, Context& ctx) {
   render::StatusOptions opts;
   opts.show_processes = !args.no_processes;
-  opts.simulated = ctx.is_simulated();
-  if (ctx.simulation()) opts.scenario = ctx.simulation()->scenario_name;
   const render::TerminalInfo term = ctx.Terminal(args.no_color);
-  opts.leases = StatusLeases(ctx);
-  opts.drains = StatusDrains(ctx);
 
   if (args.watch_seconds <= 0) {
-    auto snap = Collect(args, ctx, opts.allocation);
-    if (!snap) {
-      ctx.err() << "gpuman: error: " << snap.error().message << "\n";
-      return ExitCodeFor(snap.error().code);
+    auto view = Collect(args, ctx, opts.allocation);
+    if (!view) {
+      ctx.err() << "gpuman: error: " << view.error().message << "\n";
+      return ExitCodeFor(view.error().code);
     }
+    SetSimulated(*view, ctx, opts);
+    SetHolders(*view, true, ctx, opts);
     if (args.json) {
-      ctx.out() << render::StatusToJson(*snap, opts).dump(2) << "\n";
+      ctx.out() << StatusJson(*view, opts).dump(2) << "\n";
     } else {
-      ctx.out() << render::RenderStatusText(*snap, opts, term);
+      ctx.out() << render::RenderStatusText(*view->snapshot, opts, term) << SourceLine(*view, ctx.clock().NowUnixMs())
+                << "\n";
     }
     return ctx.out().good() ? kExitOk : kExitError;
   }
@@ -162,25 +189,27 @@ int RunStatus(const StatusArgs& args, Context& ctx) {
   int last_error_exit = kExitOk;
   for (int n = 0; !g_stop && (args.iterations == 0 || n < args.iterations); ++n) {
     auto started = std::chrono::steady_clock::now();
-    auto snap = Collect(args, ctx, opts.allocation);
-    if (!snap) {
+    auto view = Collect(args, ctx, opts.allocation);
+    if (!view) {
       // Bad arguments will not get better; a driver hiccup might.
-      if (snap.error().code == ErrorCode::kInvalidArgument || n == 0) {
-        ctx.err() << "gpuman: error: " << snap.error().message << "\n";
-        return ExitCodeFor(snap.error().code);
+      if (view.error().code == ErrorCode::kInvalidArgument || n == 0) {
+        ctx.err() << "gpuman: error: " << view.error().message << "\n";
+        return ExitCodeFor(view.error().code);
       }
-      ctx.err() << "gpuman: warning: " << snap.error().message << "\n";
-      last_error_exit = ExitCodeFor(snap.error().code);
+      ctx.err() << "gpuman: warning: " << view.error().message << "\n";
+      last_error_exit = ExitCodeFor(view.error().code);
     } else {
       last_error_exit = kExitOk;
-      if (n > 0) opts.drains = StatusDrains(ctx);
+      SetSimulated(*view, ctx, opts);
+      // JSON lines carry leases only from the daemon's reply (as before: none otherwise).
+      SetHolders(*view, !args.json || n == 0, ctx, opts);
       if (args.json) {
-        ctx.out() << render::StatusToJson(*snap, opts).dump() << "\n";
+        ctx.out() << StatusJson(*view, opts).dump() << "\n";
       } else {
-        opts.leases = StatusLeases(ctx);
         if (clear_screen) ctx.out() << "\x1b[H\x1b[2J";
         else if (n > 0) ctx.out() << "\n";
-        ctx.out() << render::RenderStatusText(*snap, opts, term);
+        ctx.out() << render::RenderStatusText(*view->snapshot, opts, term) << SourceLine(*view, ctx.clock().NowUnixMs())
+                  << "\n";
       }
       ctx.out().flush();
       if (!ctx.out().good()) return kExitError;  // e.g. the reader of a pipe went away

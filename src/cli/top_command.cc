@@ -16,6 +16,7 @@
 #include "cli/daemon_client.h"
 #include "cli/drains.h"
 #include "cli/exit_codes.h"
+#include "cli/machine_view.h"
 #include "devices/process_inspector.h"
 #include "protocol/messages.h"
 #include "tui/layout.h"
@@ -95,21 +96,30 @@ class DaemonPart {
   std::string gave_up_;  // set once the reconnect time has passed
 };
 
-// One sample: snapshot with owners, then leases, jobs and drains. Runs on the sampler thread
-// (the first one on the main thread, before the sampler starts).
-tui::Frame CollectFrame(Context& ctx, DaemonPart& daemon) {
+// One sample: the daemon's snapshot reply (GPUs with owners, leases, jobs, drains in one
+// round trip) when a daemon serves it, else NVML, and the holders from the daemon one by
+// one (DaemonPart, which also reconnects) or from the lease table. Runs on the sampler
+// thread (the first one on the main thread, before the sampler starts). `scenario` (when
+// given) gets the daemon's --simulate scenario, if it serves one.
+tui::Frame CollectFrame(Context& ctx, DaemonPart& daemon, std::optional<std::string>* scenario = nullptr) {
   tui::Frame f;
   const auto started = ctx.clock().NowUnixMs();
-  auto source = ctx.Devices();
-  if (!source) {
-    f.snapshot_error = source.error().message;
-  } else if (auto snap = (*source)->Snapshot(devices::MonitorOptions(devices::kTopFields)); !snap) {
-    f.snapshot_error = snap.error().message;
+  MachineView view = ReadMachine(ctx, true, devices::MonitorOptions(devices::kTopFields));
+  if (scenario) *scenario = view.scenario;
+  if (!view.snapshot) {
+    f.snapshot_error = view.snapshot.error().message;
   } else {
-    devices::EnrichProcesses(*snap, ctx.Inspector());
-    f.snapshot = std::move(*snap);
+    f.snapshot = std::move(*view.snapshot);
   }
-  if (!daemon.Fill(f)) {
+  // The title says "via daemon", or why NVML although a daemon is expected; plain NVML
+  // (no daemon) is the default and says nothing.
+  f.source = view.from_daemon ? "daemon" : (view.note.empty() ? "" : "NVML: " + view.note);
+  if (view.has_holders) {
+    f.has_daemon = true;
+    f.leases = std::move(view.leases);
+    f.jobs = std::move(view.jobs);
+    f.drains = std::move(view.drains);
+  } else if (!daemon.Fill(f)) {
     // Without a daemon only this user's store has leases; do not create one just to look.
     std::error_code ec;
     if (std::filesystem::exists(ctx.lease_dir() + "/leases.db", ec)) {
@@ -146,7 +156,8 @@ CLI::App* AddTopCommand(CLI::App& app, TopArgs& args) {
 int RunTop(const TopArgs& args, Context& ctx) {
   // The first sample on this thread, so a missing driver is one line and exit 3, as in status.
   DaemonPart daemon(ctx);
-  tui::Frame first = CollectFrame(ctx, daemon);
+  std::optional<std::string> daemon_scenario;
+  tui::Frame first = CollectFrame(ctx, daemon, &daemon_scenario);
   if (!first.snapshot) {
     auto source = ctx.Devices();
     const ErrorCode code = source ? ErrorCode::kUnavailable : source.error().code;
@@ -157,6 +168,8 @@ int RunTop(const TopArgs& args, Context& ctx) {
   tui::Identity me{static_cast<uint32_t>(geteuid()), geteuid() == 0};
   std::string note;
   if (ctx.simulation()) note = "simulated: " + ctx.simulation()->scenario_name;
+  // The daemon's scenario, when it serves a simulated machine (its reply says so).
+  else if (daemon_scenario) note = "simulated: " + *daemon_scenario;
 
   if (args.once) {
     tui::TopModel model;

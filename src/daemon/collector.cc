@@ -19,10 +19,8 @@ void Log(const std::string& line) { std::cerr << "gpuman daemon: " << line << "\
 
 }  // namespace
 
-Collector::Collector(CollectorOptions options, devices::DeviceSource& devices, store::JobStore& jobs,
-                     store::LeaseStore& leases, const Clock& clock)
+Collector::Collector(CollectorOptions options, store::JobStore& jobs, store::LeaseStore& leases, const Clock& clock)
     : options_(std::move(options)),
-      devices_(devices),
       jobs_(jobs),
       leases_(leases),
       clock_(clock),
@@ -156,10 +154,7 @@ std::vector<model::GpuSample> Collector::Samples(const model::MachineSnapshot& s
   return out;
 }
 
-bool Collector::Tick(int64_t now) {
-  bool changed = false;
-  next_due_ms_ = now + options_.sample_interval_ms;
-
+bool Collector::GatherXids(int64_t now) {
   // Xids: NVML events from the event thread, then new kernel log lines.
   std::vector<model::XidEvent> events;
   std::vector<std::string> sources = xid_sources_, notes = xid_notes_;
@@ -179,34 +174,42 @@ bool Collector::Tick(int64_t now) {
       notes.push_back(lines.error().message);
     }
   }
+  const bool any = !events.empty();
   for (auto& ev : events) {
     Log("Xid " + std::to_string(ev.xid) + " on " + (ev.gpu_uuid.empty() ? ev.pci_bus_id.value_or("?") : ev.gpu_uuid) +
         " (" + ev.source + ")");
     health_.AddXid(std::move(ev));
   }
   health_.SetXidSources(sources, notes);
+  return any;
+}
 
-  // Health and settings at most a minute old, and read now after an Xid.
-  devices::SnapshotOptions fields = devices::MonitorOptions(devices::kCollectorFields);
-  if (!events.empty()) fields.slow_max_age = std::chrono::milliseconds(0);
-  auto snap = devices_.Snapshot(fields);
-  if (snap) {
-    gpu_count_ = static_cast<int>(snap->gpus.size());
+bool Collector::Tick(int64_t now, const model::MachineSnapshot* sample, const std::string& error) {
+  bool changed = false;
+  next_due_ms_ = now + options_.sample_interval_ms;
+
+  std::optional<model::MachineSnapshot> snap;
+  if (sample) {
+    gpu_count_ = static_cast<int>(sample->gpus.size());
     // A lost GPU often cannot even say its UUID: name it by what it said last, so the
-    // health watch can drain it and later lift the drain.
-    for (auto& dev : snap->gpus) {
-      if (dev.uuid) {
-        uuid_by_index_[dev.index] = *dev.uuid;
-      } else if (auto known = uuid_by_index_.find(dev.index); known != uuid_by_index_.end()) {
-        dev.uuid = known->second;
+    // health watch can drain it and later lift the drain. (On a copy: clients of the
+    // snapshot op see what the driver said.)
+    bool any_nameless = false;
+    for (const auto& dev : sample->gpus) {
+      if (dev.uuid) uuid_by_index_[dev.index] = *dev.uuid;
+      else any_nameless = true;
+    }
+    if (any_nameless) {
+      snap = *sample;
+      for (auto& dev : snap->gpus) {
+        if (auto known = uuid_by_index_.find(dev.index); !dev.uuid && known != uuid_by_index_.end()) dev.uuid = known->second;
       }
     }
-    if (options_.inspector) devices::EnrichProcesses(*snap, *options_.inspector);
   }
-  const model::MachineSnapshot* current = snap ? &*snap : nullptr;
+  const model::MachineSnapshot* current = snap ? &*snap : sample;
 
   // Health: drain on fatal findings, lift after a passing recheck.
-  auto health_changes = health_.Update(current, snap ? "" : snap.error().message, now);
+  auto health_changes = health_.Update(current, current ? "" : error, now);
   for (const auto& [uuid, reason] : health_changes.drain) {
     if (auto done = jobs_.Drain(uuid, reason, 0, now); done) {
       Log("drained " + uuid + ": " + reason);

@@ -1,5 +1,5 @@
-// Collector: the daemon's monitoring side. Once per sample period it takes a snapshot and
-// feeds the health watch (drains and lifts), the idle-lease watch, the alert rules, the
+// Collector: the daemon's monitoring side. Once per sample period it is handed the daemon's
+// sample of the devices (the daemon reads them once per tick, daemon.h) and feeds the health watch (drains and lifts), the idle-lease watch, the alert rules, the
 // history db and the Prometheus text. A helper thread owns the NVML event set and hands
 // Xid events over through a queue and a wake-up fd; the kernel log is read non-blocking on
 // the loop thread. The metrics HTTP server runs on its own thread and only ever sees the
@@ -45,14 +45,13 @@ struct CollectorOptions {
   std::vector<monitor::AlertRule> alerts;
   /// Creates the Xid event source on the event thread; unset = no NVML events.
   std::function<Result<std::unique_ptr<devices::XidEventSource>>()> xid_source_factory;
-  devices::ProcessInspector* inspector = nullptr;  // users of GPU processes, for metrics
+  devices::ProcessInspector* inspector = nullptr;  // users of GPU processes (the daemon fills them in)
   std::string hostname;
 };
 
 class Collector {
  public:
-  Collector(CollectorOptions options, devices::DeviceSource& devices, store::JobStore& jobs,
-            store::LeaseStore& leases, const Clock& clock);
+  Collector(CollectorOptions options, store::JobStore& jobs, store::LeaseStore& leases, const Clock& clock);
   ~Collector();  // stops the event thread
   Collector(const Collector&) = delete;
   Collector& operator=(const Collector&) = delete;
@@ -68,10 +67,16 @@ class Collector {
   /// Reads the wake fd dry.
   void DrainWake();
 
-  /// Milliseconds until the next sample is due (0 = now).
+  /// Milliseconds until the next sample is due (0 = now: the period is over, or Xid events wait).
   int64_t MsUntilDue(int64_t now_unix_ms) const;
-  /// One sample. Returns true when drains or leases changed (run a scheduling pass).
-  bool Tick(int64_t now_unix_ms);
+  /// The Xids that arrived since the last call (NVML events, new kernel log lines), handed
+  /// to the health watch. Returns true when there were any: the daemon then reads health
+  /// fields now rather than from its cache. Call before each Tick.
+  bool GatherXids(int64_t now_unix_ms);
+  /// One sample: `snapshot` as the daemon read it (owners of processes filled in), or
+  /// nullptr and why the devices could not be read. Returns true when drains or leases
+  /// changed (run a scheduling pass).
+  bool Tick(int64_t now_unix_ms, const model::MachineSnapshot* snapshot, const std::string& error);
 
   /// The report for `gpuman health` (with "gpu_count").
   nlohmann::json HealthJson() const;
@@ -93,7 +98,6 @@ class Collector {
                                         const std::vector<model::Job>& jobs, int64_t now) const;
 
   CollectorOptions options_;
-  devices::DeviceSource& devices_;
   store::JobStore& jobs_;
   store::LeaseStore& leases_;
   const Clock& clock_;

@@ -64,6 +64,8 @@ std::span<const Daemon::Command> Daemon::Commands() {
       {Op::kStatus, Access::kAnyone, Target::kNone, "ask for status", &Daemon::OnStatus},
       {Op::kHealth, Access::kAnyone, Target::kNone, "ask for health", &Daemon::OnHealth},
       {Op::kDrains, Access::kAnyone, Target::kNone, "list drained GPUs", &Daemon::OnDrains},
+      // others' processes: only what the caller's /proc shows it (proc_visibility.h)
+      {Op::kSnapshot, Access::kAnyone, Target::kNone, "read the device snapshot", &Daemon::OnSnapshot},
   };
   return kTable;
 }

@@ -304,7 +304,7 @@ Status Daemon::Start() {
     inotify_add_watch(inotify_fd_.get(), options_.state_dir.c_str(), IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO);
   }
   Reconcile();
-  collector_ = std::make_unique<Collector>(options_.monitor, devices_, *jobs_, *leases_, clock_);
+  collector_ = std::make_unique<Collector>(options_.monitor, *jobs_, *leases_, clock_);
   if (auto started = collector_->Start(); !started) return started.error();
   return {};
 }
@@ -510,14 +510,56 @@ Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& g
   return go;
 }
 
+const Daemon::Sample& Daemon::TakeSample(int64_t now, bool fresh) {
+  // Every field (the collector's list is everything); a monitor's cache of the slow
+  // groups (health, settings: a minute), unless something happened or a job is to start.
+  devices::SnapshotOptions options = fresh ? devices::FieldOptions(devices::kAllFields)
+                                           : devices::MonitorOptions(devices::kCollectorFields);
+  options.topology = !topology_.has_value();
+  auto snap = devices_.Snapshot(options);
+  Sample sample;
+  sample.at_unix_ms = now;
+  if (snap) {
+    if (snap->topology) {
+      if (!topology_) topology_ = std::move(snap->topology);
+      snap->topology.reset();
+    }
+    if (snap->taken_at_unix_ms == 0) snap->taken_at_unix_ms = now;
+    if (options_.monitor.inspector) devices::EnrichProcesses(*snap, *options_.monitor.inspector);
+    sample.snapshot = std::move(*snap);
+  } else {
+    sample.error = snap.error().message;
+  }
+  latest_ = std::move(sample);
+  next_sample_ms_ = now + options_.monitor.sample_interval_ms;
+  return *latest_;
+}
+
+int64_t Daemon::MsUntilSample(int64_t now) const {
+  if (collector_) return collector_->MsUntilDue(now);
+  return std::max<int64_t>(0, next_sample_ms_ - now);
+}
+
+void Daemon::Tick(int64_t now) {
+  if (MsUntilSample(now) == 0) {
+    const bool xids = collector_ && collector_->GatherXids(now);  // an Xid: health read now
+    const Sample& sample = TakeSample(now, xids);
+    if (collector_ && collector_->Tick(now, sample.snapshot ? &*sample.snapshot : nullptr, sample.error)) dirty_ = true;
+  }
+  if (dirty_ || now - last_pass_ms_ >= 1000) {
+    last_pass_ms_ = now;
+    SchedulePass();
+  }
+}
+
 void Daemon::WatchRunningJobs() {
   auto active = jobs_->Active();
   if (!active) return;
   bool any_running = std::any_of(active->begin(), active->end(),
                                  [](const model::Job& j) { return j.state == model::JobState::kRunning; });
   if (!any_running) return;
-  auto snap = devices_.Snapshot();
-  if (!snap) return;
+  if (!latest_ || !latest_->snapshot) return;
+  const model::MachineSnapshot* snap = &*latest_->snapshot;
   std::set<std::string> failed;
   for (const auto& g : snap->gpus) {
     if (g.uuid) uuid_by_index_[g.index] = *g.uuid;
@@ -551,6 +593,7 @@ void Daemon::WatchRunningJobs() {
 void Daemon::SchedulePass() {
   dirty_ = false;
   Reconcile();
+  if (!latest_) TakeSample(clock_.NowUnixMs(), false);  // a pass before the first tick (tests)
   WatchRunningJobs();
   auto active = jobs_->Active();
   if (!active) return;
@@ -581,16 +624,12 @@ void Daemon::SchedulePass() {
   if (!any_queued) return;
   if (unwritable_) return;  // a job started now could not record its outcome
 
-  devices::SnapshotOptions snap_options;
-  snap_options.topology = !topology_.has_value();
-  auto snap = devices_.Snapshot(snap_options);
-  if (!snap) return;
-  if (topology_) snap->topology = topology_;
-  else topology_ = snap->topology;
+  if (!latest_->snapshot) return;  // the devices cannot be read: place nothing
 
   sched::SchedulerInput input;
   input.now_unix_ms = now;
-  input.snapshot = std::move(*snap);
+  input.snapshot = *latest_->snapshot;
+  input.snapshot.topology = topology_;
   if (auto live = AllLiveLeases()) input.leases = *live;
   input.jobs = *active;
   if (auto drained = jobs_->Drained()) {
@@ -601,6 +640,16 @@ void Daemon::SchedulePass() {
     for (const auto& [uid, seconds] : *usage) input.usage.push_back({uid, seconds});
   }
   sched::SchedulerOutput out = sched::Schedule(input);
+  if (!out.start.empty()) {
+    // The pre-start check: the sample may be up to a period old, and a GPU lost since
+    // must not get a job. Read the devices again and place on what they say now (the same
+    // decision when nothing changed; none on a GPU that failed meanwhile).
+    const Sample& fresh = TakeSample(now, /*fresh=*/true);
+    if (!fresh.snapshot) return;
+    input.snapshot = *fresh.snapshot;
+    input.snapshot.topology = topology_;
+    out = sched::Schedule(input);
+  }
   for (const auto& w : out.waiting) waiting_[w.job_id] = w;
   for (const auto& start : out.start) {
     auto it = std::find_if(input.jobs.begin(), input.jobs.end(),
@@ -621,7 +670,6 @@ DaemonIdentity Daemon::identity() const { return DaemonIdentity{options_.system_
 
 int Daemon::Run(const volatile std::sig_atomic_t* stop) {
   GPUMAN_CHECK(server_ != nullptr);  // Start() succeeded
-  int64_t last_pass = 0;
   while (!*stop) {
     std::vector<pollfd> fds;
     if (inotify_fd_) fds.push_back({inotify_fd_.get(), POLLIN, 0});
@@ -630,7 +678,7 @@ int Daemon::Run(const volatile std::sig_atomic_t* stop) {
     server_->AddPollFds(fds);
     // Requests read but not yet answered: look at the sockets without sleeping.
     int timeout = dirty_ || server_->has_pending_work() ? 0 : 500;
-    if (collector_) timeout = static_cast<int>(std::min<int64_t>(timeout, collector_->MsUntilDue(clock_.NowUnixMs())));
+    timeout = static_cast<int>(std::min<int64_t>(timeout, MsUntilSample(clock_.NowUnixMs())));
     int ready = poll(fds.data(), fds.size(), timeout);
     if (ready < 0 && errno != EINTR) break;
     const int64_t now = clock_.NowUnixMs();
@@ -653,11 +701,7 @@ int Daemon::Run(const volatile std::sig_atomic_t* stop) {
     // Slow or silent clients must not hold a slot forever.
     server_->CloseStale(now);
     CheckWritable(now);
-    if (collector_ && collector_->MsUntilDue(now) == 0 && collector_->Tick(now)) dirty_ = true;
-    if (dirty_ || now - last_pass >= 1000) {
-      last_pass = now;
-      SchedulePass();
-    }
+    Tick(now);
   }
   return 0;
 }
@@ -756,9 +800,13 @@ Status Daemon::CheckReleaseFor(const Peer& peer, const model::Lease& lease) {
 
 Status Daemon::CheckSubmitFor(const Peer& peer, const protocol::SubmitArgs& args) {
   int machine_gpus = std::numeric_limits<int>::max();  // unknown when NVML does not answer now
-  devices::SnapshotOptions who;
-  who.processes_only = true;
-  if (auto snap = devices_.Snapshot(who)) machine_gpus = static_cast<int>(snap->gpus.size());
+  if (latest_ && latest_->snapshot) {
+    machine_gpus = static_cast<int>(latest_->snapshot->gpus.size());
+  } else {
+    devices::SnapshotOptions who;
+    who.processes_only = true;
+    if (auto snap = devices_.Snapshot(who)) machine_gpus = static_cast<int>(snap->gpus.size());
+  }
   return policy::CheckSatisfiable(args.request.count, args.request.gpus, CallerOf(peer), Rules(), machine_gpus);
 }
 

@@ -42,6 +42,9 @@ struct DaemonOptions {
   /// The machine lease table (leases taken while no daemon ran): its live leases are
   /// respected by every acquire and scheduling pass. Empty: none.
   std::string machine_lease_dir;
+  /// The scenario's name when the devices are the stand-in NVML (`--simulate`): clients of
+  /// the snapshot op mark their output as simulated. Unset: real devices.
+  std::optional<std::string> scenario;
   /// Connection caps (server.h, ServerLimits): everyone's together, of which the last
   /// `admin_connection_reserve` only root and the admin group may take, and one user's.
   size_t max_connections = 1024;
@@ -87,7 +90,17 @@ class Daemon {
   /// The command table, one row per operation (commands.cc).
   static std::span<const Command> Commands();
 
-  /// One scheduling pass (also run after every change and once a second).
+  /// The loop's timed work, after the sockets were served: when a sample is due (the
+  /// collector's period, or Xid events waiting), the one device read of this tick, which
+  /// feeds the collector, the running-job watch, the placement and the snapshot op; then a
+  /// scheduling pass when something changed or a second went by. Public for tests.
+  void Tick(int64_t now_unix_ms);
+  /// Milliseconds until Tick has a sample to take (0 = now).
+  int64_t MsUntilSample(int64_t now_unix_ms) const;
+
+  /// One scheduling pass (also run after every change and once a second), on the latest
+  /// sample. Before it starts a job it reads the devices again and places on that read
+  /// (the pre-start check), so a GPU lost since the sample never gets a job.
   void SchedulePass();
 
   /// The monitoring side, once Start() succeeded.
@@ -120,7 +133,17 @@ class Daemon {
   void Reconcile();
   void WatchOrphan(const model::Job& job, int64_t now);
   void BeginEnding(const model::Job& job, model::JobState as, const std::string& reason, int64_t now);
-  void WatchRunningJobs();  // a GPU of a running job failed: tell its supervisor
+  // The latest device read: an enriched snapshot (owners of processes filled in, no
+  // topology), or why there is none.
+  struct Sample {
+    std::optional<model::MachineSnapshot> snapshot;
+    std::string error;
+    int64_t at_unix_ms = 0;
+  };
+  // Reads the devices once (topology too the first time) and makes it the latest sample.
+  // `fresh`: the slow field groups (health, settings) read now, not from the source's cache.
+  const Sample& TakeSample(int64_t now, bool fresh);
+  void WatchRunningJobs();  // a GPU of a running job failed in the latest sample: tell its supervisor
   Status StartJob(const model::Job& job, const std::vector<std::string>& gpus);
   // The machine's rules (policy/lease_rules.h) as the daemon applies them.
   policy::MachineRules Rules() const;
@@ -141,6 +164,7 @@ class Daemon {
   protocol::Reply OnHello(const Call& call);
   protocol::Reply OnStatus(const Call& call);
   protocol::Reply OnHealth(const Call& call);
+  protocol::Reply OnSnapshot(const Call& call);
   // job_handlers.cc
   protocol::Reply OnSubmit(const Call& call);
   protocol::Reply OnQueue(const Call& call);
@@ -177,6 +201,9 @@ class Daemon {
   std::unique_ptr<Server> server_;
   UniqueFd inotify_fd_;
   bool dirty_ = true;  // something changed: run a scheduling pass
+  std::optional<Sample> latest_;
+  int64_t next_sample_ms_ = 0;  // without a collector (tests): when Tick samples next
+  int64_t last_pass_ms_ = 0;
   std::map<int, std::string> uuid_by_index_;  // last known; a lost GPU may not say its UUID
   std::set<int64_t> told_gpu_lost_;           // jobs whose supervisor got SIGUSR1
   std::map<int64_t, Orphan> orphans_;         // adopted jobs, by id (rebuilt after a restart)

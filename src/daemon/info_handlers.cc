@@ -1,5 +1,7 @@
-// Handlers that only describe the daemon: hello, status, health. Anyone may call them.
+// Handlers that only describe the daemon and the machine: hello, status, health and
+// snapshot. Anyone may call them.
 #include "daemon/call.h"
+#include "daemon/proc_visibility.h"
 
 namespace gpuman::daemon {
 
@@ -34,6 +36,45 @@ Reply Daemon::OnStatus(const Call& call) {
 Reply Daemon::OnHealth(const Call& call) {
   protocol::HealthResult result;
   if (collector_) result.report = collector_->HealthJson();
+  return MakeReply(call.id(), result);
+}
+
+// The latest sample (read again when older than two periods: none yet, or the loop was
+// held up), with the leases, active jobs and drains `status` and `top` show beside it. Other
+// users' processes come with no more than the caller's own /proc would show it.
+Reply Daemon::OnSnapshot(const Call& call) {
+  const auto& args = call.args<protocol::SnapshotArgs>();
+  const int64_t now = clock_.NowUnixMs();
+  const int64_t period = options_.monitor.sample_interval_ms;
+  if (!latest_ || now - latest_->at_unix_ms > 2 * period) TakeSample(now, false);
+  protocol::SnapshotResult result;
+  result.sample_interval_ms = period;
+  result.scenario = options_.scenario;
+  if (latest_->snapshot) {
+    result.snapshot = *latest_->snapshot;
+    if (!args.processes) {
+      for (auto& gpu : result.snapshot->gpus) gpu.processes.clear();
+    } else {
+      FilterForCaller(*result.snapshot, ReadCallerView(call.peer.uid, call.peer.gid, call.peer.pid));
+    }
+  } else {
+    result.error = latest_->error;
+  }
+  auto live = AllLiveLeases();
+  if (!live) return Fail(call.id(), live.error());
+  result.leases = std::move(*live);
+  auto jobs = jobs_->List(false, std::nullopt);
+  if (!jobs) return Fail(call.id(), jobs.error());
+  for (auto& j : *jobs) result.jobs.push_back(WithWaitInfo(std::move(j)));
+  if (collector_) {
+    collector_->Annotate(result.leases);
+    collector_->Annotate(result.jobs);
+  }
+  auto drained = jobs_->DrainedDetails();
+  if (!drained) return Fail(call.id(), drained.error());
+  for (const auto& d : *drained) {
+    result.drains.push_back(model::GpuDrain{d.uuid, d.reason, d.by_uid, UserName(d.by_uid), d.since_unix_ms});
+  }
   return MakeReply(call.id(), result);
 }
 

@@ -120,6 +120,36 @@ void ReadValue(const json& v, const std::string& path, uint32_t& out, std::optio
   out = static_cast<uint32_t>(*i);
 }
 
+void ReadValue(const json& v, const std::string& path, uint64_t& out, std::optional<Error>& error) {
+  if (v.is_number_unsigned()) {
+    out = v.get<uint64_t>();
+  } else if (v.is_number_integer() && v.get<int64_t>() >= 0) {
+    out = static_cast<uint64_t>(v.get<int64_t>());
+  } else {
+    error = Expected(path, "integer in [0, 2^64)");
+  }
+}
+
+void ReadValue(const json& v, const std::string& path, double& out, std::optional<Error>& error) {
+  if (!v.is_number()) {
+    error = Expected(path, "number");
+    return;
+  }
+  out = v.get<double>();
+}
+
+void ReadValue(const json& v, const std::string& path, std::vector<int>& out, std::optional<Error>& error) {
+  if (!v.is_array()) {
+    error = Expected(path, "array of integers");
+    return;
+  }
+  out.clear();
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    ReadValue(v[i], path + "[" + std::to_string(i) + "]", out.emplace_back(), error);
+    if (error) return;
+  }
+}
+
 void ReadValue(const json& v, const std::string& path, std::vector<std::string>& out, std::optional<Error>& error) {
   if (!v.is_array()) {
     error = Expected(path, "array of strings");

@@ -32,6 +32,10 @@ void ReadValue(const nlohmann::json& v, const std::string& path, bool& out, std:
 void ReadValue(const nlohmann::json& v, const std::string& path, int& out, std::optional<Error>& error);
 void ReadValue(const nlohmann::json& v, const std::string& path, int64_t& out, std::optional<Error>& error);
 void ReadValue(const nlohmann::json& v, const std::string& path, uint32_t& out, std::optional<Error>& error);
+void ReadValue(const nlohmann::json& v, const std::string& path, uint64_t& out, std::optional<Error>& error);
+/// Any JSON number.
+void ReadValue(const nlohmann::json& v, const std::string& path, double& out, std::optional<Error>& error);
+void ReadValue(const nlohmann::json& v, const std::string& path, std::vector<int>& out, std::optional<Error>& error);
 void ReadValue(const nlohmann::json& v, const std::string& path, std::vector<std::string>& out,
                std::optional<Error>& error);
 void ReadValue(const nlohmann::json& v, const std::string& path, std::vector<int64_t>& out,

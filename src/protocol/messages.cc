@@ -20,7 +20,7 @@ constexpr std::pair<Op, const char*> kOpNames[] = {
     {Op::kUndrain, "undrain"}, {Op::kLeases, "leases"},
     {Op::kAcquire, "acquire"}, {Op::kAddProcesses, "add_processes"},
     {Op::kRelease, "release"}, {Op::kStatus, "status"}, {Op::kHealth, "health"},
-    {Op::kDrains, "drains"},
+    {Op::kDrains, "drains"},   {Op::kSnapshot, "snapshot"},
 };
 
 template <typename T>
@@ -208,6 +208,22 @@ json ToJson(const DrainsResult& v) {
                           {"since_unix_ms", d.since_unix_ms}});
   }
   return json{{"drains", std::move(drains)}};
+}
+json ToJson(const SnapshotArgs& v) { return json{{"processes", v.processes}}; }
+json ToJson(const SnapshotResult& v) {
+  json leases = json::array();
+  for (const auto& l : v.leases) leases.push_back(LeaseToJson(l));
+  json jobs = json::array();
+  for (const auto& j : v.jobs) jobs.push_back(JobToJson(j, false));
+  return json{
+      {"snapshot", v.snapshot ? MachineSnapshotToJson(*v.snapshot) : json(nullptr)},
+      {"error", v.error},
+      {"sample_interval_ms", v.sample_interval_ms},
+      {"scenario", OrNull(v.scenario)},
+      {"leases", std::move(leases)},
+      {"jobs", std::move(jobs)},
+      {"drains", ToJson(DrainsResult{v.drains})["drains"]},
+  };
 }
 json ToJson(const WireError& v) { return json{{"code", WireCodeName(v.code)}, {"message", v.message}}; }
 
@@ -566,6 +582,42 @@ Result<DrainsResult> FromJson<DrainsResult>(const json& j) {
     g.Optional("since_unix_ms", d.since_unix_ms);
     return Done(g, std::move(d));
   });
+  return Done(f, std::move(v));
+}
+
+template <>
+Result<SnapshotArgs> FromJson<SnapshotArgs>(const json& j) {
+  SnapshotArgs v;
+  FieldReader f(j, "args");
+  f.Optional("processes", v.processes);
+  return Done(f, v);
+}
+
+template <>
+Result<SnapshotResult> FromJson<SnapshotResult>(const json& j) {
+  SnapshotResult v;
+  FieldReader f(j, "result");
+  if (const json* s = f.Find("snapshot"); s != nullptr && !s->is_null()) {
+    auto snap = MachineSnapshotFromJson(*s, f.PathOf("snapshot"));
+    if (snap) {
+      v.snapshot = std::move(*snap);
+    } else {
+      f.Adopt(snap.error());
+    }
+  }
+  f.Optional("error", v.error);
+  f.Optional("sample_interval_ms", v.sample_interval_ms);
+  f.Optional("scenario", v.scenario);
+  ReadObjects(f, "leases", v.leases, [](const json& item, const std::string& path) { return LeaseFromJson(item, path); });
+  ReadObjects(f, "jobs", v.jobs, [](const json& item, const std::string& path) { return JobFromJson(item, path); });
+  if (const json* d = f.Find("drains")) {
+    auto drains = FromJson<DrainsResult>(json{{"drains", *d}});
+    if (drains) {
+      v.drains = std::move(drains->drains);
+    } else {
+      f.Fail("drains", drains.error().message);
+    }
+  }
   return Done(f, std::move(v));
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "model/device_snapshot.h"
 #include "model/drain.h"
 #include "model/job.h"
 #include "model/lease.h"
@@ -45,9 +46,10 @@ enum class Op {
   kStatus,
   kHealth,
   kDrains,
+  kSnapshot,
 };
 
-/// "hello", "submit", ..., "add_processes", "release", "status", "health", "drains".
+/// "hello", "submit", ..., "add_processes", "release", "status", "health", "drains", "snapshot".
 const char* OpName(Op op);
 /// The inverse of OpName; nullopt for an unknown name.
 std::optional<Op> ParseOp(std::string_view name);
@@ -212,6 +214,24 @@ struct DrainsResult {
   std::vector<model::GpuDrain> drains;  // in uuid order
 };
 
+// ---- snapshot: the daemon's latest device sample with what `status` and `top` show
+// beside it (leases, active jobs, drains), in one round trip instead of an NVML session
+// of the client's own. Processes of other users carry only what the caller's /proc would
+// show it (docs/protocol.md, "Processes through the daemon").
+struct SnapshotArgs {
+  bool processes = true;  // false: every GPU's process list comes back empty
+};
+struct SnapshotResult {
+  /// The sample; nullopt when the daemon has none (its device read failed: `error`).
+  std::optional<model::MachineSnapshot> snapshot;
+  std::string error;                 // why there is no snapshot; "" otherwise
+  int64_t sample_interval_ms = 0;    // the daemon's sampling period
+  std::optional<std::string> scenario;  // the daemon runs on the stand-in NVML (--simulate)
+  std::vector<model::Lease> leases;  // as the leases op: every live lease, idle marks set
+  std::vector<model::Job> jobs;      // as queue without --all: summaries of active jobs
+  std::vector<model::GpuDrain> drains;  // as the drains op
+};
+
 // ---- JSON forms. ToJson gives the value of "args" or "result".
 nlohmann::json ToJson(const HelloArgs& v);
 nlohmann::json ToJson(const HelloResult& v);
@@ -245,6 +265,8 @@ nlohmann::json ToJson(const HealthArgs& v);
 nlohmann::json ToJson(const HealthResult& v);
 nlohmann::json ToJson(const DrainsArgs& v);
 nlohmann::json ToJson(const DrainsResult& v);
+nlohmann::json ToJson(const SnapshotArgs& v);
+nlohmann::json ToJson(const SnapshotResult& v);
 nlohmann::json ToJson(const WireError& v);
 
 /// Reads an "args" (paths start with "args") or "result" (paths start with "result")
@@ -318,6 +340,10 @@ template <>
 Result<DrainsArgs> FromJson<DrainsArgs>(const nlohmann::json& j);
 template <>
 Result<DrainsResult> FromJson<DrainsResult>(const nlohmann::json& j);
+template <>
+Result<SnapshotArgs> FromJson<SnapshotArgs>(const nlohmann::json& j);
+template <>
+Result<SnapshotResult> FromJson<SnapshotResult>(const nlohmann::json& j);
 template <>
 Result<WireError> FromJson<WireError>(const nlohmann::json& j);
 

@@ -270,4 +270,261 @@ Result<model::HealthReport> HealthReportFromJson(const json& j, std::string_view
   return report;
 }
 
+namespace {
+
+const char* ProcessTypeWire(model::ProcessType t) { return model::ProcessTypeName(t); }
+
+std::optional<model::ProcessType> ParseProcessType(const std::string& s) {
+  for (auto t : {model::ProcessType::kCompute, model::ProcessType::kGraphics, model::ProcessType::kComputeAndGraphics}) {
+    if (s == model::ProcessTypeName(t)) return t;
+  }
+  return std::nullopt;
+}
+
+json GpuProcessToJson(const model::GpuProcess& p) {
+  return json{
+      {"pid", p.pid},
+      {"type", ProcessTypeWire(p.type)},
+      {"used_memory_bytes", OrNull(p.used_memory_bytes)},
+      {"gpu_instance_id", OrNull(p.gpu_instance_id)},
+      {"compute_instance_id", OrNull(p.compute_instance_id)},
+      {"is_visible", p.is_visible},
+      {"uid", OrNull(p.uid)},
+      {"user", OrNull(p.user)},
+      {"command", OrNull(p.command)},
+      {"start_time_unix", OrNull(p.start_time_unix)},
+      {"sm_util_percent", OrNull(p.sm_util_percent)},
+  };
+}
+
+Result<model::GpuProcess> GpuProcessFromJson(const json& j, const std::string& path) {
+  model::GpuProcess p;
+  FieldReader f(j, path);
+  f.Required("pid", p.pid);
+  std::string type = model::ProcessTypeName(p.type);
+  f.Optional("type", type);
+  if (f.ok()) {
+    if (auto t = ParseProcessType(type)) {
+      p.type = *t;
+    } else {
+      f.Fail("type", "unknown process type '" + type + "'");
+    }
+  }
+  f.Optional("used_memory_bytes", p.used_memory_bytes);
+  f.Optional("gpu_instance_id", p.gpu_instance_id);
+  f.Optional("compute_instance_id", p.compute_instance_id);
+  f.Optional("is_visible", p.is_visible);
+  f.Optional("uid", p.uid);
+  f.Optional("user", p.user);
+  f.Optional("command", p.command);
+  f.Optional("start_time_unix", p.start_time_unix);
+  f.Optional("sm_util_percent", p.sm_util_percent);
+  if (!f.ok()) return f.error();
+  return p;
+}
+
+json TopologyToJson(const model::Topology& t) {
+  json pcie = json::array();
+  for (const auto& row : t.pcie) {
+    json r = json::array();
+    for (model::PcieLevel level : row) r.push_back(static_cast<int>(level));
+    pcie.push_back(std::move(r));
+  }
+  return json{{"nvlinks", t.nvlinks}, {"pcie", std::move(pcie)}};
+}
+
+Result<model::Topology> TopologyFromJson(const json& j, const std::string& path) {
+  model::Topology t;
+  FieldReader f(j, path);
+  auto matrix = [&](std::string_view key, auto&& each) {
+    const json* m = f.Find(key);
+    if (m == nullptr) return;
+    if (!m->is_array()) return f.Fail(key, "expected array of arrays of integers");
+    for (std::size_t i = 0; i < m->size() && f.ok(); ++i) {
+      std::vector<int> row;
+      std::optional<Error> error;
+      ReadValue((*m)[i], f.PathOf(key) + "[" + std::to_string(i) + "]", row, error);
+      if (error) return f.Adopt(*error);
+      each(row);
+    }
+  };
+  matrix("nvlinks", [&](const std::vector<int>& row) { t.nvlinks.push_back(row); });
+  matrix("pcie", [&](const std::vector<int>& row) {
+    std::vector<model::PcieLevel> levels;
+    for (int v : row) {
+      const bool known = v >= static_cast<int>(model::PcieLevel::kSelf) && v <= static_cast<int>(model::PcieLevel::kUnknown);
+      levels.push_back(known ? static_cast<model::PcieLevel>(v) : model::PcieLevel::kUnknown);
+    }
+    t.pcie.push_back(std::move(levels));
+  });
+  if (!f.ok()) return f.error();
+  return t;
+}
+
+}  // namespace
+
+json DeviceSnapshotToJson(const model::DeviceSnapshot& d) {
+  json processes = json::array();
+  for (const auto& p : d.processes) processes.push_back(GpuProcessToJson(p));
+  return json{
+      {"index", d.index},
+      {"uuid", OrNull(d.uuid)},
+      {"name", OrNull(d.name)},
+      {"pci_bus_id", OrNull(d.pci_bus_id)},
+      {"serial", OrNull(d.serial)},
+      {"minor_number", OrNull(d.minor_number)},
+      {"memory_total_bytes", OrNull(d.memory_total_bytes)},
+      {"memory_used_bytes", OrNull(d.memory_used_bytes)},
+      {"memory_free_bytes", OrNull(d.memory_free_bytes)},
+      {"memory_reserved_bytes", OrNull(d.memory_reserved_bytes)},
+      {"gpu_utilization_percent", OrNull(d.gpu_utilization_percent)},
+      {"memory_utilization_percent", OrNull(d.memory_utilization_percent)},
+      {"temperature_c", OrNull(d.temperature_c)},
+      {"power_usage_w", OrNull(d.power_usage_w)},
+      {"power_limit_w", OrNull(d.power_limit_w)},
+      {"fan_percent", OrNull(d.fan_percent)},
+      {"clocks",
+       {{"sm_mhz", OrNull(d.clocks.sm_mhz)},
+        {"sm_max_mhz", OrNull(d.clocks.sm_max_mhz)},
+        {"memory_mhz", OrNull(d.clocks.memory_mhz)},
+        {"memory_max_mhz", OrNull(d.clocks.memory_max_mhz)}}},
+      {"performance_state", OrNull(d.performance_state)},
+      {"compute_capability", OrNull(d.compute_capability)},
+      {"compute_mode", OrNull(d.compute_mode)},
+      {"persistence_mode", OrNull(d.persistence_mode)},
+      {"mig_mode_current", OrNull(d.mig_mode_current)},
+      {"mig_mode_pending", OrNull(d.mig_mode_pending)},
+      {"ecc_volatile_corrected", OrNull(d.ecc_volatile_corrected)},
+      {"ecc_volatile_uncorrected", OrNull(d.ecc_volatile_uncorrected)},
+      {"ecc_aggregate_corrected", OrNull(d.ecc_aggregate_corrected)},
+      {"ecc_aggregate_uncorrected", OrNull(d.ecc_aggregate_uncorrected)},
+      {"retired_pages_pending", OrNull(d.retired_pages_pending)},
+      {"remapped_rows_pending", OrNull(d.remapped_rows_pending)},
+      {"remapped_rows_failure", OrNull(d.remapped_rows_failure)},
+      {"clock_event_reasons", OrNull(d.clock_event_reasons)},
+      {"cpu_affinity", d.cpu_affinity},
+      {"numa_node", OrNull(d.numa_node)},
+      {"processes", std::move(processes)},
+      {"is_healthy", d.is_healthy},
+      {"health_problems", d.health_problems},
+      {"warnings", d.warnings},
+  };
+}
+
+Result<model::DeviceSnapshot> DeviceSnapshotFromJson(const json& j, std::string_view path) {
+  model::DeviceSnapshot d;
+  FieldReader f(j, std::string(path));
+  f.Required("index", d.index);
+  f.Optional("uuid", d.uuid);
+  f.Optional("name", d.name);
+  f.Optional("pci_bus_id", d.pci_bus_id);
+  f.Optional("serial", d.serial);
+  f.Optional("minor_number", d.minor_number);
+  f.Optional("memory_total_bytes", d.memory_total_bytes);
+  f.Optional("memory_used_bytes", d.memory_used_bytes);
+  f.Optional("memory_free_bytes", d.memory_free_bytes);
+  f.Optional("memory_reserved_bytes", d.memory_reserved_bytes);
+  f.Optional("gpu_utilization_percent", d.gpu_utilization_percent);
+  f.Optional("memory_utilization_percent", d.memory_utilization_percent);
+  f.Optional("temperature_c", d.temperature_c);
+  f.Optional("power_usage_w", d.power_usage_w);
+  f.Optional("power_limit_w", d.power_limit_w);
+  f.Optional("fan_percent", d.fan_percent);
+  if (const json* c = f.Find("clocks")) {
+    FieldReader g(*c, f.PathOf("clocks"));
+    g.Optional("sm_mhz", d.clocks.sm_mhz);
+    g.Optional("sm_max_mhz", d.clocks.sm_max_mhz);
+    g.Optional("memory_mhz", d.clocks.memory_mhz);
+    g.Optional("memory_max_mhz", d.clocks.memory_max_mhz);
+    if (!g.ok()) f.Adopt(g.error());
+  }
+  f.Optional("performance_state", d.performance_state);
+  f.Optional("compute_capability", d.compute_capability);
+  f.Optional("compute_mode", d.compute_mode);
+  f.Optional("persistence_mode", d.persistence_mode);
+  f.Optional("mig_mode_current", d.mig_mode_current);
+  f.Optional("mig_mode_pending", d.mig_mode_pending);
+  f.Optional("ecc_volatile_corrected", d.ecc_volatile_corrected);
+  f.Optional("ecc_volatile_uncorrected", d.ecc_volatile_uncorrected);
+  f.Optional("ecc_aggregate_corrected", d.ecc_aggregate_corrected);
+  f.Optional("ecc_aggregate_uncorrected", d.ecc_aggregate_uncorrected);
+  f.Optional("retired_pages_pending", d.retired_pages_pending);
+  f.Optional("remapped_rows_pending", d.remapped_rows_pending);
+  f.Optional("remapped_rows_failure", d.remapped_rows_failure);
+  f.Optional("clock_event_reasons", d.clock_event_reasons);
+  f.Optional("cpu_affinity", d.cpu_affinity);
+  f.Optional("numa_node", d.numa_node);
+  if (const json* list = f.Find("processes")) {
+    if (!list->is_array()) {
+      f.Fail("processes", "expected array of objects");
+    } else {
+      for (std::size_t i = 0; i < list->size() && f.ok(); ++i) {
+        auto p = GpuProcessFromJson((*list)[i], f.PathOf("processes") + "[" + std::to_string(i) + "]");
+        if (p) {
+          d.processes.push_back(std::move(*p));
+        } else {
+          f.Adopt(p.error());
+        }
+      }
+    }
+  }
+  f.Optional("is_healthy", d.is_healthy);
+  f.Optional("health_problems", d.health_problems);
+  f.Optional("warnings", d.warnings);
+  if (!f.ok()) return f.error();
+  return d;
+}
+
+json MachineSnapshotToJson(const model::MachineSnapshot& snap) {
+  json gpus = json::array();
+  for (const auto& g : snap.gpus) gpus.push_back(DeviceSnapshotToJson(g));
+  json j{
+      {"system",
+       {{"driver_version", OrNull(snap.system.driver_version)},
+        {"nvml_version", OrNull(snap.system.nvml_version)},
+        {"cuda_driver_version", OrNull(snap.system.cuda_driver_version)}}},
+      {"taken_at_unix_ms", snap.taken_at_unix_ms},
+      {"gpus", std::move(gpus)},
+  };
+  if (snap.topology) j["topology"] = TopologyToJson(*snap.topology);
+  return j;
+}
+
+Result<model::MachineSnapshot> MachineSnapshotFromJson(const json& j, std::string_view path) {
+  model::MachineSnapshot snap;
+  FieldReader f(j, std::string(path));
+  if (const json* s = f.Find("system")) {
+    FieldReader g(*s, f.PathOf("system"));
+    g.Optional("driver_version", snap.system.driver_version);
+    g.Optional("nvml_version", snap.system.nvml_version);
+    g.Optional("cuda_driver_version", snap.system.cuda_driver_version);
+    if (!g.ok()) f.Adopt(g.error());
+  }
+  f.Optional("taken_at_unix_ms", snap.taken_at_unix_ms);
+  if (const json* list = f.Find("gpus")) {
+    if (!list->is_array()) {
+      f.Fail("gpus", "expected array of objects");
+    } else {
+      for (std::size_t i = 0; i < list->size() && f.ok(); ++i) {
+        auto g = DeviceSnapshotFromJson((*list)[i], f.PathOf("gpus") + "[" + std::to_string(i) + "]");
+        if (g) {
+          snap.gpus.push_back(std::move(*g));
+        } else {
+          f.Adopt(g.error());
+        }
+      }
+    }
+  }
+  if (const json* t = f.Find("topology"); t != nullptr && !t->is_null()) {
+    auto topology = TopologyFromJson(*t, f.PathOf("topology"));
+    if (topology) {
+      snap.topology = std::move(*topology);
+    } else {
+      f.Adopt(topology.error());
+    }
+  }
+  if (!f.ok()) return f.error();
+  return snap;
+}
+
 }  // namespace gpuman::protocol

@@ -1,11 +1,14 @@
-// JSON forms of the model values the protocol carries: GpuRequest, Job, Lease and
-// LeaseProcess. Field names are the model's, in snake_case. Pure; any thread.
+// JSON forms of the model values the protocol carries: GpuRequest, Job, Lease,
+// LeaseProcess, the health report and the device snapshot (MachineSnapshot with its
+// DeviceSnapshots, processes and topology). Field names are the model's, in snake_case.
+// Pure; any thread.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
 #include <string_view>
 
 #include "base/result.h"
+#include "model/device_snapshot.h"
 #include "model/health.h"
 #include "model/job.h"
 #include "model/lease.h"
@@ -34,5 +37,17 @@ Result<model::Lease> LeaseFromJson(const nlohmann::json& j, std::string_view pat
 /// The health report in the schema of `gpuman health --json` (docs/json.md).
 nlohmann::json HealthReportToJson(const model::HealthReport& report);
 Result<model::HealthReport> HealthReportFromJson(const nlohmann::json& j, std::string_view path = "report");
+
+/// Every field of the snapshot, its GPUs and their processes (the wire form of the
+/// `snapshot` op; not the `status --json` contract, which render/ owns). Unknown values
+/// are null; the topology is present only when the snapshot has one.
+nlohmann::json MachineSnapshotToJson(const model::MachineSnapshot& snap);
+/// The inverse: MachineSnapshotFromJson(MachineSnapshotToJson(s)) == s field by field.
+/// Missing members keep their defaults. Errors: kInvalidArgument naming the first bad
+/// member ("result.snapshot.gpus[2].memory_total_bytes: expected 64-bit integer").
+Result<model::MachineSnapshot> MachineSnapshotFromJson(const nlohmann::json& j, std::string_view path = "snapshot");
+
+nlohmann::json DeviceSnapshotToJson(const model::DeviceSnapshot& gpu);
+Result<model::DeviceSnapshot> DeviceSnapshotFromJson(const nlohmann::json& j, std::string_view path = "gpu");
 
 }  // namespace gpuman::protocol

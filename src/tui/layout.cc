@@ -176,9 +176,11 @@ void DrawTitle(Grid& grid, const TopModel& model, const LayoutOptions& o) {
       right_style = Style::kWarn;
     }
   }
-  if (right.empty() && !o.note.empty()) {
-    right = "[" + o.note + "]";
-    right_style = Style::kWarn;
+  if (right.empty()) {
+    std::string inside = o.note;
+    if (f && !f->source.empty()) inside += (inside.empty() ? "via " : ", via ") + f->source;
+    if (!inside.empty()) right = "[" + inside + "]";
+    if (!o.note.empty()) right_style = Style::kWarn;
   }
   const int room = grid.width() - p.x() - 2;
   if (!right.empty() && room > 8) {

@@ -32,6 +32,9 @@ struct Frame {
   bool has_daemon = false;
   std::string holders_error;      // leases/jobs could not be read
   std::vector<model::GpuDrain> drains;  // drained GPUs; only from a daemon
+  /// Where the GPUs came from when it is worth saying, shown in the title as "via ..."
+  /// ("daemon", "NVML: why not the daemon"); "" (plain NVML) shows nothing.
+  std::string source;
 };
 
 /// The drain of `gpu` in `frame`, or nullptr when it is not drained (or has no UUID).

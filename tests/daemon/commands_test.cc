@@ -82,6 +82,7 @@ std::map<Op, OpCase> Cases() {
   cases[Op::kStatus] = {[](World&) -> RequestArgs { return protocol::StatusArgs{}; }, std::nullopt};
   cases[Op::kHealth] = {[](World&) -> RequestArgs { return protocol::HealthArgs{}; }, std::nullopt};
   cases[Op::kDrains] = {[](World&) -> RequestArgs { return protocol::DrainsArgs{}; }, std::nullopt};
+  cases[Op::kSnapshot] = {[](World&) -> RequestArgs { return protocol::SnapshotArgs{}; }, std::nullopt};
   return cases;
 }
 
@@ -138,6 +139,7 @@ TEST(CommandTableTest, TodaysRulesHold) {
       {Op::kAcquire, "yyyy"}, {Op::kAddProcesses, "ynyy"}, {Op::kRelease, "ynyy"}, {Op::kStatus, "yyyy"},
       {Op::kHealth, "yyyy"},
       {Op::kDrains, "yyyy"},
+      {Op::kSnapshot, "yyyy"},
   };
   for (const Daemon::Command& row : Daemon::Commands()) {
     std::string got;

@@ -124,6 +124,16 @@ std::vector<ResultCase> ResultCases() {
   ids.results = {{1, std::nullopt},
                  {2, WireError{WireCode::kNotFound, "job 2: not found"}},
                  {3, WireError{WireCode::kPermissionDenied, "job 3 belongs to bob"}}};
+  SnapshotResult full_snapshot;
+  full_snapshot.snapshot = FullSnapshot();
+  full_snapshot.sample_interval_ms = 1000;
+  full_snapshot.scenario = "h100-8";
+  full_snapshot.leases = {FullLease()};
+  full_snapshot.jobs = {public_job};
+  full_snapshot.drains = {{"GPU-aaaa", "health: Xid 79", 0, "root", 1700000000000}};
+  SnapshotResult failed_snapshot;
+  failed_snapshot.error = "nvmlInit_v2: driver not loaded";
+  failed_snapshot.sample_interval_ms = 500;
   StatusResult status;
   status.status = {{"gpus", json::array({{{"uuid", "GPU-aaaa"}, {"drained", false}}})}, {"jobs", 3}};
   return {
@@ -144,6 +154,8 @@ std::vector<ResultCase> ResultCases() {
       Case("drains", DrainsResult{{{"GPU-aaaa", "health: Xid 79", 0, "root", 1700000000000},
                                    {"GPU-bbbb", "fan noise", 1000, "alice", 1700000001000}}}),
       Case("no_drains", DrainsResult{}),
+      Case("snapshot", full_snapshot),
+      Case("snapshot_failed", failed_snapshot),
   };
 }
 

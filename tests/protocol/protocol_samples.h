@@ -2,6 +2,7 @@
 // protocol tests.
 #pragma once
 
+#include "model/device_snapshot.h"
 #include "model/job.h"
 #include "model/lease.h"
 #include "protocol/envelope.h"
@@ -48,6 +49,81 @@ inline model::Job FullJob() {
   j.supervisor_start_ticks = 123456;
   j.reason = "waiting for job 40";
   return j;
+}
+
+/// A GPU with every field set, each to a value no default has.
+inline model::DeviceSnapshot FullGpu(int index = 3) {
+  model::DeviceSnapshot g;
+  g.index = index;
+  g.uuid = "GPU-3f2a9c1e-0000-4000-8000-00000000000" + std::to_string(index);
+  g.name = "NVIDIA H100 80GB HBM3";
+  g.pci_bus_id = "00000000:18:00.0";
+  g.serial = "1652323041870";
+  g.minor_number = 7;
+  g.memory_total_bytes = 85520809984;
+  g.memory_used_bytes = 76554436608;
+  g.memory_free_bytes = 8398045184;
+  g.memory_reserved_bytes = 568328192;
+  g.gpu_utilization_percent = 99;
+  g.memory_utilization_percent = 71;
+  g.temperature_c = 58;
+  g.power_usage_w = 612.375;
+  g.power_limit_w = 700.1;
+  g.fan_percent = 42;
+  g.clocks.sm_mhz = 1980;
+  g.clocks.sm_max_mhz = 1981;
+  g.clocks.memory_mhz = 2619;
+  g.clocks.memory_max_mhz = 2620;
+  g.performance_state = 2;
+  g.compute_capability = "9.0";
+  g.compute_mode = "exclusive_process";
+  g.persistence_mode = true;
+  g.mig_mode_current = false;
+  g.mig_mode_pending = true;
+  g.ecc_volatile_corrected = 11;
+  g.ecc_volatile_uncorrected = 12;
+  g.ecc_aggregate_corrected = 13;
+  g.ecc_aggregate_uncorrected = 14;
+  g.retired_pages_pending = true;
+  g.remapped_rows_pending = false;
+  g.remapped_rows_failure = true;
+  g.clock_event_reasons = (uint64_t{1} << 63) | 0x24;  // above INT64_MAX: must survive as unsigned
+  g.cpu_affinity = {0, 1, 2, 3, 64, 127};
+  g.numa_node = 1;
+  model::GpuProcess p;
+  p.pid = 51200;
+  p.type = model::ProcessType::kComputeAndGraphics;
+  p.used_memory_bytes = 76550242304;
+  p.gpu_instance_id = 1;
+  p.compute_instance_id = 2;
+  p.is_visible = true;
+  p.uid = 1002;
+  p.user = "bob";
+  p.command = "python -m torch.distributed.run \"quoted\" \xc3\xa9";
+  p.start_time_unix = 1764391200;
+  p.sm_util_percent = 97;
+  model::GpuProcess hidden;  // a pid outside our PID namespace: nothing but the pid
+  hidden.pid = 4242;
+  g.processes = {p, hidden};
+  g.is_healthy = false;
+  g.health_problems = {"volatile uncorrected ECC errors: 12"};
+  g.warnings = {"clocks reduced: sw_thermal_slowdown"};
+  return g;
+}
+
+/// A machine of two full GPUs, system info and a topology.
+inline model::MachineSnapshot FullSnapshot() {
+  model::MachineSnapshot s;
+  s.system.driver_version = "550.54.15";
+  s.system.nvml_version = "12.550.54.15";
+  s.system.cuda_driver_version = "12.4";
+  s.gpus = {FullGpu(0), FullGpu(1)};
+  s.taken_at_unix_ms = 1700000000123;
+  model::Topology t;
+  t.nvlinks = {{0, 18}, {18, 0}};
+  t.pcie = {{model::PcieLevel::kSelf, model::PcieLevel::kNumaNode}, {model::PcieLevel::kSystem, model::PcieLevel::kSelf}};
+  s.topology = t;
+  return s;
 }
 
 inline model::Lease FullLease() {
@@ -106,6 +182,7 @@ inline std::vector<Request> OneRequestPerOp() {
       Request{int64_t{1} << 62, status},
       Request{16, HealthArgs{}},
       Request{17, DrainsArgs{}},
+      Request{18, SnapshotArgs{false}},
   };
 }
 
