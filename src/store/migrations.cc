@@ -252,6 +252,11 @@ Result<int> CheckFile(Database& db, const FileSchema& schema) {
       if (app != 0 && app != schema.application_id) return ForeignId(db, schema, app);
     }
   }
+  // One read snapshot for the id, the version and the tables: another process may be
+  // creating the file right now, and a version read before its commit with tables read
+  // after it would look like somebody else's file.
+  auto snapshot = Transaction::BeginRead(db);
+  if (!snapshot) return snapshot.error();
   auto app = ReadInt(db, "read application id", "PRAGMA application_id");
   if (!app) return app.error();
   auto version = ReadInt(db, "read schema version", "PRAGMA user_version");

@@ -598,7 +598,7 @@ TEST(JobStoreFileTest, VersionTwoFileMigratesAndItsJobsHaveNoFailureKind) {
   }
   auto jobs = JobStore::Open(path);
   ASSERT_TRUE(jobs.has_value()) << jobs.error().message;
-  EXPECT_EQ(QueryInt((*jobs)->DatabaseForTesting(), "PRAGMA user_version"), 3);
+  EXPECT_EQ(QueryInt((*jobs)->DatabaseForTesting(), "PRAGMA user_version"), AllMigrations().back().version);
   auto old = (*jobs)->Get(old_id);
   ASSERT_TRUE(old.has_value() && *old) << (old ? "" : old.error().message);
   EXPECT_EQ((*old)->state, JobState::kFailed);
