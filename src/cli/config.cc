@@ -11,6 +11,7 @@
 #include <toml++/toml.h>
 
 #include "base/duration.h"
+#include "base/utf8.h"
 
 extern char** environ;
 
@@ -94,24 +95,6 @@ char32_t DecodeAt(const char* p, size_t len) {
   return ((b(0) & 0x07) << 18) | ((b(1) & 0x3F) << 12) | ((b(2) & 0x3F) << 6) | (b(3) & 0x3F);
 }
 
-void AppendUtf8(std::string& out, char32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xC0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xE0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (cp & 0x3F));
-  }
-}
-
 // `text` with every character for which `moves` holds moved by `delta`. Invalid UTF-8
 // (not possible in config text, possible in a message) is kept as it is.
 template <typename Pred>
@@ -123,7 +106,7 @@ std::string MoveChars(std::string_view text, Pred moves, int64_t delta) {
     if (n == 0) n = 1;
     char32_t cp = n == 1 ? static_cast<unsigned char>(text[i]) : DecodeAt(text.data() + i, n);
     if (n > 1 && moves(cp)) {
-      AppendUtf8(out, static_cast<char32_t>(cp + delta));
+      out += EncodeUtf8(static_cast<char32_t>(cp + delta));
     } else {
       out.append(text.substr(i, n));
     }

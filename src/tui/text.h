@@ -7,14 +7,16 @@
 #include <string>
 #include <string_view>
 
+#include "base/utf8.h"
+
 namespace gpuman::tui {
 
 /// Decodes the code point starting at text[pos] and advances pos past it. A malformed or
 /// truncated sequence yields U+FFFD and advances by one byte.
 char32_t DecodeUtf8(std::string_view text, size_t& pos);
 
-/// The UTF-8 bytes of `cp` (U+FFFD for values that are not scalar values).
-std::string EncodeUtf8(char32_t cp);
+/// The UTF-8 bytes of `cp` (base/utf8.h).
+using gpuman::EncodeUtf8;
 
 /// Columns `cp` takes in a terminal: 0 for combining marks and zero-width characters, 2 for
 /// East Asian wide/fullwidth characters and most emoji, -1 for control characters (the
