@@ -94,7 +94,8 @@ TEST_F(SlurmSubmitTest, OptionsSlurmCannotHonourAreRefused) {
     words.insert(words.end(), {"--", "true"});
     EXPECT_EQ(RunCommand(words), kExitUsage) << option[0];
     EXPECT_THAT(err_.str(), HasSubstr("gpuman: error: " + message)) << err_.str();
-    EXPECT_EQ(std::count(err_.str().begin(), err_.str().end(), '\n'), 1) << err_.str();
+    const std::string err = err_.str();
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
   }
   EXPECT_TRUE(tools_.CallsOf("sbatch").empty());
 }
