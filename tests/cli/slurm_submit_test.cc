@@ -128,6 +128,17 @@ TEST_F(SlurmSubmitTest, WhichBackend) {
   EXPECT_FALSE(*UsesSlurm(Parse({"drain", "0"}), args_, slurm_default));  // the machine's, always
 }
 
+TEST(SlurmSubmitConfigTest, SubmitBackendKey) {
+  EXPECT_EQ(ParseConfig("", "t")->submit.backend, "gpuman");
+  EXPECT_EQ(ParseConfig("[submit]\nbackend = \"slurm\"\n", "t")->submit.backend, "slurm");
+  auto bad = ParseConfig("[submit]\nbackend = \"pbs\"\n", "t");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message, "config t: submit.backend must be \"gpuman\" or \"slurm\"");
+  auto unknown = ParseConfig("[submit]\npartition = \"gpu\"\n", "t");
+  ASSERT_FALSE(unknown);
+  EXPECT_THAT(unknown.error().message, HasSubstr("submit: unknown key 'partition'"));
+}
+
 TEST_F(SlurmSubmitTest, WaitExitCodes) {
   EXPECT_EQ(SlurmWaitExitCode("COMPLETED", 0, std::nullopt), 0);
   EXPECT_EQ(SlurmWaitExitCode("FAILED", 3, std::nullopt), 3);

@@ -157,9 +157,11 @@ TEST_F(SlurmSubmitE2E, RefusedOptionAndCancel) {
 
   const std::string c = Submit({"-n", "1", "--name", "long", "--", "sleep", "100"});
   // Another user may not cancel it: Slurm says so, gpuman runs scancel as that user.
-  if (auto other = EnsureTestUser("gpuman-slurm-other")) {
-    auto env = Env();
-    env["PATH"] = "/usr/bin:/bin";
+  const auto other = EnsureTestUser("gpuman-slurm-other");
+  ASSERT_TRUE(other) << "could not create a second user";
+  {
+    std::map<std::string, std::string> env = {{"PATH", "/usr/bin:/bin"}, {"GPUMAN_CONFIG", "/dev/null"},
+                                              {"SLURM_CONF", "/etc/slurm/slurm.conf"}};
     const auto denied = RunAsUser(*other, {kGpuman, "cancel", c}, env, "/tmp");
     EXPECT_EQ(denied.exit_code, 5) << denied.out << denied.err;
     EXPECT_THAT(denied.err, HasSubstr("Access/permission denied"));
