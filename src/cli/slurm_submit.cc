@@ -78,7 +78,7 @@ int SubmitToSlurm(const QueueArgs& args, Context& ctx, const SlurmCliDeps& deps)
   auto id = slurm::Submit(*deps.tools, spec);
   if (!id) return Fail(ctx, id.error());
   if (args.json) {
-    ctx.out() << nlohmann::json{{"id", Shown(*id)}, {"backend", "slurm"}, {"slurm_job_id", std::stoll(*id)}}.dump() << "\n";
+    ctx.out() << nlohmann::json{{"id", Shown(*id)}, {"backend", "slurm"}, {"slurm_job_id", *id}}.dump() << "\n";
   } else {
     ctx.out() << Shown(*id) << "\n";
   }

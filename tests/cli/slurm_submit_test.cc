@@ -65,7 +65,7 @@ TEST_F(SlurmSubmitTest, SubmitPrintsASlurmId) {
 TEST_F(SlurmSubmitTest, SubmitJsonAndAfter) {
   tools_.Answer({"sbatch"}, 0, "813\n");
   EXPECT_EQ(RunCommand({"submit", "--json", "--after", "slurm:811,slurm:812", "--", "true"}), 0) << err_.str();
-  EXPECT_EQ(out_.str(), "{\"backend\":\"slurm\",\"id\":\"slurm:813\",\"slurm_job_id\":813}\n");
+  EXPECT_EQ(out_.str(), "{\"backend\":\"slurm\",\"id\":\"slurm:813\",\"slurm_job_id\":\"813\"}\n");
   EXPECT_THAT(tools_.CallsOf("sbatch")[0].argv, ::testing::Contains("--dependency=afterok:811:812"));
 }
 
@@ -181,6 +181,19 @@ TEST_F(SlurmSubmitTest, CancelAsTheCallerOnly) {
   tools_.Answer({"scancel"}, 210, "", "scancel: error: Kill job error on job id 5: Access/permission denied\n");
   EXPECT_EQ(RunCommand({"cancel", "slurm:5"}), kExitPermission);
   EXPECT_EQ(err_.str(), "gpuman: error: job slurm:5: scancel 5: scancel: error: Kill job error on job id 5: Access/permission denied\n");
+}
+
+TEST_F(SlurmSubmitTest, HoldAndResumeAreScontrols) {
+  tools_.Answer({"scontrol", "hold"}, 0, "");
+  tools_.Answer({"scontrol", "release"}, 1, "", "Job is no longer pending execution for job 6\n");
+  EXPECT_EQ(RunCommand({"hold", "slurm:5"}), 0) << err_.str();
+  args_ = QueueArgs{};
+  EXPECT_EQ(RunCommand({"resume", "slurm:6"}), kExitUsage);
+  EXPECT_EQ(err_.str(), "gpuman: error: job slurm:6: scontrol release 6: Job is no longer pending execution for job 6\n");
+  const auto calls = tools_.CallsOf("scontrol");
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_THAT(calls[0].argv, ElementsAre("scontrol", "hold", "5"));
+  EXPECT_THAT(calls[1].argv, ElementsAre("scontrol", "release", "6"));
 }
 
 TEST_F(SlurmSubmitTest, SbatchEnvironmentDropsTheSubmittingMachinesGpus) {
