@@ -262,13 +262,13 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
                          std::to_string(where.column) + ": " + Unshadow(err.description()));
   }
   UnshadowTable(table);
-  static const std::set<std::string> kKnown = {"nvml_library", "kernel_log", "lease_dir", "daemon", "client", "health", "idle", "alert"};
+  static const std::set<std::string> kKnown = {"nvml_library", "kernel_log", "lease_dir", "daemon", "client", "submit", "health", "idle", "alert"};
   for (const auto& [key, value] : table) {
     std::string k(key.str());
     if (!kKnown.count(k)) {
       return MakeError(ErrorCode::kInvalidArgument,
                        "config " + origin + ": unknown key '" + k +
-                           "' (known: nvml_library, kernel_log, lease_dir, [daemon], [client], [health], [idle], [[alert]])");
+                           "' (known: nvml_library, kernel_log, lease_dir, [daemon], [client], [submit], [health], [idle], [[alert]])");
     }
   }
   if (auto* node = table.get("daemon")) {
@@ -348,6 +348,21 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
         return MakeError(ErrorCode::kInvalidArgument,
                          "config " + origin + ": client: unknown key '" + k + "' (known: reconnect_timeout)");
       }
+    }
+  }
+  if (auto* node = table.get("submit")) {
+    auto* sub = node->as_table();
+    if (!sub) return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": submit must be a table");
+    for (const auto& [key, value] : *sub) {
+      std::string k(key.str());
+      if (k != "backend") {
+        return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": submit: unknown key '" + k + "' (known: backend)");
+      }
+      auto v = value.value<std::string>();
+      if (!v || (*v != "gpuman" && *v != "slurm")) {
+        return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": submit.backend must be \"gpuman\" or \"slurm\"");
+      }
+      config.submit.backend = *v;
     }
   }
   if (auto* node = table.get("health")) {

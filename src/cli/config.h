@@ -34,6 +34,11 @@ struct ClientConfig {
   int64_t reconnect_timeout_ms = 60000;  // "60s": how long wait/logs -f/top/run --wait reconnect
 };
 
+/// The [submit] table.
+struct SubmitConfig {
+  std::string backend = "gpuman";  // "slurm": submit/queue/show/... go to Slurm (a login node)
+};
+
 struct Config {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string kernel_log = "/dev/kmsg";  // where Xid lines are read from ($GPUMAN_KERNEL_LOG)
@@ -41,6 +46,7 @@ struct Config {
   std::optional<std::string> lease_dir;  // the machine lease table's directory (lease_dir)
   DaemonConfig daemon;
   ClientConfig client;  // [client]; $GPUMAN_RECONNECT_TIMEOUT overrides reconnect_timeout
+  SubmitConfig submit;  // [submit]
   health::HealthPolicy health;  // [health]
   monitor::IdlePolicy idle;     // [idle]
   std::vector<monitor::AlertRule> alerts;  // [[alert]]

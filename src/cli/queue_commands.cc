@@ -16,6 +16,7 @@
 #include "base/duration.h"
 #include "cli/daemon_client.h"
 #include "cli/exit_codes.h"
+#include "cli/slurm_submit.h"
 #include "metrics/listen_address.h"
 #include "nvml/nvml_event_source.h"
 #include "daemon/daemon.h"
@@ -275,11 +276,14 @@ std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
     if (std::string(name) == "drain") c->add_option("--reason", args.reason, "Why");
     cmds.push_back(c);
   }
+  AddSlurmBackendOptions(cmds, args);
   return cmds;
 }
 
 int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx) {
   if (name == "daemon") return RunDaemon(args, ctx);
+  if (auto slurm = UsesSlurm(name, args, ctx.config()); !slurm) return Fail(ctx, slurm.error());
+  else if (*slurm) return RunSlurmQueueCommand(name, args, ctx);
   auto client = DaemonClient::Connect(FindDaemonSocket(ctx.env().vars));
   if (!client) {
     if (name == "wait") {
