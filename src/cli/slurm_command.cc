@@ -30,10 +30,12 @@ CLI::App* AddSlurmCommand(CLI::App& app, SlurmArgs& args) {
       "gres-conf", "Print this node's gres.conf lines and slurm.conf Gres= value, from NVML");
   args.gres_conf->add_flag("--check", args.check,
                            "Compare what slurmd reports (slurmd -G) with NVML; exit 6 on a mismatch");
+  AddSlurmHookCommands(*cmd, args.hooks);
   return cmd;
 }
 
 int RunSlurm(const SlurmArgs& args, Context& ctx) {
+  if (auto code = RunSlurmHooks(args.hooks, ctx)) return *code;
   auto source = ctx.Devices();
   if (!source) {
     ctx.err() << "gpuman: error: " << source.error().message << "\n";

@@ -1,8 +1,10 @@
-// `gpuman slurm gres-conf [--check]`: node-side help for Slurm admins (docs/slurm.md).
+// `gpuman slurm gres-conf [--check]`, `healthcheck`, `prolog`, `epilog`: node-side help for
+// Slurm admins (docs/slurm.md).
 // Main thread only.
 #pragma once
 
 #include "cli/context.h"
+#include "cli/slurm_hooks.h"
 
 namespace CLI {
 class App;
@@ -13,6 +15,7 @@ namespace gpuman::cli {
 struct SlurmArgs {
   bool check = false;  // gres-conf --check: compare slurmd -G with NVML
   CLI::App* gres_conf = nullptr;
+  SlurmHookArgs hooks;  // healthcheck, prolog, epilog (cli/slurm_hooks.h)
 };
 CLI::App* AddSlurmCommand(CLI::App& app, SlurmArgs& args);
 int RunSlurm(const SlurmArgs& args, Context& ctx);
