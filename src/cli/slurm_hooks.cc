@@ -125,9 +125,16 @@ std::optional<std::string> RequiredJobId(const std::string& what, Context& ctx) 
   return id;
 }
 
-// Drains `node` for a prolog/epilog; one stderr line either way. True when drained.
+// Drains `node` for a prolog/epilog; one stderr line either way. A node that is drained
+// already keeps its reason (the first cause, an admin's word): `scontrol update
+// state=drain` would overwrite it. True when the node is drained afterwards.
 bool DrainFor(const std::string& what, const std::string& node, const std::string& reason, Context& ctx) {
   slurm::ScontrolNodeControl control(kScontrolTimeoutMs);
+  if (auto state = control.Get(node); state && state->drained) {
+    ctx.err() << "gpuman: slurm " << what << ": node " << node << " stays drained (" << EscapeControl(state->reason)
+              << "); not drained again for: " << reason << "\n";
+    return true;
+  }
   if (auto done = control.Drain(node, reason); !done) {
     ctx.err() << "gpuman: error: slurm " << what << ": draining node " << node << ": " << done.error().message << "\n";
     return false;
@@ -235,6 +242,15 @@ int RunEpilog(const SlurmHookArgs& args, Context& ctx) {
   const std::string node = NodeName(args, ctx);
   const std::string dir = StateDir(ctx);
   auto record = slurm::ReadJobRecord(dir, *job_id);
+  if (!record) {
+    // Slurm runs the epilog of a job its prolog refused, too; the GPUs were never the job's.
+    slurm::ScontrolNodeControl control(kScontrolTimeoutMs);
+    const std::string refused = std::string(slurm::kPrologPrefix) + "job " + *job_id + " ";
+    if (auto state = control.Get(node); state && state->drained && state->reason.rfind(refused, 0) == 0) {
+      ctx.err() << "gpuman: slurm epilog: job " << *job_id << " was refused by the prolog; nothing to check\n";
+      return kExitOk;
+    }
+  }
   const std::string user = record ? record->user : ctx.env().Get("SLURM_JOB_USER").value_or("?");
   const int64_t deadline = *grace + kNvmlDeadlineMs;
   auto left = WithinDeadline<Result<std::vector<slurm::GpuLeftover>>>(deadline, [&] {
