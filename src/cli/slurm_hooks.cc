@@ -42,9 +42,10 @@ std::string NodeName(const SlurmHookArgs& args, const Context& ctx) {
 // then left behind (stuck in NVML), and the caller must end the process with EndNow.
 template <typename T>
 std::optional<T> WithinDeadline(int64_t ms, std::function<T()> fn) {
-  std::promise<T> promise;
-  std::future<T> future = promise.get_future();
-  std::thread worker([&promise, fn = std::move(fn)] { promise.set_value(fn()); });
+  // Shared: a worker left behind must not set a promise that is gone.
+  auto promise = std::make_shared<std::promise<T>>();
+  std::future<T> future = promise->get_future();
+  std::thread worker([promise, fn = std::move(fn)] { promise->set_value(fn()); });
   if (future.wait_for(std::chrono::milliseconds(ms)) == std::future_status::ready) {
     worker.join();
     return future.get();
@@ -176,6 +177,9 @@ Result<int64_t> IdleMemory(const SlurmHookArgs& args) {
   return bytes;
 }
 
+int JudgeJobGpus(const SlurmHookArgs& args, const std::string& job_id_value, const std::string& node, Context& ctx,
+                    std::vector<std::string>* uuids);
+
 int RunProlog(const SlurmHookArgs& args, Context& ctx) {
   const auto job_id = RequiredJobId("prolog", ctx);
   if (!job_id) return kExitUsage;
@@ -185,6 +189,30 @@ int RunProlog(const SlurmHookArgs& args, Context& ctx) {
     return kExitUsage;
   }
   const std::string node = NodeName(args, ctx);
+  slurm::SlurmJobRecord rec;
+  rec.job_id = *job_id;
+  rec.user = ctx.env().Get("SLURM_JOB_USER").value_or("");
+  if (auto uid = ctx.env().Get("SLURM_JOB_UID")) rec.uid = static_cast<uint32_t>(std::strtoul(uid->c_str(), nullptr, 10));
+  rec.host = node;
+  const auto job_gpus = ctx.env().Get("SLURM_JOB_GPUS");
+  if (job_gpus && !job_gpus->empty()) {
+    const int refused = JudgeJobGpus(args, *job_id, node, ctx, &rec.gpu_uuids);
+    if (refused != kExitOk) return refused;
+  }  // a job without GPUs: nothing to check, NVML is not asked
+  rec.started_unix_ms = ctx.clock().NowUnixMs();
+  if (auto written = slurm::WriteJobRecord(StateDir(ctx), rec); !written) {
+    // Accounting is lost for this job, but the job itself is fine: it runs.
+    ctx.err() << "gpuman: warning: slurm prolog: job " << *job_id << ": " << written.error().message << "\n";
+  }
+  return kExitOk;
+}
+
+// The prolog's check of the job's GPUs; fills `uuids`. kExitOk, or the exit code that
+// refuses the job (the node then drained).
+int JudgeJobGpus(const SlurmHookArgs& args, const std::string& job_id_value, const std::string& node, Context& ctx,
+                    std::vector<std::string>* uuids) {
+  const std::optional<std::string> job_id = job_id_value;
+  auto idle = IdleMemory(args);
   struct Seen {
     Result<model::MachineSnapshot> snap;
     Result<HealthOutcome> health;
@@ -215,17 +243,7 @@ int RunProlog(const SlurmHookArgs& args, Context& ctx) {
     DrainFor("prolog", node, *check.reason, ctx);
     return kExitUnhealthy;
   }
-  slurm::SlurmJobRecord rec;
-  rec.job_id = *job_id;
-  rec.user = ctx.env().Get("SLURM_JOB_USER").value_or("");
-  if (auto uid = ctx.env().Get("SLURM_JOB_UID")) rec.uid = static_cast<uint32_t>(std::strtoul(uid->c_str(), nullptr, 10));
-  rec.host = node;
-  rec.gpu_uuids = gpus.uuids;
-  rec.started_unix_ms = ctx.clock().NowUnixMs();
-  if (auto written = slurm::WriteJobRecord(StateDir(ctx), rec); !written) {
-    // Accounting is lost for this job, but the job itself is fine: it runs.
-    ctx.err() << "gpuman: warning: slurm prolog: job " << *job_id << ": " << written.error().message << "\n";
-  }
+  *uuids = gpus.uuids;
   return kExitOk;
 }
 
@@ -252,6 +270,14 @@ int RunEpilog(const SlurmHookArgs& args, Context& ctx) {
     }
   }
   const std::string user = record ? record->user : ctx.env().Get("SLURM_JOB_USER").value_or("?");
+  if (record && record->gpu_uuids.empty()) {  // a job without GPUs: nothing to check
+    record->ended_unix_ms = ctx.clock().NowUnixMs();
+    if (auto written = slurm::WriteJobRecord(dir, *record); !written) {
+      ctx.err() << "gpuman: warning: slurm epilog: job " << *job_id << ": " << written.error().message << "\n";
+    }
+    ctx.out() << SlurmAdminComment(*record, {}, *record->ended_unix_ms) << "\n";
+    return kExitOk;
+  }
   const int64_t deadline = *grace + kNvmlDeadlineMs;
   auto left = WithinDeadline<Result<std::vector<slurm::GpuLeftover>>>(deadline, [&] {
     std::vector<std::string> uuids;

@@ -188,11 +188,18 @@ TEST_F(SlurmNodeE2E, EpilogDrainsOnALeftBehindProcessAndCompletesTheRecord) {
   const std::string want = "gpuman-epilog: job " + job + " GPU 0 user root pid " + std::to_string(sleeper_);
   const std::string line = WaitNode(30, [&](const std::string& l) { return l.find(want) != std::string::npos; });
   EXPECT_THAT(line, HasSubstr("|" + want)) << line;
+  // The epilog completes the record after draining, then prints the summary.
+  nlohmann::json ended;
+  for (int i = 0; i < 50; ++i) {
+    ended = nlohmann::json::parse(Slurp(kDir + "/records/" + job + ".json"));
+    if (!ended["ended_unix_ms"].is_null()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  EXPECT_TRUE(ended["ended_unix_ms"].is_number_integer()) << ended.dump();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const std::string log = Slurp(kDir + "/epilog.log");
   EXPECT_THAT(log, HasSubstr("left behind after 2s"));
   EXPECT_THAT(log, HasSubstr("\"job\":\"" + job + "\""));  // the AdminComment summary line
-  const nlohmann::json ended = nlohmann::json::parse(Slurp(kDir + "/records/" + job + ".json"));
-  EXPECT_TRUE(ended["ended_unix_ms"].is_number_integer()) << ended.dump();
   // The healthcheck leaves the epilog's drain alone.
   std::this_thread::sleep_for(std::chrono::seconds(4));
   EXPECT_THAT(NodeLine(), HasSubstr("|" + want));
