@@ -59,8 +59,8 @@ HealthcheckResult RunHealthcheck(const std::vector<model::Finding>& findings, co
   const std::string head = "gpuman: slurm healthcheck: node " + node;
   auto state = control.Get(node);
   if (!state) {
-    result.error = state.error().WithContext("reading node " + node);
-    if (reason) result.lines.push_back(head + " is unhealthy (" + *reason + ") but its state is unknown");
+    result.error = state.error().WithContext(reason ? "node " + node + " is unhealthy (" + *reason + "); reading its state"
+                                                    : "reading node " + node);
     return result;
   }
   result.action = DecideHealthcheck(reason, *state);
@@ -69,8 +69,7 @@ HealthcheckResult RunHealthcheck(const std::vector<model::Finding>& findings, co
       break;
     case HealthcheckAction::kDrain:
       if (auto done = control.Drain(node, result.action.reason); !done) {
-        result.error = done.error().WithContext("draining node " + node);
-        result.lines.push_back(head + " is unhealthy (" + result.action.reason + ") but could not be drained");
+        result.error = done.error().WithContext("node " + node + " is unhealthy (" + result.action.reason + "); draining it");
       } else {
         result.lines.push_back(head + " drained: " + result.action.reason);
       }
@@ -80,8 +79,7 @@ HealthcheckResult RunHealthcheck(const std::vector<model::Finding>& findings, co
       break;
     case HealthcheckAction::kResume:
       if (auto done = control.Resume(node); !done) {
-        result.error = done.error().WithContext("resuming node " + node);
-        result.lines.push_back(head + " is healthy again but could not be resumed");
+        result.error = done.error().WithContext("node " + node + " is healthy again; resuming it");
       } else {
         result.lines.push_back(head + " resumed: healthy again (was drained: " + EscapeControl(state->reason) + ")");
       }

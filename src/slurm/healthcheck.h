@@ -45,7 +45,9 @@ struct HealthcheckResult {
   HealthcheckAction action;
   bool unhealthy = false;      // a fatal finding
   std::vector<std::string> lines;  // one stderr line per action or fact, "gpuman: slurm healthcheck: ..."
-  std::optional<Error> error;  // scontrol failed (the node's state is unknown or unchanged)
+  /// scontrol failed (the node's state is unknown or unchanged); the message says what was
+  /// found and what failed. `lines` then holds nothing for that step.
+  std::optional<Error> error;
 };
 
 /// Reads the node, decides, acts (drain or resume) through `control`.

@@ -124,7 +124,9 @@ TEST(HealthcheckTest, ScontrolFailureIsAnErrorAndChangesNothing) {
   control.fail_get = true;
   auto r = RunHealthcheck({Fatal(0, "gpu_lost")}, "n", control);
   ASSERT_TRUE(r.error.has_value());
-  EXPECT_THAT(r.error->message, HasSubstr("reading node n: scontrol: no answer"));
+  EXPECT_EQ(r.error->message,
+            "node n is unhealthy (gpuman: GPU 0 gpu_lost); reading its state: scontrol: no answer within 10s (killed)");
+  EXPECT_TRUE(r.lines.empty());
   EXPECT_TRUE(r.unhealthy);
   EXPECT_THAT(control.calls, ElementsAre("get n"));
 }
