@@ -2,6 +2,8 @@
 // Main thread only.
 #pragma once
 
+#include <string>
+
 #include "cli/context.h"
 
 namespace CLI {
@@ -13,6 +15,8 @@ namespace gpuman::cli {
 struct SlurmArgs {
   bool check = false;  // gres-conf --check: compare slurmd -G with NVML
   CLI::App* gres_conf = nullptr;
+  std::string summary_job_id;         // job-summary ID (cli/slurm_accounting.h)
+  CLI::App* job_summary = nullptr;
 };
 CLI::App* AddSlurmCommand(CLI::App& app, SlurmArgs& args);
 int RunSlurm(const SlurmArgs& args, Context& ctx);
