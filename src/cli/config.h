@@ -34,6 +34,11 @@ struct ClientConfig {
   int64_t reconnect_timeout_ms = 60000;  // "60s": how long wait/logs -f/top/run --wait reconnect
 };
 
+/// The [slurm] table (docs/slurm.md).
+struct SlurmConfig {
+  std::optional<std::string> state_dir;  // job records (docs/slurm.md "Accounting")
+};
+
 struct Config {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string kernel_log = "/dev/kmsg";  // where Xid lines are read from ($GPUMAN_KERNEL_LOG)
@@ -44,6 +49,7 @@ struct Config {
   health::HealthPolicy health;  // [health]
   monitor::IdlePolicy idle;     // [idle]
   std::vector<monitor::AlertRule> alerts;  // [[alert]]
+  SlurmConfig slurm;                       // [slurm]
 };
 
 /// The environment variables gpuman reads, captured once in main.

@@ -136,6 +136,7 @@ const std::vector<render::TableRow>& EnvironmentTable() {
       {"GPUMAN_KERNEL_LOG", "where Xid lines are read from (default /dev/kmsg)"},
       {"GPUMAN_RECONNECT_TIMEOUT", "how long wait, logs -f, top and run --wait reconnect to a restarting daemon (config [client] reconnect_timeout, default 60s)"},
       {"GPUMAN_HISTORY_DB", "the history db history and report read"},
+      {"GPUMAN_SLURM_DIR", "the Slurm job record directory (default /run/gpuman/slurm)"},
       {"NO_COLOR", "never use colour"},
       {"COLUMNS", "terminal width"},
       {"TERM", "terminal type"},

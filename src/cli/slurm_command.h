@@ -3,6 +3,8 @@
 // Main thread only.
 #pragma once
 
+#include <string>
+
 #include "cli/context.h"
 #include "cli/slurm_hooks.h"
 
@@ -16,6 +18,8 @@ struct SlurmArgs {
   bool check = false;  // gres-conf --check: compare slurmd -G with NVML
   CLI::App* gres_conf = nullptr;
   SlurmHookArgs hooks;  // healthcheck, prolog, epilog (cli/slurm_hooks.h)
+  std::string summary_job_id;         // job-summary ID (cli/slurm_accounting.h)
+  CLI::App* job_summary = nullptr;
 };
 CLI::App* AddSlurmCommand(CLI::App& app, SlurmArgs& args);
 int RunSlurm(const SlurmArgs& args, Context& ctx);

@@ -70,10 +70,7 @@ model::Finding TimeoutFinding(int64_t ms) {
   return f;
 }
 
-std::string StateDir(const Context& ctx) {
-  const auto env = ctx.env().Get("GPUMAN_SLURM_DIR");
-  return slurm::SlurmStateDir(std::nullopt /* [slurm] state_dir: slurmacct */, env ? env->c_str() : nullptr);
-}
+std::string StateDir(const Context& ctx) { return SlurmStateDirOf(ctx); }
 
 int64_t MonotonicMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -275,7 +272,7 @@ int RunEpilog(const SlurmHookArgs& args, Context& ctx) {
     if (auto written = slurm::WriteJobRecord(dir, *record); !written) {
       ctx.err() << "gpuman: warning: slurm epilog: job " << *job_id << ": " << written.error().message << "\n";
     }
-    ctx.out() << SlurmAdminComment(*record, {}, *record->ended_unix_ms) << "\n";
+    ctx.out() << SlurmJobSummaryLine(*record, ctx, *record->ended_unix_ms) << "\n";
     return kExitOk;
   }
   const int64_t deadline = *grace + kNvmlDeadlineMs;
@@ -311,7 +308,7 @@ int RunEpilog(const SlurmHookArgs& args, Context& ctx) {
     if (auto written = slurm::WriteJobRecord(dir, *record); !written) {
       ctx.err() << "gpuman: warning: slurm epilog: job " << *job_id << ": " << written.error().message << "\n";
     }
-    ctx.out() << SlurmAdminComment(*record, {}, *record->ended_unix_ms) << "\n";
+    ctx.out() << SlurmJobSummaryLine(*record, ctx, *record->ended_unix_ms) << "\n";
   } else {
     ctx.err() << "gpuman: warning: slurm epilog: job " << *job_id << ": no record (" << record.error().message
               << "); no summary\n";

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -231,6 +232,41 @@ const SlurmJobRecord* JobHoldingGpu(const std::vector<SlurmJobRecord>& records, 
     if (best == nullptr || r.started_unix_ms > best->started_unix_ms) best = &r;
   }
   return best;
+}
+
+const std::vector<SlurmJobRecord>& JobRecordCache::Get(int64_t now, std::vector<std::string>* problems) {
+  struct stat st {};
+  int64_t mtime_ns = -1, ino = -1;
+  if (::stat(dir_.c_str(), &st) == 0) {
+    mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+    ino = static_cast<int64_t>(st.st_ino);
+  }
+  if (have_ && !racy_ && mtime_ns == mtime_ns_ && ino == ino_ && now - read_at_ms_ < max_age_ms_ &&
+      now >= read_at_ms_) {
+    return records_;
+  }
+  // A directory changed within the last 2 s may change again within the same timestamp
+  // tick (file systems stamp with a coarse clock): read it again next time too.
+  struct timespec real {};
+  clock_gettime(CLOCK_REALTIME, &real);
+  const int64_t real_ns = static_cast<int64_t>(real.tv_sec) * 1'000'000'000 + real.tv_nsec;
+  racy_ = mtime_ns >= 0 && real_ns - mtime_ns < 2'000'000'000;
+  have_ = true;
+  mtime_ns_ = mtime_ns;
+  ino_ = ino;
+  read_at_ms_ = now;
+  ++reads_;
+  records_.clear();
+  if (mtime_ns < 0) return records_;  // no directory (yet): no Slurm jobs
+  std::vector<std::string> found;
+  auto list = ListJobRecords(dir_, &found);
+  if (!list) {
+    found.push_back(list.error().message);
+  } else {
+    records_ = std::move(*list);
+  }
+  if (problems) *problems = std::move(found);
+  return records_;
 }
 
 }  // namespace gpuman::slurm

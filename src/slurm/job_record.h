@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "base/result.h"
@@ -75,5 +76,30 @@ Result<std::vector<SlurmJobRecord>> ListJobRecords(const std::string& dir,
 /// several do (a record left behind by a crashed epilog), the one started last wins.
 const SlurmJobRecord* JobHoldingGpu(const std::vector<SlurmJobRecord>& records, std::string_view gpu_uuid,
                                     int64_t unix_ms);
+
+/// The records of one directory for a reader that asks every second (the daemon's
+/// collector): re-reads the directory only when its modification time or inode changed
+/// (gpuman writes by rename, which changes it), while that time is under 2 s old (a
+/// second change within the file system's timestamp tick would not show), or
+/// `max_age_ms` after the last read (a record edited in place). Not thread-safe.
+class JobRecordCache {
+ public:
+  explicit JobRecordCache(std::string dir, int64_t max_age_ms = 60'000)
+      : dir_(std::move(dir)), max_age_ms_(max_age_ms) {}
+  /// The records as of `now_unix_ms`. When this call re-read the directory, `problems`
+  /// (if given) is set to the reasons of its bad files or why it could not be read (empty:
+  /// none); otherwise it is left alone, so a caller logs each once per change.
+  const std::vector<SlurmJobRecord>& Get(int64_t now_unix_ms, std::vector<std::string>* problems = nullptr);
+  const std::string& dir() const { return dir_; }
+  int reads() const { return reads_; }  // directory reads so far (tests)
+
+ private:
+  std::string dir_;
+  int64_t max_age_ms_;
+  bool have_ = false, racy_ = false;
+  int64_t mtime_ns_ = 0, ino_ = 0, read_at_ms_ = 0;
+  std::vector<SlurmJobRecord> records_;
+  int reads_ = 0;
+};
 
 }  // namespace gpuman::slurm
