@@ -262,13 +262,13 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
                          std::to_string(where.column) + ": " + Unshadow(err.description()));
   }
   UnshadowTable(table);
-  static const std::set<std::string> kKnown = {"nvml_library", "kernel_log", "lease_dir", "daemon", "client", "submit", "health", "idle", "alert"};
+  static const std::set<std::string> kKnown = {"nvml_library", "kernel_log", "lease_dir", "daemon", "client", "submit", "health", "idle", "alert", "slurm"};
   for (const auto& [key, value] : table) {
     std::string k(key.str());
     if (!kKnown.count(k)) {
       return MakeError(ErrorCode::kInvalidArgument,
                        "config " + origin + ": unknown key '" + k +
-                           "' (known: nvml_library, kernel_log, lease_dir, [daemon], [client], [submit], [health], [idle], [[alert]])");
+                           "' (known: nvml_library, kernel_log, lease_dir, [daemon], [client], [submit], [health], [idle], [[alert]], [slurm])");
     }
   }
   if (auto* node = table.get("daemon")) {
@@ -400,6 +400,23 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
     auto rules = monitor::ParseAlertRules(*a, origin);
     if (!rules) return rules.error();
     config.alerts = std::move(*rules);
+  }
+  if (auto* node = table.get("slurm")) {
+    auto* t = node->as_table();
+    if (!t) return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": slurm must be a table");
+    for (const auto& [key, value] : *t) {
+      std::string k(key.str());
+      if (k == "state_dir") {
+        auto v = value.value<std::string>();
+        if (!v || v->empty() || (*v)[0] != '/') {
+          return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": slurm.state_dir must be an absolute path");
+        }
+        config.slurm.state_dir = *v;
+      } else {
+        return MakeError(ErrorCode::kInvalidArgument,
+                         "config " + origin + ": slurm: unknown key '" + k + "' (known: state_dir)");
+      }
+    }
   }
   if (auto* node = table.get("kernel_log")) {
     auto value = node->value<std::string>();

@@ -39,6 +39,11 @@ struct SubmitConfig {
   std::string backend = "gpuman";  // "slurm": submit/queue/show/... go to Slurm (a login node)
 };
 
+/// The [slurm] table (docs/slurm.md).
+struct SlurmConfig {
+  std::optional<std::string> state_dir;  // job records (docs/slurm.md "Accounting")
+};
+
 struct Config {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string kernel_log = "/dev/kmsg";  // where Xid lines are read from ($GPUMAN_KERNEL_LOG)
@@ -50,6 +55,7 @@ struct Config {
   health::HealthPolicy health;  // [health]
   monitor::IdlePolicy idle;     // [idle]
   std::vector<monitor::AlertRule> alerts;  // [[alert]]
+  SlurmConfig slurm;                       // [slurm]
 };
 
 /// The environment variables gpuman reads, captured once in main.

@@ -17,6 +17,7 @@
 #include "cli/daemon_client.h"
 #include "cli/exit_codes.h"
 #include "cli/slurm_submit.h"
+#include "cli/slurm_accounting.h"
 #include "metrics/listen_address.h"
 #include "nvml/nvml_event_source.h"
 #include "daemon/daemon.h"
@@ -82,6 +83,7 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   mon.metrics_address = dc.metrics;
   if (args.metrics) mon.metrics_address = args.metrics->empty() ? std::string(metrics::kDefaultMetricsAddress) : *args.metrics;
   mon.history_path = options.state_dir + "/history.db";
+  mon.slurm_state_dir = SlurmStateDirOf(ctx);
   mon.retention.fine_keep_ms = dc.history_fine_keep_ms;
   mon.retention.coarse_keep_ms = dc.history_coarse_keep_ms;
   mon.inspector = &ctx.Inspector();
