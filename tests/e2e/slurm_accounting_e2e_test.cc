@@ -128,7 +128,8 @@ TEST_F(SlurmAccountingE2E, HistoryShowsTheJobsGpus) {
   auto all = Gpuman({"history", "--json", "--since", "1m"});
   ASSERT_EQ(all.exit_code, 0) << all.err;
   bool other = false;
-  for (const auto& s : json::parse(all.out)["samples"]) {
+  const json all_doc = json::parse(all.out);
+  for (const auto& s : all_doc["samples"]) {
     if (s["gpu_uuid"] == Uuid(5)) {
       other = true;
       EXPECT_TRUE(s["slurm_job_id"].is_null()) << s.dump();

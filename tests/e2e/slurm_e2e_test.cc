@@ -6,8 +6,12 @@
 // ctest label `slurm` (`ctest -L slurm`); scripts/test.sh runs them by default.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -185,6 +189,66 @@ TEST_F(SlurmE2E, GresConfCheckComparesSlurmdWithNvml) {
   EXPECT_EQ(bad.exit_code, 6) << bad.out << bad.err;
   EXPECT_THAT(bad.out, HasSubstr("mismatch: slurmd has 8 GPU(s), NVML 4"));
   EXPECT_THAT(bad.out, HasSubstr("/run/slurm-fake-gpu/nvidia7 (minor 7) is no GPU NVML shows"));
+}
+
+TEST_F(SlurmE2E, HistoryOfARealJob) {
+  // Accounting (docs/slurm.md): a real job holds Slurm GPUs 0-1; its record (written here
+  // by hand, as the prolog would) names their UUIDs; the daemon tags its samples, and
+  // history/report --slurm-job show exactly those GPUs.
+  const std::vector<int> minors = {0, 1, 2, 3, 4, 5, 6, 7};
+  const std::string scenario = Scenario(minors);
+  HoldGpus(2);
+  const std::string records = work_.Join("slurm"), socket = work_.Join("gpuman.sock");
+  auto env = CleanEnv(state_.path());
+  env["GPUMAN_SLURM_DIR"] = records;
+  env["GPUMAN_SOCKET"] = socket;
+  env["GPUMAN_HISTORY_DB"] = work_.Join("daemon/history.db");
+  env["GPUMAN_KERNEL_LOG"] = work_.Write("kmsg.txt", "");
+  const pid_t daemon = fork();
+  if (daemon == 0) {
+    for (const auto& [k, v] : env) {
+      if (v.empty()) unsetenv(k.c_str());
+      else setenv(k.c_str(), v.c_str(), 1);
+    }
+    execl(kGpuman.c_str(), kGpuman.c_str(), "--simulate", scenario.c_str(), "daemon", "--socket", socket.c_str(),
+          "--state-dir", work_.Join("daemon").c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  struct Stop {
+    pid_t pid;
+    ~Stop() {
+      kill(pid, SIGTERM);
+      int status = 0;
+      waitpid(pid, &status, 0);
+    }
+  } stop{daemon};
+  const std::string gpus = "[\"" + UuidOfMinor(minors, 0) + "\",\"" + UuidOfMinor(minors, 1) + "\"]";
+  std::filesystem::create_directories(records);
+  std::ofstream(records + "/.tmp") << R"({"schema":1,"job_id":")" << holder_
+                                   << R"(","user":"root","uid":0,"host":"localhost","gpus":)" << gpus
+                                   << R"(,"started_unix_ms":0,"ended_unix_ms":null})";
+  ASSERT_EQ(std::rename((records + "/.tmp").c_str(), (records + "/" + holder_ + ".json").c_str()), 0);
+
+  nlohmann::json doc;
+  for (int i = 0; i < 150; ++i) {
+    const auto r = testing::Run({kGpuman, "history", "--slurm-job", holder_, "--json"}, env);
+    doc = nlohmann::json::parse(r.out, nullptr, false);
+    if (r.exit_code == 0 && doc.is_object() && doc["slurm_job"]["source"] == "history" &&
+        doc["samples"].size() >= 2) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_TRUE(doc.is_object() && doc["slurm_job"]["source"] == "history") << doc.dump(2);
+  EXPECT_EQ(doc["slurm_job"]["gpus"].dump(), gpus);
+  for (const auto& sample : doc["samples"]) {
+    EXPECT_EQ(sample["slurm_job_id"], holder_);
+    EXPECT_TRUE(sample["gpu_uuid"] == uuids_[0] || sample["gpu_uuid"] == uuids_[1]) << sample.dump();
+  }
+  const auto report = testing::Run({kGpuman, "report", "--html", "-", "--slurm-job", holder_}, env);
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  EXPECT_THAT(report.out, HasSubstr("slurm job " + holder_ + " of root"));
+  EXPECT_THAT(report.out, ::testing::Not(HasSubstr(uuids_[2])));
 }
 
 }  // namespace
