@@ -268,6 +268,9 @@ int RunGpuman(int argc, char** argv) {
   CLI::App& app = p.app;
 
   // CLI11 reports an unknown command as "a subcommand is required"; say what was meant.
+  // `command` is the one named: `run` and `wait` exit 125 for every failure of gpuman's own
+  // before they start, argument errors included (a job's own 2 is never mistaken for one).
+  std::string command;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--simulate" || arg == "--config" || arg == "--nvml-library") {
@@ -283,8 +286,10 @@ int RunGpuman(int argc, char** argv) {
       std::cerr << "gpuman: error: unknown command '" << arg << "' (commands: " << names << ")\n";
       return kExitUsage;
     }
+    command = arg;
     break;
   }
+  auto fail = [&](const Error& e) { return GpumanFailureExit(command, Fail(e)); };
 
   try {
     app.parse(argc, argv);
@@ -296,7 +301,7 @@ int RunGpuman(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "gpuman: error: " << DescribeParseError(app, e) << "\n";
-    return kExitUsage;
+    return GpumanFailureExit(command, kExitUsage);
   }
   // Neither needs the config or a driver: they work on a machine with a broken config too.
   if (*p.help) return RunHelp(app, p.help_command, std::cout, std::cerr);
@@ -304,7 +309,7 @@ int RunGpuman(int argc, char** argv) {
 
   Environment env = Environment::FromProcess();
   auto config = LoadConfig(env, p.config_path);
-  if (!config) return Fail(config.error());
+  if (!config) return fail(config.error());
   if (!p.nvml_library.empty()) config->nvml_library = p.nvml_library;
 
   const std::string exe_dir = ExeDir();
@@ -313,7 +318,7 @@ int RunGpuman(int argc, char** argv) {
   std::optional<Simulation> sim;
   if (!simulate.empty()) {
     auto resolved = ResolveSimulation(simulate, env, exe_dir);
-    if (!resolved) return Fail(resolved.error());
+    if (!resolved) return fail(resolved.error());
     sim = std::move(*resolved);
     // The stand-in library reads its scenario from here; main is the one place that
     // touches the process environment.

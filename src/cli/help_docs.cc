@@ -114,7 +114,7 @@ const std::vector<render::TableRow>& ExitCodeTable() {
       {std::to_string(kExitUsage), "invalid arguments, unknown GPU id or scenario, broken config file"},
       {std::to_string(kExitNoDriver),
        "NVML or the NVIDIA driver could not be loaded or initialised (one line names the library and the reason)"},
-      {std::to_string(kExitNotEnoughGpus), "not enough GPUs fit the request (select, run)"},
+      {std::to_string(kExitNotEnoughGpus), "not enough GPUs fit the request (select; run says 125)"},
       {std::to_string(kExitPermission), "permission denied"},
       {std::to_string(kExitUnhealthy), "health: at least one fatal finding; slurm gres-conf --check: a mismatch"},
       {std::to_string(kExitHealthWarnings), "health: warnings only"},
