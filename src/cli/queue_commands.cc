@@ -15,6 +15,7 @@
 
 #include "base/duration.h"
 #include "cli/daemon_client.h"
+#include "cli/daemon_pages.h"
 #include "cli/exit_codes.h"
 #include "metrics/listen_address.h"
 #include "nvml/nvml_event_source.h"
@@ -201,24 +202,6 @@ nlohmann::json WaitOutcomeJson(const model::Job& j, int wait_exit_code) {
                         {"ended_unix_ms", opt(j.ended_unix_ms)}};
 }
 
-// Every job of the queue, page after page (docs/protocol.md, "queue"): each reply holds
-// at most one frame's worth, and says where the next page starts.
-Result<protocol::QueueResult> FetchQueue(DaemonClient& c, bool all) {
-  protocol::QueueResult whole;
-  protocol::QueueArgs page_args{all, 0, protocol::kMaxQueuePage};
-  while (true) {
-    auto page = c.Call<protocol::QueueResult>(page_args);
-    if (!page) return page.error();
-    for (auto& j : page->jobs) whole.jobs.push_back(std::move(j));
-    if (!page->next) return whole;
-    if (*page->next <= page_args.after_id) {
-      return MakeError(ErrorCode::kInternal, "the daemon's queue pages do not advance (next " + std::to_string(*page->next) +
-                                                 " after " + std::to_string(page_args.after_id) + ")");
-    }
-    page_args.after_id = *page->next;
-  }
-}
-
 }  // namespace
 
 std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
@@ -337,22 +320,22 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     return kExitOk;
   }
   if (name == "queue") {
-    auto r = FetchQueue(c, args.all);
+    auto r = FetchAllJobs(c, args.all);
     if (!r) return Fail(ctx, r.error());
     if (args.json) {
       nlohmann::json list = nlohmann::json::array();
-      for (const auto& j : r->jobs) list.push_back(protocol::JobToJson(j, false));
+      for (const auto& j : *r) list.push_back(protocol::JobToJson(j, false));
       ctx.out() << nlohmann::json{{"schema_version", 1}, {"jobs", list}}.dump(2) << "\n";
       return kExitOk;
     }
-    if (r->jobs.empty()) {
+    if (r->empty()) {
       ctx.out() << "no jobs\n";
       return kExitOk;
     }
     ctx.out() << render::PadLeft("ID", 6) << "  " << render::PadRight("STATE", 10) << "  " << render::PadRight("USER", 10)
               << "  " << render::PadRight("GPUS", 5) << "  " << render::PadRight("NAME", 16) << "  WHY / WHEN\n";
     const int64_t now = ctx.clock().NowUnixMs();
-    for (const auto& j : r->jobs) {
+    for (const auto& j : *r) {
       std::string when = EscapeControl(j.reason);
       if (j.state == model::JobState::kRunning && j.started_unix_ms) when = "running " + FormatDurationMs(now - *j.started_unix_ms);
       if (j.state == model::JobState::kRunning && j.idle_since_unix_ms) {

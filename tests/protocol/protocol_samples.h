@@ -183,6 +183,7 @@ inline std::vector<Request> OneRequestPerOp() {
       Request{16, HealthArgs{}},
       Request{17, DrainsArgs{}},
       Request{18, SnapshotArgs{false}},
+      Request{19, LeasesArgs{-3, 50}},  // a page after a lease taken without the daemon
   };
 }
 
