@@ -134,7 +134,7 @@ const std::vector<render::TableRow>& EnvironmentTable() {
       {"GPUMAN_LEASE_ID", "the lease this shell or job holds: nested run and select --lease stay inside it"},
       {"GPUMAN_SOCKET", "the daemon's socket, for clients and for gpuman daemon"},
       {"GPUMAN_KERNEL_LOG", "where Xid lines are read from (default /dev/kmsg)"},
-      {"GPUMAN_RECONNECT_TIMEOUT", "how long wait, logs -f, top and run --wait reconnect to a restarting daemon (config [client] reconnect_timeout, default 60s)"},
+      {"GPUMAN_RECONNECT_TIMEOUT", "how long wait, logs -f, queue --watch, top and run --wait reconnect to a restarting daemon (config [client] reconnect_timeout, default 60s)"},
       {"GPUMAN_HISTORY_DB", "the history db history and report read"},
       {"NO_COLOR", "never use colour"},
       {"COLUMNS", "terminal width"},

@@ -74,6 +74,9 @@ class Background {
   }
   std::string Out() const { return Slurp(out_); }
   std::string Err() const { return Slurp(err_); }
+  void Signal(int sig) const {
+    if (pid_ > 0) kill(pid_, sig);
+  }
 
  private:
   TempDir dir_;
@@ -216,21 +219,53 @@ TEST_F(ReconnectE2E, GivesUpAfterTheReconnectTimeWithTheDocumentedCode) {
   const std::string config = dir_.Write("config.toml", "[client]\nreconnect_timeout = \"2s\"\n");
   Background waiter({"wait", std::to_string(id)}, Env({{"GPUMAN_CONFIG", config}}));
   Background follower({"logs", "-f", std::to_string(id)}, Env({{"GPUMAN_RECONNECT_TIMEOUT", "2s"}}));
-  usleep(500000);  // both are following
+  Background watcher({"queue", "--watch", "0.2"}, Env({{"GPUMAN_RECONNECT_TIMEOUT", "2s"}}));
+  usleep(500000);  // all three are following
   const auto killed = std::chrono::steady_clock::now();
   StopDaemon(SIGKILL);
   auto waited = waiter.Finish();
   auto followed = follower.Finish();
+  auto watched = watcher.Finish();
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
   EXPECT_EQ(waited.exit_code, 125) << waited.err;
   EXPECT_EQ(followed.exit_code, 3) << followed.err;
-  for (const auto* r : {&waited, &followed}) {
+  EXPECT_EQ(watched.exit_code, 3) << watched.err;
+  EXPECT_NE(watched.out.find("running"), std::string::npos) << "it drew the queue before: " << watched.out;
+  for (const auto* r : {&waited, &followed, &watched}) {
     EXPECT_EQ(Count(r->err, "gpuman: lost the daemon; reconnecting for up to 2s...\n"), 1u) << r->err;
     EXPECT_EQ(Count(r->err, "gpuman: error: lost the daemon and it did not come back within 2s"), 1u) << r->err;
     EXPECT_EQ(Count(r->err, "\n"), 2u) << "two lines, no more: " << r->err;
   }
   EXPECT_GE(took, 1.9) << "not before the reconnect time";
   StartDaemon();  // for TearDown's cancel
+}
+
+// `queue --watch` redraws the queue across a kill -9 and a restart of the daemon: one line
+// when lost, one when back, and the restarted daemon's queue (a job submitted to it shows).
+TEST_F(ReconnectE2E, QueueWatchRidesOutAKill9AndARestart) {
+  int64_t before = Submit({"--name", "before-restart", "--", "sleep", "60"});
+  ASSERT_TRUE(WaitForState(before, "running"));
+  Background watcher({"queue", "--watch=0.2", "--json"}, Env());
+  for (int i = 0; i < 3000 && watcher.Out().find("before-restart") == std::string::npos; ++i) usleep(20000);
+  ASSERT_NE(watcher.Out().find("before-restart"), std::string::npos) << watcher.Err();
+  StopDaemon(SIGKILL);
+  usleep(500000);  // it notices (it asks every 0.2 s)
+  StartDaemon();
+  int64_t after = Submit({"--name", "after-restart", "--", "sleep", "60"});
+  ASSERT_GT(after, before);
+  for (int i = 0; i < 3000 && watcher.Out().find("after-restart") == std::string::npos; ++i) usleep(20000);
+  watcher.Signal(SIGTERM);
+  auto watched = watcher.Finish();
+  EXPECT_EQ(watched.exit_code, 0) << "SIGTERM ends a watch: " << watched.err;
+  EXPECT_NE(watched.out.find("after-restart"), std::string::npos) << "the restarted daemon's queue is drawn";
+  EXPECT_EQ(watched.err, std::string(kLost) + kBack) << "one line when lost, one when back, nothing else";
+  // Every refresh is one whole JSON document on its own line, the last one too.
+  std::istringstream lines(watched.out);
+  int n = 0;
+  for (std::string line; std::getline(lines, line); ++n) {
+    EXPECT_NO_THROW((void)json::parse(line)) << line;
+  }
+  EXPECT_GE(n, 2);
 }
 
 // `run --wait` waiting for GPUs through the daemon: it reconnects, goes on waiting, and
