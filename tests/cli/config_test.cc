@@ -138,7 +138,7 @@ TEST(ParseConfigTest, RefusesWhatTomlPlusPlusCannotTake) {
   static constexpr const char* kDateTime = "a date and a time need HH:MM:SS after the space (1979-05-27 07:32:00)";
   struct Case {
     std::string text;
-    const char* message;
+    std::string message;
   } cases[] = {
       {std::string("[\0", 2), "config x.toml:1:2: expected a table name after '['"},
       {"[\x10x]", "config x.toml:1:2: expected a table name after '['"},
