@@ -292,6 +292,29 @@ TEST_F(ReconnectE2E, RunWaitRidesOutARestart) {
   EXPECT_EQ(json::parse(leases.out)["leases"].size(), 0u) << "its lease was given back: " << leases.out;
 }
 
+// `run --wait` through the daemon has run's codes (docs/cli.md, the `run` section): a wait
+// that runs out is 124; a daemon that does not come back within the reconnect time is
+// gpuman's own failure, 125, never a code the job could return.
+TEST_F(ReconnectE2E, RunWaitThroughTheDaemonExits124Or125) {
+  const std::string go = dir_.Join("go-blocker");
+  int64_t blocker = Submit({"-n", "8", "--", "sh", "-c", "while [ ! -e \"$1\" ]; do sleep 0.05; done", "sh", go});
+  ASSERT_TRUE(WaitForState(blocker, "running"));
+  auto ran_out = Gpuman({"--simulate", scenario_, "run", "--wait", "1s", "-n", "1", "--", "true"});
+  EXPECT_EQ(ran_out.exit_code, 124) << ran_out.err;
+  EXPECT_NE(ran_out.err.find("gpuman: error: gave up after 1s"), std::string::npos) << ran_out.err;
+  Background runner({"--simulate", scenario_, "run", "--wait", "-n", "1", "--", "true"},
+                    Env({{"GPUMAN_RECONNECT_TIMEOUT", "2s"}}));
+  for (int i = 0; i < 3000 && runner.Err().find("waiting for") == std::string::npos; ++i) usleep(20000);
+  ASSERT_NE(runner.Err().find("waiting for"), std::string::npos) << "it waits: " << runner.Err();
+  StopDaemon(SIGKILL);
+  auto gave_up = runner.Finish();
+  EXPECT_EQ(gave_up.exit_code, 125) << gave_up.err;
+  EXPECT_EQ(Count(gave_up.err, "gpuman: lost the daemon; reconnecting for up to 2s...\n"), 1u) << gave_up.err;
+  EXPECT_EQ(Count(gave_up.err, "gpuman: error: lost the daemon and it did not come back within 2s"), 1u) << gave_up.err;
+  StartDaemon();  // for TearDown's cancel
+  ASSERT_EQ(close(open(go.c_str(), O_WRONLY | O_CREAT, 0600)), 0);
+}
+
 // `top` keeps its last view, says the daemon is reconnecting, and shows the daemon's jobs
 // again once it is back.
 TEST_F(ReconnectE2E, TopAcrossADaemonRestart) {
