@@ -96,7 +96,9 @@ class ReconnectE2E : public ::testing::Test {
       // Leave nothing running: cancel what is left, then stop.
       auto q = Gpuman({"queue", "--json"});
       if (q.exit_code == 0) {
-        for (const auto& j : json::parse(q.out)["jobs"]) Gpuman({"cancel", std::to_string(j["id"].get<int64_t>())});
+        // Parsed into a variable: a range-for over parse(...)["jobs"] reads a destroyed temporary.
+        const json queue = json::parse(q.out);
+        for (const auto& j : queue.at("jobs")) Gpuman({"cancel", std::to_string(j.at("id").get<int64_t>())});
       }
     }
     StopDaemon(SIGTERM);
