@@ -325,10 +325,13 @@ std::string_view CommandName(int argc, char** argv) {
 bool Chosen(const CLI::App* command) { return command != nullptr && command->parsed(); }
 
 // Runs the command `p` parsed. `p` may hold only that command (CommandTree(name)).
-int RunParsed(CommandTree::Parts& p) {
+// `command` is the one named: `run` and `wait` exit 125 for every failure of gpuman's own
+// before they start, argument errors included (a job's own 2 is never mistaken for one).
+int RunParsed(CommandTree::Parts& p, std::string_view command) {
+  auto fail = [&](const Error& e) { return GpumanFailureExit(command, Fail(e)); };
   Environment env = Environment::FromProcess();
   auto config = LoadConfig(env, p.config_path);
-  if (!config) return Fail(config.error());
+  if (!config) return fail(config.error());
   if (!p.nvml_library.empty()) config->nvml_library = p.nvml_library;
 
   const std::string exe_dir = ExeDir();
@@ -337,7 +340,7 @@ int RunParsed(CommandTree::Parts& p) {
   std::optional<Simulation> sim;
   if (!simulate.empty()) {
     auto resolved = ResolveSimulation(simulate, env, exe_dir);
-    if (!resolved) return Fail(resolved.error());
+    if (!resolved) return fail(resolved.error());
     sim = std::move(*resolved);
     // The stand-in library reads its scenario from here; main is the one place that
     // touches the process environment.
@@ -392,7 +395,7 @@ std::optional<int> RunOneCommand(int argc, char** argv) {
     return std::nullopt;
   }
   if (name.empty()) return std::nullopt;
-  return RunParsed(p);
+  return RunParsed(p, name);
 }
 
 int RunGpuman(int argc, char** argv) {
@@ -421,12 +424,12 @@ int RunGpuman(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     std::cerr << "gpuman: error: " << DescribeParseError(app, e) << "\n";
-    return kExitUsage;
+    return GpumanFailureExit(CommandName(argc, argv), kExitUsage);
   }
   // Neither needs the config or a driver: they work on a machine with a broken config too.
   if (*p.help) return RunHelp(app, p.help_command, std::cout, std::cerr);
   if (*p.completion) return RunCompletion(app, p.completion_shell, std::cout);
-  return RunParsed(p);
+  return RunParsed(p, CommandName(argc, argv));
 }
 
 }  // namespace

@@ -150,6 +150,42 @@ void UnshadowNode(toml::node& node) {
   }
 }
 
+// toml++ 3.3 reads a value by scanning ahead to the next value terminator (blanks, line
+// breaks, ",", "]", "}", "#"). When those first characters look like a date (10 of them,
+// underscores not counted, a digit first, "-" 5th and 8th, only digits and "-" otherwise
+// among those it gives meaning to) and a space follows, it reads on for a date-time
+// written with a space for the "T": the space, one digit, and then asserts that no
+// terminator follows (`x = 1979-05-27 0`, `x = 8----x=-er 8`; the release build assumes it).
+// No valid TOML has a date or any other value or key followed by " D" and a terminator
+// outside strings, so this refuses the wider shape: the space at `space` follows 10
+// non-terminator characters (underscores skipped) of which the 1st is a digit and the 5th
+// and 8th are "-", and is itself followed by one digit and a terminator (any non-ASCII
+// character counts as one: toml++ has blanks beyond ASCII).
+bool DateThenOneDigit(std::string_view text, size_t space) {
+  auto terminator = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f' || c == ',' || c == ']' ||
+           c == '}' || c == '#';
+  };
+  if (space + 2 >= text.size()) return false;  // at the end of the text toml++ stops scanning
+  const char digit = text[space + 1], after = text[space + 2];
+  if (digit < '0' || digit > '9') return false;
+  if (!terminator(after) && static_cast<unsigned char>(after) < 0x80) return false;
+  // The 10 characters before the space, last first (a UTF-8 sequence is one character).
+  char before[10];
+  size_t n = 0;
+  for (size_t k = space; k > 0 && n < 10;) {
+    --k;
+    const char b = text[k];
+    if ((static_cast<unsigned char>(b) & 0xC0) == 0x80) continue;  // inside a UTF-8 sequence
+    if (terminator(b)) return false;
+    if (b == '_') continue;
+    before[n++] = b;
+  }
+  if (n < 10) return false;
+  // before[9] is the first of the ten.
+  return before[9] >= '0' && before[9] <= '9' && before[5] == '-' && before[2] == '-';
+}
+
 // "" when `text` may be shadowed and given to toml++; otherwise the problem, with its line
 // and column. Follows strings and comments only as far as needed to find table headers
 // (a "[" first on a line outside any string).
@@ -202,6 +238,10 @@ std::string CheckConfigText(std::string_view text) {
             }
           }
           // toml++ asserts that a value follows "[" or "," in an array; "}" does not.
+          // And a date followed by a space and one digit (DateThenOneDigit).
+          if (c == ' ' && DateThenOneDigit(text, i)) {
+            return at(i + 1, "a date and a time need HH:MM:SS after the space (1979-05-27 07:32:00)");
+          }
           if (c == '}' && (last == '[' || last == ',')) return at(i, "expected a value, saw '}'");
           if (!is_blank(c) && c != '\n' && c != '\r' && c != '#') last = c;
           if (c == '#') in = In::kComment;

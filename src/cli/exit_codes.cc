@@ -20,6 +20,12 @@ int ExitCodeFor(ErrorCode code) {
   return kExitError;
 }
 
+bool ExitsWithJobCode(std::string_view command) { return command == "run" || command == "wait"; }
+
+int GpumanFailureExit(std::string_view command, int code) {
+  return ExitsWithJobCode(command) ? int{kJobGpumanFailed} : code;
+}
+
 bool EndedByItself(const model::Job& job) {
   if (job.state == model::JobState::kSucceeded) return true;
   return job.state == model::JobState::kFailed && job.failure == model::JobFailure::kNone && job.exit_code &&

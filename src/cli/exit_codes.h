@@ -2,6 +2,8 @@
 // Documented in docs/cli.md; scripts depend on them, so numbers never change.
 #pragma once
 
+#include <string_view>
+
 #include "base/result.h"
 #include "model/job.h"
 
@@ -21,9 +23,11 @@ enum ExitCode : int {
 /// The exit code for an error that reached the CLI's edge.
 int ExitCodeFor(ErrorCode code);
 
-// The codes of `wait` (docs/cli.md, "Exit codes of wait"): the job's own exit code when it
-// ended by itself, otherwise one of these, which follow timeout(1) and env(1). None of
-// gpuman's failures in `wait` leaves it with a code below 124.
+// The codes of `wait` and `run` (docs/cli.md, "Exit codes of wait", and
+// the `run` section): the job's own
+// exit code when it ended by itself, otherwise one of these, which follow timeout(1) and
+// env(1). None of gpuman's failures in `wait` or `run` (argument errors included) leaves
+// it with a code below 124.
 enum JobExitCode : int {
   kJobTimedOut = 124,       // ran past its --time-limit (whatever it exited with after SIGTERM)
   kJobGpumanFailed = 125,   // gpuman's own failure: the daemon did not come back, unknown job, internal
@@ -32,6 +36,13 @@ enum JobExitCode : int {
   kJobSignalBase = 128,     // 128+N: killed by signal N
   kJobCancelled = 193,      // `gpuman cancel`: 128+65, past every signal's 128+N (SIGRTMAX is 64)
 };
+
+/// Whether `command` exits with a job's exit code (`run`, `wait`): then every failure of
+/// gpuman's own, an argument error or a broken config included, is kJobGpumanFailed.
+bool ExitsWithJobCode(std::string_view command);
+/// The exit code for a failure of gpuman's own in `command`: kJobGpumanFailed for `run`
+/// and `wait`, `code` for every other command.
+int GpumanFailureExit(std::string_view command, int code);
 
 /// Whether a finished job ended by itself (exited, or was killed by a signal gpuman did
 /// not send): then `wait` exits with its own exit code.

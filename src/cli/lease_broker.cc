@@ -11,6 +11,7 @@
 
 #include "base/duration.h"
 #include "cli/daemon_client.h"
+#include "cli/daemon_pages.h"
 #include "devices/device_source.h"
 #include "store/lease_store.h"
 #include "store/proc_liveness.h"
@@ -133,11 +134,8 @@ class DaemonBroker final : public LeaseBroker {
     return {};
   }
 
-  Result<std::vector<model::Lease>> List() override {
-    auto r = daemon_.CallResuming<protocol::LeasesResult>(protocol::LeasesArgs{});
-    if (!r) return r.error();
-    return r->leases;
-  }
+  // Every page (docs/protocol.md, "leases"), across a restart too.
+  Result<std::vector<model::Lease>> List() override { return FetchAllLeases(daemon_, /*resuming=*/true); }
 
   // The daemon's state directory is not ours to watch: poll.
   void WaitForChange(int ms) override { std::this_thread::sleep_for(std::chrono::milliseconds(std::min(ms, 200))); }

@@ -15,6 +15,7 @@
 
 #include "base/duration.h"
 #include "cli/daemon_client.h"
+#include "cli/daemon_pages.h"
 #include "cli/exit_codes.h"
 #include "cli/slurm_submit.h"
 #include "cli/slurm_accounting.h"
@@ -204,22 +205,74 @@ nlohmann::json WaitOutcomeJson(const model::Job& j, int wait_exit_code) {
                         {"ended_unix_ms", opt(j.ended_unix_ms)}};
 }
 
-// Every job of the queue, page after page (docs/protocol.md, "queue"): each reply holds
-// at most one frame's worth, and says where the next page starts.
-Result<protocol::QueueResult> FetchQueue(DaemonClient& c, bool all) {
-  protocol::QueueResult whole;
-  protocol::QueueArgs page_args{all, 0, protocol::kMaxQueuePage};
-  while (true) {
-    auto page = c.Call<protocol::QueueResult>(page_args);
-    if (!page) return page.error();
-    for (auto& j : page->jobs) whole.jobs.push_back(std::move(j));
-    if (!page->next) return whole;
-    if (*page->next <= page_args.after_id) {
-      return MakeError(ErrorCode::kInternal, "the daemon's queue pages do not advance (next " + std::to_string(*page->next) +
-                                                 " after " + std::to_string(page_args.after_id) + ")");
-    }
-    page_args.after_id = *page->next;
+// The queue as `gpuman queue` prints it: JSON (pretty, or one line per refresh with
+// --watch), or the table.
+std::string RenderQueue(Context& ctx, const std::vector<model::Job>& jobs, bool json, bool compact_json) {
+  if (json) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& j : jobs) list.push_back(protocol::JobToJson(j, false));
+    const nlohmann::json doc{{"schema_version", 1}, {"jobs", list}};
+    return (compact_json ? doc.dump() : doc.dump(2)) + "\n";
   }
+  if (jobs.empty()) return "no jobs\n";
+  std::string out = render::PadLeft("ID", 6) + "  " + render::PadRight("STATE", 10) + "  " + render::PadRight("USER", 10) +
+                    "  " + render::PadRight("GPUS", 5) + "  " + render::PadRight("NAME", 16) + "  WHY / WHEN\n";
+  const int64_t now = ctx.clock().NowUnixMs();
+  for (const auto& j : jobs) {
+    std::string when = EscapeControl(j.reason);
+    if (j.state == model::JobState::kRunning && j.started_unix_ms) when = "running " + FormatDurationMs(now - *j.started_unix_ms);
+    if (j.state == model::JobState::kRunning && j.idle_since_unix_ms) {
+      when += ", IDLE " + FormatDurationMs(now - *j.idle_since_unix_ms);
+    }
+    if (when.empty() && model::IsFinal(j.state) && j.ended_unix_ms) {
+      when = "ended " + FormatDurationMs(now - *j.ended_unix_ms) + " ago";
+    }
+    if (when.empty()) when = "queued " + FormatDurationMs(now - j.submitted_unix_ms) + " ago";
+    std::string line = render::PadLeft(std::to_string(j.id), 6) + "  " + render::PadRight(model::JobStateName(j.state), 10) +
+                       "  " + render::PadRight(render::TruncateToWidth(EscapeControl(j.user), 10), 10) + "  " +
+                       render::PadRight(std::to_string(j.request.count), 5) + "  " +
+                       render::PadRight(render::TruncateToWidth(EscapeControl(j.name), 16), 16) + "  " + when;
+    out += render::TruncateToWidth(line, std::max(80, ctx.Terminal(true).width)) + "\n";
+  }
+  return out;
+}
+
+// `queue --watch[=SECONDS]`: the period, as `status --watch` checks it (finite, 0.1 to
+// 86400 s); "" (no value) is 2 s, as watch(1). Errors: kInvalidArgument, the one line.
+constexpr double kDefaultQueueWatchSeconds = 2.0;
+Result<double> QueueWatchSeconds(const std::string& value) {
+  if (value.empty()) return kDefaultQueueWatchSeconds;
+  const std::optional<double> s = ParseFiniteDouble(value);
+  if (!s) return MakeError(ErrorCode::kInvalidArgument, "--watch: '" + value + "' is not a number of seconds");
+  if (*s < 0.1 || *s > 86400.0) return MakeError(ErrorCode::kInvalidArgument, "--watch: " + value + " is not in 0.1..86400 seconds");
+  return *s;
+}
+
+// `queue --watch`: redraws the queue every period until interrupted (Ctrl-C, SIGTERM: exit
+// 0) or --iterations; rides out a daemon restart (CallResuming: one line on stderr when
+// lost, one when back) and gives up after [client] reconnect_timeout with exit 3
+// (docs/cli.md, "When the daemon restarts").
+int WatchQueue(const QueueArgs& args, double seconds, DaemonClient& c, Context& ctx) {
+  g_stop = 0;
+  std::signal(SIGINT, OnStop);
+  std::signal(SIGTERM, OnStop);
+  const bool clear_screen = !args.json && ctx.stdout_is_tty();
+  const auto period = std::chrono::duration<double>(seconds);
+  for (int n = 0; !g_stop && (args.iterations == 0 || n < args.iterations); ++n) {
+    const auto started = std::chrono::steady_clock::now();
+    auto r = FetchAllJobs(c, args.all, /*resuming=*/true);
+    if (!r) return Fail(ctx, r.error());
+    if (clear_screen) ctx.out() << "\x1b[H\x1b[2J";
+    else if (n > 0 && !args.json) ctx.out() << "\n";
+    ctx.out() << RenderQueue(ctx, *r, args.json, /*compact_json=*/true);
+    ctx.out().flush();
+    if (!ctx.out().good()) return kExitError;  // the reader of a pipe went away
+    if (args.iterations != 0 && n + 1 >= args.iterations) break;
+    while (!g_stop && std::chrono::steady_clock::now() < started + period) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  return kExitOk;
 }
 
 }  // namespace
@@ -248,7 +301,11 @@ std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
 
   CLI::App* queue = app.add_subcommand("queue", "List queued and running jobs");
   queue->add_flag("--all", args.all, "Include finished jobs");
-  queue->add_flag("--json", args.json, "Print JSON");
+  queue->add_flag("--json", args.json, "Print JSON (with --watch: one object per line)");
+  queue->add_option("--watch", args.watch, "Redraw every SECONDS (default 2) until interrupted, across daemon restarts")
+      ->expected(0, 1);
+  queue->add_option("--iterations", args.iterations, "With --watch: stop after N refreshes")
+      ->check(CLI::Range(1, 1000000000));
   cmds.push_back(queue);
 
   CLI::App* show = app.add_subcommand("show", "Show one job");
@@ -286,6 +343,13 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
   if (name == "daemon") return RunDaemon(args, ctx);
   if (auto slurm = UsesSlurm(name, args, ctx.config()); !slurm) return Fail(ctx, slurm.error());
   else if (*slurm) return RunSlurmQueueCommand(name, args, ctx);
+  // Checked before connecting: a bad period is an argument error whether or not a daemon runs.
+  double watch_seconds = 0;
+  if (name == "queue" && args.watch) {
+    auto s = QueueWatchSeconds(*args.watch);
+    if (!s) return Fail(ctx, s.error());
+    watch_seconds = *s;
+  }
   auto client = DaemonClient::Connect(FindDaemonSocket(ctx.env().vars));
   if (!client) {
     if (name == "wait") {
@@ -343,37 +407,11 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     return kExitOk;
   }
   if (name == "queue") {
-    auto r = FetchQueue(c, args.all);
+    if (args.watch) return WatchQueue(args, watch_seconds, c, ctx);
+    if (args.iterations != 0) return Fail(ctx, MakeError(ErrorCode::kInvalidArgument, "--iterations needs --watch"));
+    auto r = FetchAllJobs(c, args.all);
     if (!r) return Fail(ctx, r.error());
-    if (args.json) {
-      nlohmann::json list = nlohmann::json::array();
-      for (const auto& j : r->jobs) list.push_back(protocol::JobToJson(j, false));
-      ctx.out() << nlohmann::json{{"schema_version", 1}, {"jobs", list}}.dump(2) << "\n";
-      return kExitOk;
-    }
-    if (r->jobs.empty()) {
-      ctx.out() << "no jobs\n";
-      return kExitOk;
-    }
-    ctx.out() << render::PadLeft("ID", 6) << "  " << render::PadRight("STATE", 10) << "  " << render::PadRight("USER", 10)
-              << "  " << render::PadRight("GPUS", 5) << "  " << render::PadRight("NAME", 16) << "  WHY / WHEN\n";
-    const int64_t now = ctx.clock().NowUnixMs();
-    for (const auto& j : r->jobs) {
-      std::string when = EscapeControl(j.reason);
-      if (j.state == model::JobState::kRunning && j.started_unix_ms) when = "running " + FormatDurationMs(now - *j.started_unix_ms);
-      if (j.state == model::JobState::kRunning && j.idle_since_unix_ms) {
-        when += ", IDLE " + FormatDurationMs(now - *j.idle_since_unix_ms);
-      }
-      if (when.empty() && model::IsFinal(j.state) && j.ended_unix_ms) {
-        when = "ended " + FormatDurationMs(now - *j.ended_unix_ms) + " ago";
-      }
-      if (when.empty()) when = "queued " + FormatDurationMs(now - j.submitted_unix_ms) + " ago";
-      std::string line = render::PadLeft(std::to_string(j.id), 6) + "  " + render::PadRight(model::JobStateName(j.state), 10) +
-                         "  " + render::PadRight(render::TruncateToWidth(EscapeControl(j.user), 10), 10) + "  " +
-                         render::PadRight(std::to_string(j.request.count), 5) + "  " +
-                         render::PadRight(render::TruncateToWidth(EscapeControl(j.name), 16), 16) + "  " + when;
-      ctx.out() << render::TruncateToWidth(line, std::max(80, ctx.Terminal(true).width)) << "\n";
-    }
+    ctx.out() << RenderQueue(ctx, *r, args.json, /*compact_json=*/false);
     return kExitOk;
   }
   if (name == "show") {

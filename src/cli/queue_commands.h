@@ -33,6 +33,8 @@ struct QueueArgs {
   // queue / show / ...
   bool all = false;
   bool json = false;
+  std::optional<std::string> watch;  // queue --watch[=SECONDS]: "" = the default period
+  int iterations = 0;                // with --watch: stop after this many refreshes (0 = forever)
   bool follow = false;
   std::vector<int64_t> ids;
   std::string gpu;

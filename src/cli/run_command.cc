@@ -65,10 +65,12 @@ CLI::App* AddRunCommand(CLI::App& app, RunArgs& args) {
 }
 
 int RunRun(const RunArgs& args, Context& ctx) {
+  // The exit code is the job's, so every failure of gpuman's own is one code no plausible
+  // job returns, as under timeout(1) and env(1) (docs/cli.md, the `run`
+  // section): 125, with one line saying why; 124 when --wait=DURATION ran out.
   auto fail = [&](const Error& error) {
     ctx.err() << "gpuman: error: " << error.message << "\n";
-    if (error.code == ErrorCode::kBusy || error.code == ErrorCode::kNotFound) return int{kExitNotEnoughGpus};
-    return ExitCodeFor(error.code);
+    return int{kJobGpumanFailed};
   };
   if (args.selection.count < 1) return fail(MakeError(ErrorCode::kInvalidArgument, "run needs at least one GPU (-n 1 or more)"));
   auto wait = ParseWait(args.wait);
@@ -95,7 +97,13 @@ int RunRun(const RunArgs& args, Context& ctx) {
   options.waiting_for = std::to_string(args.selection.count) + " GPU(s) for '" +
                         render::TruncateToWidth(command_text, 40) + "'";
   auto acquired = AcquireLease(ctx, args.selection, *draft, options);
-  if (!acquired) return fail(acquired.error());  // the child sees the barrier close and exits
+  if (!acquired) {
+    // The child sees the barrier close and exits. A wait with a limit that ran out is
+    // kBusy ("gave up after 30m: ..."): AcquireWaiting retries every other kBusy.
+    const int code = fail(acquired.error());
+    const bool ran_out = *wait && **wait >= 0 && acquired.error().code == ErrorCode::kBusy;
+    return ran_out ? int{kJobTimedOut} : code;
+  }
   const int64_t lease_id = acquired->lease.id;
   const bool nested = acquired->nested;  // inside the caller's own lease: it is not ours to give back
   auto release = [&] {
@@ -132,7 +140,7 @@ int RunRun(const RunArgs& args, Context& ctx) {
   if (auto started = (*child)->Start(start); !started) {
     release();
     ctx.err() << "gpuman: error: " << args.command[0] << ": " << started.error().message << "\n";
-    return started.error().code == ErrorCode::kPermissionDenied ? 126 : 127;
+    return started.error().code == ErrorCode::kPermissionDenied ? int{kJobCannotExecute} : int{kJobNotFound};
   }
   const pid_t job_pid = (*child)->pid();
   int exit_code = (*child)->WaitForwardingSignals();

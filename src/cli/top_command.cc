@@ -14,6 +14,7 @@
 #include "cli/option_checks.h"
 #include "cli/acquire.h"
 #include "cli/daemon_client.h"
+#include "cli/daemon_pages.h"
 #include "cli/drains.h"
 #include "cli/exit_codes.h"
 #include "cli/machine_view.h"
@@ -54,13 +55,15 @@ class DaemonPart {
     }
     if (!d->broken()) {
       tui::Frame got;
-      if (auto leases = d->Call<protocol::LeasesResult>(protocol::LeasesArgs{})) {
-        got.leases = std::move(leases->leases);
+      // Every page of both (not only the first 500): the panel's rows and its "+N more"
+      // count, and HELD BY for every running job, need them all.
+      if (auto leases = FetchAllLeases(*d)) {
+        got.leases = std::move(*leases);
       } else {
         got.holders_error = leases.error().message;
       }
-      if (auto jobs = d->Call<protocol::QueueResult>(protocol::QueueArgs{false})) {
-        got.jobs = std::move(jobs->jobs);
+      if (auto jobs = FetchAllJobs(*d, false)) {
+        got.jobs = std::move(*jobs);
       } else if (got.holders_error.empty()) {
         got.holders_error = jobs.error().message;
       }

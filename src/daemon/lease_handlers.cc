@@ -2,7 +2,12 @@
 // add_processes, release. The command table has resolved the lease a request names and
 // checked its owner; here, every process a client names must be its own (CheckOwnProcess),
 // and the machine's lease rules apply (AcquireFor, CheckReleaseFor in daemon.cc).
+#include <algorithm>
+
 #include "daemon/call.h"
+#include "protocol/framing.h"
+#include "protocol/json_io.h"
+#include "protocol/model_json.h"
 
 namespace gpuman::daemon {
 
@@ -10,11 +15,41 @@ using protocol::MakeErrorReply;
 using protocol::MakeReply;
 using protocol::Reply;
 
+namespace {
+// A leases page's leases take at most this much of the frame (the envelope takes the rest).
+constexpr size_t kLeasePageBytes = protocol::kMaxMessageBytes - 4096;
+}  // namespace
+
+// One page of the live leases in id order (docs/protocol.md, "leases"): at most `limit`,
+// and no more than fit in one frame (a lease's command is cut to 4 KiB when recorded, so
+// one always fits); `next` says where the next page starts.
 Reply Daemon::OnLeases(const Call& call) {
+  const auto& args = call.args<protocol::LeasesArgs>();
   auto live = AllLiveLeases();
   if (!live) return Fail(call.id(), live.error());
+  std::sort(live->begin(), live->end(), [](const model::Lease& a, const model::Lease& b) { return a.id < b.id; });
+  if (args.after_id) {
+    const int64_t after = *args.after_id;
+    live->erase(live->begin(), std::upper_bound(live->begin(), live->end(), after,
+                                                [](int64_t id, const model::Lease& l) { return id < l.id; }));
+  }
+  const auto limit = static_cast<size_t>(std::min(args.limit.value_or(protocol::kMaxLeasePage), protocol::kMaxLeasePage));
+  bool more = live->size() > limit;
+  if (more) live->resize(limit);
   if (collector_) collector_->Annotate(*live);
-  return MakeReply(call.id(), protocol::LeasesResult{*live});
+  protocol::LeasesResult result;
+  size_t bytes = 0;
+  for (auto& l : *live) {
+    const size_t size = protocol::DumpJson(protocol::LeaseToJson(l)).size() + 1;
+    if (!result.leases.empty() && bytes + size > kLeasePageBytes) {
+      more = true;
+      break;
+    }
+    bytes += size;
+    result.leases.push_back(std::move(l));
+  }
+  if (more && !result.leases.empty()) result.next = result.leases.back().id;
+  return MakeReply(call.id(), result);
 }
 
 Reply Daemon::OnAcquire(const Call& call) {

@@ -170,11 +170,17 @@ json ToJson(const LogsResult& v) { return json{{"data", v.data}, {"next_offset",
 json ToJson(const DrainArgs& v) { return json{{"gpu", v.gpu}, {"reason", v.reason}}; }
 json ToJson(const UndrainArgs& v) { return json{{"gpu", v.gpu}, {"reason", v.reason}}; }
 json ToJson(const DrainResult& v) { return json{{"gpu_uuid", v.gpu_uuid}}; }
-json ToJson(const LeasesArgs&) { return json::object(); }
+json ToJson(const LeasesArgs& v) {
+  json j = json::object();
+  // Only what is set: a request for everything stays `{}`, as a daemon from before paging knows it.
+  if (v.after_id) j["after_id"] = *v.after_id;
+  if (v.limit) j["limit"] = *v.limit;
+  return j;
+}
 json ToJson(const LeasesResult& v) {
   json leases = json::array();
   for (const auto& l : v.leases) leases.push_back(LeaseToJson(l));
-  return json{{"leases", std::move(leases)}};
+  return json{{"leases", std::move(leases)}, {"next", OrNull(v.next)}};
 }
 json ToJson(const AcquireArgs& v) {
   return json{
@@ -469,8 +475,12 @@ Result<DrainResult> FromJson<DrainResult>(const json& j) {
 
 template <>
 Result<LeasesArgs> FromJson<LeasesArgs>(const json& j) {
+  LeasesArgs v;
   FieldReader f(j, "args");
-  return Done(f, LeasesArgs{});
+  f.Optional("after_id", v.after_id);
+  f.Optional("limit", v.limit);
+  f.Check(!v.limit || *v.limit >= 1, "limit", "integer >= 1 or null");
+  return Done(f, v);
 }
 
 template <>
@@ -480,6 +490,7 @@ Result<LeasesResult> FromJson<LeasesResult>(const json& j) {
   if (f.ok() && f.Find("leases") == nullptr) f.Fail("leases", "missing");
   ReadObjects(f, "leases", v.leases,
               [](const json& item, const std::string& path) { return LeaseFromJson(item, path); });
+  f.Optional("next", v.next);
   return Done(f, std::move(v));
 }
 

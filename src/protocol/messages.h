@@ -160,10 +160,19 @@ struct DrainResult {
   std::string gpu_uuid;  // the GPU `gpu` named
 };
 
-// ---- leases: all current leases.
-struct LeasesArgs {};
+// ---- leases: the current leases, one page at a time, in id order. Leases taken without
+// the daemon (the machine lease table's) have negative ids, so they come first.
+/// The most leases one leases reply holds (a larger `limit` is lowered to it).
+inline constexpr int64_t kMaxLeasePage = 500;
+struct LeasesArgs {
+  std::optional<int64_t> after_id = std::nullopt;  // only leases with a larger id; nullopt: from the first
+  std::optional<int64_t> limit = std::nullopt;     // at most this many (>= 1); nullopt: kMaxLeasePage
+};
 struct LeasesResult {
   std::vector<model::Lease> leases;
+  /// Set when more leases may follow: ask again with after_id = *next. nullopt: this was
+  /// the last page (and what a daemon from before paging sends).
+  std::optional<int64_t> next = std::nullopt;
 };
 
 // ---- acquire: `gpuman run` through the daemon.

@@ -176,5 +176,20 @@ TEST(WaitExitCodeTest, FixedCodesDoNotCollide) {
   EXPECT_LE(kJobCancelled, 255);
 }
 
+// `run` and `wait` exit with a job's code: their own failures, argument errors included,
+// are 125; every other command keeps its code (docs/cli.md, "Exit codes").
+TEST(WaitExitCodeTest, GpumanFailuresOfRunAndWaitAre125) {
+  for (const char* command : {"run", "wait"}) {
+    EXPECT_TRUE(ExitsWithJobCode(command));
+    for (int code : {int{kExitError}, int{kExitUsage}, int{kExitNoDriver}, int{kExitNotEnoughGpus}, int{kExitPermission}}) {
+      EXPECT_EQ(GpumanFailureExit(command, code), kJobGpumanFailed) << command << " " << code;
+    }
+  }
+  for (const char* command : {"select", "submit", "status", "logs", ""}) {
+    EXPECT_FALSE(ExitsWithJobCode(command));
+    EXPECT_EQ(GpumanFailureExit(command, kExitUsage), kExitUsage) << command;
+  }
+}
+
 }  // namespace
 }  // namespace gpuman::cli

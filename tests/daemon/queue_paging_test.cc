@@ -1,5 +1,6 @@
-// The queue op in pages (docs/protocol.md, "queue"): after_id, limit, next; a page never
-// outgrows the frame, even with huge names; the pages together list every job once.
+// The queue and leases ops in pages (docs/protocol.md, "queue", "leases"): after_id,
+// limit, next; a page never outgrows the frame, even with huge names or commands; the
+// pages together list every job (lease) once.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -9,6 +10,8 @@
 #include "protocol/framing.h"
 #include "protocol/json_io.h"
 #include "store/job_store.h"
+#include "store/lease_store.h"
+#include "store/proc_liveness.h"
 
 namespace gpuman::daemon {
 namespace {
@@ -120,6 +123,85 @@ TEST(QueuePagingTest, PagesEndBeforeTheFrameLimitAndHugeNamesAreCut) {
   EXPECT_EQ(last->jobs[0].name.substr(last->jobs[0].name.size() - 3), "\u2026");
   auto shown = world.Call(PeerFor(Role::kOwner), protocol::ShowArgs{huge});
   EXPECT_EQ(shown.result["job"]["name"].get<std::string>().size(), size_t{600 << 10}) << "show has it whole";
+}
+
+// `n` live leases (this process holds them) with `command`, straight into the daemon's
+// table, each on a GPU of its own. Their ids, in order.
+std::vector<int64_t> StoreLeases(World& world, int n, const std::string& command) {
+  auto table = store::LeaseStore::Open(world.dir().Join("state") + "/state.db", {});
+  EXPECT_TRUE(table) << (table ? "" : table.error().message);
+  std::vector<int64_t> ids;
+  if (!table) return ids;
+  auto me = store::CurrentLeaseProcess(getpid());
+  EXPECT_TRUE(me.has_value());
+  for (int i = 0; i < n && me; ++i) {
+    model::Lease draft;
+    draft.uid = testing::kOwnerUid;
+    draft.user = "alice";
+    draft.kind = "run";
+    draft.command = command;
+    draft.processes = {*me};
+    const std::string gpu = "GPU-" + std::to_string(i);
+    auto lease = (*table)->Acquire(
+        draft, [&](const std::vector<model::Lease>&) -> Result<std::vector<std::string>> { return std::vector{gpu}; },
+        store::ProcLivenessCheck());
+    EXPECT_TRUE(lease) << (lease ? "" : lease.error().message);
+    if (lease) ids.push_back(lease->id);
+  }
+  return ids;
+}
+
+// Every leases page from the first, as `gpuman leases` fetches them; the ids in order.
+std::vector<int64_t> AllLeasePages(World& world, std::optional<int64_t> limit, size_t* pages = nullptr) {
+  std::vector<int64_t> ids;
+  protocol::LeasesArgs args{std::nullopt, limit};
+  for (int guard = 0; guard < 10000; ++guard) {
+    auto reply = world.Call(PeerFor(Role::kOtherUser), args);
+    EXPECT_TRUE(reply.ok());
+    EXPECT_LE(protocol::DumpJson(protocol::ToJson(reply)).size(), protocol::kMaxMessageBytes);
+    auto page = protocol::ResultOf<protocol::LeasesResult>(reply);
+    EXPECT_TRUE(page);
+    if (!page) break;
+    if (pages) ++*pages;
+    for (const auto& l : page->leases) ids.push_back(l.id);
+    if (!page->next) break;
+    if (args.after_id) EXPECT_GT(*page->next, *args.after_id);
+    args.after_id = *page->next;
+  }
+  return ids;
+}
+
+TEST(LeasePagingTest, MoreThanOnePageOfLeasesIsListedOnceEach) {
+  World world;
+  const std::vector<int64_t> stored = StoreLeases(world, protocol::kMaxLeasePage + 20, "python train.py");
+  ASSERT_EQ(stored.size(), static_cast<size_t>(protocol::kMaxLeasePage + 20));
+  // The default page and the largest one: 500, and where to go on.
+  for (std::optional<int64_t> limit : {std::optional<int64_t>(), std::optional<int64_t>(1'000'000)}) {
+    auto page = protocol::ResultOf<protocol::LeasesResult>(world.Call(PeerFor(Role::kOwner), protocol::LeasesArgs{std::nullopt, limit}));
+    ASSERT_TRUE(page);
+    EXPECT_EQ(page->leases.size(), static_cast<size_t>(protocol::kMaxLeasePage));
+    EXPECT_EQ(page->next, stored[protocol::kMaxLeasePage - 1]);
+  }
+  size_t pages = 0;
+  EXPECT_EQ(AllLeasePages(world, std::nullopt, &pages), stored) << "every lease once, in id order";
+  EXPECT_EQ(pages, 2u);
+  // A page that holds the last lease has no next; after_id skips what came before.
+  auto tail = protocol::ResultOf<protocol::LeasesResult>(
+      world.Call(PeerFor(Role::kOwner), protocol::LeasesArgs{stored[stored.size() - 3], 5}));
+  ASSERT_TRUE(tail);
+  ASSERT_EQ(tail->leases.size(), 2u);
+  EXPECT_EQ(tail->leases[0].id, stored[stored.size() - 2]);
+  EXPECT_EQ(tail->next, std::nullopt);
+  EXPECT_EQ(AllLeasePages(world, 7).size(), stored.size());
+}
+
+TEST(LeasePagingTest, PagesEndBeforeTheFrameLimit) {
+  World world;
+  // 400 leases with 4 KiB commands (the most a recorded command keeps): 1.6 MiB in one list.
+  const std::vector<int64_t> stored = StoreLeases(world, 400, std::string(4096, 'c'));
+  size_t pages = 0;
+  EXPECT_EQ(AllLeasePages(world, std::nullopt, &pages), stored);
+  EXPECT_GE(pages, 2u) << "the byte budget, not the count (500), ended the first page";
 }
 
 TEST(CutTextTest, CutsAtACharacterBoundary) {

@@ -180,7 +180,7 @@ TEST_F(AuthorityE2E, OtherUsersLeaseIsTakenAndNotTheirsToRelease) {
   ASSERT_FALSE(leases["leases"].empty());
   const std::string id = std::to_string(leases["leases"][0]["id"].get<int64_t>());
   auto busy = RunAsUser(*bob, {kGpuman, "run", "-n", "1", "--", "/bin/true"}, Env());
-  EXPECT_EQ(busy.exit_code, 4) << busy.err;
+  EXPECT_EQ(busy.exit_code, 125) << busy.err;  // run: gpuman's own failure
   EXPECT_NE(busy.err.find("leased to gpumanta"), std::string::npos) << busy.err;
   auto release = RunAsUser(*bob, {kGpuman, "release", id}, Env());
   EXPECT_EQ(release.exit_code, 5) << release.err;
@@ -207,7 +207,7 @@ $G select -n 2 || exit 93
   ASSERT_EQ(gpus.size(), 2u);
   EXPECT_TRUE(lines[1] == gpus[0] || lines[1] == gpus[1]) << lines[1];
   EXPECT_EQ(lines[2], lease) << "a nested run of the whole lease gets the lease's GPUs";
-  EXPECT_EQ(lines[3], "three=4");
+  EXPECT_EQ(lines[3], "three=125");
   EXPECT_NE(r.err.find("inside lease"), std::string::npos) << r.err;
   EXPECT_EQ(lines[4], "1") << "nested runs take no lease of their own";
   EXPECT_EQ(lines[5], lease) << "a plain select inside the lease picks the lease's GPUs";
@@ -219,13 +219,13 @@ TEST_F(AuthorityE2E, CapHoldsForRunSelectAndSubmit) {
   const std::string config = dir_.Write("config.toml", "[daemon]\nmax_gpus_per_user = 1\n");
   const std::map<std::string, std::string> with_cap = {{"GPUMAN_CONFIG", config}};
   auto big = Gpuman({"run", "-n", "2", "--wait", "--", "true"}, with_cap);
-  EXPECT_EQ(big.exit_code, 4) << big.err;
+  EXPECT_EQ(big.exit_code, 125) << big.err;
   EXPECT_NE(big.err.find("at most 1 GPU (max_gpus_per_user)"), std::string::npos) << big.err;
   auto held = Shell(R"SH(eval "$($G select --lease -n 1 --format env)" || exit 90
 unset GPUMAN_LEASE_ID CUDA_VISIBLE_DEVICES
 $G run -n 1 -- true; echo second=$?
 )SH", with_cap);
-  EXPECT_NE(held.out.find("second=4"), std::string::npos) << held.out << held.err;
+  EXPECT_NE(held.out.find("second=125"), std::string::npos) << held.out << held.err;
   EXPECT_NE(held.err.find("holds 1 GPU of at most 1"), std::string::npos) << held.err;
 
   StartDaemon(with_cap);
@@ -235,7 +235,7 @@ $G run -n 1 -- true; echo second=$?
   EXPECT_EQ(sub.exit_code, 2) << sub.err;
   EXPECT_NE(sub.err.find("at most 1 GPU"), std::string::npos) << sub.err;
   auto run = Gpuman({"run", "-n", "2", "--wait", "--", "true"}, through_daemon);
-  EXPECT_EQ(run.exit_code, 4) << run.err;
+  EXPECT_EQ(run.exit_code, 125) << run.err;
   EXPECT_NE(run.err.find("at most 1 GPU"), std::string::npos) << run.err;
   auto ok = Gpuman({"run", "-n", "1", "--", "true"}, through_daemon);
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
@@ -257,7 +257,7 @@ TEST_F(AuthorityE2E, ReleaseOfARunningJobsLeaseIsRefused) {
   EXPECT_NE(r.err.find("belongs to job " + std::to_string(job)), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("gpuman cancel " + std::to_string(job)), std::string::npos) << r.err;
   EXPECT_EQ(Show(job)["state"], "running");
-  EXPECT_EQ(Gpuman({"run", "-n", "1", "--", "true"}, d).exit_code, 4) << "its GPUs are still the job's";
+  EXPECT_EQ(Gpuman({"run", "-n", "1", "--", "true"}, d).exit_code, 125) << "its GPUs are still the job's";
   EXPECT_EQ(Gpuman({"cancel", std::to_string(job)}, d).exit_code, 0);
 }
 

@@ -13,6 +13,7 @@ namespace {
 struct BadInput {
   std::vector<std::string> args;  // after `gpuman --simulate a100-4`
   std::string message;            // the whole stderr line, without the newline
+  int code = 2;                   // `run` and `wait` exit with a job's code: theirs is 125
 };
 
 // Under `timeout`: `status --watch nan` used to be accepted and never return.
@@ -22,18 +23,25 @@ testing::RunResult RunBounded(const std::string& state_dir, const std::vector<st
   return testing::Run(argv, CleanEnv(state_dir));
 }
 
-TEST(BadInputE2E, EachIsOneLineAndExitTwo) {
+TEST(BadInputE2E, EachIsOneLineAndItsExitCode) {
   const std::vector<BadInput> cases = {
-      {{"run", "-n", "abc", "--", "true"}, "gpuman: error: --count: 'abc' is not a whole number"},
+      {{"run", "-n", "abc", "--", "true"}, "gpuman: error: --count: 'abc' is not a whole number", 125},
       {{"select", "--count", "-3"}, "gpuman: error: --count: -3 is not in 0..4096"},
       {{"select", "-n", "1.5"}, "gpuman: error: --count: '1.5' is not a whole number"},
-      {{"run", "--frob"}, "gpuman: error: unknown option --frob (see gpuman run --help)"},
+      {{"run", "--frob"}, "gpuman: error: unknown option --frob (see gpuman run --help)", 125},
+      {{"run", "-n", "0", "--", "true"}, "gpuman: error: run needs at least one GPU (-n 1 or more)", 125},
+      {{"wait", "abc"}, "gpuman: error: ID: 'abc' is not a whole number", 125},
+      {{"wait"}, "gpuman: error: ID is required (see gpuman wait --help)", 125},
+      {{"--config", "/", "wait", "1"}, "gpuman: error: config /: is a directory, not a file", 125},
       {{"select", "--frob=3"}, "gpuman: error: unknown option --frob (see gpuman select --help)"},
       {{"status", "extra"}, "gpuman: error: unexpected argument 'extra' (see gpuman status --help)"},
       {{"status", "--watch"}, "gpuman: error: --watch needs a value (see gpuman status --help)"},
       {{"status", "--watch", "nan"}, "gpuman: error: --watch: 'nan' is not a number of seconds"},
       {{"status", "--watch", "-1"}, "gpuman: error: --watch: -1 is not in 0.1..86400 seconds"},
       {{"status", "--watch", "0"}, "gpuman: error: --watch: 0 is not in 0.1..86400 seconds"},
+      {{"queue", "--watch", "nan"}, "gpuman: error: --watch: 'nan' is not a number of seconds"},
+      {{"queue", "--watch=-1"}, "gpuman: error: --watch: -1 is not in 0.1..86400 seconds"},
+      {{"queue", "--watch=inf"}, "gpuman: error: --watch: 'inf' is not a number of seconds"},
       {{"status", "--json=x"}, "gpuman: error: --json takes no value ('x' given)"},
       {{"top", "--interval", "inf"}, "gpuman: error: --interval: 'inf' is not a number of seconds"},
       {{"top", "--interval", "nan"}, "gpuman: error: --interval: 'nan' is not a number of seconds"},
@@ -46,7 +54,7 @@ TEST(BadInputE2E, EachIsOneLineAndExitTwo) {
     std::string shown;
     for (const std::string& a : c.args) shown += " " + a;
     const testing::RunResult r = RunBounded(state.path(), c.args);
-    EXPECT_EQ(r.exit_code, 2) << shown << "\n" << r.err;
+    EXPECT_EQ(r.exit_code, c.code) << shown << "\n" << r.err;
     EXPECT_EQ(r.err, c.message + "\n") << shown;
     EXPECT_EQ(r.out, "") << shown;
   }

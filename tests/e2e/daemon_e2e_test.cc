@@ -229,7 +229,7 @@ TEST_F(DaemonE2E, RunGoesThroughTheDaemon) {
   usleep(300000);
   EXPECT_EQ(Show(job)["state"], "queued");
   auto busy = Gpuman({"--simulate", scenario_, "run", "-n", "4", "--", "true"});
-  EXPECT_EQ(busy.exit_code, 4) << busy.err;
+  EXPECT_EQ(busy.exit_code, 125) << busy.err;
   std::ofstream(gate) << "go";
   int status = 0;
   waitpid(runner, &status, 0);

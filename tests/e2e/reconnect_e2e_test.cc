@@ -74,6 +74,9 @@ class Background {
   }
   std::string Out() const { return Slurp(out_); }
   std::string Err() const { return Slurp(err_); }
+  void Signal(int sig) const {
+    if (pid_ > 0) kill(pid_, sig);
+  }
 
  private:
   TempDir dir_;
@@ -93,7 +96,9 @@ class ReconnectE2E : public ::testing::Test {
       // Leave nothing running: cancel what is left, then stop.
       auto q = Gpuman({"queue", "--json"});
       if (q.exit_code == 0) {
-        for (const auto& j : json::parse(q.out)["jobs"]) Gpuman({"cancel", std::to_string(j["id"].get<int64_t>())});
+        // Parsed into a variable: a range-for over parse(...)["jobs"] reads a destroyed temporary.
+        const json queue = json::parse(q.out);
+        for (const auto& j : queue.at("jobs")) Gpuman({"cancel", std::to_string(j.at("id").get<int64_t>())});
       }
     }
     StopDaemon(SIGTERM);
@@ -216,21 +221,53 @@ TEST_F(ReconnectE2E, GivesUpAfterTheReconnectTimeWithTheDocumentedCode) {
   const std::string config = dir_.Write("config.toml", "[client]\nreconnect_timeout = \"2s\"\n");
   Background waiter({"wait", std::to_string(id)}, Env({{"GPUMAN_CONFIG", config}}));
   Background follower({"logs", "-f", std::to_string(id)}, Env({{"GPUMAN_RECONNECT_TIMEOUT", "2s"}}));
-  usleep(500000);  // both are following
+  Background watcher({"queue", "--watch", "0.2"}, Env({{"GPUMAN_RECONNECT_TIMEOUT", "2s"}}));
+  usleep(500000);  // all three are following
   const auto killed = std::chrono::steady_clock::now();
   StopDaemon(SIGKILL);
   auto waited = waiter.Finish();
   auto followed = follower.Finish();
+  auto watched = watcher.Finish();
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
   EXPECT_EQ(waited.exit_code, 125) << waited.err;
   EXPECT_EQ(followed.exit_code, 3) << followed.err;
-  for (const auto* r : {&waited, &followed}) {
+  EXPECT_EQ(watched.exit_code, 3) << watched.err;
+  EXPECT_NE(watched.out.find("running"), std::string::npos) << "it drew the queue before: " << watched.out;
+  for (const auto* r : {&waited, &followed, &watched}) {
     EXPECT_EQ(Count(r->err, "gpuman: lost the daemon; reconnecting for up to 2s...\n"), 1u) << r->err;
     EXPECT_EQ(Count(r->err, "gpuman: error: lost the daemon and it did not come back within 2s"), 1u) << r->err;
     EXPECT_EQ(Count(r->err, "\n"), 2u) << "two lines, no more: " << r->err;
   }
   EXPECT_GE(took, 1.9) << "not before the reconnect time";
   StartDaemon();  // for TearDown's cancel
+}
+
+// `queue --watch` redraws the queue across a kill -9 and a restart of the daemon: one line
+// when lost, one when back, and the restarted daemon's queue (a job submitted to it shows).
+TEST_F(ReconnectE2E, QueueWatchRidesOutAKill9AndARestart) {
+  int64_t before = Submit({"--name", "before-restart", "--", "sleep", "60"});
+  ASSERT_TRUE(WaitForState(before, "running"));
+  Background watcher({"queue", "--watch=0.2", "--json"}, Env());
+  for (int i = 0; i < 3000 && watcher.Out().find("before-restart") == std::string::npos; ++i) usleep(20000);
+  ASSERT_NE(watcher.Out().find("before-restart"), std::string::npos) << watcher.Err();
+  StopDaemon(SIGKILL);
+  usleep(500000);  // it notices (it asks every 0.2 s)
+  StartDaemon();
+  int64_t after = Submit({"--name", "after-restart", "--", "sleep", "60"});
+  ASSERT_GT(after, before);
+  for (int i = 0; i < 3000 && watcher.Out().find("after-restart") == std::string::npos; ++i) usleep(20000);
+  watcher.Signal(SIGTERM);
+  auto watched = watcher.Finish();
+  EXPECT_EQ(watched.exit_code, 0) << "SIGTERM ends a watch: " << watched.err;
+  EXPECT_NE(watched.out.find("after-restart"), std::string::npos) << "the restarted daemon's queue is drawn";
+  EXPECT_EQ(watched.err, std::string(kLost) + kBack) << "one line when lost, one when back, nothing else";
+  // Every refresh is one whole JSON document on its own line, the last one too.
+  std::istringstream lines(watched.out);
+  int n = 0;
+  for (std::string line; std::getline(lines, line); ++n) {
+    EXPECT_NO_THROW((void)json::parse(line)) << line;
+  }
+  EXPECT_GE(n, 2);
 }
 
 // `run --wait` waiting for GPUs through the daemon: it reconnects, goes on waiting, and
@@ -255,6 +292,29 @@ TEST_F(ReconnectE2E, RunWaitRidesOutARestart) {
   auto leases = Gpuman({"leases", "--json"});
   ASSERT_EQ(leases.exit_code, 0) << leases.err;
   EXPECT_EQ(json::parse(leases.out)["leases"].size(), 0u) << "its lease was given back: " << leases.out;
+}
+
+// `run --wait` through the daemon has run's codes (docs/cli.md, the `run` section): a wait
+// that runs out is 124; a daemon that does not come back within the reconnect time is
+// gpuman's own failure, 125, never a code the job could return.
+TEST_F(ReconnectE2E, RunWaitThroughTheDaemonExits124Or125) {
+  const std::string go = dir_.Join("go-blocker");
+  int64_t blocker = Submit({"-n", "8", "--", "sh", "-c", "while [ ! -e \"$1\" ]; do sleep 0.05; done", "sh", go});
+  ASSERT_TRUE(WaitForState(blocker, "running"));
+  auto ran_out = Gpuman({"--simulate", scenario_, "run", "--wait", "1s", "-n", "1", "--", "true"});
+  EXPECT_EQ(ran_out.exit_code, 124) << ran_out.err;
+  EXPECT_NE(ran_out.err.find("gpuman: error: gave up after 1s"), std::string::npos) << ran_out.err;
+  Background runner({"--simulate", scenario_, "run", "--wait", "-n", "1", "--", "true"},
+                    Env({{"GPUMAN_RECONNECT_TIMEOUT", "2s"}}));
+  for (int i = 0; i < 3000 && runner.Err().find("waiting for") == std::string::npos; ++i) usleep(20000);
+  ASSERT_NE(runner.Err().find("waiting for"), std::string::npos) << "it waits: " << runner.Err();
+  StopDaemon(SIGKILL);
+  auto gave_up = runner.Finish();
+  EXPECT_EQ(gave_up.exit_code, 125) << gave_up.err;
+  EXPECT_EQ(Count(gave_up.err, "gpuman: lost the daemon; reconnecting for up to 2s...\n"), 1u) << gave_up.err;
+  EXPECT_EQ(Count(gave_up.err, "gpuman: error: lost the daemon and it did not come back within 2s"), 1u) << gave_up.err;
+  StartDaemon();  // for TearDown's cancel
+  ASSERT_EQ(close(open(go.c_str(), O_WRONLY | O_CREAT, 0600)), 0);
 }
 
 // `top` keeps its last view, says the daemon is reconnecting, and shows the daemon's jobs

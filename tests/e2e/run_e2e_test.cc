@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -84,7 +85,50 @@ TEST_F(RunE2E, MissingCommandIs127AndReleases) {
   EXPECT_NE(r.err.find("no such file or directory"), std::string::npos) << r.err;
   EXPECT_TRUE(Leases().empty());
   auto none = Gpuman({"--simulate", "a100-4", "run"});
-  EXPECT_EQ(none.exit_code, 2);
+  EXPECT_EQ(none.exit_code, 125) << "run's own failures, argument errors too, are 125";
+}
+
+// `run` exits with its job's code, so each of its own outcomes has a code of its own that
+// no plausible job returns (docs/cli.md, the `run` section): every row of that table.
+TEST_F(RunE2E, ExitCodesHaveOneMeaning) {
+  struct Row {
+    std::vector<std::string> args;  // after `gpuman --simulate a100-4 run`
+    int code;
+    const char* err_part;  // in the one line on stderr; "" for the job's own codes
+  } rows[] = {
+      {{"--", "sh", "-c", "exit 2"}, 2, ""},  // a job's own 2 (argparse, grep) stays the job's
+      {{"--", "sh", "-c", "exit 3"}, 3, ""},
+      {{"--", "sh", "-c", "exit 125"}, 125, ""},  // as under timeout(1): the job's, and no line of gpuman's
+      {{"--", "sh", "-c", "kill -KILL $$"}, 128 + SIGKILL, ""},
+      {{"--", "/nonexistent/cmd"}, 127, "gpuman: error: /nonexistent/cmd: "},
+      {{"--", "/etc/passwd"}, 126, "gpuman: error: /etc/passwd: "},
+      {{"-n", "5", "--", "true"}, 125, "gpuman: error: "},        // never fits on 4 GPUs
+      {{"-n", "abc", "--", "true"}, 125, "gpuman: error: --count: 'abc' is not a whole number"},
+      {{"--frob", "--", "true"}, 125, "gpuman: error: unknown option --frob"},
+      {{"--wait", "soon", "--", "true"}, 125, "gpuman: error: --wait: "},
+      {{"--gpus", "9", "--", "true"}, 125, "gpuman: error: "},
+  };
+  for (const Row& row : rows) {
+    std::vector<std::string> args = {"--simulate", "a100-4", "run"};
+    args.insert(args.end(), row.args.begin(), row.args.end());
+    const auto r = Gpuman(args);
+    std::string shown;
+    for (const auto& a : row.args) shown += " " + a;
+    EXPECT_EQ(r.exit_code, row.code) << shown << ": " << r.err;
+    if (*row.err_part) {
+      EXPECT_EQ(r.err.rfind(row.err_part, 0), 0u) << shown << ": " << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << shown << ": " << r.err;
+    } else {
+      EXPECT_EQ(r.err, "") << shown;
+    }
+  }
+  // No driver and a broken config: gpuman's own failures, 125 (not 3, not 2).
+  const auto no_driver = Gpuman({"--nvml-library", "/nonexistent/libnvidia-ml.so.1", "run", "--", "true"});
+  EXPECT_EQ(no_driver.exit_code, 125) << no_driver.err;
+  const auto bad_config = Gpuman({"--config", "/", "--simulate", "a100-4", "run", "--", "true"});
+  EXPECT_EQ(bad_config.exit_code, 125) << bad_config.err;
+  EXPECT_EQ(bad_config.err, "gpuman: error: config /: is a directory, not a file\n");
+  EXPECT_TRUE(Leases().empty()) << "nothing is left leased";
 }
 
 TEST_F(RunE2E, SelectFormats) {
@@ -159,7 +203,7 @@ TEST_F(RunE2E, SecondRunWaitsForTheFirst) {
                        "while [ ! -e \"$1\" ]; do sleep 0.02; done", "sh", release});
   ASSERT_TRUE(WaitFor([&] { return Leases().size() == 1; }));
   auto no_wait = Gpuman({"--simulate", "a100-4", "run", "-n", "2", "--", "true"});
-  EXPECT_EQ(no_wait.exit_code, 4);
+  EXPECT_EQ(no_wait.exit_code, 125);
   EXPECT_NE(no_wait.err.find("leased"), std::string::npos) << no_wait.err;
 
   testing::RunResult waited;
@@ -180,7 +224,7 @@ TEST_F(RunE2E, SecondRunWaitsForTheFirst) {
   EXPECT_EQ(WEXITSTATUS(status), 0);
 
   auto gave_up = Gpuman({"--simulate", "a100-4", "run", "-n", "4", "--wait", "1s", "--", "true"});
-  EXPECT_EQ(gave_up.exit_code, 4);
+  EXPECT_EQ(gave_up.exit_code, 124) << "--wait=DURATION ran out, as timeout(1) says it";
   EXPECT_NE(gave_up.err.find("gave up after"), std::string::npos) << gave_up.err;
 }
 
@@ -200,7 +244,7 @@ TEST_F(RunE2E, KillNineOfTheRunner) {
   json leases = Leases();
   ASSERT_EQ(leases.size(), 1u) << "the running job still holds its lease";
   auto taken = Gpuman({"--simulate", "a100-4", "run", "--gpus", "0", "--", "true"});
-  EXPECT_EQ(taken.exit_code, 4) << "GPU 0 is still leased";
+  EXPECT_EQ(taken.exit_code, 125) << "GPU 0 is still leased";
 
   kill(job, SIGKILL);
   ASSERT_TRUE(WaitFor([&] { return kill(job, 0) != 0 || Slurp("/proc/" + std::to_string(job) + "/stat").find(") Z") != std::string::npos; }));

@@ -134,7 +134,7 @@ TEST_F(SocketTrustE2E, APlantedUserSocketIsRefusedAndGetsNothing) {
   EXPECT_EQ(named.err, expected);
   // Lease commands refuse too (the machine's daemon is expected there: no other table).
   auto run = RunAsUser(*victim_, {kGpuman, "--simulate", "a100-4", "run", "--", "true"}, Env());
-  EXPECT_EQ(run.exit_code, 5) << run.err;
+  EXPECT_EQ(run.exit_code, 125) << run.err;  // run: every failure of its own is 125
   EXPECT_EQ(run.err.rfind(expected.substr(0, expected.size() - 1), 0), 0u) << run.err;
   // explain never fails for it: the leases it could not read are one note.
   auto explain = RunAsUser(*victim_, {kGpuman, "--simulate", "a100-4", "explain", "--json"}, Env());

@@ -148,6 +148,7 @@ std::vector<ResultCase> ResultCases() {
       Case("logs", LogsResult{"line 1\nline 2\n\x01\t\"quoted\"", 123, true}),
       Case("drain", DrainResult{"GPU-aaaa"}),
       Case("leases", LeasesResult{{FullLease(), FullLease()}}),
+      Case("leases_page", LeasesResult{{FullLease()}, 12}),
       Case("acquire", AcquireResult{9, {"GPU-aaaa", "GPU-bbbb"}}),
       Case("empty", EmptyResult{}),
       Case("status", status),
@@ -350,6 +351,22 @@ TEST(DrainsOpTest, WireFormAndStrictness) {
   Result<DrainsResult> no_uuid = FromJson<DrainsResult>(json::parse(R"({"drains":[{"reason":"x"}]})"));
   ASSERT_FALSE(no_uuid);
   EXPECT_NE(no_uuid.error().message.find("result.drains[0].uuid"), std::string::npos) << no_uuid.error().message;
+}
+
+// The leases op in pages: a request for everything is still `{}` (what a daemon from
+// before paging knows), and its reply without `next` reads as the last page.
+TEST(LeasesPagingTest, WireForm) {
+  EXPECT_EQ(ToJson(LeasesArgs{}), json::object());
+  EXPECT_EQ(ToJson(LeasesArgs{-3, 50}), json::parse(R"({"after_id":-3,"limit":50})"));
+  auto old_reply = FromJson<LeasesResult>(json::parse(R"({"leases":[]})"));
+  ASSERT_TRUE(old_reply);
+  EXPECT_EQ(old_reply->next, std::nullopt);
+  auto page = FromJson<LeasesResult>(ToJson(LeasesResult{{}, 12}));
+  ASSERT_TRUE(page);
+  EXPECT_EQ(page->next, 12);
+  Result<LeasesArgs> zero = FromJson<LeasesArgs>(json::parse(R"({"limit":0})"));
+  ASSERT_FALSE(zero);
+  EXPECT_NE(zero.error().message.find("args.limit"), std::string::npos) << zero.error().message;
 }
 
 }  // namespace

@@ -175,7 +175,7 @@ inline std::vector<Request> OneRequestPerOp() {
       Request{9, LogsArgs{42, 65536}},
       Request{10, DrainArgs{"GPU-aaaa", "fan noise"}},
       Request{11, UndrainArgs{"2", "fixed"}},
-      Request{12, LeasesArgs{}},
+      Request{12, LeasesArgs{-3, 50}},  // a page after a lease taken without the daemon
       Request{13, acquire},
       Request{14, AddProcessesArgs{9, {{100, 5}, {101, 6}}}},
       Request{15, ReleaseArgs{9}},
