@@ -68,9 +68,10 @@ int RunSlurm(const SlurmArgs& args, Context& ctx) {
     return kExitError;
   }
   const auto gres = slurm::ParseSlurmdGres(captured->output);
-  const auto mismatches = slurm::CheckGres(gres, *snap, slurm::MinorOfDeviceFile);
-  for (const std::string& m : mismatches) ctx.out() << "mismatch: " << EscapeControl(m) << "\n";
-  if (!mismatches.empty()) return kExitUnhealthy;
+  const slurm::GresCheck check = slurm::CheckGres(gres, *snap, slurm::MinorOfDeviceFile);
+  for (const std::string& m : check.mismatches) ctx.out() << "mismatch: " << EscapeControl(m) << "\n";
+  for (const std::string& n : check.notes) ctx.out() << "note: " << EscapeControl(n) << "\n";
+  if (!check.mismatches.empty()) return kExitUnhealthy;
   ctx.out() << "ok: slurmd's " << snap->gpus.size() << " GPU(s) are NVML's\n";
   return kExitOk;
 }
