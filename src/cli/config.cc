@@ -262,13 +262,15 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
                          std::to_string(where.column) + ": " + Unshadow(err.description()));
   }
   UnshadowTable(table);
-  static const std::set<std::string> kKnown = {"nvml_library", "kernel_log", "lease_dir", "daemon", "client", "health", "idle", "alert"};
+  static const std::set<std::string> kKnown = {"nvml_library", "kernel_log", "lease_dir", "daemon", "client",
+                                                "health", "idle", "alert", "slurm"};
   for (const auto& [key, value] : table) {
     std::string k(key.str());
     if (!kKnown.count(k)) {
       return MakeError(ErrorCode::kInvalidArgument,
                        "config " + origin + ": unknown key '" + k +
-                           "' (known: nvml_library, kernel_log, lease_dir, [daemon], [client], [health], [idle], [[alert]])");
+                           "' (known: nvml_library, kernel_log, lease_dir, [daemon], [client], [health], [idle], [[alert]], "
+                           "[slurm])");
     }
   }
   if (auto* node = table.get("daemon")) {
@@ -378,6 +380,22 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
     auto idle = monitor::ParseIdlePolicy(*t, origin);
     if (!idle) return idle.error();
     config.idle = *idle;
+  }
+  if (auto* node = table.get("slurm")) {
+    auto* t = node->as_table();
+    if (!t) return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": slurm must be a table");
+    for (const auto& [key, value] : *t) {
+      const std::string k(key.str());
+      if (k == "node") {
+        const auto v = value.value<std::string>();
+        if (v && *v == "auto") config.slurm.node = slurm::SlurmNodeMode::kAuto;
+        else if (v && *v == "yes") config.slurm.node = slurm::SlurmNodeMode::kYes;
+        else if (v && *v == "no") config.slurm.node = slurm::SlurmNodeMode::kNo;
+        else return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": slurm.node must be \"auto\", \"yes\" or \"no\"");
+      } else {
+        return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": slurm: unknown key '" + k + "' (known: node)");
+      }
+    }
   }
   if (auto* node = table.get("alert")) {
     auto* a = node->as_array();

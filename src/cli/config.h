@@ -12,6 +12,7 @@
 #include "monitor/alerts.h"
 #include "monitor/idle.h"
 #include "policy/lease_rules.h"
+#include "slurm/node_facts.h"
 
 namespace gpuman::cli {
 
@@ -34,6 +35,13 @@ struct ClientConfig {
   int64_t reconnect_timeout_ms = 60000;  // "60s": how long wait/logs -f/top/run --wait reconnect
 };
 
+/// The [slurm] table.
+struct SlurmConfig {
+  /// node = "auto" | "yes" | "no": whether this host is a Slurm compute node, where the
+  /// daemon's per-GPU drains and idle-lease releases step aside (slurm::DetectSlurmNode).
+  slurm::SlurmNodeMode node = slurm::SlurmNodeMode::kAuto;
+};
+
 struct Config {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string kernel_log = "/dev/kmsg";  // where Xid lines are read from ($GPUMAN_KERNEL_LOG)
@@ -44,6 +52,7 @@ struct Config {
   health::HealthPolicy health;  // [health]
   monitor::IdlePolicy idle;     // [idle]
   std::vector<monitor::AlertRule> alerts;  // [[alert]]
+  SlurmConfig slurm;                       // [slurm]
 };
 
 /// The environment variables gpuman reads, captured once in main.

@@ -29,7 +29,8 @@ CLI::App* AddSlurmCommand(CLI::App& app, SlurmArgs& args) {
   args.gres_conf = cmd->add_subcommand(
       "gres-conf", "Print this node's gres.conf lines and slurm.conf Gres= value, from NVML");
   args.gres_conf->add_flag("--check", args.check,
-                           "Compare what slurmd reports (slurmd -G) with NVML; exit 6 on a mismatch");
+                           "Compare what slurmd reports (slurmd -G: device files, Cores=, Links=) with NVML; exit 6 on a "
+                           "mismatch");
   return cmd;
 }
 
