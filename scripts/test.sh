@@ -55,10 +55,11 @@ case "$mode" in
   normal)
     # Slurm (ctest label `slurm`, tests/e2e/slurm_e2e_test.cc): the tests start a real
     # single-node Slurm with tests/slurm/slurm-single-node.sh, which installs slurm-wlm and munge
-    # from Debian itself (root only; the tests skip otherwise). Start and stop it once here so
-    # that the first install is not spent inside a test's timeout.
+    # (and, for accounting, slurmdbd and mariadb) from Debian itself (root only; the tests skip
+    # otherwise). Start and stop it once here so that the first install is not spent inside a
+    # test's timeout.
     if [[ $(id -u) == 0 ]]; then
-      SLURM_FAKE_GPUS=8 SLURM_NODE_CPUS=8 SLURM_CONSTRAIN_DEVICES=1 tests/slurm/slurm-single-node.sh start >/dev/null &&
+      SLURM_FAKE_GPUS=8 SLURM_NODE_CPUS=8 SLURM_CONSTRAIN_DEVICES=1 SLURM_ACCOUNTING=1 tests/slurm/slurm-single-node.sh start >/dev/null &&
         tests/slurm/slurm-single-node.sh stop 2>/dev/null ||
         echo "test.sh: warning: the Slurm recipe failed; the slurm-labelled tests will fail" >&2
     fi

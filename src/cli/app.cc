@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <regex>
 #include <string_view>
 
@@ -209,8 +210,49 @@ struct CommandTree::Parts {
   CLI::App* completion = nullptr;
 };
 
-CommandTree::CommandTree() : parts_(std::make_unique<Parts>()) {
-  Parts& p = *parts_;
+namespace {
+
+using Parts = CommandTree::Parts;
+
+// Every command, in the order --help lists them, and how it is registered. The queue
+// commands (daemon, submit, queue, show, cancel, ...) are registered together: the entry
+// without a name, which a tree for one command falls back to for any name not listed.
+struct CommandEntry {
+  std::string_view name;
+  void (*add)(Parts&);
+};
+constexpr CommandEntry kCommands[] = {
+    {"status", [](Parts& p) { p.status = AddStatusCommand(p.app, p.status_args); }},
+    {"top", [](Parts& p) { p.top = AddTopCommand(p.app, p.top_args); }},
+    {"select", [](Parts& p) { p.select = AddSelectCommand(p.app, p.select_args); }},
+    {"run", [](Parts& p) { p.run = AddRunCommand(p.app, p.run_args); }},
+    {"leases", [](Parts& p) { p.leases = AddLeasesCommand(p.app, p.leases_args); }},
+    {"release", [](Parts& p) { p.release = AddReleaseCommand(p.app, p.release_args); }},
+    {"topo", [](Parts& p) { p.topo = AddTopoCommand(p.app, p.topo_args); }},
+    {"explain", [](Parts& p) { p.explain = AddExplainCommand(p.app, p.explain_args); }},
+    {"health", [](Parts& p) { p.health = AddHealthCommand(p.app, p.health_args); }},
+    {"history", [](Parts& p) { p.history = AddHistoryCommand(p.app, p.history_args); }},
+    {"report", [](Parts& p) { p.report = AddReportCommand(p.app, p.report_args); }},
+    {"", [](Parts& p) { p.queue_commands = AddQueueCommands(p.app, p.queue_args); }},
+    {"slurm", [](Parts& p) { p.slurm = AddSlurmCommand(p.app, p.slurm_args); }},
+    {"scenarios",
+     [](Parts& p) { p.scenarios = p.app.add_subcommand("scenarios", "List the simulated nodes usable with --simulate"); }},
+    {"help",
+     [](Parts& p) {
+       p.help = p.app.add_subcommand("help", "Show the help of gpuman or of one command (as COMMAND --help does)");
+       p.help->add_option("command", p.help_command, "The command to describe");
+     }},
+    {"completion",
+     [](Parts& p) {
+       p.completion = p.app.add_subcommand("completion", "Print a shell completion script: source <(gpuman completion bash)");
+       p.completion->add_option("shell", p.completion_shell, "The shell")
+           ->required()
+           ->check(CLI::IsMember({"bash", "zsh"}));
+     }},
+};
+
+// The root: version, global options, one subcommand required.
+void AddRoot(Parts& p) {
   CLI::App& app = p.app;
   app.set_version_flag("--version", "gpuman " GPUMAN_VERSION);
   app.require_subcommand(1);
@@ -220,27 +262,32 @@ CommandTree::CommandTree() : parts_(std::make_unique<Parts>()) {
                  "Run against a simulated node (scenario name or .json file); also $GPUMAN_SIMULATE");
   app.add_option("--config", p.config_path, "Config file (default: $GPUMAN_CONFIG, ~/.config/gpuman/config.toml, /etc/gpuman/config.toml)");
   app.add_option("--nvml-library", p.nvml_library, "NVML library to load (default libnvidia-ml.so.1; also $GPUMAN_NVML_LIBRARY)");
+}
 
-  p.status = AddStatusCommand(app, p.status_args);
-  p.top = AddTopCommand(app, p.top_args);
-  p.select = AddSelectCommand(app, p.select_args);
-  p.run = AddRunCommand(app, p.run_args);
-  p.leases = AddLeasesCommand(app, p.leases_args);
-  p.release = AddReleaseCommand(app, p.release_args);
-  p.topo = AddTopoCommand(app, p.topo_args);
-  p.explain = AddExplainCommand(app, p.explain_args);
-  p.health = AddHealthCommand(app, p.health_args);
-  p.history = AddHistoryCommand(app, p.history_args);
-  p.report = AddReportCommand(app, p.report_args);
-  p.queue_commands = AddQueueCommands(app, p.queue_args);
-  p.slurm = AddSlurmCommand(app, p.slurm_args);
-  p.scenarios = app.add_subcommand("scenarios", "List the simulated nodes usable with --simulate");
-  p.help = app.add_subcommand("help", "Show the help of gpuman or of one command (as COMMAND --help does)");
-  p.help->add_option("command", p.help_command, "The command to describe");
-  p.completion = app.add_subcommand("completion", "Print a shell completion script: source <(gpuman completion bash)");
-  p.completion->add_option("shell", p.completion_shell, "The shell")
-      ->required()
-      ->check(CLI::IsMember({"bash", "zsh"}));
+}  // namespace
+
+CommandTree::CommandTree() : parts_(std::make_unique<Parts>()) {
+  AddRoot(*parts_);
+  for (const CommandEntry& entry : kCommands) entry.add(*parts_);
+}
+
+CommandTree::CommandTree(std::string_view command) : parts_(std::make_unique<Parts>()) {
+  AddRoot(*parts_);
+  if (command.empty()) return;
+  const CommandEntry* named = nullptr;
+  const CommandEntry* queue = nullptr;
+  for (const CommandEntry& entry : kCommands) {
+    if (entry.name.empty()) queue = &entry;
+    else if (entry.name == command) named = &entry;
+  }
+  (named != nullptr ? named : queue)->add(*parts_);
+}
+
+bool CommandTree::Has(std::string_view command) {
+  for (const CLI::App* sub : parts_->app.get_subcommands({})) {
+    if (sub->get_name() == command) return true;
+  }
+  return false;
 }
 
 CommandTree::~CommandTree() = default;
@@ -260,48 +307,25 @@ int RunMan(int argc, char** argv) {
   return kExitOk;
 }
 
-int RunGpuman(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == "__supervise") return RunSupervise(argc, argv);
-  if (argc > 1 && std::string(argv[1]) == "__man") return RunMan(argc, argv);
-  CommandTree tree;
-  CommandTree::Parts& p = tree.parts();
-  CLI::App& app = p.app;
-
-  // CLI11 reports an unknown command as "a subcommand is required"; say what was meant.
+// The command named on the command line (the first word that is neither an option nor the
+// value of a global option), or "" when there is none.
+std::string_view CommandName(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
+    std::string_view arg = argv[i];
     if (arg == "--simulate" || arg == "--config" || arg == "--nvml-library") {
       ++i;
       continue;
     }
     if (arg.empty() || arg[0] == '-') continue;
-    bool known = false;
-    for (const CLI::App* sub : app.get_subcommands({})) known = known || sub->get_name() == arg;
-    if (!known) {
-      std::string names;
-      for (const CLI::App* sub : app.get_subcommands({})) names += (names.empty() ? "" : ", ") + sub->get_name();
-      std::cerr << "gpuman: error: unknown command '" << arg << "' (commands: " << names << ")\n";
-      return kExitUsage;
-    }
-    break;
+    return arg;
   }
+  return {};
+}
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForAllHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::CallForVersion& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    std::cerr << "gpuman: error: " << DescribeParseError(app, e) << "\n";
-    return kExitUsage;
-  }
-  // Neither needs the config or a driver: they work on a machine with a broken config too.
-  if (*p.help) return RunHelp(app, p.help_command, std::cout, std::cerr);
-  if (*p.completion) return RunCompletion(app, p.completion_shell, std::cout);
+bool Chosen(const CLI::App* command) { return command != nullptr && command->parsed(); }
 
+// Runs the command `p` parsed. `p` may hold only that command (CommandTree(name)).
+int RunParsed(CommandTree::Parts& p) {
   Environment env = Environment::FromProcess();
   auto config = LoadConfig(env, p.config_path);
   if (!config) return Fail(config.error());
@@ -321,26 +345,88 @@ int RunGpuman(int argc, char** argv) {
   }
 
   Context ctx(std::move(env), std::move(*config), std::move(sim), std::cout, std::cerr);
-  if (*p.status) return RunStatus(p.status_args, ctx);
-  if (*p.top) return RunTop(p.top_args, ctx);
-  if (*p.select) return RunSelect(p.select_args, ctx);
-  if (*p.run) return RunRun(p.run_args, ctx);
-  if (*p.leases) return RunLeases(p.leases_args, ctx);
-  if (*p.release) return RunRelease(p.release_args, ctx);
-  if (*p.topo) return RunTopo(p.topo_args, ctx);
-  if (*p.explain) return RunExplain(p.explain_args, ctx);
-  if (*p.health) return RunHealth(p.health_args, ctx);
-  if (*p.history) return RunHistory(p.history_args, ctx);
-  if (*p.report) return RunReport(p.report_args, ctx);
+  if (Chosen(p.status)) return RunStatus(p.status_args, ctx);
+  if (Chosen(p.top)) return RunTop(p.top_args, ctx);
+  if (Chosen(p.select)) return RunSelect(p.select_args, ctx);
+  if (Chosen(p.run)) return RunRun(p.run_args, ctx);
+  if (Chosen(p.leases)) return RunLeases(p.leases_args, ctx);
+  if (Chosen(p.release)) return RunRelease(p.release_args, ctx);
+  if (Chosen(p.topo)) return RunTopo(p.topo_args, ctx);
+  if (Chosen(p.explain)) return RunExplain(p.explain_args, ctx);
+  if (Chosen(p.health)) return RunHealth(p.health_args, ctx);
+  if (Chosen(p.history)) return RunHistory(p.history_args, ctx);
+  if (Chosen(p.report)) return RunReport(p.report_args, ctx);
   for (CLI::App* cmd : p.queue_commands) {
-    if (*cmd) return RunQueueCommand(cmd->get_name(), p.queue_args, ctx);
+    if (Chosen(cmd)) return RunQueueCommand(cmd->get_name(), p.queue_args, ctx);
   }
-  if (*p.slurm) return RunSlurm(p.slurm_args, ctx);
-  if (*p.scenarios) {
+  if (Chosen(p.slurm)) return RunSlurm(p.slurm_args, ctx);
+  if (Chosen(p.scenarios)) {
     for (const auto& name : ListScenarios(ctx.env(), exe_dir)) std::cout << name << "\n";
     return kExitOk;
   }
   return kExitUsage;
+}
+
+// The fast path: a tree of the root and the named command only (or the root alone for
+// `gpuman --version`). Only a clean parse is taken; anything else (help, completion, a
+// parse error, a name that is no command) returns nullopt, and the whole tree parses the
+// command line again, so every message and help text is the whole tree's. A clean parse
+// here is one there too: the trees differ only in the other commands' Apps, and a word
+// that names one is a subcommand to CLI11 only before any subcommand was parsed, which is
+// where CommandName looked.
+std::optional<int> RunOneCommand(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    std::string_view arg = argv[i];
+    if (arg == "-h" || arg == "--help" || arg == "--help-all") return std::nullopt;
+  }
+  const std::string_view name = CommandName(argc, argv);
+  if (name == "help" || name == "completion") return std::nullopt;
+  CommandTree tree(name);
+  if (!name.empty() && !tree.Has(name)) return std::nullopt;
+  CommandTree::Parts& p = tree.parts();
+  try {
+    p.app.parse(argc, argv);
+  } catch (const CLI::CallForVersion& e) {
+    return p.app.exit(e);
+  } catch (const CLI::Error&) {
+    return std::nullopt;
+  }
+  if (name.empty()) return std::nullopt;
+  return RunParsed(p);
+}
+
+int RunGpuman(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "__supervise") return RunSupervise(argc, argv);
+  if (argc > 1 && std::string(argv[1]) == "__man") return RunMan(argc, argv);
+  if (auto done = RunOneCommand(argc, argv)) return *done;
+  CommandTree tree;
+  CommandTree::Parts& p = tree.parts();
+  CLI::App& app = p.app;
+
+  // CLI11 reports an unknown command as "a subcommand is required"; say what was meant.
+  if (const std::string_view arg = CommandName(argc, argv); !arg.empty() && !tree.Has(arg)) {
+    std::string names;
+    for (const CLI::App* sub : app.get_subcommands({})) names += (names.empty() ? "" : ", ") + sub->get_name();
+    std::cerr << "gpuman: error: unknown command '" << arg << "' (commands: " << names << ")\n";
+    return kExitUsage;
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "gpuman: error: " << DescribeParseError(app, e) << "\n";
+    return kExitUsage;
+  }
+  // Neither needs the config or a driver: they work on a machine with a broken config too.
+  if (*p.help) return RunHelp(app, p.help_command, std::cout, std::cerr);
+  if (*p.completion) return RunCompletion(app, p.completion_shell, std::cout);
+  return RunParsed(p);
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
-// The whole gpuman command line as one CLI11 tree: every visible subcommand with its options,
-// bound to the argument structs the Run* functions read. Main builds one per run; tests and
-// the man page / completion generators (cli/help_docs.h) build one to walk it. One thread.
+// The gpuman command line as one CLI11 tree: every visible subcommand with its options,
+// bound to the argument structs the Run* functions read. Main builds the root and the one
+// command it was asked for (registering every command's options costs every run; it
+// falls back to the whole tree for help, completion and errors); tests and the man page /
+// completion generators (cli/help_docs.h) build the whole tree to walk it. One thread.
 #pragma once
 
 #include <memory>
+#include <string_view>
 
 namespace CLI {
 class App;
@@ -15,11 +18,17 @@ class CommandTree {
  public:
   /// Registers every command (app.cc); nothing is parsed yet.
   CommandTree();
+  /// The root (global options, --version) and only `command`'s App: a name that is not a
+  /// command of its own gets the queue commands (daemon, submit, ...), "" none at all.
+  /// Has(command) says whether it was one.
+  explicit CommandTree(std::string_view command);
   ~CommandTree();
   CommandTree(const CommandTree&) = delete;
   CommandTree& operator=(const CommandTree&) = delete;
 
   CLI::App& app();
+  /// Whether the tree has a subcommand named `command`.
+  bool Has(std::string_view command);
 
   struct Parts;  // the App, each command's App* and argument struct (app.cc)
   Parts& parts() { return *parts_; }

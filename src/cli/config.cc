@@ -262,15 +262,13 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
                          std::to_string(where.column) + ": " + Unshadow(err.description()));
   }
   UnshadowTable(table);
-  static const std::set<std::string> kKnown = {"nvml_library", "kernel_log", "lease_dir", "daemon", "client",
-                                                "health", "idle", "alert", "slurm"};
+  static const std::set<std::string> kKnown = {"nvml_library", "kernel_log", "lease_dir", "daemon", "client", "submit", "health", "idle", "alert", "slurm"};
   for (const auto& [key, value] : table) {
     std::string k(key.str());
     if (!kKnown.count(k)) {
       return MakeError(ErrorCode::kInvalidArgument,
                        "config " + origin + ": unknown key '" + k +
-                           "' (known: nvml_library, kernel_log, lease_dir, [daemon], [client], [health], [idle], [[alert]], "
-                           "[slurm])");
+                           "' (known: nvml_library, kernel_log, lease_dir, [daemon], [client], [submit], [health], [idle], [[alert]], [slurm])");
     }
   }
   if (auto* node = table.get("daemon")) {
@@ -352,6 +350,21 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
       }
     }
   }
+  if (auto* node = table.get("submit")) {
+    auto* sub = node->as_table();
+    if (!sub) return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": submit must be a table");
+    for (const auto& [key, value] : *sub) {
+      std::string k(key.str());
+      if (k != "backend") {
+        return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": submit: unknown key '" + k + "' (known: backend)");
+      }
+      auto v = value.value<std::string>();
+      if (!v || (*v != "gpuman" && *v != "slurm")) {
+        return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": submit.backend must be \"gpuman\" or \"slurm\"");
+      }
+      config.submit.backend = *v;
+    }
+  }
   if (auto* node = table.get("health")) {
     auto* h = node->as_table();
     if (!h) return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": health must be a table");
@@ -381,28 +394,35 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
     if (!idle) return idle.error();
     config.idle = *idle;
   }
-  if (auto* node = table.get("slurm")) {
-    auto* t = node->as_table();
-    if (!t) return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": slurm must be a table");
-    for (const auto& [key, value] : *t) {
-      const std::string k(key.str());
-      if (k == "node") {
-        const auto v = value.value<std::string>();
-        if (v && *v == "auto") config.slurm.node = slurm::SlurmNodeMode::kAuto;
-        else if (v && *v == "yes") config.slurm.node = slurm::SlurmNodeMode::kYes;
-        else if (v && *v == "no") config.slurm.node = slurm::SlurmNodeMode::kNo;
-        else return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": slurm.node must be \"auto\", \"yes\" or \"no\"");
-      } else {
-        return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": slurm: unknown key '" + k + "' (known: node)");
-      }
-    }
-  }
   if (auto* node = table.get("alert")) {
     auto* a = node->as_array();
     if (!a) return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": alert must be an array of tables ([[alert]])");
     auto rules = monitor::ParseAlertRules(*a, origin);
     if (!rules) return rules.error();
     config.alerts = std::move(*rules);
+  }
+  if (auto* node = table.get("slurm")) {
+    auto* t = node->as_table();
+    if (!t) return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": slurm must be a table");
+    for (const auto& [key, value] : *t) {
+      std::string k(key.str());
+      if (k == "state_dir") {
+        auto v = value.value<std::string>();
+        if (!v || v->empty() || (*v)[0] != '/') {
+          return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": slurm.state_dir must be an absolute path");
+        }
+        config.slurm.state_dir = *v;
+      } else if (k == "node") {
+        const auto v = value.value<std::string>();
+        if (v && *v == "auto") config.slurm.node = slurm::SlurmNodeMode::kAuto;
+        else if (v && *v == "yes") config.slurm.node = slurm::SlurmNodeMode::kYes;
+        else if (v && *v == "no") config.slurm.node = slurm::SlurmNodeMode::kNo;
+        else return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": slurm.node must be \"auto\", \"yes\" or \"no\"");
+      } else {
+        return MakeError(ErrorCode::kInvalidArgument,
+                         "config " + origin + ": slurm: unknown key '" + k + "' (known: state_dir, node)");
+      }
+    }
   }
   if (auto* node = table.get("kernel_log")) {
     auto value = node->value<std::string>();

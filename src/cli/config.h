@@ -35,8 +35,14 @@ struct ClientConfig {
   int64_t reconnect_timeout_ms = 60000;  // "60s": how long wait/logs -f/top/run --wait reconnect
 };
 
-/// The [slurm] table.
+/// The [submit] table.
+struct SubmitConfig {
+  std::string backend = "gpuman";  // "slurm": submit/queue/show/... go to Slurm (a login node)
+};
+
+/// The [slurm] table (docs/slurm.md).
 struct SlurmConfig {
+  std::optional<std::string> state_dir;  // job records (docs/slurm.md "Accounting")
   /// node = "auto" | "yes" | "no": whether this host is a Slurm compute node, where the
   /// daemon's per-GPU drains and idle-lease releases step aside (slurm::DetectSlurmNode).
   slurm::SlurmNodeMode node = slurm::SlurmNodeMode::kAuto;
@@ -49,6 +55,7 @@ struct Config {
   std::optional<std::string> lease_dir;  // the machine lease table's directory (lease_dir)
   DaemonConfig daemon;
   ClientConfig client;  // [client]; $GPUMAN_RECONNECT_TIMEOUT overrides reconnect_timeout
+  SubmitConfig submit;  // [submit]
   health::HealthPolicy health;  // [health]
   monitor::IdlePolicy idle;     // [idle]
   std::vector<monitor::AlertRule> alerts;  // [[alert]]

@@ -102,7 +102,7 @@ CLI::App* AddHealthCommand(CLI::App& app, HealthArgs& args) {
   return cmd;
 }
 
-int RunHealth(const HealthArgs& args, Context& ctx) {
+Result<HealthOutcome> CollectHealth(const HealthArgs& args, Context& ctx) {
   model::HealthReport report;
   int gpu_count = 0;
   bool from_daemon = false;
@@ -123,12 +123,21 @@ int RunHealth(const HealthArgs& args, Context& ctx) {
   }
   if (!from_daemon) {
     auto local = LocalReport(args, ctx, &gpu_count);
-    if (!local) {
-      ctx.err() << "gpuman: error: " << local.error().message << "\n";
-      return ExitCodeFor(local.error().code);
-    }
+    if (!local) return local.error();
     report = std::move(*local);
   }
+  return HealthOutcome{std::move(report), gpu_count, from_daemon};
+}
+
+int RunHealth(const HealthArgs& args, Context& ctx) {
+  auto outcome = CollectHealth(args, ctx);
+  if (!outcome) {
+    ctx.err() << "gpuman: error: " << outcome.error().message << "\n";
+    return ExitCodeFor(outcome.error().code);
+  }
+  const model::HealthReport& report = outcome->report;
+  const int gpu_count = outcome->gpu_count;
+  const bool from_daemon = outcome->from_daemon;
   // Drains are notes: they change no finding and no exit code.
   const std::vector<render::HealthDrain> drains = HealthDrains(report, ctx);
   if (args.json) {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cli/context.h"
+#include "model/health.h"
 
 namespace CLI {
 class App;
@@ -23,6 +24,17 @@ struct HealthArgs {
 };
 
 CLI::App* AddHealthCommand(CLI::App& app, HealthArgs& args);
+
+/// What `gpuman health` reports, without printing it: the daemon's report when one answers
+/// (and `args` does not ask for --local/--since), else one snapshot plus the kernel log.
+/// Also used by `gpuman slurm healthcheck` and `prolog`. Errors: as Context::Devices and
+/// the snapshot (kUnavailable without a driver), kInvalidArgument for a bad --since.
+struct HealthOutcome {
+  model::HealthReport report;
+  int gpu_count = 0;
+  bool from_daemon = false;
+};
+Result<HealthOutcome> CollectHealth(const HealthArgs& args, Context& ctx);
 int RunHealth(const HealthArgs& args, Context& ctx);
 
 }  // namespace gpuman::cli

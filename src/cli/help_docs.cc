@@ -135,7 +135,7 @@ const std::vector<render::TableRow>& ExitCodeTable() {
        "NVML or the NVIDIA driver could not be loaded or initialised (one line names the library and the reason)"},
       {std::to_string(kExitNotEnoughGpus), "not enough GPUs fit the request (select, run)"},
       {std::to_string(kExitPermission), "permission denied"},
-      {std::to_string(kExitUnhealthy), "health: at least one fatal finding; slurm gres-conf --check: a mismatch"},
+      {std::to_string(kExitUnhealthy), "health: at least one fatal finding; slurm gres-conf --check: a mismatch; slurm healthcheck: a fatal finding; slurm prolog: job refused; slurm epilog: something left on the job's GPUs"},
       {std::to_string(kExitHealthWarnings), "health: warnings only"},
   };
   return rows;
@@ -155,6 +155,7 @@ const std::vector<render::TableRow>& EnvironmentTable() {
       {"GPUMAN_KERNEL_LOG", "where Xid lines are read from (default /dev/kmsg)"},
       {"GPUMAN_RECONNECT_TIMEOUT", "how long wait, logs -f, top and run --wait reconnect to a restarting daemon (config [client] reconnect_timeout, default 60s)"},
       {"GPUMAN_HISTORY_DB", "the history db history and report read"},
+      {"GPUMAN_SLURM_DIR", "the Slurm job record directory (default /run/gpuman/slurm)"},
       {"NO_COLOR", "never use colour"},
       {"COLUMNS", "terminal width"},
       {"TERM", "terminal type"},

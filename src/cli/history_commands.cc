@@ -10,11 +10,14 @@
 #include <fstream>
 #include <regex>
 
+#include <nlohmann/json.hpp>
+
 #include <CLI/CLI.hpp>
 
 #include "base/duration.h"
 #include "base/strings.h"
 #include "cli/exit_codes.h"
+#include "cli/slurm_accounting.h"
 #include "daemon/daemon.h"
 #include "devices/gpu_ids.h"
 #include "render/history_view.h"
@@ -107,6 +110,26 @@ int64_t ChartStep(int64_t range_ms) {
   return kSteps[std::size(kSteps) - 1];
 }
 
+// --slurm-job ID: the job's record (if any) and its rows in the history.
+Result<SlurmJobHistory> SlurmJobRows(const std::string& job_id, store::HistoryStore& store,
+                                     std::optional<int64_t> step, Context& ctx) {
+  if (!slurm::IsValidJobId(job_id)) {
+    return MakeError(ErrorCode::kInvalidArgument, "--slurm-job: '" + EscapeControl(job_id) + "' is not a slurm job id");
+  }
+  const std::string dir = SlurmStateDirOf(ctx);
+  std::optional<slurm::SlurmJobRecord> rec;
+  if (auto read = slurm::ReadJobRecord(dir, job_id)) {
+    rec = std::move(*read);
+  } else if (read.error().code != ErrorCode::kNotFound) {
+    ctx.err() << "gpuman: warning: " << read.error().message << "\n";
+  }
+  auto rows = ReadSlurmJobHistory(store, job_id, rec, step, ctx.clock().NowUnixMs());
+  if (!rows && rows.error().code == ErrorCode::kNotFound) {
+    return MakeError(ErrorCode::kNotFound, rows.error().message + " in " + dir);
+  }
+  return rows;
+}
+
 std::string HostName() {
   char buf[256] = {};
   if (::gethostname(buf, sizeof buf - 1) != 0) return "";
@@ -185,6 +208,9 @@ CLI::App* AddHistoryCommand(CLI::App& app, HistoryArgs& args) {
   cmd->add_option("--until", args.until, "End: a duration before now or an ISO time (default now)");
   cmd->add_option("--step", args.step, "Average samples over steps of this length (10s, 5m, 1h)");
   cmd->add_option("--db", args.db, "History db to read (default $GPUMAN_HISTORY_DB, else the daemon's)");
+  cmd->add_option("--slurm-job", args.slurm_job, "Only this Slurm job: its GPUs over its time (docs/slurm.md)")
+      ->excludes("--since")
+      ->excludes("--until");
   auto* json = cmd->add_flag("--json", args.json, "Print JSON (docs/history.md)");
   cmd->add_flag("--csv", args.csv, "Print CSV, one line per sample")->excludes(json);
   cmd->add_flag("--no-color", args.no_color, "Never use colour");
@@ -206,22 +232,52 @@ int RunHistory(const HistoryArgs& args, Context& ctx) {
   }
   auto store = OpenHistory(args.db, ctx);
   if (!store) return Fail(ctx, store.error());
-  store::HistoryStore::Query q;
-  q.since_unix_ms = window->since;
-  q.until_unix_ms = window->until;
-  q.step_ms = step;
   auto gpus = ResolveGpus(args.gpus, **store);
   if (!gpus) return Fail(ctx, gpus.error());
-  q.gpu_uuids = *gpus;
-  auto samples = (*store)->Samples(q);
-  if (!samples) return Fail(ctx, samples.error());
+  std::optional<SlurmJobHistory> job;
+  std::vector<model::GpuSample> samples;
+  if (!args.slurm_job.empty()) {
+    auto rows = SlurmJobRows(args.slurm_job, **store, step, ctx);
+    if (!rows) return Fail(ctx, rows.error());
+    job = std::move(*rows);
+    samples = std::move(job->samples);
+    if (!gpus->empty()) {  // --gpu narrows it further
+      std::erase_if(samples, [&](const model::GpuSample& s) {
+        return std::find(gpus->begin(), gpus->end(), s.gpu_uuid) == gpus->end();
+      });
+    }
+    window->since = job->since_unix_ms;
+    window->until = job->until_unix_ms;
+  } else {
+    store::HistoryStore::Query q;
+    q.since_unix_ms = window->since;
+    q.until_unix_ms = window->until;
+    q.step_ms = step;
+    q.gpu_uuids = *gpus;
+    auto rows = (*store)->Samples(q);
+    if (!rows) return Fail(ctx, rows.error());
+    samples = std::move(*rows);
+  }
 
-  render::HistoryView view{window->since, window->until, step, std::move(*samples)};
+  render::HistoryView view{window->since, window->until, step, std::move(samples)};
   if (args.json) {
-    ctx.out() << render::HistoryToJson(view).dump(2) << "\n";
+    nlohmann::json doc = render::HistoryToJson(view);
+    if (job) {
+      doc["slurm_job"] = {{"job_id", job->job_id}, {"user", job->user},       {"gpus", job->gpu_uuids},
+                          {"since_unix_ms", job->since_unix_ms}, {"until_unix_ms", job->until_unix_ms},
+                          {"source", job->source}};
+    }
+    ctx.out() << doc.dump(2) << "\n";
   } else if (args.csv) {
     ctx.out() << render::HistoryToCsv(view.samples);
   } else {
+    if (job) {
+      ctx.out() << "slurm job " << EscapeControl(job->job_id) << " of " << EscapeControl(job->user) << ": "
+                << job->gpu_uuids.size() << " GPU(s), " << FormatIsoUtc(job->since_unix_ms / 1000) << " to "
+                << FormatIsoUtc(job->until_unix_ms / 1000)
+                << (job->source == "record" ? " (samples of its GPUs in its time: the daemon did not tag them)" : "")
+                << "\n";
+    }
     ctx.out() << render::RenderHistoryText(view, ctx.Terminal(args.no_color));
   }
   return kExitOk;
@@ -233,6 +289,9 @@ CLI::App* AddReportCommand(CLI::App& app, ReportArgs& args) {
   cmd->add_option("--since", args.since, "Start: a duration before now or an ISO time (default 24h)");
   cmd->add_option("--until", args.until, "End: a duration before now or an ISO time (default now)");
   cmd->add_option("--db", args.db, "History db to read (default $GPUMAN_HISTORY_DB, else the daemon's)");
+  cmd->add_option("--slurm-job", args.slurm_job, "Only this Slurm job: its GPUs over its time (docs/slurm.md)")
+      ->excludes("--since")
+      ->excludes("--until");
   return cmd;
 }
 
@@ -251,22 +310,38 @@ int RunReport(const ReportArgs& args, Context& ctx) {
     if (auto range = (*store)->TimeRange(); range && *range) data.since_unix_ms = (*range)->first;
   }
   data.host = HostName();
-  store::HistoryStore::Query q;
-  q.since_unix_ms = data.since_unix_ms;
-  q.until_unix_ms = data.until_unix_ms;
-  const int64_t step = ChartStep(data.until_unix_ms - data.since_unix_ms);
-  if (step > 1000) q.step_ms = step;
-  data.step_ms = step;
-  auto samples = (*store)->Samples(q);
-  if (!samples) return Fail(ctx, samples.error());
-  data.samples = std::move(*samples);
-  auto hours = (*store)->GpuHoursByUser(data.since_unix_ms, data.until_unix_ms);
-  if (!hours) return Fail(ctx, hours.error());
-  data.gpu_hours_by_user = std::move(*hours);
-  auto waits = (*store)->JobWaits(data.since_unix_ms);
-  if (!waits) return Fail(ctx, waits.error());
-  std::erase_if(*waits, [&](const model::JobWait& w) { return w.started_unix_ms > data.until_unix_ms; });
-  data.waits = std::move(*waits);
+  if (!args.slurm_job.empty()) {
+    // The job's GPUs over its time; GPU-hours are its user's (and free time) on them.
+    auto first = SlurmJobRows(args.slurm_job, **store, std::nullopt, ctx);
+    if (!first) return Fail(ctx, first.error());
+    data.since_unix_ms = first->since_unix_ms;
+    data.until_unix_ms = std::max(first->until_unix_ms, first->since_unix_ms + 1000);
+    const int64_t step = ChartStep(data.until_unix_ms - data.since_unix_ms);
+    data.step_ms = step;
+    auto rows = step > 1000 ? SlurmJobRows(args.slurm_job, **store, step, ctx) : std::move(first);
+    if (!rows) return Fail(ctx, rows.error());
+    data.host += (data.host.empty() ? "" : ", ") + std::string("slurm job ") + rows->job_id + " of " + rows->user;
+    data.gpu_hours_by_user = store::HeldMsByUser(rows->samples, data.until_unix_ms);
+    for (auto& [who, ms] : data.gpu_hours_by_user) ms /= 3600000.0;
+    data.samples = std::move(rows->samples);
+  } else {
+    store::HistoryStore::Query q;
+    q.since_unix_ms = data.since_unix_ms;
+    q.until_unix_ms = data.until_unix_ms;
+    const int64_t step = ChartStep(data.until_unix_ms - data.since_unix_ms);
+    if (step > 1000) q.step_ms = step;
+    data.step_ms = step;
+    auto samples = (*store)->Samples(q);
+    if (!samples) return Fail(ctx, samples.error());
+    data.samples = std::move(*samples);
+    auto hours = (*store)->GpuHoursByUser(data.since_unix_ms, data.until_unix_ms);
+    if (!hours) return Fail(ctx, hours.error());
+    data.gpu_hours_by_user = std::move(*hours);
+    auto waits = (*store)->JobWaits(data.since_unix_ms);
+    if (!waits) return Fail(ctx, waits.error());
+    std::erase_if(*waits, [&](const model::JobWait& w) { return w.started_unix_ms > data.until_unix_ms; });
+    data.waits = std::move(*waits);
+  }
 
   const std::string html = render::RenderReportHtml(data);
   if (args.html == "-") {

@@ -20,6 +20,7 @@ struct HistoryArgs {
   std::string db;                 // --db; "" = look it up (FindHistoryDb)
   std::vector<std::string> gpus;  // --gpu, repeatable, each may be a comma list
   std::string since = "1h", until, step;
+  std::string slurm_job;  // --slurm-job: that job's GPUs over its time (docs/slurm.md)
   bool json = false, csv = false, no_color = false;
 };
 CLI::App* AddHistoryCommand(CLI::App& app, HistoryArgs& args);
@@ -29,6 +30,7 @@ struct ReportArgs {
   std::string html;  // output file; "-" = stdout
   std::string db;
   std::string since = "24h", until;
+  std::string slurm_job;  // --slurm-job
 };
 CLI::App* AddReportCommand(CLI::App& app, ReportArgs& args);
 int RunReport(const ReportArgs& args, Context& ctx);

@@ -16,6 +16,8 @@
 #include "base/duration.h"
 #include "cli/daemon_client.h"
 #include "cli/exit_codes.h"
+#include "cli/slurm_submit.h"
+#include "cli/slurm_accounting.h"
 #include "metrics/listen_address.h"
 #include "nvml/nvml_event_source.h"
 #include "daemon/daemon.h"
@@ -81,6 +83,7 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   mon.metrics_address = dc.metrics;
   if (args.metrics) mon.metrics_address = args.metrics->empty() ? std::string(metrics::kDefaultMetricsAddress) : *args.metrics;
   mon.history_path = options.state_dir + "/history.db";
+  mon.slurm_state_dir = SlurmStateDirOf(ctx);
   mon.retention.fine_keep_ms = dc.history_fine_keep_ms;
   mon.retention.coarse_keep_ms = dc.history_coarse_keep_ms;
   mon.inspector = &ctx.Inspector();
@@ -282,11 +285,14 @@ std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
     if (std::string(name) == "drain") c->add_option("--reason", args.reason, "Why");
     cmds.push_back(c);
   }
+  AddSlurmBackendOptions(cmds, args);
   return cmds;
 }
 
 int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx) {
   if (name == "daemon") return RunDaemon(args, ctx);
+  if (auto slurm = UsesSlurm(name, args, ctx.config()); !slurm) return Fail(ctx, slurm.error());
+  else if (*slurm) return RunSlurmQueueCommand(name, args, ctx);
   auto client = DaemonClient::Connect(FindDaemonSocket(ctx.env().vars));
   if (!client) {
     if (name == "wait") {

@@ -37,6 +37,10 @@ struct QueueArgs {
   std::vector<int64_t> ids;
   std::string gpu;
   std::string reason;
+  // --backend and slurm:ID ids (cli/slurm_submit.h)
+  std::optional<std::string> backend;
+  int slurm_ids = 0;    // ids written slurm:N (the prefix is taken off)
+  int slurm_after = 0;  // --after ids written slurm:N
 };
 
 /// Registers every queue command; returns them so app.cc can tell which one was chosen.

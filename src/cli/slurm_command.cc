@@ -6,6 +6,7 @@
 
 #include "base/strings.h"
 #include "cli/exit_codes.h"
+#include "cli/slurm_accounting.h"
 #include "slurm/capture.h"
 #include "slurm/gres_conf_gen.h"
 #include "slurm/node_facts.h"
@@ -31,10 +32,14 @@ CLI::App* AddSlurmCommand(CLI::App& app, SlurmArgs& args) {
   args.gres_conf->add_flag("--check", args.check,
                            "Compare what slurmd reports (slurmd -G: device files, Cores=, Links=) with NVML; exit 6 on a "
                            "mismatch");
+  AddSlurmHookCommands(*cmd, args.hooks);
+  AddSlurmJobSummaryCommand(*cmd, args.summary_job_id, args.job_summary);
   return cmd;
 }
 
 int RunSlurm(const SlurmArgs& args, Context& ctx) {
+  if (auto code = RunSlurmHooks(args.hooks, ctx)) return *code;
+  if (args.job_summary && *args.job_summary) return RunSlurmJobSummary(args.summary_job_id, ctx);
   auto source = ctx.Devices();
   if (!source) {
     ctx.err() << "gpuman: error: " << source.error().message << "\n";

@@ -47,6 +47,7 @@ Status Collector::Start() {
     auto store = store::HistoryStore::Open(options_.history_path, /*read_only=*/false, options_.retention);
     if (!store) return store.error();
     history_ = std::move(*store);
+    if (!options_.slurm_state_dir.empty()) slurm_jobs_.emplace(options_.slurm_state_dir);
   }
   if (!options_.kernel_log.empty()) {
     auto reader = health::KernelLogReader::Open(options_.kernel_log, health::BootTimeUnixMs());
@@ -270,7 +271,19 @@ bool Collector::Tick(int64_t now, const model::MachineSnapshot* sample, const st
   }
 
   if (history_ && current) {
-    if (auto recorded = history_->Record(Samples(*current, leases, jobs, now)); !recorded) {
+    std::vector<model::GpuSample> samples = Samples(*current, leases, jobs, now);
+    if (slurm_jobs_) {  // the Slurm job holding each GPU now, from the prolog's records
+      std::vector<std::string> problems;
+      const auto& records = slurm_jobs_->Get(now, &problems);
+      for (const auto& p : problems) Log("slurm job records: " + p);
+      for (auto& s : samples) {
+        if (const auto* rec = slurm::JobHoldingGpu(records, s.gpu_uuid, now)) {
+          s.slurm_job_id = rec->job_id;
+          s.slurm_user = rec->user;
+        }
+      }
+    }
+    if (auto recorded = history_->Record(samples); !recorded) {
       if (!history_failed_) Log("history: " + recorded.error().message);
       history_failed_ = true;
     } else {

@@ -28,6 +28,7 @@
 #include "monitor/alerts.h"
 #include "monitor/hook_runner.h"
 #include "monitor/idle.h"
+#include "slurm/job_record.h"
 #include "store/history_store.h"
 #include "store/job_store.h"
 #include "store/lease_store.h"
@@ -47,6 +48,9 @@ struct CollectorOptions {
   std::function<Result<std::unique_ptr<devices::XidEventSource>>()> xid_source_factory;
   devices::ProcessInspector* inspector = nullptr;  // users of GPU processes (the daemon fills them in)
   std::string hostname;
+  /// The Slurm job records (slurm/job_record.h) whose jobs tag the history samples of
+  /// their GPUs; "" = no tagging.
+  std::string slurm_state_dir;
   /// Asked when a per-GPU drain or an idle-lease release is due: why this host is a Slurm
   /// node ("slurmd runs (pid 812)"), where both step aside (Slurm drains whole nodes and
   /// ends jobs itself; docs/slurm.md); nullopt, or unset, where it is not. The drain op
@@ -116,6 +120,7 @@ class Collector {
   metrics::Histogram job_waits_;
   std::unique_ptr<metrics::MetricsServer> metrics_;
   std::unique_ptr<store::HistoryStore> history_;
+  std::optional<slurm::JobRecordCache> slurm_jobs_;  // set when options_.slurm_state_dir is
   std::unique_ptr<health::KernelLogReader> kernel_log_;
   std::vector<std::string> xid_sources_, xid_notes_;
   int gpu_count_ = 0;

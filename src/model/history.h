@@ -52,6 +52,9 @@ struct GpuSample {
   /// (several users outside gpuman, or a step whose holder changed). Empty: `user` held
   /// all of it.
   std::vector<HolderShare> holders;
+  /// The Slurm job that held the GPU (from its job record, docs/slurm.md "Accounting") and
+  /// its user; "" when none (not a Slurm node, or no job on the GPU).
+  std::string slurm_job_id, slurm_user;
 };
 
 /// The sample's holders with their shares: `holders`, or the main holder with share 1.

@@ -115,6 +115,8 @@ nlohmann::json HistoryToJson(const HistoryView& view) {
         {"job_id", Optional(s.job_id)},
         {"holder_kind", model::HolderKindName(s.holder_kind)},
         {"holders", HoldersJson(s)},
+        {"slurm_job_id", s.slurm_job_id.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.slurm_job_id)},
+        {"slurm_user", s.slurm_job_id.empty() ? nlohmann::json(nullptr) : nlohmann::json(s.slurm_user)},
     });
   }
   return doc;

@@ -128,6 +128,19 @@ CREATE TABLE coarse_shares (
   PRIMARY KEY (t_unix_ms, gpu, holder_kind, user)
 ) WITHOUT ROWID;
 )sql"},
+    {3, "the Slurm job (and its user) that held each sample's GPU",
+     R"sql(
+-- From the job records of `gpuman slurm prolog` (docs/slurm.md "Accounting"); NULL when no
+-- Slurm job held the GPU. A coarse row carries the job that tagged most of its fine rows.
+ALTER TABLE fine_samples ADD COLUMN slurm_job TEXT;
+ALTER TABLE fine_samples ADD COLUMN slurm_user TEXT;
+ALTER TABLE coarse_samples ADD COLUMN slurm_job TEXT;
+ALTER TABLE coarse_samples ADD COLUMN slurm_user TEXT;
+-- `history --slurm-job`: a job's rows without a scan. Partial: off a Slurm node no row
+-- has a job, and the index stays empty.
+CREATE INDEX fine_slurm_job ON fine_samples (slurm_job, t_unix_ms) WHERE slurm_job IS NOT NULL;
+CREATE INDEX coarse_slurm_job ON coarse_samples (slurm_job, t_unix_ms) WHERE slurm_job IS NOT NULL;
+)sql"},
 };
 
 constexpr int kLatestVersion = static_cast<int>(std::size(kHistoryMigrations));
@@ -137,15 +150,18 @@ const FileSchema kHistorySchema{"gpuman history database", kHistoryApplicationId
 #define GPUMAN_HISTORY_SAMPLE_COLUMNS_V1                                                  \
   "t_unix_ms, gpu, gpu_index, util_cpct, mem_util_cpct, mem_used_bytes, mem_total_bytes, " \
   "temp_ccel, power_mw, user, job_id"
-#define GPUMAN_HISTORY_SAMPLE_COLUMNS GPUMAN_HISTORY_SAMPLE_COLUMNS_V1 ", holder_kind"
-// A schema 1 file read without migrating it (a reader is never allowed to write): the
-// kind that migration 2 would give its rows.
+#define GPUMAN_HISTORY_SAMPLE_COLUMNS_V2 GPUMAN_HISTORY_SAMPLE_COLUMNS_V1 ", holder_kind"
+#define GPUMAN_HISTORY_SAMPLE_COLUMNS GPUMAN_HISTORY_SAMPLE_COLUMNS_V2 ", slurm_job, slurm_user"
+// A schema 1 or 2 file read without migrating it (a reader is never allowed to write):
+// the kind that migration 2 would give its rows, and no Slurm job.
 #define GPUMAN_HISTORY_SAMPLE_COLUMNS_OF_V1 \
   GPUMAN_HISTORY_SAMPLE_COLUMNS_V1          \
-  ", CASE WHEN user = '' THEN 0 WHEN job_id IS NULL THEN 1 ELSE 2 END"
+  ", CASE WHEN user = '' THEN 0 WHEN job_id IS NULL THEN 1 ELSE 2 END, NULL, NULL"
+#define GPUMAN_HISTORY_SAMPLE_COLUMNS_OF_V2 GPUMAN_HISTORY_SAMPLE_COLUMNS_V2 ", NULL, NULL"
 
 enum SampleColumn {
-  kT, kGpu, kIndex, kUtil, kMemUtil, kMemUsed, kMemTotal, kTemp, kPower, kUser, kJob, kHolderKind
+  kT, kGpu, kIndex, kUtil, kMemUtil, kMemUsed, kMemTotal, kTemp, kPower, kUser, kJob, kHolderKind,
+  kSlurmJob, kSlurmUser
 };
 
 model::HolderKind KindFromColumn(int64_t v) {
@@ -274,14 +290,17 @@ struct HistoryStore::Statements {
   Statement insert_wait;
   Statement select_waits;
   Statement time_range;
+  Statement slurm_job_range;  // unprepared when reading a file before schema 3
+  Statement slurm_job_gpus;   // likewise
 };
 
 HistoryStore::HistoryStore(std::string path, bool read_only, HistoryRetention retention,
                            std::unique_ptr<Database> db, std::unique_ptr<Statements> stmts,
-                           bool has_shares)
+                           bool has_shares, bool has_slurm)
     : path_(std::move(path)),
       read_only_(read_only),
       has_shares_(has_shares),
+      has_slurm_(has_slurm),
       retention_(retention),
       db_(std::move(db)),
       stmts_(std::move(stmts)) {}
@@ -348,8 +367,10 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::Open(const std::string& path
     }
   }
   const bool has_shares = version >= 2;
-  const std::string columns =
-      has_shares ? GPUMAN_HISTORY_SAMPLE_COLUMNS : GPUMAN_HISTORY_SAMPLE_COLUMNS_OF_V1;
+  const bool has_slurm = version >= 3;
+  const std::string columns = has_slurm    ? GPUMAN_HISTORY_SAMPLE_COLUMNS
+                              : has_shares ? GPUMAN_HISTORY_SAMPLE_COLUMNS_OF_V2
+                                           : GPUMAN_HISTORY_SAMPLE_COLUMNS_OF_V1;
   const std::string select_fine = "SELECT " + columns +
                                   " FROM fine_samples WHERE t_unix_ms >= ?1 AND t_unix_ms <= ?2 "
                                   "ORDER BY t_unix_ms, gpu_index";
@@ -363,6 +384,7 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::Open(const std::string& path
     const char* name;
     std::string sql;
     bool needs_shares = false;  // a statement of schema 2 or later
+    bool needs_slurm = false;   // a statement of schema 3 or later
   };
   const Sql all[] = {
       {&stmts->select_gpus, "read gpus", "SELECT id, uuid, gpu_index FROM gpus"},
@@ -370,8 +392,8 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::Open(const std::string& path
       {&stmts->update_gpu_index, "update gpu index", "UPDATE gpus SET gpu_index = ?2 WHERE id = ?1"},
       {&stmts->insert_fine, "insert sample",
        "INSERT OR REPLACE INTO fine_samples (" GPUMAN_HISTORY_SAMPLE_COLUMNS
-       ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-       true},
+       ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+       true, true},
       {&stmts->insert_fine_share, "insert sample share",
        "INSERT OR REPLACE INTO fine_shares (t_unix_ms, gpu, holder_kind, user, weight) "
        "VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -380,8 +402,8 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::Open(const std::string& path
        "DELETE FROM fine_shares WHERE t_unix_ms = ?1 AND gpu = ?2", true},
       {&stmts->insert_coarse, "insert coarse sample",
        "INSERT OR REPLACE INTO coarse_samples (" GPUMAN_HISTORY_SAMPLE_COLUMNS
-       ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
-       true},
+       ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
+       true, true},
       {&stmts->insert_coarse_share, "insert coarse share",
        "INSERT OR REPLACE INTO coarse_shares (t_unix_ms, gpu, holder_kind, user, held_ms) "
        "VALUES (?1, ?2, ?3, ?4, ?5)",
@@ -419,15 +441,25 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::Open(const std::string& path
        "SELECT min(a), max(b) FROM ("
        "  SELECT min(t_unix_ms) AS a, max(t_unix_ms) AS b FROM fine_samples"
        "  UNION ALL SELECT min(t_unix_ms), max(t_unix_ms) FROM coarse_samples)"},
+      {&stmts->slurm_job_range, "read slurm job range",
+       "SELECT min(t), max(t), max(u) FROM ("
+       "  SELECT t_unix_ms AS t, slurm_user AS u FROM fine_samples WHERE slurm_job = ?1"
+       "  UNION ALL SELECT t_unix_ms, slurm_user FROM coarse_samples WHERE slurm_job = ?1)",
+       true, true},
+      {&stmts->slurm_job_gpus, "read slurm job gpus",
+       "SELECT gpu FROM fine_samples WHERE slurm_job = ?1"
+       " UNION SELECT gpu FROM coarse_samples WHERE slurm_job = ?1",
+       true, true},
   };
   for (const Sql& s : all) {
     if (s.needs_shares && !has_shares) continue;  // a read-only schema 1 file: never used
+    if (s.needs_slurm && !has_slurm) continue;    // a read-only file before schema 3
     auto prepared = db->Prepare(s.name, s.sql);
     if (!prepared) return prepared.error();
     *s.target = std::move(*prepared);
   }
   return std::unique_ptr<HistoryStore>(new HistoryStore(path, read_only, retention, std::move(db),
-                                                        std::move(stmts), has_shares));
+                                                        std::move(stmts), has_shares, has_slurm));
 }
 
 
@@ -473,6 +505,11 @@ Status HistoryStore::WriteRowLocked(Statement& row, Statement& share, int64_t gp
     row.Bind(10, s.user);
     BindOptional(row, 11, s.job_id);
     row.Bind(12, KindColumn(s.holder_kind));
+    if (s.slurm_job_id.empty()) {
+      row.BindNull(13).BindNull(14);
+    } else {
+      row.Bind(13, s.slurm_job_id).Bind(14, s.slurm_user);
+    }
     if (auto run = row.Run(); !run) return run;
   }
   if (s.holders.size() < 2) return {};
@@ -692,6 +729,10 @@ Result<std::vector<model::GpuSample>> HistoryStore::ReadRows(
     s.user = stmt.ColumnText(kUser);
     s.job_id = OptionalInt(stmt, kJob);
     s.holder_kind = KindFromColumn(stmt.ColumnInt64(kHolderKind));
+    if (!stmt.ColumnIsNull(kSlurmJob)) {
+      s.slurm_job_id = stmt.ColumnText(kSlurmJob);
+      s.slurm_user = stmt.ColumnIsNull(kSlurmUser) ? "" : stmt.ColumnText(kSlurmUser);
+    }
     if (!weighted.empty()) {
       auto it = weighted.find({s.t_unix_ms, stmt.ColumnInt64(kGpu)});
       if (it != weighted.end() && it->second.size() >= 2) {  // one holder: the row says it all
@@ -761,6 +802,9 @@ Result<std::vector<model::GpuSample>> HistoryStore::Samples(const Query& q) {
       if (!tail) return tail.error();
       for (auto& s : RebucketSamples(*tail, step)) rows.push_back(std::move(s));
     }
+    if (q.slurm_job_id) {
+      std::erase_if(rows, [&](const model::GpuSample& s) { return s.slurm_job_id != *q.slurm_job_id; });
+    }
     if (!q.gpu_uuids.empty()) {
       std::set<std::string> wanted(q.gpu_uuids.begin(), q.gpu_uuids.end());
       std::erase_if(rows, [&](const model::GpuSample& s) { return !wanted.count(s.gpu_uuid); });
@@ -826,6 +870,48 @@ Result<std::optional<std::pair<int64_t, int64_t>>> HistoryStore::TimeRange() {
   return std::optional<std::pair<int64_t, int64_t>>(std::pair{q.ColumnInt64(0), q.ColumnInt64(1)});
 }
 
+Result<std::optional<SlurmJobSpan>> HistoryStore::SlurmJob(const std::string& job_id) {
+  if (job_id.empty()) return std::optional<SlurmJobSpan>();
+  if (!has_slurm_) return std::optional<SlurmJobSpan>();  // a read-only file before schema 3
+  auto work = [&]() -> Result<std::optional<SlurmJobSpan>> {
+    auto tx = Transaction::BeginRead(*db_);
+    if (!tx) return tx.error();
+    SlurmJobSpan span;
+    {
+      Statement& q = stmts_->slurm_job_range;
+      auto use = q.Use();
+      q.Bind(1, job_id);
+      auto row = q.Step();
+      if (!row) return row.error();
+      if (!*row || q.ColumnIsNull(0)) return std::optional<SlurmJobSpan>();
+      span.first_unix_ms = q.ColumnInt64(0);
+      span.last_unix_ms = q.ColumnInt64(1);
+      span.user = q.ColumnIsNull(2) ? "" : q.ColumnText(2);
+    }
+    auto gpus = GpuMapLocked();
+    if (!gpus) return gpus.error();
+    std::vector<HistoryGpu> held;
+    {
+      Statement& q = stmts_->slurm_job_gpus;
+      auto use = q.Use();
+      q.Bind(1, job_id);
+      while (true) {
+        auto row = q.Step();
+        if (!row) return row.error();
+        if (!*row) break;
+        if (auto it = gpus->find(q.ColumnInt64(0)); it != gpus->end()) held.push_back(it->second);
+      }
+    }
+    std::sort(held.begin(), held.end(), [](const HistoryGpu& a, const HistoryGpu& b) {
+      return std::tie(a.index, a.uuid) < std::tie(b.index, b.uuid);
+    });
+    for (auto& g : held) span.gpu_uuids.push_back(std::move(g.uuid));
+    if (auto done = tx->Commit(); !done) return done.error();
+    return std::optional<SlurmJobSpan>(std::move(span));
+  };
+  return work();
+}
+
 // ---- Pure helpers
 
 void SortShares(std::vector<model::HolderShare>& shares) {
@@ -860,6 +946,8 @@ std::vector<model::GpuSample> RebucketSamples(const std::vector<model::GpuSample
     int rows = 0;
     Mean util, mem_util, temp, power, used, total;
     std::map<std::pair<model::HolderKind, std::string>, Holder> holders;
+    // Slurm job -> (rows it tagged, newest such row, its user).
+    std::map<std::string, std::tuple<int, int64_t, std::string>> slurm;
   };
   std::map<std::pair<int64_t, std::string>, Acc> buckets;  // (bucket start, uuid)
   for (const auto& s : samples) {
@@ -873,6 +961,14 @@ std::vector<model::GpuSample> RebucketSamples(const std::vector<model::GpuSample
     a.power.Add(s.power_w);
     if (s.memory_used_bytes) a.used.Add(static_cast<double>(*s.memory_used_bytes));
     if (s.memory_total_bytes) a.total.Add(static_cast<double>(*s.memory_total_bytes));
+    if (!s.slurm_job_id.empty()) {
+      auto& [rows, newest, user] = a.slurm[s.slurm_job_id];
+      ++rows;
+      if (rows == 1 || s.t_unix_ms >= newest) {
+        newest = s.t_unix_ms;
+        user = s.slurm_user;
+      }
+    }
     for (const auto& share : model::SharesOf(s)) {
       Holder& h = a.holders[{share.kind, share.user}];
       h.weight += share.share;
@@ -902,6 +998,17 @@ std::vector<model::GpuSample> RebucketSamples(const std::vector<model::GpuSample
     s.power_w = a.power.Get();
     s.memory_used_bytes = rounded(a.used.Get());
     s.memory_total_bytes = rounded(a.total.Get());
+    // The Slurm job that tagged most rows (ties to the newest); untagged rows do not compete.
+    s.slurm_job_id.clear();
+    s.slurm_user.clear();
+    const std::tuple<int, int64_t, std::string>* best = nullptr;
+    for (const auto& [job, tag] : a.slurm) {
+      if (!best || std::tie(std::get<0>(tag), std::get<1>(tag)) > std::tie(std::get<0>(*best), std::get<1>(*best))) {
+        best = &tag;
+        s.slurm_job_id = job;
+        s.slurm_user = std::get<2>(tag);
+      }
+    }
     // The main holder: the largest share (within float noise), then the one seen last.
     const std::pair<const std::pair<model::HolderKind, std::string>, Holder>* main = nullptr;
     for (const auto& entry : a.holders) {

@@ -30,6 +30,13 @@ struct HistoryGpu {
   int index = 0;
 };
 
+/// The rows of one Slurm job in the history (HistoryStore::SlurmJob).
+struct SlurmJobSpan {
+  int64_t first_unix_ms = 0, last_unix_ms = 0;
+  std::string user;
+  std::vector<std::string> gpu_uuids;
+};
+
 class HistoryStore {
  public:
   /// Opens the history db at `path`. Writable (`read_only` false): creates the file (mode
@@ -63,6 +70,7 @@ class HistoryStore {
     std::optional<int64_t> since_unix_ms, until_unix_ms;  // inclusive bounds
     std::vector<std::string> gpu_uuids;                   // empty: every GPU
     std::optional<int64_t> step_ms;                       // re-bucket to this step
+    std::optional<std::string> slurm_job_id;              // only rows this Slurm job held
   };
   /// Samples in [since, until], ordered by time then GPU index. Fine (1 s) rows when the
   /// fine table holds the whole window and no step of at least the coarse step is asked;
@@ -84,6 +92,11 @@ class HistoryStore {
   Result<std::map<model::UsageKey, double>> GpuHoursByUser(std::optional<int64_t> since,
                                                            std::optional<int64_t> until);
 
+  /// Where a Slurm job's tagged rows lie (either tier; a coarse row's time is its step's
+  /// start), its user as tagged, and the GPUs it held by index; nullopt when no row
+  /// carries the job (or the file predates schema 3). Errors: kIo.
+  Result<std::optional<SlurmJobSpan>> SlurmJob(const std::string& job_id);
+
   /// Every GPU ever recorded, by index then UUID. Errors: kIo.
   Result<std::vector<HistoryGpu>> Gpus();
 
@@ -97,7 +110,8 @@ class HistoryStore {
  private:
   struct Statements;
   HistoryStore(std::string path, bool read_only, HistoryRetention retention,
-               std::unique_ptr<Database> db, std::unique_ptr<Statements> stmts, bool has_shares);
+               std::unique_ptr<Database> db, std::unique_ptr<Statements> stmts, bool has_shares,
+               bool has_slurm);
 
   Result<int64_t> GpuIdLocked(const model::GpuSample& s);
   Status WriteRowLocked(Statement& row, Statement& share, int64_t gpu_id, const model::GpuSample& s,
@@ -113,6 +127,7 @@ class HistoryStore {
   std::string path_;
   bool read_only_;
   bool has_shares_;  // false: a schema 1 file opened read-only (no holder kinds or shares)
+  bool has_slurm_;   // false: a file before schema 3 opened read-only (no Slurm jobs)
   HistoryRetention retention_;
   std::unique_ptr<Database> db_;
   std::unique_ptr<Statements> stmts_;  // finalized before db_ closes (reverse order)
@@ -126,7 +141,8 @@ class HistoryStore {
 /// (the mean of its shares over the bucket's rows, each row weighing the same; free time
 /// included; `holders` set when there is more than one), the main holder (largest share,
 /// ties to the one seen last) as user/holder_kind with the job of its newest row, the
-/// index of the last row, and t = bucket start. Output ordered by time, then GPU index
+/// Slurm job that tagged most of the bucket's rows (ties to the newest; untagged rows do
+/// not compete), the index of the last row, and t = bucket start. Output ordered by time, then GPU index
 /// and UUID. Pure.
 std::vector<model::GpuSample> RebucketSamples(const std::vector<model::GpuSample>& samples,
                                               int64_t step_ms);

@@ -276,7 +276,7 @@ TEST(ParseConfigTest, SlurmNode) {
   EXPECT_EQ(bad.error().message, "config t: slurm.node must be \"auto\", \"yes\" or \"no\"");
   auto unknown = ParseConfig("[slurm]\nnodes = \"yes\"\n", "t");
   ASSERT_FALSE(unknown);
-  EXPECT_EQ(unknown.error().message, "config t: slurm: unknown key 'nodes' (known: node)");
+  EXPECT_EQ(unknown.error().message, "config t: slurm: unknown key 'nodes' (known: state_dir, node)");
 }
 
 }  // namespace

@@ -542,7 +542,7 @@ TEST(HistoryStoreTest, RowsOfSchemaOneStillRead) {
     auto use = q->Use();
     auto row = q->Step();
     ASSERT_TRUE(row.has_value() && *row);
-    EXPECT_EQ(q->ColumnInt64(0), 2);
+    EXPECT_EQ(q->ColumnInt64(0), 3);
   }
   auto writer = OpenOrDie(path);
   ASSERT_TRUE(writer);

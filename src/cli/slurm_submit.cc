@@ -1,0 +1,356 @@
+#include "cli/slurm_submit.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "base/duration.h"
+#include "base/strings.h"
+#include "cli/exit_codes.h"
+#include "cli/queue_commands.h"
+#include "render/format.h"
+#include "slurm/sbatch.h"
+
+namespace gpuman::cli {
+namespace {
+
+constexpr std::string_view kPrefix = "slurm:";
+constexpr int64_t kPollMs = 1000;
+
+int Fail(Context& ctx, const Error& e) {
+  ctx.err() << "gpuman: error: " << EscapeControl(e.message) << "\n";
+  return ExitCodeFor(e.code);
+}
+
+std::string Shown(const std::string& id) { return std::string(kPrefix) + id; }
+
+// The selection options Slurm cannot honour, each with the reason (docs/slurm.md).
+std::optional<Error> RefusedOption(const QueueArgs& args) {
+  const SelectionArgs& sel = args.selection;
+  auto refuse = [](const std::string& option, const std::string& why) {
+    return MakeError(ErrorCode::kInvalidArgument, option + ": not with --backend slurm: " + why);
+  };
+  if (sel.gpus) return refuse("--gpus", "Slurm chooses the node and its GPUs (ask for a GPU type with --model)");
+  if (!sel.exclude.empty()) return refuse("--exclude", "Slurm chooses the node and its GPUs (ask for a GPU type with --model)");
+  if (sel.min_free_memory) return refuse("--min-free-memory", "Slurm hands out whole GPUs and does not look at their free memory");
+  if (sel.max_utilization) return refuse("--max-utilization", "Slurm hands out whole GPUs and does not look at their utilization");
+  if (sel.min_compute_capability) {
+    return refuse("--min-compute-capability", "Slurm knows GPU types, not compute capabilities (name the type with --model)");
+  }
+  if (args.priority != 0) return refuse("--priority", "Slurm orders its queue itself (fair share, QOS; see sbatch --nice)");
+  return std::nullopt;
+}
+
+int SubmitToSlurm(const QueueArgs& args, Context& ctx, const SlurmCliDeps& deps) {
+  if (auto refused = RefusedOption(args)) return Fail(ctx, *refused);
+  slurm::SbatchSpec spec;
+  spec.gpus = args.selection.count;
+  if (args.selection.model && spec.gpus > 0) {
+    auto type = slurm::ResolveGresType(*args.selection.model, slurm::ConfiguredGpuTypes(*deps.tools));
+    if (!type) return Fail(ctx, type.error());
+    spec.gres_type = *type;
+  }
+  if (args.time_limit) {
+    auto ms = ParseDurationMs(*args.time_limit);
+    if (!ms) return Fail(ctx, ms.error().WithContext("--time-limit"));
+    if (*ms <= 0) return Fail(ctx, MakeError(ErrorCode::kInvalidArgument, "--time-limit: must be more than 0"));
+    spec.time_limit_ms = *ms;
+  }
+  for (int64_t id : args.after) {
+    if (id <= 0) return Fail(ctx, MakeError(ErrorCode::kInvalidArgument, "--after: " + std::to_string(id) + " is not a Slurm job id"));
+    spec.after.push_back(std::to_string(id));
+  }
+  spec.name = args.name;
+  spec.output = args.output;
+  spec.requeue = args.requeue;
+  spec.allow_shared = args.selection.allow_shared;
+  spec.cwd = deps.cwd;
+  spec.gpuman_exe = deps.gpuman_exe;
+  spec.argv = args.command;
+  if (spec.cwd.empty()) return Fail(ctx, MakeError(ErrorCode::kInvalidArgument, "cannot read the current directory"));
+  auto id = slurm::Submit(*deps.tools, spec);
+  if (!id) return Fail(ctx, id.error());
+  if (args.json) {
+    ctx.out() << nlohmann::json{{"id", Shown(*id)}, {"backend", "slurm"}, {"slurm_job_id", *id}}.dump() << "\n";
+  } else {
+    ctx.out() << Shown(*id) << "\n";
+  }
+  return kExitOk;
+}
+
+nlohmann::json JobJson(const slurm::SlurmJob& j) {
+  auto opt = [](const auto& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); };
+  auto text = [](const std::string& s) { return s.empty() ? nlohmann::json(nullptr) : nlohmann::json(s); };
+  return nlohmann::json{{"id", Shown(j.id)},
+                        {"backend", "slurm"},
+                        {"slurm_job_id", j.id},
+                        {"name", j.name},
+                        {"user", j.user},
+                        {"state", model::JobStateName(slurm::GpumanState(j))},
+                        {"slurm_state", j.state},
+                        {"reason", text(j.reason)},
+                        {"gpus", j.gpus},
+                        {"nodes", text(j.nodes)},
+                        {"time_limit", text(j.time_limit)},
+                        {"submitted", text(j.submitted)},
+                        {"started", text(j.started)},
+                        {"ended", text(j.ended)},
+                        {"exit_code", opt(j.exit_code)},
+                        {"signal", opt(j.signal)},
+                        {"dependency", text(j.dependency)},
+                        {"cwd", text(j.cwd)},
+                        {"output", text(j.output_path)},
+                        {"source", j.source}};
+}
+
+// "why / when" of a queue row.
+std::string WhyOrWhen(const slurm::SlurmJob& j) {
+  const model::JobState s = slurm::GpumanState(j);
+  if (s == model::JobState::kRunning) return "running on " + j.nodes + (j.started.empty() ? "" : " since " + j.started);
+  if (model::IsFinal(s)) return j.ended.empty() ? j.state : "ended " + j.ended + " (" + j.state + ")";
+  std::string why = j.reason.empty() ? "queued" : "waiting: " + j.reason;
+  if (!j.dependency.empty()) why += " (" + j.dependency + ")";
+  return why;
+}
+
+int QueueFromSlurm(const QueueArgs& args, Context& ctx, const SlurmCliDeps& deps) {
+  auto jobs = slurm::ListJobs(*deps.tools, args.all);
+  if (!jobs) return Fail(ctx, jobs.error());
+  if (args.json) {
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& j : *jobs) list.push_back(JobJson(j));
+    ctx.out() << nlohmann::json{{"schema_version", 1}, {"backend", "slurm"}, {"jobs", list}}.dump(2) << "\n";
+    return kExitOk;
+  }
+  if (jobs->empty()) {
+    ctx.out() << "no jobs\n";
+    return kExitOk;
+  }
+  ctx.out() << render::PadRight("ID", 12) << "  " << render::PadRight("STATE", 10) << "  " << render::PadRight("USER", 10) << "  "
+            << render::PadRight("GPUS", 5) << "  " << render::PadRight("NAME", 16) << "  WHY / WHEN\n";
+  for (const auto& j : *jobs) {
+    const std::string line = render::PadRight(Shown(j.id), 12) + "  " +
+                             render::PadRight(model::JobStateName(slurm::GpumanState(j)), 10) + "  " +
+                             render::PadRight(render::TruncateToWidth(EscapeControl(j.user), 10), 10) + "  " +
+                             render::PadRight(std::to_string(j.gpus), 5) + "  " +
+                             render::PadRight(render::TruncateToWidth(EscapeControl(j.name), 16), 16) + "  " +
+                             EscapeControl(WhyOrWhen(j));
+    ctx.out() << render::TruncateToWidth(line, std::max(80, ctx.Terminal(true).width)) << "\n";
+  }
+  return kExitOk;
+}
+
+void PrintSlurmJob(Context& ctx, const slurm::SlurmJob& j) {
+  auto row = [&](const char* label, const std::string& value) {
+    if (!value.empty()) ctx.out() << "  " << label << EscapeControl(value) << "\n";
+  };
+  ctx.out() << "job " << Shown(j.id) << " (" << EscapeControl(j.name) << ")\n";
+  row("state:      ", std::string(model::JobStateName(slurm::GpumanState(j))) + (j.reason.empty() ? "" : " — " + j.reason) +
+                         " (Slurm " + j.state + ")");
+  row("user:       ", j.user);
+  row("gpus:       ", std::to_string(j.gpus) + (j.nodes.empty() ? "" : " on " + j.nodes));
+  row("time limit: ", j.time_limit);
+  row("after:      ", j.dependency);
+  row("submitted:  ", j.submitted);
+  row("started:    ", j.started);
+  row("ended:      ", j.ended);
+  if (j.exit_code && slurm::IsFinalSlurmState(j.state)) {
+    row("exit code:  ", std::to_string(*j.exit_code) + (j.signal ? " (signal " + std::to_string(*j.signal) + ")" : ""));
+  }
+  row("cwd:        ", j.cwd);
+  row("output:     ", j.output_path);
+  row("from:       ", j.source);
+}
+
+// The job's output file: StdOut from slurmctld, else gpuman's default name in its
+// directory (accounting does not keep the path).
+Result<std::string> OutputPath(const slurm::SlurmJob& j) {
+  if (!j.output_path.empty()) return j.output_path;
+  if (!j.cwd.empty()) return j.cwd + "/gpuman-" + j.id + ".log";
+  return MakeError(ErrorCode::kNotFound, "job " + Shown(j.id) + ": Slurm no longer says where its output went");
+}
+
+int LogsFromSlurm(const std::string& id, bool follow, Context& ctx, const SlurmCliDeps& deps) {
+  auto job = slurm::FindJob(*deps.tools, id);
+  if (!job) return Fail(ctx, job.error());
+  auto path = OutputPath(*job);
+  if (!path) return Fail(ctx, path.error());
+  std::string state = job->state;
+  std::streamoff offset = 0;
+  while (true) {
+    const bool final_before_read = slurm::IsFinalSlurmState(state);
+    std::ifstream in(*path, std::ios::binary);
+    if (in) {
+      in.seekg(offset);
+      std::string chunk((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      offset += static_cast<std::streamoff>(chunk.size());
+      ctx.out() << chunk;
+      ctx.out().flush();
+    } else if (errno == EACCES) {
+      return Fail(ctx, MakeError(ErrorCode::kPermissionDenied, "job " + Shown(id) + ": cannot read its output " + *path + ": permission denied"));
+    } else if (final_before_read || !follow) {
+      if (slurm::GpumanState(*job) == model::JobState::kQueued && !follow) return kExitOk;  // nothing written yet
+      return Fail(ctx, MakeError(ErrorCode::kNotFound, "job " + Shown(id) + ": its output " + *path + ": no such file"));
+    }
+    if (!follow || final_before_read) return kExitOk;
+    deps.sleep_ms(kPollMs / 2);
+    auto now = slurm::JobState(*deps.tools, id);
+    if (!now) return Fail(ctx, now.error());
+    state = *now;
+  }
+}
+
+int WaitForSlurm(const std::string& id, bool json, Context& ctx, const SlurmCliDeps& deps) {
+  auto fail = [&](const Error& e) {
+    ctx.err() << "gpuman: error: " << EscapeControl(e.message) << "\n";
+    return int{kJobGpumanFailed};
+  };
+  while (true) {
+    auto state = slurm::JobState(*deps.tools, id);
+    if (!state) return fail(state.error());
+    if (slurm::IsFinalSlurmState(*state)) break;
+    deps.sleep_ms(kPollMs);
+  }
+  auto job = slurm::FindJob(*deps.tools, id);
+  if (!job) return fail(job.error());
+  const int code = SlurmWaitExitCode(job->state, job->exit_code, job->signal);
+  const model::JobState state = slurm::GpumanState(*job);
+  if (json) {
+    nlohmann::json out = JobJson(*job);
+    out["schema_version"] = 1;
+    out["ended_by_itself"] = job->state == "COMPLETED" || (job->state == "FAILED" && job->exit_code.has_value());
+    out["wait_exit_code"] = code;
+    ctx.out() << out.dump() << "\n";
+  } else if (state != model::JobState::kSucceeded) {
+    ctx.err() << "gpuman: job " << Shown(id) << " " << model::JobStateName(state)
+              << (job->reason.empty() ? "" : ": " + EscapeControl(job->reason)) << " (Slurm " << job->state << ", exit " << code
+              << ")\n";
+  }
+  return code;
+}
+
+std::string ProcSelfExe() {
+  std::error_code ec;
+  return std::filesystem::read_symlink("/proc/self/exe", ec).string();
+}
+
+}  // namespace
+
+void AddSlurmBackendOptions(const std::vector<CLI::App*>& cmds, QueueArgs& args) {
+  auto strip = [](int* counter) {
+    return CLI::Validator(
+        [counter](std::string& value) {
+          if (value.rfind(kPrefix, 0) == 0) {
+            value = value.substr(kPrefix.size());
+            ++*counter;
+          }
+          return std::string();
+        },
+        "", "slurm:ID");
+  };
+  for (CLI::App* cmd : cmds) {
+    const std::string name = cmd->get_name();
+    if (name == "daemon" || name == "drain" || name == "undrain") continue;
+    cmd->add_option("--backend", args.backend,
+                    name == "submit" ? "gpuman (the machine's daemon) or slurm (sbatch); default from [submit] backend"
+                                     : "gpuman or slurm (default from [submit] backend; slurm:ID ids are Slurm's)")
+        ->check(CLI::IsMember({"gpuman", "slurm"}));
+    if (name == "submit") {
+      if (CLI::Option* after = cmd->get_option_no_throw("--after")) after->transform(strip(&args.slurm_after));
+    } else if (CLI::Option* id = cmd->get_option_no_throw("ID")) {
+      id->transform(strip(&args.slurm_ids));
+    }
+  }
+}
+
+Result<bool> UsesSlurm(const std::string& name, const QueueArgs& args, const Config& config) {
+  if (name == "daemon" || name == "drain" || name == "undrain") return false;
+  const int prefixed = name == "submit" ? args.slurm_after : args.slurm_ids;
+  const size_t given = name == "submit" ? args.after.size() : args.ids.size();
+  if (prefixed > 0 && static_cast<size_t>(prefixed) != given) {
+    return MakeError(ErrorCode::kInvalidArgument, std::string(name == "submit" ? "--after" : name) +
+                                                      ": Slurm jobs (slurm:ID) and gpuman jobs cannot be mixed");
+  }
+  if (args.backend == std::optional<std::string>("gpuman")) {
+    if (prefixed > 0) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       std::string(name == "submit" ? "--after" : name) + ": slurm:ID names a Slurm job, not one of --backend gpuman");
+    }
+    return false;
+  }
+  if (args.backend) return true;
+  if (prefixed > 0) return true;
+  return config.submit.backend == "slurm";
+}
+
+int SlurmWaitExitCode(const std::string& s, std::optional<int> exit_code, std::optional<int> signal) {
+  if (s == "COMPLETED") return exit_code.value_or(0);
+  if (s == "TIMEOUT") return kJobTimedOut;
+  if (s == "CANCELLED" || s == "PREEMPTED" || s == "DEADLINE" || s == "REVOKED") return kJobCancelled;
+  if (s == "OUT_OF_MEMORY") return kJobSignalBase + 9;  // the kernel's OOM killer sends SIGKILL
+  if (s == "FAILED" || s == "SPECIAL_EXIT") {
+    if (signal) return kJobSignalBase + *signal;
+    if (exit_code && *exit_code != 0) return *exit_code;
+  }
+  return kJobGpumanFailed;  // NODE_FAIL, BOOT_FAIL, or a failure with no status of its own
+}
+
+std::map<std::string, std::string> SbatchEnvironment(const std::map<std::string, std::string>& env) {
+  std::map<std::string, std::string> out = env;
+  for (const char* k : {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "GPUMAN_LEASE_ID", "GPUMAN_JOB_ID"}) out.erase(k);
+  return out;
+}
+
+int RunSlurmQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx, const SlurmCliDeps& deps) {
+  if (name == "submit") return SubmitToSlurm(args, ctx, deps);
+  if (name == "queue") return QueueFromSlurm(args, ctx, deps);
+  std::vector<std::string> ids;
+  for (int64_t id : args.ids) {
+    if (id <= 0) {
+      return name == "wait" ? (ctx.err() << "gpuman: error: " << id << " is not a Slurm job id\n", int{kExitUsage})
+                            : Fail(ctx, MakeError(ErrorCode::kInvalidArgument, std::to_string(id) + " is not a Slurm job id"));
+    }
+    ids.push_back(std::to_string(id));
+  }
+  if (name == "show") {
+    auto job = slurm::FindJob(*deps.tools, ids.front());
+    if (!job) return Fail(ctx, job.error());
+    if (args.json) ctx.out() << JobJson(*job).dump(2) << "\n";
+    else PrintSlurmJob(ctx, *job);
+    return kExitOk;
+  }
+  if (name == "cancel" || name == "hold" || name == "resume") {
+    int rc = kExitOk;
+    for (const auto& id : ids) {
+      const Status st = name == "cancel" ? slurm::Cancel(*deps.tools, id) : slurm::Hold(*deps.tools, id, name == "hold");
+      if (!st) {
+        ctx.err() << "gpuman: error: job " << Shown(id) << ": " << EscapeControl(st.error().message) << "\n";
+        rc = ExitCodeFor(st.error().code);
+      }
+    }
+    return rc;
+  }
+  if (name == "logs") return LogsFromSlurm(ids.front(), args.follow, ctx, deps);
+  if (name == "wait") return WaitForSlurm(ids.front(), args.json, ctx, deps);
+  return Fail(ctx, MakeError(ErrorCode::kInvalidArgument, name + ": not available for Slurm jobs"));
+}
+
+int RunSlurmQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx) {
+  slurm::ExecSlurmTools tools(SbatchEnvironment(ctx.env().vars));
+  std::error_code ec;
+  SlurmCliDeps deps;
+  deps.tools = &tools;
+  deps.cwd = std::filesystem::current_path(ec).string();
+  deps.gpuman_exe = ProcSelfExe();
+  deps.sleep_ms = [](int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
+  return RunSlurmQueueCommand(name, args, ctx, deps);
+}
+
+}  // namespace gpuman::cli
