@@ -452,9 +452,15 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
           return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": slurm.state_dir must be an absolute path");
         }
         config.slurm.state_dir = *v;
+      } else if (k == "node") {
+        const auto v = value.value<std::string>();
+        if (v && *v == "auto") config.slurm.node = slurm::SlurmNodeMode::kAuto;
+        else if (v && *v == "yes") config.slurm.node = slurm::SlurmNodeMode::kYes;
+        else if (v && *v == "no") config.slurm.node = slurm::SlurmNodeMode::kNo;
+        else return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": slurm.node must be \"auto\", \"yes\" or \"no\"");
       } else {
         return MakeError(ErrorCode::kInvalidArgument,
-                         "config " + origin + ": slurm: unknown key '" + k + "' (known: state_dir)");
+                         "config " + origin + ": slurm: unknown key '" + k + "' (known: state_dir, node)");
       }
     }
   }

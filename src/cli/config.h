@@ -12,6 +12,7 @@
 #include "monitor/alerts.h"
 #include "monitor/idle.h"
 #include "policy/lease_rules.h"
+#include "slurm/node_facts.h"
 
 namespace gpuman::cli {
 
@@ -42,6 +43,9 @@ struct SubmitConfig {
 /// The [slurm] table (docs/slurm.md).
 struct SlurmConfig {
   std::optional<std::string> state_dir;  // job records (docs/slurm.md "Accounting")
+  /// node = "auto" | "yes" | "no": whether this host is a Slurm compute node, where the
+  /// daemon's per-GPU drains and idle-lease releases step aside (slurm::DetectSlurmNode).
+  slurm::SlurmNodeMode node = slurm::SlurmNodeMode::kAuto;
 };
 
 struct Config {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <ostream>
 
@@ -91,7 +92,25 @@ render::CommandDoc DescribeCommand(const CLI::App& sub, const std::vector<std::s
       doc.positionals.push_back(std::move(o));
     }
   }
+  for (const CLI::App* child : sub.get_subcommands(Visible)) {
+    render::CommandDoc child_doc = DescribeCommand(*child, {});
+    child_doc.parent = doc.parent.empty() ? doc.name : doc.parent + " " + doc.name;
+    for (render::CommandDoc& grandchild : child_doc.subcommands) grandchild.parent = child_doc.parent + " " + child_doc.name;
+    doc.subcommands.push_back(std::move(child_doc));
+  }
   return doc;
+}
+
+// Writes the page of `cmd` and of each of its subcommands.
+Status WriteCommandPages(const render::ProgramDoc& doc, const render::CommandDoc& cmd,
+                         const std::function<Status(const std::string&, const std::string&)>& write) {
+  if (auto st = write(render::ManPageFileName(doc, render::ManPageStem(cmd)), render::RenderCommandManPage(doc, cmd)); !st) {
+    return st;
+  }
+  for (const render::CommandDoc& sub : cmd.subcommands) {
+    if (auto st = WriteCommandPages(doc, sub, write); !st) return st;
+  }
+  return {};
 }
 
 const std::vector<render::TableRow>& FilesTable() {
@@ -208,9 +227,7 @@ Status WriteManPages(const CLI::App& app, const std::string& dir) {
   };
   if (auto st = write(render::ManPageFileName(doc, ""), render::RenderProgramManPage(doc)); !st) return st;
   for (const auto& cmd : doc.commands) {
-    if (auto st = write(render::ManPageFileName(doc, cmd.name), render::RenderCommandManPage(doc, cmd)); !st) {
-      return st;
-    }
+    if (auto st = WriteCommandPages(doc, cmd, write); !st) return st;
   }
   return {};
 }

@@ -161,7 +161,7 @@ int RunLeases(const LeasesArgs& args, Context& ctx) {
       for (const auto& p : l.processes) procs.push_back({{"pid", p.pid}, {"start_time_ticks", p.start_time_ticks}});
       json entry = {{"id", l.id}, {"uid", l.uid}, {"user", l.user}, {"kind", l.kind}, {"command", l.command},
                     {"created", render::FormatIsoUtcMillis(l.created_unix_ms)},
-                    {"created_unix_ms", l.created_unix_ms}, {"gpus", gpus}, {"processes", procs},
+                    {"created_unix_ms", l.created_unix_ms}, {"host", l.host}, {"gpus", gpus}, {"processes", procs},
                     {"idle_since_unix_ms", l.idle_since_unix_ms ? json(*l.idle_since_unix_ms) : json(nullptr)}};
       list.push_back(std::move(entry));
     }

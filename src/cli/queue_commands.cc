@@ -90,6 +90,13 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   mon.inspector = &ctx.Inspector();
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) == 0) mon.hostname = host;
+  // Simulated GPUs are none that slurmd hands out: `auto` says no under --simulate.
+  mon.slurm_node = [mode = ctx.config().slurm.node, env = ctx.env().vars, host = mon.hostname,
+                    simulated = ctx.simulation().has_value()]() -> std::optional<std::string> {
+    if (simulated && mode == slurm::SlurmNodeMode::kAuto) return std::nullopt;
+    const slurm::SlurmNodeVerdict v = slurm::DetectSlurmNode(mode, env, host);
+    return v.is_node ? std::optional<std::string>(v.reason) : std::nullopt;
+  };
   if (const nvml::NvmlLibrary* lib = ctx.nvml_library()) {
     const Clock& clock = ctx.clock();
     mon.xid_source_factory = [lib, &clock]() -> Result<std::unique_ptr<devices::XidEventSource>> {

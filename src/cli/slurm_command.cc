@@ -30,7 +30,8 @@ CLI::App* AddSlurmCommand(CLI::App& app, SlurmArgs& args) {
   args.gres_conf = cmd->add_subcommand(
       "gres-conf", "Print this node's gres.conf lines and slurm.conf Gres= value, from NVML");
   args.gres_conf->add_flag("--check", args.check,
-                           "Compare what slurmd reports (slurmd -G) with NVML; exit 6 on a mismatch");
+                           "Compare what slurmd reports (slurmd -G: device files, Cores=, Links=) with NVML; exit 6 on a "
+                           "mismatch");
   AddSlurmHookCommands(*cmd, args.hooks);
   AddSlurmJobSummaryCommand(*cmd, args.summary_job_id, args.job_summary);
   return cmd;
@@ -73,9 +74,10 @@ int RunSlurm(const SlurmArgs& args, Context& ctx) {
     return kExitError;
   }
   const auto gres = slurm::ParseSlurmdGres(captured->output);
-  const auto mismatches = slurm::CheckGres(gres, *snap, slurm::MinorOfDeviceFile);
-  for (const std::string& m : mismatches) ctx.out() << "mismatch: " << EscapeControl(m) << "\n";
-  if (!mismatches.empty()) return kExitUnhealthy;
+  const slurm::GresCheck check = slurm::CheckGres(gres, *snap, slurm::MinorOfDeviceFile);
+  for (const std::string& m : check.mismatches) ctx.out() << "mismatch: " << EscapeControl(m) << "\n";
+  for (const std::string& n : check.notes) ctx.out() << "note: " << EscapeControl(n) << "\n";
+  if (!check.mismatches.empty()) return kExitUnhealthy;
   ctx.out() << "ok: slurmd's " << snap->gpus.size() << " GPU(s) are NVML's\n";
   return kExitOk;
 }

@@ -65,6 +65,9 @@ Status Collector::Start() {
       if (reason.rfind(kHealthDrainPrefix, 0) == 0) health_.RestoreQuarantine(uuid, now);
     }
   }
+  if (const auto slurm = SlurmNode()) {
+    Log("Slurm node (" + *slurm + "): per-GPU drains and idle-lease releases step aside");
+  }
   if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
   if (options_.xid_source_factory) thread_ = std::thread([this] { EventThread(); });
   return {};
@@ -211,7 +214,13 @@ bool Collector::Tick(int64_t now, const model::MachineSnapshot* sample, const st
 
   // Health: drain on fatal findings, lift after a passing recheck.
   auto health_changes = health_.Update(current, current ? "" : error, now);
+  const auto slurm = health_changes.drain.empty() ? std::nullopt : SlurmNode();
   for (const auto& [uuid, reason] : health_changes.drain) {
+    if (slurm) {
+      Log("not draining " + uuid + " (" + reason + "): Slurm node (" + *slurm +
+          "); Slurm cannot drain one GPU, its HealthCheckProgram drains the node");
+      continue;
+    }
     if (auto done = jobs_.Drain(uuid, reason, 0, now); done) {
       Log("drained " + uuid + ": " + reason);
       changed = true;
@@ -239,6 +248,11 @@ bool Collector::Tick(int64_t now, const model::MachineSnapshot* sample, const st
   if (current && options_.idle.enabled) {
     for (auto& action : idle_.Update(*current, leases, jobs, now)) {
       if (action.kind == monitor::IdleAction::kRelease) {
+        if (const auto slurm_node = SlurmNode()) {
+          Log("not releasing idle lease " + std::to_string(action.lease.id) + " of " + action.lease.user +
+              ": Slurm node (" + *slurm_node + "); Slurm ends jobs, not gpuman");
+          continue;  // nothing released: no hook
+        }
         if (auto released = leases_.Release(action.lease.id); released) {
           Log("released idle lease " + std::to_string(action.lease.id) + " of " + action.lease.user);
           changed = true;
@@ -297,6 +311,10 @@ bool Collector::Tick(int64_t now, const model::MachineSnapshot* sample, const st
     if (!outcome.ok) Log(outcome.message);
   }
   return changed;
+}
+
+std::optional<std::string> Collector::SlurmNode() const {
+  return options_.slurm_node ? options_.slurm_node() : std::nullopt;
 }
 
 nlohmann::json Collector::HealthJson() const {

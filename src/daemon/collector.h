@@ -51,6 +51,11 @@ struct CollectorOptions {
   /// The Slurm job records (slurm/job_record.h) whose jobs tag the history samples of
   /// their GPUs; "" = no tagging.
   std::string slurm_state_dir;
+  /// Asked when a per-GPU drain or an idle-lease release is due: why this host is a Slurm
+  /// node ("slurmd runs (pid 812)"), where both step aside (Slurm drains whole nodes and
+  /// ends jobs itself; docs/slurm.md); nullopt, or unset, where it is not. The drain op
+  /// asks it too.
+  std::function<std::optional<std::string>()> slurm_node;
 };
 
 class Collector {
@@ -91,6 +96,8 @@ class Collector {
   void OnJobStarted(const model::Job& job, int64_t started_unix_ms);
 
   const health::HealthWatch& health() const { return health_; }
+  /// options.slurm_node(), nullopt when unset.
+  std::optional<std::string> SlurmNode() const;
   std::optional<int> metrics_port() const;
   /// The address /metrics is served on, as bound (a port 0 request shows the real port).
   std::optional<std::string> metrics_address() const;

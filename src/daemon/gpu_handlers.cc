@@ -10,11 +10,25 @@ using protocol::MakeReply;
 using protocol::Reply;
 using protocol::WireCode;
 
+namespace {
+
+std::string ShortHost(const std::string& host) { return host.empty() ? "NODE" : host.substr(0, host.find('.')); }
+
+}  // namespace
+
 Reply Daemon::OnDrainUndrain(const Call& call) {
   const int64_t id = call.id();
   const bool drain = call.request.op() == protocol::Op::kDrain;
   std::string gpu = drain ? call.args<protocol::DrainArgs>().gpu : call.args<protocol::UndrainArgs>().gpu;
   std::string reason = drain ? call.args<protocol::DrainArgs>().reason : "";
+  if (drain && options_.monitor.slurm_node) {
+    // Slurm hands out this node's GPUs; it cannot leave one out, only the whole node.
+    if (const auto slurm = options_.monitor.slurm_node()) {
+      return Fail(id, MakeError(ErrorCode::kConflict,
+                                "Slurm node (" + *slurm + "): Slurm cannot drain one GPU; drain the node: "
+                                "scontrol update nodename=" + ShortHost(options_.monitor.hostname) + " state=drain reason=\"...\" (undrain still lifts earlier drains)"));
+    }
+  }
   auto snap = devices_.Snapshot();
   if (!snap) return Fail(id, snap.error());
   auto picked = devices::ResolveGpuIds(gpu, snap->gpus);

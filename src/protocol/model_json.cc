@@ -161,6 +161,7 @@ json LeaseToJson(const model::Lease& lease) {
       {"command", lease.command},
       {"kind", lease.kind},
       {"created_unix_ms", lease.created_unix_ms},
+      {"host", lease.host},
       {"processes", processes},
   };
   if (lease.idle_since_unix_ms) j["idle_since_unix_ms"] = *lease.idle_since_unix_ms;
@@ -177,6 +178,7 @@ Result<model::Lease> LeaseFromJson(const json& j, std::string_view path) {
   f.Optional("command", lease.command);
   f.Optional("kind", lease.kind);
   f.Optional("created_unix_ms", lease.created_unix_ms);
+  f.Optional("host", lease.host);
   f.Optional("idle_since_unix_ms", lease.idle_since_unix_ms);
   if (const json* procs = f.Find("processes")) {
     if (!procs->is_array()) {

@@ -37,6 +37,12 @@ struct CommandDoc {
   std::string footer;       // further text, may be empty
   std::vector<OptionDoc> options;      // in registration order, `-h,--help` included
   std::vector<OptionDoc> positionals;  // in order
+  /// The commands above this one, space-separated: "slurm" for `gpuman slurm gres-conf`,
+  /// "" for a top-level command.
+  std::string parent;
+  /// Visible subcommands in registration order (`slurm` has `gres-conf`, ...); a command
+  /// with subcommands is run through one of them.
+  std::vector<CommandDoc> subcommands;
 };
 
 struct TableRow {

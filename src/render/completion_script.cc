@@ -96,6 +96,79 @@ std::string ZshOptionSpecs(const std::vector<OptionDoc>& options, const std::str
   return out;
 }
 
+// The `_arguments` call completing one command's options and positionals; for a command
+// with subcommands, their names, then the chosen one's (`$line[1]` after `*::`).
+std::string ZshCommandArm(const std::string& program, const CommandDoc& cmd, const std::string& indent) {
+  std::string out;
+  if (!cmd.subcommands.empty()) {
+    out += indent + "_arguments -C \\\n" + ZshOptionSpecs(cmd.options, indent + "  ") + indent +
+           "  '1: :->subcommand' \\\n" + indent + "  '*:: :->subargs' && ret=0\n";
+    out += indent + "case $state in\n";
+    out += indent + "  subcommand)\n";
+    out += indent + "    local -a subcommands\n";
+    out += indent + "    subcommands=(";
+    for (const auto& sub : cmd.subcommands) out += " '" + sub.name + ":" + ZshText(sub.summary) + "'";
+    out += " )\n";
+    out += indent + "    _describe -t commands '" + cmd.name + " command' subcommands && ret=0 ;;\n";
+    out += indent + "  subargs)\n";
+    out += indent + "    curcontext=${curcontext%:*:*}:" + program + "-" + cmd.name + "-$line[1]:\n";
+    out += indent + "    case $line[1] in\n";
+    for (const auto& sub : cmd.subcommands) {
+      out += indent + "      " + sub.name + ")\n" + ZshCommandArm(program, sub, indent + "        ") + indent + "        ;;\n";
+    }
+    out += indent + "    esac ;;\n";
+    out += indent + "esac\n";
+    return out;
+  }
+  out += indent + "_arguments \\\n" + ZshOptionSpecs(cmd.options, indent + "  ");
+  for (size_t i = 0; i < cmd.positionals.size(); ++i) {
+    const OptionDoc& pos = cmd.positionals[i];
+    const std::string name = ZshText(pos.names.empty() ? std::string("arg") : pos.names.front());
+    if (pos.kind == ValueKind::kCommand) {
+      out += indent + "  '(-)*::" + name + ":_normal' \\\n";
+    } else {
+      out += indent + "  '" + std::string(pos.repeatable ? "*" : "") + ":" + name + ":" + ZshAction(pos) + "' \\\n";
+    }
+  }
+  out += indent + "  && ret=0\n";
+  return out;
+}
+
+// The body of a command's `case $cmd` arm: what `$prev` needs, the options, the first
+// positional. A command with subcommands completes their names first, then (once `$sub`
+// is one of them) that subcommand's arm.
+std::string BashArm(const CommandDoc& cmd, const std::string& indent) {
+  std::string out;
+  out += indent + "case $prev in\n" + ValueArms(cmd.options, indent + "  ") + indent + "esac\n";
+  out += indent + "opts='" + Join(OptionNames(cmd.options)) + "'\n";
+  if (!cmd.positionals.empty()) {
+    const OptionDoc& pos = cmd.positionals.front();
+    out += indent + "positional=" + std::string(KindWord(pos.kind)) + "\n";
+    if (pos.kind == ValueKind::kChoice) out += indent + "choices=(" + Join(pos.choices) + ")\n";
+  }
+  return out;
+}
+
+std::string BashCommandArm(const CommandDoc& cmd, const std::string& indent) {
+  if (cmd.subcommands.empty()) return BashArm(cmd, indent);
+  std::vector<std::string> names;
+  for (const auto& sub : cmd.subcommands) names.push_back(sub.name);
+  std::string out;
+  out += indent + "if [[ -z $sub ]]; then\n";
+  out += BashArm(cmd, indent + "  ");
+  out += indent + "  positional=choice\n";
+  out += indent + "  choices=(" + Join(names) + ")\n";
+  out += indent + "else\n";
+  out += indent + "  case $sub in\n";
+  for (const auto& sub : cmd.subcommands) {
+    out += indent + "    " + sub.name + ")\n" + BashArm(sub, indent + "      ") + indent + "      ;;\n";
+  }
+  out += indent + "    *) return 0 ;;\n";
+  out += indent + "  esac\n";
+  out += indent + "fi\n";
+  return out;
+}
+
 }  // namespace
 
 std::string RenderBashCompletion(const ProgramDoc& program) {
@@ -133,7 +206,7 @@ std::string RenderBashCompletion(const ProgramDoc& program) {
   }
 
   out += fn + "() {\n";
-  out += "  local cur=${COMP_WORDS[COMP_CWORD]} prev='' bin=${COMP_WORDS[0]} cmd='' word i dashdash=0\n";
+  out += "  local cur=${COMP_WORDS[COMP_CWORD]} prev='' bin=${COMP_WORDS[0]} cmd='' sub='' word i dashdash=0\n";
   out += "  local -a globals=()\n";
   out += "  (( COMP_CWORD > 0 )) && prev=${COMP_WORDS[COMP_CWORD-1]}\n";
   out += "  for (( i = 1; i < COMP_CWORD; i++ )); do\n";
@@ -144,7 +217,7 @@ std::string RenderBashCompletion(const ProgramDoc& program) {
   }
   out += "      --) [[ -n $cmd ]] && { dashdash=$i; break; } ;;\n";
   out += "      -*) ;;\n";
-  out += "      *) [[ -z $cmd ]] && cmd=$word ;;\n";
+  out += "      *) if [[ -n $cmd ]]; then [[ -z $sub ]] && sub=$word; else cmd=$word; fi ;;\n";
   out += "    esac\n";
   out += "  done\n";
   out += "  COMPREPLY=()\n";
@@ -166,15 +239,7 @@ std::string RenderBashCompletion(const ProgramDoc& program) {
   out += "  local -a choices=()\n";
   out += "  case $cmd in\n";
   for (const auto& cmd : program.commands) {
-    out += "    " + cmd.name + ")\n";
-    out += "      case $prev in\n" + ValueArms(cmd.options, "        ") + "      esac\n";
-    out += "      opts='" + Join(OptionNames(cmd.options)) + "'\n";
-    if (!cmd.positionals.empty()) {
-      const OptionDoc& pos = cmd.positionals.front();
-      out += "      positional=" + std::string(KindWord(pos.kind)) + "\n";
-      if (pos.kind == ValueKind::kChoice) out += "      choices=(" + Join(pos.choices) + ")\n";
-    }
-    out += "      ;;\n";
+    out += "    " + cmd.name + ")\n" + BashCommandArm(cmd, "      ") + "      ;;\n";
   }
   out += "    *) return 0 ;;\n";
   out += "  esac\n";
@@ -222,17 +287,7 @@ std::string RenderZshCompletion(const ProgramDoc& program) {
   out += "      curcontext=${curcontext%:*:*}:" + program.name + "-$line[1]:\n";
   out += "      case $line[1] in\n";
   for (const auto& cmd : program.commands) {
-    out += "        " + cmd.name + ")\n          _arguments \\\n" + ZshOptionSpecs(cmd.options, "            ");
-    for (size_t i = 0; i < cmd.positionals.size(); ++i) {
-      const OptionDoc& pos = cmd.positionals[i];
-      const std::string name = ZshText(pos.names.empty() ? std::string("arg") : pos.names.front());
-      if (pos.kind == ValueKind::kCommand) {
-        out += "            '(-)*::" + name + ":_normal' \\\n";
-      } else {
-        out += "            '" + std::string(pos.repeatable ? "*" : "") + ":" + name + ":" + ZshAction(pos) + "' \\\n";
-      }
-    }
-    out += "            && ret=0 ;;\n";
+    out += "        " + cmd.name + ")\n" + ZshCommandArm(program.name, cmd, "          ") + "          ;;\n";
   }
   out += "      esac ;;\n";
   out += "  esac\n";

@@ -123,11 +123,30 @@ std::string RenderProgramManPage(const ProgramDoc& program) {
   return out;
 }
 
+std::string ManPageStem(const CommandDoc& command) {
+  std::string stem = command.parent.empty() ? command.name : command.parent + " " + command.name;
+  for (char& c : stem) {
+    if (c == ' ') c = '-';
+  }
+  return stem;
+}
+
 std::string RenderCommandManPage(const ProgramDoc& program, const CommandDoc& command) {
-  const std::string full = program.name + "-" + command.name;
+  const std::string full = program.name + "-" + ManPageStem(command);
   std::string out = Header(program, full);
   out += ".SH NAME\n" + RoffEscape(full) + " \\- " + RoffEscape(command.summary) + "\n";
-  out += ".SH SYNOPSIS\n" + Bold(program.name) + " " + Bold(command.name) + " [" + Italic("OPTIONS") + "]";
+  std::string words = Bold(program.name);
+  if (!command.parent.empty()) {
+    size_t start = 0;
+    for (size_t sp; (sp = command.parent.find(' ', start)) != std::string::npos; start = sp + 1) {
+      words += " " + Bold(command.parent.substr(start, sp - start));
+    }
+    words += " " + Bold(command.parent.substr(start));
+  }
+  words += " " + Bold(command.name);
+  out += ".SH SYNOPSIS\n" + words;
+  if (!command.subcommands.empty()) out += " " + Italic("COMMAND");
+  out += " [" + Italic("OPTIONS") + "]";
   for (const auto& pos : command.positionals) {
     if (pos.kind == ValueKind::kCommand) out += " [" + Bold("--") + "]";
     out += " " + Positional(pos);
@@ -142,10 +161,23 @@ std::string RenderCommandManPage(const ProgramDoc& program, const CommandDoc& co
     out += ".SH ARGUMENTS\n";
     for (const auto& pos : command.positionals) Entry(out, Positional(pos), OptionBody(pos));
   }
+  if (!command.subcommands.empty()) {
+    out += ".SH COMMANDS\n";
+    for (const auto& sub : command.subcommands) Entry(out, Bold(sub.name), RoffEscape(Sentence(sub.summary)));
+  }
   out += ".SH \"GLOBAL OPTIONS\"\nThe global options of " + Bold(program.name) +
          "(1) (such as " + Bold("--simulate") + ") are accepted before or after the command.\n";
   ExitStatus(out, program);
-  out += ".SH \"SEE ALSO\"\n" + Bold(program.name) + "(1)\n";
+  std::string see = Bold(program.name) + "(1)";
+  if (!command.parent.empty()) {
+    std::string up = command.parent;
+    for (char& c : up) {
+      if (c == ' ') c = '-';
+    }
+    see += ",\n" + Bold(program.name + "-" + up) + "(1)";
+  }
+  for (const auto& sub : command.subcommands) see += ",\n" + Bold(program.name + "-" + ManPageStem(sub)) + "(1)";
+  out += ".SH \"SEE ALSO\"\n" + see + "\n";
   return out;
 }
 

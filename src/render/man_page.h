@@ -14,11 +14,15 @@ namespace gpuman::render {
 std::string RenderProgramManPage(const ProgramDoc& program);
 
 /// The page for one command: NAME, SYNOPSIS, DESCRIPTION, OPTIONS, ARGUMENTS (when it has
-/// positionals), GLOBAL OPTIONS (a pointer to the program page), EXIT STATUS, SEE ALSO.
+/// positionals), COMMANDS (when it has subcommands, which get pages of their own), GLOBAL
+/// OPTIONS (a pointer to the program page), EXIT STATUS, SEE ALSO.
 std::string RenderCommandManPage(const ProgramDoc& program, const CommandDoc& command);
 
 /// "gpuman.1" for the program (empty command name), "gpuman-run.1" for a command.
 std::string ManPageFileName(const ProgramDoc& program, std::string_view command);
+
+/// A command's part of its page name: "run", "slurm-gres-conf" (parent words joined by '-').
+std::string ManPageStem(const CommandDoc& command);
 
 /// Text made safe for a roff text line: backslashes, hyphens and a leading '.' or '\''.
 std::string RoffEscape(std::string_view text);

@@ -131,6 +131,20 @@ std::map<std::string, std::string> ParseConfKeys(std::string_view text) {
   return out;
 }
 
+std::vector<std::string> ConfNodeNames(std::string_view text) {
+  std::vector<std::string> out;
+  for (const std::string& raw : Split(text, '\n')) {
+    const auto pairs = Pairs(StripComment(raw));
+    if (pairs.empty() || pairs.front().first != "nodename") continue;
+    for (const auto& [k, v] : pairs) {
+      if (k != "nodename" && k != "nodehostname") continue;
+      if (Lower(v) == "default") continue;
+      if (auto names = ExpandHostlist(v)) out.insert(out.end(), names->begin(), names->end());
+    }
+  }
+  return out;
+}
+
 std::optional<int> MinorFromName(std::string_view path) {
   const size_t slash = path.rfind('/');
   const std::string_view base = slash == std::string_view::npos ? path : path.substr(slash + 1);

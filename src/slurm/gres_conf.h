@@ -29,6 +29,10 @@ std::vector<visibility::GresGpu> ParseGresConf(std::string_view text, std::strin
 /// NodeName=/PartitionName= lines are skipped (their keys describe nodes, not the cluster).
 std::map<std::string, std::string> ParseConfKeys(std::string_view text);
 
+/// The node names slurm.conf `text` declares: NodeName= and NodeHostname= of its NodeName
+/// lines, hostlists expanded ("node[01-02]" -> node01 node02); DEFAULT is left out.
+std::vector<std::string> ConfNodeNames(std::string_view text);
+
 /// The N of "/dev/nvidiaN" (basename "nvidia" followed by digits only); nullopt otherwise.
 std::optional<int> MinorFromName(std::string_view path);
 

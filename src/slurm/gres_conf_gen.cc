@@ -12,6 +12,23 @@
 #include "slurm/gres_conf.h"
 
 namespace gpuman::slurm {
+namespace {
+
+// "0-31,64-95" -> its CPUs; nullopt when malformed.
+std::optional<std::set<int>> ParseCpuList(std::string_view text) {
+  std::set<int> out;
+  for (const std::string& part : Split(text, ',')) {
+    const std::string_view p = Trim(part);
+    const size_t dash = p.find('-');
+    const auto lo = ParseInt(dash == std::string_view::npos ? p : p.substr(0, dash));
+    const auto hi = dash == std::string_view::npos ? lo : ParseInt(p.substr(dash + 1));
+    if (!lo || !hi || *lo < 0 || *hi < *lo || *hi > 65535) return std::nullopt;
+    for (int64_t c = *lo; c <= *hi; ++c) out.insert(static_cast<int>(c));
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string GresType(std::string_view nvml_name) {
   std::string out;
@@ -28,21 +45,27 @@ GresConf GenerateGresConf(const model::MachineSnapshot& snap, std::string_view n
                           std::any_of(topo->nvlinks.begin(), topo->nvlinks.end(), [](const std::vector<int>& row) {
                             return std::any_of(row.begin(), row.end(), [](int n) { return n > 0; });
                           });
+  // The GPUs that get a line: Links= entry j is the j-th of them (Slurm's GPU j).
+  std::vector<size_t> listed;
   for (size_t i = 0; i < snap.gpus.size(); ++i) {
     const model::DeviceSnapshot& d = snap.gpus[i];
-    if (!d.minor_number || !d.name) {
-      conf.problems.push_back("GPU " + std::to_string(d.index) + " left out: NVML reports no " +
-                              (!d.minor_number ? "minor number" : "name"));
+    if (d.minor_number && d.name) {
+      listed.push_back(i);
       continue;
     }
+    conf.problems.push_back("GPU " + std::to_string(d.index) + " left out: NVML reports no " +
+                            (!d.minor_number ? "minor number" : "name"));
+  }
+  for (size_t i : listed) {
+    const model::DeviceSnapshot& d = snap.gpus[i];
     const std::string type = GresType(*d.name);
     std::string line = "NodeName=" + std::string(node_name) + " Name=gpu Type=" + type +
                        " File=/dev/nvidia" + std::to_string(*d.minor_number);
     if (!d.cpu_affinity.empty()) line += " Cores=" + model::FormatCpuList(d.cpu_affinity);
     if (has_nvlink) {
       std::string links;
-      for (size_t j = 0; j < snap.gpus.size(); ++j) {
-        links += (j == 0 ? "" : ",") + (i == j ? std::string("-1") : std::to_string(topo->nvlinks[i][j]));
+      for (size_t j : listed) {
+        links += (links.empty() ? "" : ",") + (i == j ? std::string("-1") : std::to_string(topo->nvlinks[i][j]));
       }
       line += " Links=" + links;
     }
@@ -72,17 +95,27 @@ std::vector<SlurmdGres> ParseSlurmdGres(std::string_view text) {
       if (key == "File" && value != "(null)") {
         if (auto files = ExpandHostlist(value)) g.files = std::move(*files);
       }
+      if (key == "Cores" && value != "(null)") g.cores = value;
+      if (key == "Links" && value != "(null)") g.links = value;
     }
     out.push_back(std::move(g));
   }
   return out;
 }
 
-std::vector<std::string> CheckGres(const std::vector<SlurmdGres>& slurmd, const model::MachineSnapshot& snap,
-                                   const std::function<std::optional<int>(const std::string&)>& minor_of) {
-  std::vector<std::string> out;
+GresCheck CheckGres(const std::vector<SlurmdGres>& slurmd, const model::MachineSnapshot& snap,
+                    const std::function<std::optional<int>(const std::string&)>& minor_of) {
+  GresCheck check;
+  std::vector<std::string>& out = check.mismatches;
   int64_t count = 0;
   std::map<int, std::string> file_of_minor;
+  // slurmd's GPUs in its order (Slurm index = position), with their record and minor.
+  struct SlurmGpu {
+    const SlurmdGres* record;
+    std::string file;
+    std::optional<int> minor;
+  };
+  std::vector<SlurmGpu> gpus;
   for (const SlurmdGres& g : slurmd) {
     count += g.count;
     if (static_cast<int64_t>(g.files.size()) != g.count) {
@@ -91,6 +124,7 @@ std::vector<std::string> CheckGres(const std::vector<SlurmdGres>& slurmd, const 
     }
     for (const std::string& f : g.files) {
       const auto minor = minor_of(f);
+      gpus.push_back(SlurmGpu{&g, f, minor});
       if (!minor) {
         out.push_back(f + ": cannot tell its minor number");
         continue;
@@ -104,12 +138,15 @@ std::vector<std::string> CheckGres(const std::vector<SlurmdGres>& slurmd, const 
     out.push_back("slurmd has " + std::to_string(count) + " GPU(s), NVML " + std::to_string(snap.gpus.size()));
   }
   std::set<int> nvml_minors;
-  for (const model::DeviceSnapshot& d : snap.gpus) {
+  std::map<int, size_t> nvml_of_minor;  // minor -> position in snap.gpus
+  for (size_t i = 0; i < snap.gpus.size(); ++i) {
+    const model::DeviceSnapshot& d = snap.gpus[i];
     if (!d.minor_number) {
       out.push_back("GPU " + std::to_string(d.index) + ": NVML reports no minor number");
       continue;
     }
     nvml_minors.insert(*d.minor_number);
+    nvml_of_minor.emplace(*d.minor_number, i);
     if (file_of_minor.count(*d.minor_number) == 0) {
       out.push_back("GPU " + std::to_string(d.index) + " (" + d.uuid.value_or("no UUID") + ", /dev/nvidia" +
                     std::to_string(*d.minor_number) + ") is not in slurmd's GRES");
@@ -118,7 +155,73 @@ std::vector<std::string> CheckGres(const std::vector<SlurmdGres>& slurmd, const 
   for (const auto& [minor, file] : file_of_minor) {
     if (nvml_minors.count(minor) == 0) out.push_back(file + " (minor " + std::to_string(minor) + ") is no GPU NVML shows");
   }
-  return out;
+
+  // Cores= and Links= of each slurmd GPU that is an NVML GPU.
+  const auto nvml_at = [&](const SlurmGpu& g) -> std::optional<size_t> {
+    if (!g.minor) return std::nullopt;
+    const auto it = nvml_of_minor.find(*g.minor);
+    return it == nvml_of_minor.end() ? std::nullopt : std::optional<size_t>(it->second);
+  };
+  const auto& topo = snap.topology;
+  const bool topo_known = topo && topo->nvlinks.size() == snap.gpus.size();
+  int no_cores = 0, no_links = 0;
+  for (size_t k = 0; k < gpus.size(); ++k) {
+    const auto a = nvml_at(gpus[k]);
+    if (!a) continue;
+    const model::DeviceSnapshot& d = snap.gpus[*a];
+    const std::string who = "Slurm GPU " + std::to_string(k) + " (" + gpus[k].file + ", NVML GPU " +
+                            std::to_string(d.index) + ")";
+    if (!d.cpu_affinity.empty()) {
+      const std::string nvml_cores = model::FormatCpuList(d.cpu_affinity);
+      if (!gpus[k].record->cores) {
+        ++no_cores;
+      } else if (const auto cpus = ParseCpuList(*gpus[k].record->cores); !cpus) {
+        out.push_back(who + ": cannot read Cores=" + *gpus[k].record->cores);
+      } else if (*cpus != std::set<int>(d.cpu_affinity.begin(), d.cpu_affinity.end())) {
+        out.push_back(who + ": Cores=" + *gpus[k].record->cores + ", NVML's CPU affinity is " + nvml_cores);
+      }
+    }
+    if (!topo_known) continue;
+    const bool nvml_linked = std::any_of(topo->nvlinks[*a].begin(), topo->nvlinks[*a].end(), [](int n) { return n > 0; });
+    if (!gpus[k].record->links) {
+      if (nvml_linked) ++no_links;
+      continue;
+    }
+    std::vector<int64_t> links;
+    bool readable = true;
+    for (const std::string& v : Split(*gpus[k].record->links, ',')) {
+      const auto n = ParseInt(Trim(v));
+      if (!n) readable = false;
+      links.push_back(n.value_or(0));
+    }
+    if (!readable) {
+      out.push_back(who + ": cannot read Links=" + *gpus[k].record->links);
+      continue;
+    }
+    if (links.size() != gpus.size()) {
+      out.push_back(who + ": Links=" + *gpus[k].record->links + " has " + std::to_string(links.size()) +
+                    " entries for slurmd's " + std::to_string(gpus.size()) + " GPU(s)");
+      continue;
+    }
+    for (size_t j = 0; j < gpus.size(); ++j) {
+      const auto b = nvml_at(gpus[j]);
+      if (!b) continue;
+      const int64_t want = j == k ? -1 : topo->nvlinks[*a][*b];
+      if (links[j] == want) continue;
+      out.push_back(who + ": Links= entry " + std::to_string(j) + " (to Slurm GPU " + std::to_string(j) + ", NVML GPU " +
+                    std::to_string(snap.gpus[*b].index) + ") is " + std::to_string(links[j]) + ", NVML " +
+                    (j == k ? std::string("expects -1 for the GPU itself") : "sees " + std::to_string(want) + " NVLink(s)"));
+    }
+  }
+  if (no_cores > 0) {
+    check.notes.push_back("slurmd declares no Cores= for " + std::to_string(no_cores) +
+                          " GPU(s) whose CPU affinity NVML knows: Slurm does not bind their jobs near them");
+  }
+  if (no_links > 0) {
+    check.notes.push_back("slurmd declares no Links= for " + std::to_string(no_links) +
+                          " NVLinked GPU(s): Slurm's --gpus cannot prefer linked GPUs");
+  }
+  return check;
 }
 
 }  // namespace gpuman::slurm

@@ -32,18 +32,31 @@ struct GresConf {
 GresConf GenerateGresConf(const model::MachineSnapshot& snap, std::string_view node_name);
 
 /// One GPU record of `slurmd -G`: "slurmd: Gres Name=gpu Type=a100 Count=2 Index=0 ...
-/// File=/dev/nvidia[0-1] ...". Files are expanded, in order.
+/// File=/dev/nvidia[0-1] Cores=0-31 CoreCnt=64 Links=-1,12". Files are expanded, in order.
+/// A value slurmd prints as "(null)" is nullopt.
 struct SlurmdGres {
-  std::optional<std::string> type;  // "(null)" -> nullopt
+  std::optional<std::string> type;
   int64_t count = 0;
   std::vector<std::string> files;
+  std::optional<std::string> cores;  // as printed, "0-31,64-95"
+  std::optional<std::string> links;  // as printed, "-1,12,0,0"
 };
 std::vector<SlurmdGres> ParseSlurmdGres(std::string_view text);
 
-/// The mismatches between slurmd's GPUs and NVML's: counts, device files whose minor is no
-/// NVML GPU, NVML GPUs no file names, a file named twice. `minor_of` reads a file's minor.
-/// Empty when they agree.
-std::vector<std::string> CheckGres(const std::vector<SlurmdGres>& slurmd, const model::MachineSnapshot& snap,
-                                   const std::function<std::optional<int>(const std::string&)>& minor_of);
+struct GresCheck {
+  /// What slurmd declares wrong, one line per difference (exit 6).
+  std::vector<std::string> mismatches;
+  /// What slurmd leaves out that NVML knows (no Cores=, no Links= where NVML sees NVLinks):
+  /// not wrong, but Slurm then cannot use it. One line per kind.
+  std::vector<std::string> notes;
+};
+
+/// Compares slurmd's GPUs with NVML's: counts, device files whose minor is no NVML GPU,
+/// NVML GPUs no file names, a file named twice; then, for each file that is an NVML GPU,
+/// Cores= against the GPU's CPU affinity (as CPU lists) and Links= against NVML's NVLink
+/// counts, entry j of Links= being the link count to slurmd's GPU j (-1 for itself).
+/// `minor_of` reads a file's minor. No mismatches when they agree.
+GresCheck CheckGres(const std::vector<SlurmdGres>& slurmd, const model::MachineSnapshot& snap,
+                    const std::function<std::optional<int>(const std::string&)>& minor_of);
 
 }  // namespace gpuman::slurm

@@ -6,6 +6,9 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -85,6 +88,28 @@ std::optional<bool> ConstrainedByConfig(const std::string& conf_dir, const std::
 }
 
 }  // namespace
+
+SlurmNodeVerdict DetectSlurmNode(SlurmNodeMode mode, const visibility::Environment& env, const std::string& hostname,
+                                 const SlurmPaths& paths) {
+  if (mode == SlurmNodeMode::kYes) return {true, "[slurm] node = yes"};
+  if (mode == SlurmNodeMode::kNo) return {false, "[slurm] node = no"};
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(paths.proc, ec)) {
+    const std::string pid = entry.path().filename().string();
+    if (pid.empty() || !std::all_of(pid.begin(), pid.end(), [](unsigned char c) { return std::isdigit(c); })) continue;
+    if (const auto comm = ReadText(entry.path().string() + "/comm"); comm && Trim(*comm) == "slurmd") {
+      return {true, "slurmd runs (pid " + pid + ")"};
+    }
+  }
+  const std::string slurm_conf = Var(env, "SLURM_CONF").value_or(paths.default_conf_dir + "/slurm.conf");
+  const auto text = ReadText(slurm_conf);
+  if (!text) return {false, "no slurmd runs and " + slurm_conf + " cannot be read"};
+  const std::string short_name = hostname.substr(0, hostname.find('.'));
+  for (const std::string& name : ConfNodeNames(*text)) {
+    if (name == hostname || name == short_name) return {true, slurm_conf + " declares NodeName " + name};
+  }
+  return {false, "no slurmd runs and " + slurm_conf + " declares no node " + short_name};
+}
 
 bool InSlurmJob(const visibility::Environment& env) {
   return Var(env, "SLURM_JOB_ID") || Var(env, "SLURM_STEP_GPUS") || Var(env, "SLURM_JOB_GPUS");

@@ -22,6 +22,24 @@ struct SlurmPaths {
   std::string default_conf_dir = "/etc/slurm";
 };
 
+/// `[slurm] node` of the config: whether this host is a Slurm compute node.
+enum class SlurmNodeMode { kAuto, kYes, kNo };
+
+struct SlurmNodeVerdict {
+  bool is_node = false;
+  std::string reason;  // "slurmd runs (pid 812)", "[slurm] node = yes", ...
+};
+
+/// Whether this host is a Slurm compute node, where gpuman's per-GPU drains and idle-lease
+/// releases step aside (Slurm drains whole nodes and ends jobs itself; docs/slurm.md).
+/// kYes / kNo: as configured. kAuto: yes when a process named `slurmd` runs (a scan of
+/// `paths.proc`; covers configless nodes), or when slurm.conf ($SLURM_CONF, else
+/// `default_conf_dir`/slurm.conf) has a NodeName= (or NodeHostname=) naming `hostname` or
+/// its short form; a login or controller host has slurm.conf but is no NodeName. Reads
+/// files; call it when a decision is due, not per sample.
+SlurmNodeVerdict DetectSlurmNode(SlurmNodeMode mode, const visibility::Environment& env, const std::string& hostname,
+                                 const SlurmPaths& paths = {});
+
 /// True when `env` looks like the inside of a Slurm job or step (SLURM_JOB_ID, or a
 /// SLURM_STEP_GPUS / SLURM_JOB_GPUS list).
 bool InSlurmJob(const visibility::Environment& env);

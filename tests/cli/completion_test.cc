@@ -84,6 +84,29 @@ TEST(BashCompletionTest, EachCommandArmHasExactlyItsOptions) {
   }
 }
 
+TEST(BashCompletionTest, SubcommandsAreCompletedThenTheirOptions) {
+  CommandTree tree;
+  const std::string script = Bash(tree.app());
+  int subs = 0;
+  for (const CLI::App* c : VisibleCommands(tree.app())) {
+    const auto children = VisibleCommands(*c);
+    if (children.empty()) continue;
+    const size_t arm = script.find("\n    " + c->get_name() + ")\n");
+    ASSERT_NE(arm, std::string::npos) << c->get_name();
+    std::set<std::string> names;
+    for (const CLI::App* sub : children) names.insert(sub->get_name());
+    // Before a subcommand: its names as the positional choices.
+    const size_t choices = script.find("choices=(", arm) + 9;
+    EXPECT_EQ(Words(script.substr(choices, script.find(')', choices) - choices)), names) << c->get_name();
+    for (const CLI::App* sub : children) {
+      SCOPED_TRACE(c->get_name() + " " + sub->get_name());
+      EXPECT_EQ(QuotedList(script.substr(arm), "\n          " + sub->get_name() + ")\n", "opts="), CliOptionNames(*sub));
+      ++subs;
+    }
+  }
+  EXPECT_GE(subs, 1) << "slurm gres-conf at least";
+}
+
 TEST(BashCompletionTest, ValuesHaveCandidates) {
   CommandTree tree;
   const std::string script = Bash(tree.app());

@@ -282,5 +282,23 @@ TEST(ParseConfigTest, DaemonConnectionCaps) {
       << bad.error().message;
 }
 
+TEST(ParseConfigTest, SlurmNode) {
+  auto deflt = ParseConfig("", "t");
+  ASSERT_TRUE(deflt);
+  EXPECT_EQ(deflt->slurm.node, slurm::SlurmNodeMode::kAuto);
+  auto yes = ParseConfig("[slurm]\nnode = \"yes\"\n", "t");
+  ASSERT_TRUE(yes) << yes.error().message;
+  EXPECT_EQ(yes->slurm.node, slurm::SlurmNodeMode::kYes);
+  auto no = ParseConfig("[slurm]\nnode = \"no\"\n", "t");
+  ASSERT_TRUE(no);
+  EXPECT_EQ(no->slurm.node, slurm::SlurmNodeMode::kNo);
+  auto bad = ParseConfig("[slurm]\nnode = true\n", "t");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().message, "config t: slurm.node must be \"auto\", \"yes\" or \"no\"");
+  auto unknown = ParseConfig("[slurm]\nnodes = \"yes\"\n", "t");
+  ASSERT_FALSE(unknown);
+  EXPECT_EQ(unknown.error().message, "config t: slurm: unknown key 'nodes' (known: state_dir, node)");
+}
+
 }  // namespace
 }  // namespace gpuman::cli

@@ -135,7 +135,45 @@ void ExpectAPagePerCommand(const std::string& dir) {
   for (const CLI::App* c : VisibleCommands(tree.app())) {
     const std::string path = dir + "/gpuman-" + c->get_name() + ".1";
     EXPECT_TRUE(std::filesystem::exists(path)) << "no page for '" << c->get_name() << "': " << path;
+    for (const CLI::App* sub : VisibleCommands(*c)) {  // `slurm gres-conf`: gpuman-slurm-gres-conf.1
+      const std::string sub_path = dir + "/gpuman-" + c->get_name() + "-" + sub->get_name() + ".1";
+      EXPECT_TRUE(std::filesystem::exists(sub_path)) << "no page for '" << c->get_name() << " " << sub->get_name() << "'";
+    }
   }
+}
+
+TEST(ManPageTest, SubcommandPagesListExactlyTheirOptions) {
+  CommandTree tree;
+  const render::ProgramDoc doc = DescribeCommandLine(tree.app());
+  const auto commands = VisibleCommands(tree.app());
+  int pages = 0;
+  for (size_t i = 0; i < commands.size(); ++i) {
+    const auto subs = VisibleCommands(*commands[i]);
+    ASSERT_EQ(doc.commands[i].subcommands.size(), subs.size()) << commands[i]->get_name();
+    const std::string parent_page = render::RenderCommandManPage(doc, doc.commands[i]);
+    for (size_t j = 0; j < subs.size(); ++j) {
+      SCOPED_TRACE(commands[i]->get_name() + " " + subs[j]->get_name());
+      const render::CommandDoc& sub = doc.commands[i].subcommands[j];
+      EXPECT_EQ(sub.parent, commands[i]->get_name());
+      const std::string page = render::RenderCommandManPage(doc, sub);
+      const auto tags = SectionTags(page, "OPTIONS", "\\fB");
+      EXPECT_EQ(std::set<std::string>(tags.begin(), tags.end()), CliOptionNames(*subs[j], false));
+      const auto listed = SectionTags(parent_page, "COMMANDS", "\\fB");
+      EXPECT_EQ(listed.count(subs[j]->get_name()), 1u) << "the parent's page lists it";
+      ++pages;
+    }
+  }
+  EXPECT_GE(pages, 1) << "slurm gres-conf at least";
+  auto slurm = std::find_if(doc.commands.begin(), doc.commands.end(), [](auto& c) { return c.name == "slurm"; });
+  ASSERT_NE(slurm, doc.commands.end());
+  auto gres = std::find_if(slurm->subcommands.begin(), slurm->subcommands.end(), [](auto& c) { return c.name == "gres-conf"; });
+  ASSERT_NE(gres, slurm->subcommands.end());
+  EXPECT_EQ(render::ManPageStem(*gres), "slurm-gres-conf");
+  const std::string page = render::RenderCommandManPage(doc, *gres);
+  EXPECT_NE(page.find(".TH GPUMAN-SLURM-GRES-CONF 1"), std::string::npos);
+  EXPECT_NE(page.find(".SH SYNOPSIS\n\\fBgpuman\\fR \\fBslurm\\fR \\fBgres\\-conf\\fR [\\fIOPTIONS\\fR]\n"), std::string::npos)
+      << page;
+  EXPECT_NE(page.find("\\fBgpuman\\-slurm\\fR(1)"), std::string::npos) << "SEE ALSO the parent";
 }
 
 TEST(ManPageTest, WriteManPagesWritesAPagePerCommand) {

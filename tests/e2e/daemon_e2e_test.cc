@@ -224,6 +224,9 @@ TEST_F(DaemonE2E, RunGoesThroughTheDaemon) {
   ASSERT_EQ(leases.size(), 1u) << "the run's lease is in the daemon's table";
   EXPECT_EQ(leases[0]["kind"], "run");
   EXPECT_EQ(leases[0]["processes"].size(), 2u) << "runner and job";
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
+  EXPECT_EQ(leases[0]["host"], host) << "the daemon's lease objects carry the host";
   // A queued 4-GPU job waits for the run's GPUs; a second run cannot take them either.
   int64_t job = Submit({"-n", "4", "--", "true"});
   usleep(300000);

@@ -56,6 +56,9 @@ comp run --allow | grep -qx -- --allow-shared || { echo "run --allow -> $(comp r
 comp logs - | grep -qx -- --follow || { echo "logs - -> $(comp logs -)"; exit 1; }
 [[ $(comp completion z) == zsh ]] || { echo "completion z -> $(comp completion z)"; exit 1; }
 comp run -- ba | grep -qx bash || { echo "run -- ba -> $(comp run -- ba)"; exit 1; }
+comp slurm '' | grep -qx gres-conf || { echo "slurm '' -> $(comp slurm '')"; exit 1; }
+[[ $(comp slurm gres-conf --ch) == --check ]] || { echo "slurm gres-conf --ch -> $(comp slurm gres-conf --ch)"; exit 1; }
+[[ -z $(comp slurm gres-conf --ver) ]] || { echo "slurm gres-conf --ver -> $(comp slurm gres-conf --ver)"; exit 1; }
 DRIVE
 out=$(bash --norc --noprofile "$tmp/drive.bash" "$tmp/gpuman.bash" "$bin" 2>&1) || fail "completion: $out"
 
@@ -65,6 +68,10 @@ command -v man >/dev/null && command -v groff >/dev/null || { echo "SKIP: man/gr
 for cmd in $("$bin" --help | sed -n '/^Subcommands:/,$p' | awk 'NR > 1 && NF { print $1 }'); do
   [[ -f $build/man/gpuman-$cmd.1 ]] || fail "no man page for $cmd"
 done
+for sub in $("$bin" slurm --help | sed -n '/^Subcommands:/,$p' | awk 'NR > 1 && NF { print $1 }'); do
+  [[ -f $build/man/gpuman-slurm-$sub.1 ]] || fail "no man page for slurm $sub"
+done
+[[ -f $build/man/gpuman-slurm-gres-conf.1 ]] || fail "no man page for slurm gres-conf"
 for page in "$build"/man/*.1; do
   warnings=$(groff -man -Tutf8 -ww -z "$page" 2>&1)
   [[ -z $warnings ]] || fail "$page: $warnings"

@@ -179,6 +179,9 @@ TEST_F(RunE2E, SelectLeaseLivesWithTheCallerAndCanBeReleased) {
   ASSERT_EQ(leases.size(), 1u);
   EXPECT_EQ(leases[0]["kind"], "select");
   EXPECT_EQ(leases[0]["processes"][0]["pid"], getpid());
+  char host[256] = {};
+  ASSERT_EQ(gethostname(host, sizeof host - 1), 0);
+  EXPECT_EQ(leases[0]["host"], host) << "the lease names the host that judges its holder";
   // The leased GPU is not handed out again.
   auto again = Gpuman({"--simulate", "a100-4", "select", "-n", "3"});
   EXPECT_EQ(again.exit_code, 4) << again.out;

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -43,9 +44,11 @@ std::string Trimmed(std::string s) {
 
 class SlurmE2E : public ::testing::Test {
  protected:
-  void SetUp() override {
+  void SetUp() override { Start({}); }
+  // Starts the recipe's cluster with RecipeEnv() and `knobs` over it.
+  void Start(const std::map<std::string, std::string>& knobs) {
     if (geteuid() != 0) GTEST_SKIP() << "needs root: the Slurm recipe runs slurmd and munged";
-    const auto started = Sh("'" + kRecipe + "' start");
+    const auto started = Sh("'" + kRecipe + "' start", knobs);
     ASSERT_EQ(started.exit_code, 0) << "slurm recipe failed:\n" << started.out << started.err;
     ASSERT_THAT(started.out, HasSubstr("OK slurm"));
     is_started_ = true;
@@ -64,7 +67,7 @@ class SlurmE2E : public ::testing::Test {
                             " -t R) ]] && exit 0; sleep 0.2; done; exit 1");
     ASSERT_EQ(running.exit_code, 0) << "holder job " << holder_ << " did not start";
     const auto shown = Sh("scontrol show job -d " + holder_);
-    ASSERT_THAT(shown.out, HasSubstr("IDX:0-" + std::to_string(gpus - 1))) << shown.out;
+    ASSERT_THAT(shown.out, HasSubstr(gpus == 1 ? "(IDX:0)" : "IDX:0-" + std::to_string(gpus - 1))) << shown.out;
   }
 
   // `srun --gres=gpu:N gpuman ARGS` with the stand-in NVML on `scenario` (srun passes the
@@ -249,6 +252,90 @@ TEST_F(SlurmE2E, HistoryOfARealJob) {
   ASSERT_EQ(report.exit_code, 0) << report.err;
   EXPECT_THAT(report.out, HasSubstr("slurm job " + holder_ + " of root"));
   EXPECT_THAT(report.out, ::testing::Not(HasSubstr(uuids_[2])));
+// `gpuman slurm gres-conf` on a 4-GPU NVLink node (scenarios/a100-4: pairs (0,1) and (2,3),
+// two NUMA nodes) as the node's gres.conf: slurmd accepts it, and Slurm places by its
+// Links=. The recipe's fake device nodes /run/slurm-fake-gpu/nvidiaN (char 195:N) stand in
+// for /dev/nvidiaN, so the generated File= paths are pointed there.
+class SlurmGresConfE2E : public SlurmE2E {
+ protected:
+  void SetUp() override {}  // each test starts the cluster with its own gres.conf
+
+  // The generated gres.conf lines (File= moved to the fake devices), `links` false: with
+  // the Links= field cut off. Also checks the slurm.conf Gres= value it suggests.
+  std::string GeneratedGresConf(bool links) {
+    auto env = CleanEnv(state_.path());
+    env["GPUMAN_SIMULATE"] = "a100-4";
+    env["SLURMD_NODENAME"] = "";
+    const auto r = testing::Run({kGpuman, "slurm", "gres-conf"}, env);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr("Gres=gpu:a100-sxm4-80gb:4\n"));
+    std::string out;
+    std::istringstream in(r.out);
+    for (std::string line; std::getline(in, line);) {
+      if (line.empty() || line[0] == '#') continue;
+      const size_t file = line.find("File=/dev/nvidia");
+      EXPECT_NE(file, std::string::npos) << line;
+      if (file == std::string::npos) continue;
+      line.replace(file, 16, "File=/run/slurm-fake-gpu/nvidia");
+      if (!links) line = line.substr(0, line.find(" Links="));
+      out += line + "\n";
+    }
+    return out;
+  }
+  void StartWith(const std::string& gres_conf) {
+    Start({{"SLURM_FAKE_GPUS", "4"}, {"SLURM_NODE_CPUS", "128"}, {"SLURM_GPU_TYPE", "a100-sxm4-80gb"},
+           {"SLURM_GRES_CONF", gres_conf}});
+  }
+  // SLURM_STEP_GPUS of `srun ARGS printenv SLURM_STEP_GPUS`.
+  std::string StepGpus(const std::string& srun_args) {
+    const auto r = Sh("srun -t 1 " + srun_args + " printenv SLURM_STEP_GPUS");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return Trimmed(r.out);
+  }
+};
+
+TEST_F(SlurmGresConfE2E, SlurmdAcceptsItAndGpusTwoGetsTheNvlinkedPair) {
+  const std::string conf = GeneratedGresConf(/*links=*/true);
+  ASSERT_THAT(conf, HasSubstr("File=/run/slurm-fake-gpu/nvidia3 Cores=32-63,96-127 Links=0,0,12,-1\n"));
+  StartWith(conf);
+  if (HasFatalFailure() || IsSkipped()) return;
+  // slurmd read every field, and the node registered idle with the suggested Gres=.
+  const auto node = Sh("scontrol show node");
+  EXPECT_THAT(node.out, HasSubstr("Gres=gpu:a100-sxm4-80gb:4"));
+  EXPECT_THAT(node.out, HasSubstr("State=IDLE"));
+  const auto g = Sh("slurmd -G 2>&1");  // it logs to stderr
+  EXPECT_THAT(g.out, HasSubstr("File=/run/slurm-fake-gpu/nvidia1 Cores=0-31,64-95 CoreCnt=128 Links=12,-1,0,0"));
+  // --check agrees, Cores= and Links= included.
+  auto env = CleanEnv(state_.path());
+  for (const auto& [k, v] : RecipeEnv()) env[k] = v;
+  env["GPUMAN_SIMULATE"] = "a100-4";
+  const auto check = testing::Run({kGpuman, "slurm", "gres-conf", "--check"}, env);
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  EXPECT_EQ(check.out, "ok: slurmd's 4 GPU(s) are NVML's\n");
+
+  // GPU 0 busy: --gpus=2 gets the linked pair 2,3, not the first two free (1,2).
+  HoldGpus(1);
+  EXPECT_EQ(StepGpus("--gpus=2"), "2,3");
+  // Slurm 22.05 applies Links= only to job-level counts (--gpus); a per-node
+  // --gres=gpu:2 still takes the first free GPUs, across the pairs (docs/slurm.md).
+  EXPECT_EQ(StepGpus("--gres=gpu:2"), "1,2");
+}
+
+TEST_F(SlurmGresConfE2E, WithoutLinksGpusTwoTakesTheFirstFree) {
+  // The control: the same gres.conf without Links=, and Slurm no longer keeps the pair.
+  const std::string conf = GeneratedGresConf(/*links=*/false);
+  ASSERT_THAT(conf, ::testing::Not(HasSubstr("Links=")));
+  StartWith(conf);
+  if (HasFatalFailure() || IsSkipped()) return;
+  HoldGpus(1);
+  EXPECT_EQ(StepGpus("--gpus=2"), "1,2");
+  // And --check says what is missing, without failing.
+  auto env = CleanEnv(state_.path());
+  for (const auto& [k, v] : RecipeEnv()) env[k] = v;
+  env["GPUMAN_SIMULATE"] = "a100-4";
+  const auto check = testing::Run({kGpuman, "slurm", "gres-conf", "--check"}, env);
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  EXPECT_THAT(check.out, HasSubstr("note: slurmd declares no Links= for 4 NVLinked GPU(s)"));
 }
 
 }  // namespace

@@ -136,6 +136,7 @@ inline model::Lease FullLease() {
   l.kind = "run";
   l.created_unix_ms = 1700000000000;
   l.processes = {{4242, 123456}, {4243, 123460}};
+  l.host = "node1";
   return l;
 }
 

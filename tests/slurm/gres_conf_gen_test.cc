@@ -4,6 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
 namespace gpuman::slurm {
 namespace {
 
@@ -79,16 +82,129 @@ std::optional<int> NameMinor(const std::string& f) { return std::stoi(f.substr(f
 
 TEST(SlurmdGresTest, CheckAgreesAndFindsMismatches) {
   const auto snap = FourGpus();
-  EXPECT_THAT(CheckGres(ParseSlurmdGres("Gres Name=gpu Type=x Count=4 Index=0 File=/dev/nvidia[0-3]\n"), snap, NameMinor),
-              IsEmpty());
+  EXPECT_THAT(
+      CheckGres(ParseSlurmdGres("Gres Name=gpu Type=x Count=4 Index=0 File=/dev/nvidia[0-3]\n"), snap, NameMinor).mismatches,
+      IsEmpty());
   const auto bad = CheckGres(
-      ParseSlurmdGres("Gres Name=gpu Count=3 Index=0 File=/dev/nvidia[0-1],/dev/nvidia5\n"), snap, NameMinor);
+      ParseSlurmdGres("Gres Name=gpu Count=3 Index=0 File=/dev/nvidia[0-1],/dev/nvidia5\n"), snap, NameMinor).mismatches;
   EXPECT_THAT(bad, ElementsAre(HasSubstr("slurmd has 3 GPU(s), NVML 4"),
                                HasSubstr("GPU 2 (GPU-2, /dev/nvidia3) is not in slurmd's GRES"),
                                HasSubstr("GPU 3 (GPU-3, /dev/nvidia2) is not in slurmd's GRES"),
                                HasSubstr("/dev/nvidia5 (minor 5) is no GPU NVML shows")));
-  EXPECT_THAT(CheckGres(ParseSlurmdGres("Gres Name=gpu Count=2 File=/dev/nvidia0,/x/nvidia0\n"), snap, NameMinor),
+  EXPECT_THAT(CheckGres(ParseSlurmdGres("Gres Name=gpu Count=2 File=/dev/nvidia0,/x/nvidia0\n"), snap, NameMinor).mismatches,
               ::testing::Contains(HasSubstr("are the same device (minor 0)")));
+}
+
+// `slurmd -G` as Slurm 22.05.8 printed it on the recipe's cluster (tests/slurm/slurmd-G/).
+std::string Captured(const std::string& name) {
+  std::ifstream in(std::string(GPUMAN_TEST_SOURCE_DIR) + "/slurm/slurmd-G/" + name);
+  EXPECT_TRUE(in) << name;
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// What the stand-in NVML shows for scenarios/a100-4.json: minors 0-3 in PCI order, NVLink
+// pairs (0,1) and (2,3) with 12 links each, two NUMA nodes.
+model::MachineSnapshot A100Four() {
+  model::MachineSnapshot snap;
+  std::vector<int> numa0, numa1;
+  for (int c = 0; c < 128; ++c) ((c / 32) % 2 == 0 ? numa0 : numa1).push_back(c);
+  for (int i = 0; i < 4; ++i) {
+    model::DeviceSnapshot d;
+    d.index = i;
+    d.uuid = "GPU-" + std::to_string(i);
+    d.name = "NVIDIA A100-SXM4-80GB";
+    d.minor_number = i;
+    d.cpu_affinity = i < 2 ? numa0 : numa1;
+    snap.gpus.push_back(d);
+  }
+  model::Topology topo;
+  topo.nvlinks = {{0, 12, 0, 0}, {12, 0, 0, 0}, {0, 0, 0, 12}, {0, 0, 12, 0}};
+  topo.pcie.assign(4, std::vector<model::PcieLevel>(4, model::PcieLevel::kSystem));
+  snap.topology = topo;
+  return snap;
+}
+
+TEST(SlurmdGresTest, ParsesCoresAndLinks) {
+  const auto gres = ParseSlurmdGres(Captured("a100-4-generated.txt"));
+  ASSERT_EQ(gres.size(), 4u);
+  EXPECT_EQ(gres[0].cores, "0-31,64-95");
+  EXPECT_EQ(gres[0].links, "-1,12,0,0");
+  EXPECT_EQ(gres[3].links, "0,0,12,-1");
+  EXPECT_EQ(gres[2].type, "a100-sxm4-80gb");
+  const auto plain = ParseSlurmdGres(Captured("recipe-4-fake.txt"));
+  ASSERT_EQ(plain.size(), 1u);
+  EXPECT_EQ(plain[0].count, 4);
+  EXPECT_FALSE(plain[0].cores);
+  EXPECT_FALSE(plain[0].links);
+}
+
+TEST(SlurmdGresTest, GeneratedConfAsSlurmdReadsItAgreesWithNvml) {
+  const GresCheck check = CheckGres(ParseSlurmdGres(Captured("a100-4-generated.txt")), A100Four(), NameMinor);
+  EXPECT_THAT(check.mismatches, IsEmpty());
+  EXPECT_THAT(check.notes, IsEmpty());
+  // And it is what gres-conf prints (with the recipe's device directory).
+  const GresConf conf = GenerateGresConf(A100Four(), "vm");
+  ASSERT_EQ(conf.lines.size(), 4u);
+  EXPECT_EQ(conf.lines[1], "NodeName=vm Name=gpu Type=a100-sxm4-80gb File=/dev/nvidia1 Cores=0-31,64-95 Links=12,-1,0,0");
+}
+
+TEST(SlurmdGresTest, WrongLinksAndCoresAreOneLineEach) {
+  const GresCheck check = CheckGres(ParseSlurmdGres(Captured("a100-4-wrong-links-cores.txt")), A100Four(), NameMinor);
+  // Pairs (0,2),(1,3) declared, (0,1),(2,3) real: each GPU has two wrong entries.
+  EXPECT_THAT(
+      check.mismatches,
+      ElementsAre(
+          "Slurm GPU 0 (/run/slurm-fake-gpu/nvidia0, NVML GPU 0): Links= entry 1 (to Slurm GPU 1, NVML GPU 1) is 0, NVML sees 12 NVLink(s)",
+          "Slurm GPU 0 (/run/slurm-fake-gpu/nvidia0, NVML GPU 0): Links= entry 2 (to Slurm GPU 2, NVML GPU 2) is 12, NVML sees 0 NVLink(s)",
+          "Slurm GPU 1 (/run/slurm-fake-gpu/nvidia1, NVML GPU 1): Links= entry 0 (to Slurm GPU 0, NVML GPU 0) is 0, NVML sees 12 NVLink(s)",
+          "Slurm GPU 1 (/run/slurm-fake-gpu/nvidia1, NVML GPU 1): Links= entry 3 (to Slurm GPU 3, NVML GPU 3) is 12, NVML sees 0 NVLink(s)",
+          "Slurm GPU 2 (/run/slurm-fake-gpu/nvidia2, NVML GPU 2): Links= entry 0 (to Slurm GPU 0, NVML GPU 0) is 12, NVML sees 0 NVLink(s)",
+          "Slurm GPU 2 (/run/slurm-fake-gpu/nvidia2, NVML GPU 2): Links= entry 3 (to Slurm GPU 3, NVML GPU 3) is 0, NVML sees 12 NVLink(s)",
+          "Slurm GPU 3 (/run/slurm-fake-gpu/nvidia3, NVML GPU 3): Cores=0-31,64-95, NVML's CPU affinity is 32-63,96-127",
+          "Slurm GPU 3 (/run/slurm-fake-gpu/nvidia3, NVML GPU 3): Links= entry 1 (to Slurm GPU 1, NVML GPU 1) is 12, NVML sees 0 NVLink(s)",
+          "Slurm GPU 3 (/run/slurm-fake-gpu/nvidia3, NVML GPU 3): Links= entry 2 (to Slurm GPU 2, NVML GPU 2) is 0, NVML sees 12 NVLink(s)"));
+}
+
+TEST(SlurmdGresTest, LinksFollowSlurmsOrderNotNvmls) {
+  // gres.conf in minor order while NVML GPU 2 has minor 3 (FourGpus): Slurm GPU 2 is
+  // NVML GPU 3, so its Links= entries are counted in Slurm's order.
+  const GresCheck ok = CheckGres(ParseSlurmdGres("Gres Name=gpu Count=1 File=/dev/nvidia0 Cores=0-3 Links=-1,12,0,0\n"
+                                                 "Gres Name=gpu Count=1 File=/dev/nvidia1 Cores=0-3 Links=12,-1,0,0\n"
+                                                 "Gres Name=gpu Count=1 File=/dev/nvidia2 Cores=4-7 Links=0,0,-1,12\n"
+                                                 "Gres Name=gpu Count=1 File=/dev/nvidia3 Cores=4-5,6-7 Links=0,0,12,-1\n"),
+                                 FourGpus(), NameMinor);
+  EXPECT_THAT(ok.mismatches, IsEmpty());
+  const GresCheck bad = CheckGres(ParseSlurmdGres("Gres Name=gpu Count=1 File=/dev/nvidia0 Links=-1,12,0\n"
+                                                  "Gres Name=gpu Count=1 File=/dev/nvidia1 Cores=0-x Links=12,-1,0,0\n"
+                                                  "Gres Name=gpu Count=1 File=/dev/nvidia2 Links=0,0,0,12\n"
+                                                  "Gres Name=gpu Count=1 File=/dev/nvidia3 Links=0,0,12,two\n"),
+                                  FourGpus(), NameMinor);
+  EXPECT_THAT(bad.mismatches,
+              ElementsAre(HasSubstr("Slurm GPU 0 (/dev/nvidia0, NVML GPU 0): Links=-1,12,0 has 3 entries for slurmd's 4 GPU(s)"),
+                          HasSubstr("Slurm GPU 1 (/dev/nvidia1, NVML GPU 1): cannot read Cores=0-x"),
+                          HasSubstr("Links= entry 2 (to Slurm GPU 2, NVML GPU 3) is 0, NVML expects -1 for the GPU itself"),
+                          HasSubstr("Slurm GPU 3 (/dev/nvidia3, NVML GPU 2): cannot read Links=0,0,12,two")));
+  EXPECT_THAT(bad.notes, ElementsAre(HasSubstr("no Cores= for 3 GPU(s)")));
+}
+
+TEST(SlurmdGresTest, WhatSlurmdLeavesOutIsANoteNotAMismatch) {
+  const GresCheck check = CheckGres(ParseSlurmdGres(Captured("recipe-4-fake.txt")), A100Four(), NameMinor);
+  EXPECT_THAT(check.mismatches, IsEmpty());
+  EXPECT_THAT(check.notes, ElementsAre("slurmd declares no Cores= for 4 GPU(s) whose CPU affinity NVML knows: Slurm does not "
+                                       "bind their jobs near them",
+                                       "slurmd declares no Links= for 4 NVLinked GPU(s): Slurm's --gpus cannot prefer "
+                                       "linked GPUs"));
+}
+
+TEST(GresConfGenTest, LinksListOnlyTheGpusThatGetALine) {
+  auto snap = FourGpus();
+  snap.gpus[1].minor_number.reset();
+  const GresConf conf = GenerateGresConf(snap, "n");
+  ASSERT_EQ(conf.lines.size(), 3u);
+  EXPECT_THAT(conf.lines[0], ::testing::EndsWith(" Links=-1,0,0"));
+  EXPECT_THAT(conf.lines[1], ::testing::EndsWith(" Links=0,-1,12"));
 }
 
 }  // namespace

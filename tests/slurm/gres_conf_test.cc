@@ -68,5 +68,11 @@ TEST(GresConfTest, MinorFromName) {
   EXPECT_EQ(MinorFromName("/dev/dri/card0"), std::nullopt);
 }
 
+TEST(GresConfTest, ConfNodeNames) {
+  EXPECT_THAT(ConfNodeNames("NodeName=DEFAULT Gres=gpu:4\nnodename=a[1-2] NodeHostname=h[1-2] # two\n"
+                            "PartitionName=p Nodes=x\nFoo=NodeName=z\n"),
+              ElementsAre("a1", "a2", "h1", "h2"));
+}
+
 }  // namespace
 }  // namespace gpuman::slurm

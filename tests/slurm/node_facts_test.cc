@@ -82,5 +82,49 @@ TEST(InSlurmJobTest, Variables) {
   EXPECT_TRUE(InSlurmJob({{"SLURM_STEP_GPUS", "0"}}));
 }
 
+TEST(DetectSlurmNodeTest, ConfiguredModeWins) {
+  Fixture f;
+  f.dir.Write("proc/812/comm", "slurmd\n");
+  EXPECT_FALSE(DetectSlurmNode(SlurmNodeMode::kNo, {}, "node1", f.paths).is_node);
+  f.dir.Write("proc/812/comm", "bash\n");
+  const SlurmNodeVerdict yes = DetectSlurmNode(SlurmNodeMode::kYes, {}, "node1", f.paths);
+  EXPECT_TRUE(yes.is_node);
+  EXPECT_EQ(yes.reason, "[slurm] node = yes");
+}
+
+TEST(DetectSlurmNodeTest, AutoRunningSlurmd) {
+  Fixture f;
+  f.dir.Write("proc/1/comm", "systemd\n");
+  f.dir.Write("proc/self/comm", "slurmd\n");  // not a pid: skipped
+  const SlurmNodeVerdict none = DetectSlurmNode(SlurmNodeMode::kAuto, {}, "node1", f.paths);
+  EXPECT_FALSE(none.is_node);
+  EXPECT_THAT(none.reason, HasSubstr("no slurmd runs and " + f.dir.Join("etc-slurm/slurm.conf") + " cannot be read"));
+  f.dir.Write("proc/812/comm", "slurmd\n");
+  const SlurmNodeVerdict runs = DetectSlurmNode(SlurmNodeMode::kAuto, {}, "node1", f.paths);
+  EXPECT_TRUE(runs.is_node);
+  EXPECT_EQ(runs.reason, "slurmd runs (pid 812)");
+}
+
+TEST(DetectSlurmNodeTest, AutoSlurmConfNamesThisHost) {
+  Fixture f;
+  f.dir.Write("proc/1/comm", "systemd\n");
+  f.dir.Write("conf/slurm.conf",
+              "SlurmctldHost=login1\n"
+              "NodeName=DEFAULT CPUs=64\n"
+              "NodeName=gpu[01-04] Gres=gpu:8\n"
+              "NodeName=n7 NodeHostname=big7 NodeAddr=10.0.0.7\n"
+              "PartitionName=all Nodes=ALL\n");
+  const visibility::Environment env{{"SLURM_CONF", f.dir.Join("conf/slurm.conf")}};
+  const SlurmNodeVerdict node = DetectSlurmNode(SlurmNodeMode::kAuto, env, "gpu03.cluster.example", f.paths);
+  EXPECT_TRUE(node.is_node);
+  EXPECT_THAT(node.reason, HasSubstr("declares NodeName gpu03"));
+  EXPECT_TRUE(DetectSlurmNode(SlurmNodeMode::kAuto, env, "big7", f.paths).is_node);
+  // The login / controller host reads the same slurm.conf but is no node.
+  const SlurmNodeVerdict login = DetectSlurmNode(SlurmNodeMode::kAuto, env, "login1", f.paths);
+  EXPECT_FALSE(login.is_node);
+  EXPECT_THAT(login.reason, HasSubstr("declares no node login1"));
+  EXPECT_FALSE(DetectSlurmNode(SlurmNodeMode::kAuto, env, "default", f.paths).is_node);
+}
+
 }  // namespace
 }  // namespace gpuman::slurm
