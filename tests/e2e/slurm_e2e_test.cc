@@ -252,6 +252,8 @@ TEST_F(SlurmE2E, HistoryOfARealJob) {
   ASSERT_EQ(report.exit_code, 0) << report.err;
   EXPECT_THAT(report.out, HasSubstr("slurm job " + holder_ + " of root"));
   EXPECT_THAT(report.out, ::testing::Not(HasSubstr(uuids_[2])));
+}
+
 // `gpuman slurm gres-conf` on a 4-GPU NVLink node (scenarios/a100-4: pairs (0,1) and (2,3),
 // two NUMA nodes) as the node's gres.conf: slurmd accepts it, and Slurm places by its
 // Links=. The recipe's fake device nodes /run/slurm-fake-gpu/nvidiaN (char 195:N) stand in
