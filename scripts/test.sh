@@ -6,7 +6,6 @@
 #                                            fuzz corpus replays, install), e.g. -L e2e, -R Status
 #   scripts/test.sh --sanitize address [..]  build-asan/: ASan + UBSan, unit + e2e + fuzz replays
 #   scripts/test.sh --sanitize thread [..]   build-tsan/: TSan, the daemon, store and e2e tests
-#                                            (--unit-only after it: daemon and store only)
 #   scripts/test.sh --fuzz [SECONDS]         build-fuzz/ (clang): every libFuzzer target for
 #                                            SECONDS each (default 30), from its corpus
 # GPUMAN_SANITIZE=address|thread in the environment is the same as --sanitize. CTest
@@ -51,6 +50,31 @@ source scripts/install_packages.sh
 install_packages "${TEST_PACKAGES[@]}"
 
 jobs="$(nproc)"
+
+# A sanitizer run's reports: one file per reporting process (log_path=DIR/KIND, with the
+# executable's name and pid appended), in a directory every test user may write to.
+sanitizer_logs() {
+  local dir="$PWD/$1/sanitizer-logs"
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  chmod 1777 "$dir"
+  echo "$dir"
+}
+# Prints every report left in DIR and fails when there is one.
+check_sanitizer_logs() {
+  local dir="$1" f found=0
+  for f in "$dir"/*; do
+    [[ -e "$f" ]] || continue
+    found=1
+    echo "==> sanitizer report: $f" >&2
+    head -c 20000 "$f" >&2
+  done
+  if ((found)); then
+    echo "test.sh: sanitizer reports in $dir (above): the run fails" >&2
+    return 1
+  fi
+  echo "test.sh: no sanitizer report in $dir"
+}
 case "$mode" in
   normal)
     # Slurm (ctest label `slurm`, tests/e2e/slurm_e2e_test.cc): the tests start a real
@@ -69,41 +93,45 @@ case "$mode" in
     ;;
 
   asan)
-    # -O1 keeps the build and the run fast enough; undefined behaviour aborts
-    # (-fno-sanitize-recover, CMakeLists.txt); float-cast-overflow is not part of gcc's
-    # "undefined". Leaks are reported (LeakSanitizer) at every exit of every process.
+    # One ASan + UBSan build for the unit, e2e and fuzz-replay tests: -O1 keeps the build and
+    # the run fast enough; undefined behaviour aborts (-fno-sanitize-recover, CMakeLists.txt);
+    # float-cast-overflow is not part of gcc's "undefined". Only what the tests run is built
+    # (target test_binaries: no benchmarks).
     cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
       -DGPUMAN_BUILD_TESTS=ON "-DGPUMAN_SANITIZE=address,undefined,float-cast-overflow" >/dev/null
-    cmake --build build-asan -j"$jobs"
-    export ASAN_OPTIONS="halt_on_error=1:abort_on_error=0:detect_leaks=1:strict_string_checks=1"
-    export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+    cmake --build build-asan -j"$jobs" --target test_binaries
+    logs="$(sanitizer_logs build-asan)"
+    # LeakSanitizer checks every process that exits: the test binaries and every gpuman the
+    # e2e tests start (clients, daemons, supervisors). Reports go to files in $logs, so
+    # that a report of a process whose output nobody reads (a supervisor's stderr is
+    # /dev/null, a daemon's is often ignored) still fails the run.
+    export ASAN_OPTIONS="halt_on_error=1:abort_on_error=0:detect_leaks=1:strict_string_checks=1:log_path=$logs/asan:log_exe_name=1"
+    export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$logs/ubsan:log_exe_name=1"
+    export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
     (($#)) || set -- -L '^(unit|e2e|fuzz)$'
     # Several times slower than the release build: longer per-test limits.
-    ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900 "$@"
+    rc=0
+    ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900 "$@" || rc=$?
+    check_sanitizer_logs "$logs" || rc=1
+    exit "$rc"
     ;;
 
   tsan)
-    # Only what the threaded code's tests need: the daemon, the store and the end-to-end
-    # tests. The daemon and store binaries run directly (their ctest tests share the
-    # label `unit` with every layer); CTest arguments apply to the e2e tests.
+    # Only what the threaded code's tests need: the product, the daemon and store tests
+    # (label `tsan`) and the end-to-end tests. CTest arguments replace that selection.
     cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
       -DGPUMAN_BUILD_TESTS=ON -DGPUMAN_SANITIZE=thread >/dev/null
-    # --unit-only: the daemon and store tests, not the end-to-end suite (what CI runs).
-    unit_only=0
-    if [[ "${1:-}" == --unit-only ]]; then unit_only=1; shift; fi
-    if ((unit_only)); then
-      cmake --build build-tsan -j"$jobs" --target daemon_test store_test
-    else
-      cmake --build build-tsan -j"$jobs" --target gpuman fake_nvml fake_nvml_legacy gpuman_metrics_http \
-        daemon_test store_test e2e_test
-    fi
+    cmake --build build-tsan -j"$jobs" --target gpuman fake_nvml fake_nvml_legacy gpuman_metrics_http \
+      gpuman_tui_curses daemon_test store_test e2e_test
+    logs="$(sanitizer_logs build-tsan)"
     # Third-party noise is suppressed in tests/tsan.supp (each entry says why); a report
-    # fails the process (exit 66) and so the test.
-    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp"
-    (cd build-tsan/tests && ./daemon_test --gtest_brief=1 && ./store_test --gtest_brief=1)
-    ((unit_only)) && exit 0
-    (($#)) || set -- -L '^e2e$' -E '_NOT_BUILT$'
-    ctest --test-dir build-tsan --output-on-failure -j"$jobs" --timeout 900 "$@"
+    # fails the process (exit 66) and is kept in $logs, which fails the run.
+    export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp:log_path=$logs/tsan:log_exe_name=1"
+    (($#)) || set -- -L '^(tsan|e2e)$'
+    rc=0
+    ctest --test-dir build-tsan --output-on-failure -j"$jobs" --timeout 900 "$@" || rc=$?
+    check_sanitizer_logs "$logs" || rc=1
+    exit "$rc"
     ;;
 
   fuzz)

@@ -7,6 +7,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
 
 #include <algorithm>
@@ -25,16 +26,27 @@ namespace gpuman::e2e {
 inline const std::string kGpuman = GPUMAN_TEST_BINARY;
 inline const std::string kScenarios = GPUMAN_TEST_SCENARIO_DIR;
 
+/// The sanitizers' settings of this test process (scripts/test.sh --sanitize sets them:
+/// where reports go, leak checking), for every gpuman it starts, even those started with an
+/// exact environment (users.h): without them a report of a child could go unseen.
+inline void AddSanitizerOptions(std::map<std::string, std::string>& env) {
+  for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS", "TSAN_OPTIONS"}) {
+    if (const char* value = std::getenv(name)) env[name] = value;
+  }
+}
+
 /// The environment every test starts from: nothing GPU-related inherited.
 inline std::map<std::string, std::string> CleanEnv(const std::string& state_dir) {
   static testing::TempDir empty_config_home;
-  return {
+  std::map<std::string, std::string> env{
       {"GPUMAN_SIMULATE", ""},        {"GPUMAN_NVML_LIBRARY", ""},   {"GPUMAN_CONFIG", ""},
       {"GPUMAN_FAKE_NVML_SCENARIO", ""}, {"XDG_CONFIG_HOME", empty_config_home.path()},
       {"NO_COLOR", ""},               {"COLUMNS", ""},               {"GPUMAN_STATE_DIR", state_dir},
       {"CUDA_VISIBLE_DEVICES", ""},   {"CUDA_DEVICE_ORDER", ""},     {"NVIDIA_VISIBLE_DEVICES", ""},
       {"SLURM_JOB_GPUS", ""},         {"SLURM_STEP_GPUS", ""},       {"GPUMAN_LEASE_ID", ""},
   };
+  AddSanitizerOptions(env);
+  return env;
 }
 
 inline testing::RunResult RunGpuman(const std::string& state_dir, std::vector<std::string> args,
