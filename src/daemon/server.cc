@@ -379,11 +379,14 @@ void Server::ServeTurn() {
 
 void Server::CloseStale(int64_t now_unix_ms) {
   for (auto it = clients_.begin(); it != clients_.end();) {
-    const Connection& c = *it->second;
-    // A partial frame counts only while the server reads from it (the limits may be
-    // holding the rest back).
+    Connection& c = *it->second;
+    // A partial frame counts only while the server reads from it: while the limits hold
+    // the rest back its clock starts again, so the client has the whole limit once
+    // reading resumes.
+    const bool reading = ShouldRead(c.flow(), limits_);
+    if (!reading) c.frame_started_ms = now_unix_ms;
     const bool stale = now_unix_ms - c.last_activity_ms > limits_.idle_timeout_ms ||
-                       (!c.decoder.at_frame_boundary() && ShouldRead(c.flow(), limits_) &&
+                       (!c.decoder.at_frame_boundary() && reading &&
                         now_unix_ms - c.frame_started_ms > limits_.partial_frame_ms);
     it = stale ? Close(it) : std::next(it);
   }

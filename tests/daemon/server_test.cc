@@ -336,6 +336,55 @@ TEST(ConnectionBudgetTest, CapsEachUserAndKeepsAReserveForRootAndTheAdminGroup) 
   EXPECT_EQ(budget.Admit(carol), std::nullopt);
 }
 
+TEST_F(ServerTest, AHalfSentFrameHeldBackByTheLimitsGetsItsTimeAgainWhenReadingResumes) {
+  // The partial-frame limit counts only while the server reads from the client: a flooding
+  // client whose input was held back for longer than the limit is not closed the moment
+  // the server reads again (TSan's FairnessE2E found it closed after 15,786 of 20,000).
+  ServerLimits limits;
+  limits.max_unsent_bytes = 8 << 10;
+  limits.max_queued_requests = 4;
+  limits.partial_frame_ms = 100;
+  limits.idle_timeout_ms = 1'000'000;
+  Make(limits);
+  reply_bytes_ = 16 << 10;
+  UniqueFd flood = Connect(1);
+  int small = 4096;
+  setsockopt(flood.get(), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  Send(flood, Frame(1, protocol::HelloArgs{}));
+  ASSERT_EQ(Replies(flood).size(), 1u);
+  // Six whole requests and half of a seventh, in one write: the server reads them all,
+  // takes four, and is mid-frame when the limits stop it reading.
+  std::string bytes;
+  for (int i = 0; i < 6; ++i) bytes += Frame(100 + i, protocol::LogsArgs{1, 0});
+  const std::string last = Frame(106, protocol::QueueArgs{});
+  bytes += last.substr(0, last.size() / 2);
+  Send(flood, bytes);
+  Pump();
+  clock_.now += 1000;  // held back far past the partial-frame limit
+  server_->CloseStale(clock_.now);
+  ASSERT_EQ(server_->client_count(), 1u) << "not closed while the server holds its input";
+  // The client reads its replies; the server answers the rest and reads again.
+  protocol::FrameDecoder decoder;
+  size_t replies = 0;
+  char buf[65536];
+  for (int turn = 0; turn < 2000 && replies < 6; ++turn) {
+    ssize_t n;
+    while ((n = read(flood.get(), buf, sizeof buf)) > 0) (void)decoder.Feed(std::string_view(buf, static_cast<size_t>(n)));
+    while (true) {
+      auto frame = decoder.Next();
+      if (!frame || !*frame) break;
+      ++replies;
+    }
+    Pump();
+  }
+  ASSERT_EQ(replies, 6u) << "the six requests";
+  server_->CloseStale(clock_.now);
+  EXPECT_EQ(server_->client_count(), 1u) << "its half frame gets the limit again from here";
+  clock_.now += 101;
+  server_->CloseStale(clock_.now);
+  EXPECT_EQ(server_->client_count(), 0u) << "and is closed once that is past";
+}
+
 TEST(ShouldReadTest, StopsAtEachLimit) {
   ServerLimits limits;
   limits.max_queued_requests = 4;
