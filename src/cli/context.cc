@@ -1,6 +1,7 @@
 #include "cli/context.h"
 
 #include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/strings.h"
@@ -11,6 +12,9 @@
 #include "store/machine_lease_table.h"
 
 #include <pwd.h>
+
+#include <chrono>
+#include <thread>
 
 namespace gpuman::cli {
 
@@ -83,6 +87,30 @@ void Context::ConfigureReconnect(DaemonClient& client) {
     err_ << line << "\n";
     err_.flush();
   });
+}
+
+Result<std::unique_ptr<DaemonClient>> Context::ConnectFollowing(const std::string& socket_path) {
+  auto client = DaemonClient::Connect(socket_path);
+  struct stat st;
+  if (!client && client.error().code == ErrorCode::kUnavailable && stat(socket_path.c_str(), &st) == 0 &&
+      S_ISSOCK(st.st_mode)) {
+    ReconnectOptions options;
+    options.timeout_ms = config_.client.reconnect_timeout_ms;
+    Reconnector reconnector(
+        options, clock_, [](int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); },
+        [this](const std::string& line) {
+          err_ << line << "\n";
+          err_.flush();
+        });
+    Status back = reconnector.Recover([&]() -> Status {
+      client = DaemonClient::Connect(socket_path);
+      if (!client) return client.error();
+      return {};
+    });
+    if (!back) return back.error();
+  }
+  if (client) ConfigureReconnect(**client);
+  return client;
 }
 
 Result<DaemonClient*> Context::ExpectedDaemon() {

@@ -42,6 +42,13 @@ class Context {
   /// Makes `client` reconnect as the config says ([client] reconnect_timeout), with its
   /// notes on err().
   void ConfigureReconnect(class DaemonClient& client);
+  /// For commands that follow a job over time (wait, logs -f, queue --watch): connects to
+  /// the daemon at `socket_path`, configured as ConfigureReconnect says. When its socket
+  /// exists but the daemon does not answer (kUnavailable: it is restarting), reconnects as
+  /// after a lost connection, for the reconnect time, with the same two notes on err().
+  /// Errors: as DaemonClient::Connect; kUnavailable "lost the daemon and it did not come
+  /// back within 60s: ..." after the reconnect time.
+  Result<std::unique_ptr<class DaemonClient>> ConnectFollowing(const std::string& socket_path);
 
   /// The machine lease table (used when no daemon runs), opened on first use.
   /// Errors: as store::OpenMachineLeaseTable.

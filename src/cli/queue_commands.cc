@@ -357,7 +357,10 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     if (!s) return Fail(ctx, s.error());
     watch_seconds = *s;
   }
-  auto client = DaemonClient::Connect(FindDaemonSocket(ctx.env().vars));
+  // Commands that follow a job ride out a daemon that is restarting as they start, too.
+  const bool follows = name == "wait" || (name == "logs" && args.follow) || (name == "queue" && args.watch);
+  const std::string socket_path = FindDaemonSocket(ctx.env().vars);
+  auto client = follows ? ctx.ConnectFollowing(socket_path) : DaemonClient::Connect(socket_path);
   if (!client) {
     if (name == "wait") {
       ctx.err() << "gpuman: error: " << client.error().message << "\n";
@@ -366,7 +369,7 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     return Fail(ctx, client.error());
   }
   DaemonClient& c = **client;
-  ctx.ConfigureReconnect(c);
+  if (!follows) ctx.ConfigureReconnect(c);
 
   if (name == "submit") {
     protocol::SubmitArgs s;

@@ -213,6 +213,23 @@ void ReconnectE2E::RideOut(int sig) {
   EXPECT_EQ(followed.err, std::string(kLost) + kBack) << "nothing else on stderr";
 }
 
+// A `wait` typed while the daemon is down (its socket still there: it is restarting) waits
+// for it as after a loss, and returns the job's own outcome.
+TEST_F(ReconnectE2E, WaitStartedWhileTheDaemonIsDownWaitsForItToComeBack) {
+  const std::string go = dir_.Join("go");
+  int64_t id = Submit({"--", "sh", "-c", "while [ ! -e \"$1\" ]; do sleep 0.05; done; exit 7", "sh", go});
+  ASSERT_TRUE(WaitForState(id, "running"));
+  StopDaemon(SIGKILL);
+  Background waiter({"wait", std::to_string(id)}, Env());
+  usleep(500000);  // it found the socket and nobody answering
+  StartDaemon();
+  ASSERT_EQ(close(open(go.c_str(), O_WRONLY | O_CREAT, 0600)), 0);
+  auto waited = waiter.Finish();
+  EXPECT_EQ(waited.exit_code, 7) << waited.err;
+  EXPECT_EQ(waited.err, std::string(kLost) + kBack + "gpuman: job " + std::to_string(id) + " failed: exit code 7 (exit 7)\n")
+      << "one line when it found no daemon, one when back, then the outcome";
+}
+
 // With a short reconnect time and no daemon coming back: wait exits 125 (never a code the
 // job could have returned), logs -f exits 3 (its daemon-unavailable code), after ~2 s.
 TEST_F(ReconnectE2E, GivesUpAfterTheReconnectTimeWithTheDocumentedCode) {
