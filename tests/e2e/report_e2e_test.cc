@@ -122,7 +122,10 @@ TEST_F(ReportE2eTest, HistoryJsonWithSteps) {
   EXPECT_EQ(doc["step_ms"], kMinute);
   ASSERT_EQ(doc["gpus"].size(), 2u);
   EXPECT_EQ(doc["gpus"][0]["uuid"], kGpu0);
-  ASSERT_GE(doc["samples"].size(), 10u);  // 5 or 6 minutes of two GPUs
+  // 4 to 6 minutes of two GPUs: 5 or 6, or 4 when the command's clock has passed into a
+  // new minute since SetUp's last sample (the window then starts just past a minute, and
+  // the new minute has no samples yet; seen once in CI on a loaded machine).
+  ASSERT_GE(doc["samples"].size(), 8u);
   ASSERT_LE(doc["samples"].size(), 14u);
   for (const auto& s : doc["samples"]) {
     EXPECT_EQ(s["t_unix_ms"].get<int64_t>() % kMinute, 0);
