@@ -29,6 +29,7 @@
 #include "visibility/slurm_gpus.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "base/strings.h"
 #include "visibility/cuda_visible_devices.h"
@@ -49,6 +50,7 @@ std::string EntryLabel(size_t i, std::string_view text) {
 // "3,4" / "0-1,3" -> {3, 4} / {0, 1, 3}; unreadable entries go to `problems`.
 std::vector<int> ParseIndexList(std::string_view value, std::vector<std::string>& problems) {
   std::vector<int> out;
+  std::unordered_set<int> seen;  // ranges reach 4,096 entries each: no quadratic de-duplication
   const std::vector<std::string> parts = Split(Trim(value), ',');
   for (size_t i = 0; i < parts.size(); ++i) {
     const std::string_view entry = Trim(parts[i]);
@@ -64,7 +66,7 @@ std::vector<int> ParseIndexList(std::string_view value, std::vector<std::string>
       continue;
     }
     for (int64_t n = *first; n <= *last; ++n) {
-      if (std::find(out.begin(), out.end(), static_cast<int>(n)) == out.end()) out.push_back(static_cast<int>(n));
+      if (seen.insert(static_cast<int>(n)).second) out.push_back(static_cast<int>(n));
     }
   }
   return out;
