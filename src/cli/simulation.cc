@@ -4,10 +4,10 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
+
+#include "base/file.h"
 
 namespace gpuman::cli {
 namespace fs = std::filesystem;
@@ -154,13 +154,10 @@ Result<Simulation> ResolveSimulation(const std::string& scenario, const Environm
   // The stand-in process table ("host_processes"), so simulated processes have owners.
   // Read whole (the stream adapter lexes a character at a time through the streambuf) and
   // checked whole, but only that key is built: the stand-in reads the GPUs itself.
-  std::string text;
-  {
-    std::ifstream in(sim.scenario_path, std::ios::binary);
-    text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
+  std::optional<std::string> text = ReadWholeFile(sim.scenario_path);
+  if (!text) return MakeError(ErrorCode::kInvalidArgument, "scenario " + sim.scenario_path + ": cannot be read");
   HostProcessesSax sax(sim.host_processes);
-  if (!nlohmann::json::sax_parse(text, &sax) || !sax.top_is_object()) {
+  if (!nlohmann::json::sax_parse(*text, &sax) || !sax.top_is_object()) {
     return MakeError(ErrorCode::kInvalidArgument, "scenario " + sim.scenario_path + ": not a valid JSON object");
   }
 

@@ -4,22 +4,13 @@
 
 #include <algorithm>
 #include <climits>
-#include <fstream>
-#include <sstream>
 #include <string>
 
+#include "base/file.h"
 #include "base/strings.h"
 
 namespace gpuman::daemon {
 namespace {
-
-std::optional<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::optional<int> HidepidValue(std::string_view v) {
   if (v == "0" || v == "off") return 0;
@@ -102,13 +93,13 @@ CallerView ReadCallerView(uint32_t uid, uint32_t gid, int32_t pid) {
   v.uid = uid;
   v.groups = {gid};
   if (pid <= 0) {  // no process to ask (a caller inside the daemon, tests): the daemon's /proc
-    v.proc = ParseProcMount(ReadText("/proc/self/mountinfo").value_or("")).value_or(ProcMount{2, std::nullopt});
+    v.proc = ParseProcMount(ReadWholeFile("/proc/self/mountinfo").value_or("")).value_or(ProcMount{2, std::nullopt});
     return v;
   }
   const std::string dir = "/proc/" + std::to_string(pid);
-  auto mounts = ReadText(dir + "/mountinfo");
+  auto mounts = ReadWholeFile(dir + "/mountinfo");
   v.proc = (mounts ? ParseProcMount(*mounts) : std::nullopt).value_or(ProcMount{2, std::nullopt});
-  if (auto status = ReadText(dir + "/status")) {
+  if (auto status = ReadWholeFile(dir + "/status")) {
     for (std::string_view line : Split(*status, '\n')) {
       if (line.rfind("Groups:", 0) != 0) continue;
       for (std::string_view g : Split(Trim(line.substr(7)), ' ')) {

@@ -4,22 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <fstream>
-#include <sstream>
 #include <vector>
 
+#include "base/file.h"
 #include "base/strings.h"
 
 namespace gpuman::devices {
 namespace {
-
-std::optional<std::string> ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string UserName(uid_t uid) {
   std::vector<char> buf(16384);
@@ -43,7 +34,7 @@ std::optional<ProcessDetails> ProcfsInspector::Inspect(uint32_t pid) {
   d.uid = st.st_uid;
   d.user = UserName(st.st_uid);
 
-  auto stat_text = ReadFile(dir + "/stat");
+  auto stat_text = ReadWholeFile(dir + "/stat");
   std::string comm;
   if (stat_text) {
     // "pid (comm) state ppid ..." - comm may contain spaces and parentheses.
@@ -57,7 +48,7 @@ std::optional<ProcessDetails> ProcfsInspector::Inspect(uint32_t pid) {
         auto ticks = ParseInt(fields[19]);
         if (!boot_time_read_) {
           boot_time_read_ = true;
-          if (auto s = ReadFile(root_ + "/stat")) {
+          if (auto s = ReadWholeFile(root_ + "/stat")) {
             size_t pos = s->find("\nbtime ");
             if (pos != std::string::npos) {
               size_t end = s->find('\n', pos + 1);
@@ -70,7 +61,7 @@ std::optional<ProcessDetails> ProcfsInspector::Inspect(uint32_t pid) {
       }
     }
   }
-  auto cmdline = ReadFile(dir + "/cmdline");
+  auto cmdline = ReadWholeFile(dir + "/cmdline");
   if (cmdline && !cmdline->empty()) {
     while (!cmdline->empty() && cmdline->back() == '\0') cmdline->pop_back();
     for (char& c : *cmdline) {

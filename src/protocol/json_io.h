@@ -79,14 +79,14 @@ class FieldReader {
       Fail(key, "missing");
       return;
     }
-    ReadValue(*v, PathOf(key), out, error_);
+    Read(*v, key, out);
   }
   /// Missing -> `out` keeps its default.
   template <typename T>
   void Optional(std::string_view key, T& out) {
     if (error_) return;
     const nlohmann::json* v = Find(key);
-    if (v != nullptr) ReadValue(*v, PathOf(key), out, error_);
+    if (v != nullptr) Read(*v, key, out);
   }
   /// Records "<path>.<key>: <expectation>" unless `condition`.
   void Check(bool condition, std::string_view key, std::string_view expectation);
@@ -96,6 +96,17 @@ class FieldReader {
   void Adopt(const Error& error);
 
  private:
+  // Converts without building "<path>.<key>" (a string per field was a tenth of reading a
+  // snapshot reply); only a value that fails is converted again, with its path, for the
+  // message. ReadValue is pure, so the second attempt fails the same way.
+  template <typename T>
+  void Read(const nlohmann::json& v, std::string_view key, T& out) {
+    static const std::string kUnnamed;
+    std::optional<Error> failed;
+    ReadValue(v, kUnnamed, out, failed);
+    if (failed) ReadValue(v, PathOf(key), out, error_);
+  }
+
   const nlohmann::json& object_;
   std::string path_;
   std::optional<Error> error_;

@@ -9,9 +9,8 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
+#include "base/file.h"
 #include "base/strings.h"
 #include "slurm/gres_conf.h"
 
@@ -19,14 +18,6 @@ namespace gpuman::slurm {
 namespace {
 
 constexpr unsigned kNvidiaMajor = 195;
-
-std::optional<std::string> ReadText(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 std::string Dirname(const std::string& path) {
   const size_t slash = path.rfind('/');
@@ -55,7 +46,7 @@ namespace {
 // "/slurm/uid_0/job_2/step_0" of the cgroup v1 line whose controllers include `controller`
 // (v1).
 std::optional<std::string> CgroupPath(const std::string& cgroup_file, const std::string& controller) {
-  const auto text = ReadText(cgroup_file);
+  const auto text = ReadWholeFile(cgroup_file);
   if (!text) return std::nullopt;
   for (const std::string& line : Split(*text, '\n')) {
     const size_t a = line.find(':');
@@ -71,13 +62,13 @@ std::optional<std::string> CgroupPath(const std::string& cgroup_file, const std:
 
 std::optional<bool> ConstrainedByConfig(const std::string& conf_dir, const std::string& slurm_conf,
                                         std::string& evidence) {
-  const auto slurm = ReadText(slurm_conf);
+  const auto slurm = ReadWholeFile(slurm_conf);
   if (!slurm) return std::nullopt;
   const auto keys = ParseConfKeys(*slurm);
   const auto task = keys.find("taskplugin");
   const bool task_cgroup = task != keys.end() && task->second.find("task/cgroup") != std::string::npos;
   bool constrain = false;
-  if (const auto cgroup = ReadText(conf_dir + "/cgroup.conf")) {
+  if (const auto cgroup = ReadWholeFile(conf_dir + "/cgroup.conf")) {
     const auto ckeys = ParseConfKeys(*cgroup);
     const auto it = ckeys.find("constraindevices");
     constrain = it != ckeys.end() && (it->second == "yes" || it->second == "Yes" || it->second == "YES");
@@ -97,12 +88,12 @@ SlurmNodeVerdict DetectSlurmNode(SlurmNodeMode mode, const visibility::Environme
   for (const auto& entry : std::filesystem::directory_iterator(paths.proc, ec)) {
     const std::string pid = entry.path().filename().string();
     if (pid.empty() || !std::all_of(pid.begin(), pid.end(), [](unsigned char c) { return std::isdigit(c); })) continue;
-    if (const auto comm = ReadText(entry.path().string() + "/comm"); comm && Trim(*comm) == "slurmd") {
+    if (const auto comm = ReadWholeFile(entry.path().string() + "/comm"); comm && Trim(*comm) == "slurmd") {
       return {true, "slurmd runs (pid " + pid + ")"};
     }
   }
   const std::string slurm_conf = Var(env, "SLURM_CONF").value_or(paths.default_conf_dir + "/slurm.conf");
-  const auto text = ReadText(slurm_conf);
+  const auto text = ReadWholeFile(slurm_conf);
   if (!text) return {false, "no slurmd runs and " + slurm_conf + " cannot be read"};
   const std::string short_name = hostname.substr(0, hostname.find('.'));
   for (const std::string& name : ConfNodeNames(*text)) {
@@ -126,7 +117,7 @@ visibility::SlurmNode ReadSlurmNode(const visibility::Environment& env, const st
   if (const size_t dot = node_name.find('.'); dot != std::string::npos && !Var(env, "SLURMD_NODENAME")) {
     node_name.resize(dot);
   }
-  if (const auto text = ReadText(node.gres_path)) {
+  if (const auto text = ReadWholeFile(node.gres_path)) {
     node.gres = ParseGresConf(*text, node_name);
     for (visibility::GresGpu& g : node.gres) g.minor = MinorOfDeviceFile(g.file);
     if (node.gres.empty()) node.gres_error = node.gres_path + " has no GPU File= line for node " + node_name;
@@ -156,11 +147,11 @@ std::optional<std::set<uint32_t>> JobPids(const std::string& job_id, const std::
     }
     return false;
   };
-  const auto self = ReadText(paths.proc + "/self/cgroup");
+  const auto self = ReadWholeFile(paths.proc + "/self/cgroup");
   if (!self || !in_job(*self)) return std::nullopt;
   std::set<uint32_t> out;
   for (uint32_t pid : pids) {
-    const auto text = ReadText(paths.proc + "/" + std::to_string(pid) + "/cgroup");
+    const auto text = ReadWholeFile(paths.proc + "/" + std::to_string(pid) + "/cgroup");
     if (text && in_job(*text)) out.insert(pid);
   }
   return out;

@@ -1,7 +1,6 @@
 #include "store/sqlite.h"
 
 #include <fcntl.h>
-#include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +9,8 @@
 #include <cstring>
 #include <optional>
 #include <utility>
+
+#include "store/sqlite_library.h"
 
 namespace gpuman::store {
 namespace {
@@ -64,7 +65,7 @@ constexpr std::string_view kNoQuota = "disk quota exceeded";
 Error Translate(int rc, int sys_errno, const char* sqlite_msg, const std::string& path,
                 const std::string& description, const std::string& prefix,
                 std::optional<std::chrono::milliseconds> busy_timeout) {
-  std::string cause = Lower(sqlite_msg ? sqlite_msg : sqlite3_errstr(rc));
+  std::string cause = Lower(sqlite_msg ? sqlite_msg : Sqlite().sqlite3_errstr(rc));
   switch (rc & 0xff) {
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
@@ -193,6 +194,7 @@ Result<std::unique_ptr<Database>> Database::Open(const std::string& path,
   const std::string context = "open " + options.label + " " + shown;
   const bool special = IsSpecialPath(path);
   const bool create = options.create && !options.read_only;
+  if (auto loaded = LoadSqlite(); !loaded) return loaded.error().WithContext(context);
   // Before anything else touches an existing file: is it an intact SQLite file at all?
   if (!special || !options.display_path.empty()) {
     if (auto ok = CheckSqliteHeader(shown, options.description); !ok) return ok.error();
@@ -205,28 +207,28 @@ Result<std::unique_ptr<Database>> Database::Open(const std::string& path,
   sqlite3* raw = nullptr;
   int flags = (options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE) | SQLITE_OPEN_NOMUTEX |
               (create ? SQLITE_OPEN_CREATE : 0) | (special ? SQLITE_OPEN_URI : 0);
-  int rc = sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
+  int rc = Sqlite().sqlite3_open_v2(path.c_str(), &raw, flags, nullptr);
   if (rc != SQLITE_OK) {
-    int sys = raw ? sqlite3_system_errno(raw) : 0;
-    Error e = Translate(rc, sys, raw ? sqlite3_errmsg(raw) : nullptr, shown, options.description,
+    int sys = raw ? Sqlite().sqlite3_system_errno(raw) : 0;
+    Error e = Translate(rc, sys, raw ? Sqlite().sqlite3_errmsg(raw) : nullptr, shown, options.description,
                         context + ": ", std::nullopt);
-    sqlite3_close_v2(raw);
+    Sqlite().sqlite3_close_v2(raw);
     return e;
   }
   // SQLite quietly falls back to read-only for a write-protected file; we need to write.
-  if (!special && !options.read_only && sqlite3_db_readonly(raw, "main") == 1) {
-    sqlite3_close_v2(raw);
+  if (!special && !options.read_only && Sqlite().sqlite3_db_readonly(raw, "main") == 1) {
+    Sqlite().sqlite3_close_v2(raw);
     return MakeError(ErrorCode::kPermissionDenied,
                      context + ": permission denied (the file is read-only for this user)");
   }
   std::unique_ptr<Database> db(new Database(raw, path, options));
-  sqlite3_extended_result_codes(raw, 1);
+  Sqlite().sqlite3_extended_result_codes(raw, 1);
   // Every gpuman command is a short-lived process. By default the last connection to close
   // checkpoints and deletes the WAL, so the next command recreates it (with fsyncs): most of
   // a `gpuman run`'s database time. Keep the WAL; SQLite's auto-checkpoint (1000 pages)
   // still bounds it.
-  sqlite3_db_config(raw, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
-  sqlite3_busy_handler(raw, &Database::OnBusy, db.get());
+  Sqlite().sqlite3_db_config(raw, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+  Sqlite().sqlite3_busy_handler(raw, &Database::OnBusy, db.get());
 
   // Only reads so far (a WAL file's recovery writes its -shm file, never the database):
   // the caller decides whether the file is its own before anything writes to it.
@@ -258,7 +260,7 @@ Result<std::unique_ptr<Database>> Database::Open(const std::string& path,
   return db;
 }
 
-Database::~Database() { sqlite3_close_v2(db_); }
+Database::~Database() { Sqlite().sqlite3_close_v2(db_); }
 
 // Switching a file to WAL needs an exclusive lock, and SQLite answers a second process
 // that tries the same switch at the same moment with an immediate SQLITE_BUSY (waiting
@@ -321,7 +323,7 @@ int Database::OnBusy(void* self, int attempt) {
 
 Result<Statement> Database::Prepare(std::string_view name, std::string_view sql) {
   sqlite3_stmt* stmt = nullptr;
-  int rc = sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
+  int rc = Sqlite().sqlite3_prepare_v3(db_, sql.data(), static_cast<int>(sql.size()),
                               SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
   if (rc != SQLITE_OK) return ErrorFrom(rc, "prepare " + std::string(name));
   return Statement(this, stmt, std::string(name));
@@ -329,7 +331,7 @@ Result<Statement> Database::Prepare(std::string_view name, std::string_view sql)
 
 Status Database::ExecScript(std::string_view name, const std::string& sql) {
   busy_gave_up_ = false;
-  int rc = sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr);
+  int rc = Sqlite().sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr);
   if (rc != SQLITE_OK) return ErrorFrom(rc, name);
   return {};
 }
@@ -337,13 +339,13 @@ Status Database::ExecScript(std::string_view name, const std::string& sql) {
 Error Database::ErrorFrom(int rc, std::string_view context) const {
   std::optional<std::chrono::milliseconds> waited;
   if (busy_gave_up_) waited = busy_timeout_;
-  return Translate(rc, sqlite3_system_errno(db_), sqlite3_errmsg(db_), display_path_, description_,
+  return Translate(rc, Sqlite().sqlite3_system_errno(db_), Sqlite().sqlite3_errmsg(db_), display_path_, description_,
                    label_ + " " + display_path_ + ": " + std::string(context) + ": ", waited);
 }
 
-int64_t Database::LastInsertRowId() const { return sqlite3_last_insert_rowid(db_); }
-int64_t Database::Changes() const { return sqlite3_changes64(db_); }
-bool Database::InTransaction() const { return sqlite3_get_autocommit(db_) == 0; }
+int64_t Database::LastInsertRowId() const { return Sqlite().sqlite3_last_insert_rowid(db_); }
+int64_t Database::Changes() const { return Sqlite().sqlite3_changes64(db_); }
+bool Database::InTransaction() const { return Sqlite().sqlite3_get_autocommit(db_) == 0; }
 
 // ---- Statement
 
@@ -355,7 +357,7 @@ Statement::Statement(Statement&& other) noexcept
 
 Statement& Statement::operator=(Statement&& other) noexcept {
   if (this != &other) {
-    sqlite3_finalize(stmt_);
+    Sqlite().sqlite3_finalize(stmt_);
     db_ = std::exchange(other.db_, nullptr);
     stmt_ = std::exchange(other.stmt_, nullptr);
     name_ = std::move(other.name_);
@@ -364,7 +366,7 @@ Statement& Statement::operator=(Statement&& other) noexcept {
   return *this;
 }
 
-Statement::~Statement() { sqlite3_finalize(stmt_); }
+Statement::~Statement() { Sqlite().sqlite3_finalize(stmt_); }
 
 Statement::ResetGuard Statement::Use() {
   Reset();
@@ -372,20 +374,20 @@ Statement::ResetGuard Statement::Use() {
 }
 
 Statement& Statement::Bind(int index, int64_t value) {
-  int rc = sqlite3_bind_int64(stmt_, index, value);
+  int rc = Sqlite().sqlite3_bind_int64(stmt_, index, value);
   if (rc != SQLITE_OK && bind_error_ == 0) bind_error_ = rc;
   return *this;
 }
 
 Statement& Statement::Bind(int index, std::string_view text) {
-  int rc = sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_TRANSIENT,
+  int rc = Sqlite().sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_TRANSIENT,
                                SQLITE_UTF8);
   if (rc != SQLITE_OK && bind_error_ == 0) bind_error_ = rc;
   return *this;
 }
 
 Statement& Statement::BindNull(int index) {
-  int rc = sqlite3_bind_null(stmt_, index);
+  int rc = Sqlite().sqlite3_bind_null(stmt_, index);
   if (rc != SQLITE_OK && bind_error_ == 0) bind_error_ = rc;
   return *this;
 }
@@ -394,10 +396,10 @@ Result<bool> Statement::Step() {
   if (bind_error_ != 0) {
     return MakeError(ErrorCode::kInternal, db_->label() + " " + db_->display_path() + ": " + name_ +
                                                ": bind parameter: " +
-                                               sqlite3_errstr(bind_error_));
+                                               Sqlite().sqlite3_errstr(bind_error_));
   }
   db_->busy_gave_up_ = false;
-  int rc = sqlite3_step(stmt_);
+  int rc = Sqlite().sqlite3_step(stmt_);
   if (rc == SQLITE_ROW) return true;
   if (rc == SQLITE_DONE) return false;
   return db_->ErrorFrom(rc, name_);
@@ -411,23 +413,23 @@ Status Statement::Run() {
   }
 }
 
-int64_t Statement::ColumnInt64(int column) const { return sqlite3_column_int64(stmt_, column); }
+int64_t Statement::ColumnInt64(int column) const { return Sqlite().sqlite3_column_int64(stmt_, column); }
 
 std::string Statement::ColumnText(int column) const {
-  const unsigned char* text = sqlite3_column_text(stmt_, column);
+  const unsigned char* text = Sqlite().sqlite3_column_text(stmt_, column);
   if (text == nullptr) return {};
   return std::string(reinterpret_cast<const char*>(text),
-                     static_cast<size_t>(sqlite3_column_bytes(stmt_, column)));
+                     static_cast<size_t>(Sqlite().sqlite3_column_bytes(stmt_, column)));
 }
 
 bool Statement::ColumnIsNull(int column) const {
-  return sqlite3_column_type(stmt_, column) == SQLITE_NULL;
+  return Sqlite().sqlite3_column_type(stmt_, column) == SQLITE_NULL;
 }
 
 void Statement::Reset() {
   if (stmt_ == nullptr) return;
-  sqlite3_reset(stmt_);  // repeats the last step's error, which Step already returned
-  sqlite3_clear_bindings(stmt_);
+  Sqlite().sqlite3_reset(stmt_);  // repeats the last step's error, which Step already returned
+  Sqlite().sqlite3_clear_bindings(stmt_);
   bind_error_ = 0;
 }
 
@@ -450,7 +452,7 @@ Result<Transaction> Transaction::BeginRead(Database& db) {
 Transaction::~Transaction() {
   // A failed COMMIT may leave the transaction open; roll it back either way.
   if (db_ != nullptr && db_->InTransaction()) {
-    sqlite3_exec(db_->handle(), "ROLLBACK", nullptr, nullptr, nullptr);
+    Sqlite().sqlite3_exec(db_->handle(), "ROLLBACK", nullptr, nullptr, nullptr);
   }
 }
 
@@ -471,7 +473,7 @@ Result<Savepoint> Savepoint::Begin(Database& db, std::string name) {
 Savepoint::~Savepoint() {
   if (db_ != nullptr && db_->InTransaction()) {
     std::string sql = "ROLLBACK TO " + name_ + "; RELEASE " + name_;
-    sqlite3_exec(db_->handle(), sql.c_str(), nullptr, nullptr, nullptr);
+    Sqlite().sqlite3_exec(db_->handle(), sql.c_str(), nullptr, nullptr, nullptr);
   }
 }
 

@@ -165,7 +165,9 @@ std::vector<int64_t> AllLeasePages(World& world, std::optional<int64_t> limit, s
     if (pages) ++*pages;
     for (const auto& l : page->leases) ids.push_back(l.id);
     if (!page->next) break;
-    if (args.after_id) EXPECT_GT(*page->next, *args.after_id);
+    if (args.after_id) {
+      EXPECT_GT(*page->next, *args.after_id);
+    }
     args.after_id = *page->next;
   }
   return ids;

@@ -285,5 +285,38 @@ TEST_F(FullDiskE2E, TheDaemonRefusesNewWorkWhileFullKeepsItsJobAndRecovers) {
   EXPECT_EQ(Gpuman({"cancel", std::to_string(id)}, true).exit_code, 0);
 }
 
+
+// SQLite is dlopen()ed on first use (store/sqlite_library.h): the binary does not link it,
+// a command that needs no database runs without it, and one that needs it says so in one
+// line (exit 1; `run` 125, its own failure) instead of failing to start.
+TEST(SqliteLibraryE2E, LoadedOnlyByCommandsThatOpenADatabase) {
+  TempDir dir;
+  const Layout l = MakeLayout(dir, dir.path());
+  auto needed = testing::Run({"/bin/sh", "-c", std::string("readelf -d '") + kGpuman + "' | grep NEEDED"}, {});
+  if (needed.exit_code == 0) {
+    EXPECT_EQ(needed.out.find("libsqlite3"), std::string::npos) << needed.out;
+    EXPECT_NE(needed.out.find("libc.so"), std::string::npos) << needed.out;
+  }
+  const std::map<std::string, std::string> missing = {{"GPUMAN_SQLITE_LIBRARY", dir.Join("no-such-libsqlite3.so.0")},
+                                                      {"GPUMAN_LEASE_DIR", l.lease_dir}};
+  auto version = RunGpuman(l.state_dir, {"--version"}, missing);
+  EXPECT_EQ(version.exit_code, 0) << version.err;
+  auto status = RunGpuman(l.state_dir, {"--simulate", l.scenario, "status", "--json"}, missing);
+  EXPECT_EQ(status.exit_code, 0) << "no lease table yet, so no database to open: " << status.err;
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--simulate", l.scenario, "leases"},
+        std::vector<std::string>{"--simulate", l.scenario, "run", "-n", "1", "--", "true"}}) {
+    auto r = RunGpuman(l.state_dir, args, missing);
+    EXPECT_EQ(r.exit_code, args[2] == "run" ? 125 : 1) << args[2] << ": " << r.err;
+    EXPECT_EQ(CountLines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("cannot load SQLite (" + dir.Join("no-such-libsqlite3.so.0") + ")"), std::string::npos)
+        << r.err;
+  }
+  EXPECT_FALSE(std::filesystem::exists(l.lease_dir + "/leases.db")) << "nothing written without SQLite";
+  auto works = RunGpuman(l.state_dir, {"--simulate", l.scenario, "run", "-n", "1", "--", "true"},
+                         {{"GPUMAN_LEASE_DIR", l.lease_dir}});
+  EXPECT_EQ(works.exit_code, 0) << "with the system's SQLite: " << works.err;
+}
+
 }  // namespace
 }  // namespace gpuman::e2e
