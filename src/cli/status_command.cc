@@ -17,6 +17,7 @@
 #include "cli/exit_codes.h"
 #include "cli/slurm_node.h"
 #include "cli/machine_view.h"
+#include "render/json_text.h"
 #include "devices/gpu_ids.h"
 #include "visibility/allocation.h"
 #include "store/proc_liveness.h"
@@ -173,7 +174,7 @@ int RunStatus(const StatusArgs& args, Context& ctx) {
     SetSimulated(*view, ctx, opts);
     SetHolders(*view, true, ctx, opts);
     if (args.json) {
-      ctx.out() << StatusJson(*view, opts).dump(2) << "\n";
+      ctx.out() << render::PrettyJson(StatusJson(*view, opts)) << "\n";
     } else {
       ctx.out() << render::RenderStatusText(*view->snapshot, opts, term) << SourceLine(*view, ctx.clock().NowUnixMs())
                 << "\n";

@@ -140,7 +140,8 @@ Result<Reply> ParseReply(std::string_view payload) {
   if (ok) {
     if (const json* result = f.Find("result")) {
       f.Check(result->is_object(), "result", "object");
-      if (f.ok()) reply.result = *result;
+      // Moved, not copied: a snapshot reply's DOM is most of the reply.
+      if (f.ok()) reply.result = std::move(parsed->find("result").value());
     }
   } else {
     const json* error = f.Find("error");

@@ -284,19 +284,19 @@ std::optional<model::ProcessType> ParseProcessType(const std::string& s) {
 }
 
 json GpuProcessToJson(const model::GpuProcess& p) {
-  return json{
-      {"pid", p.pid},
-      {"type", ProcessTypeWire(p.type)},
-      {"used_memory_bytes", OrNull(p.used_memory_bytes)},
-      {"gpu_instance_id", OrNull(p.gpu_instance_id)},
-      {"compute_instance_id", OrNull(p.compute_instance_id)},
-      {"is_visible", p.is_visible},
-      {"uid", OrNull(p.uid)},
-      {"user", OrNull(p.user)},
-      {"command", OrNull(p.command)},
-      {"start_time_unix", OrNull(p.start_time_unix)},
-      {"sm_util_percent", OrNull(p.sm_util_percent)},
-  };
+  json::object_t o;  // emplaced: the initializer-list form copied every member (docs/design.md, "Start-up")
+  o.emplace("pid", p.pid);
+  o.emplace("type", ProcessTypeWire(p.type));
+  o.emplace("used_memory_bytes", OrNull(p.used_memory_bytes));
+  o.emplace("gpu_instance_id", OrNull(p.gpu_instance_id));
+  o.emplace("compute_instance_id", OrNull(p.compute_instance_id));
+  o.emplace("is_visible", p.is_visible);
+  o.emplace("uid", OrNull(p.uid));
+  o.emplace("user", OrNull(p.user));
+  o.emplace("command", OrNull(p.command));
+  o.emplace("start_time_unix", OrNull(p.start_time_unix));
+  o.emplace("sm_util_percent", OrNull(p.sm_util_percent));
+  return json(std::move(o));
 }
 
 Result<model::GpuProcess> GpuProcessFromJson(const json& j, const std::string& path) {
@@ -368,49 +368,52 @@ Result<model::Topology> TopologyFromJson(const json& j, const std::string& path)
 json DeviceSnapshotToJson(const model::DeviceSnapshot& d) {
   json processes = json::array();
   for (const auto& p : d.processes) processes.push_back(GpuProcessToJson(p));
-  return json{
-      {"index", d.index},
-      {"uuid", OrNull(d.uuid)},
-      {"name", OrNull(d.name)},
-      {"pci_bus_id", OrNull(d.pci_bus_id)},
-      {"serial", OrNull(d.serial)},
-      {"minor_number", OrNull(d.minor_number)},
-      {"memory_total_bytes", OrNull(d.memory_total_bytes)},
-      {"memory_used_bytes", OrNull(d.memory_used_bytes)},
-      {"memory_free_bytes", OrNull(d.memory_free_bytes)},
-      {"memory_reserved_bytes", OrNull(d.memory_reserved_bytes)},
-      {"gpu_utilization_percent", OrNull(d.gpu_utilization_percent)},
-      {"memory_utilization_percent", OrNull(d.memory_utilization_percent)},
-      {"temperature_c", OrNull(d.temperature_c)},
-      {"power_usage_w", OrNull(d.power_usage_w)},
-      {"power_limit_w", OrNull(d.power_limit_w)},
-      {"fan_percent", OrNull(d.fan_percent)},
-      {"clocks",
-       {{"sm_mhz", OrNull(d.clocks.sm_mhz)},
-        {"sm_max_mhz", OrNull(d.clocks.sm_max_mhz)},
-        {"memory_mhz", OrNull(d.clocks.memory_mhz)},
-        {"memory_max_mhz", OrNull(d.clocks.memory_max_mhz)}}},
-      {"performance_state", OrNull(d.performance_state)},
-      {"compute_capability", OrNull(d.compute_capability)},
-      {"compute_mode", OrNull(d.compute_mode)},
-      {"persistence_mode", OrNull(d.persistence_mode)},
-      {"mig_mode_current", OrNull(d.mig_mode_current)},
-      {"mig_mode_pending", OrNull(d.mig_mode_pending)},
-      {"ecc_volatile_corrected", OrNull(d.ecc_volatile_corrected)},
-      {"ecc_volatile_uncorrected", OrNull(d.ecc_volatile_uncorrected)},
-      {"ecc_aggregate_corrected", OrNull(d.ecc_aggregate_corrected)},
-      {"ecc_aggregate_uncorrected", OrNull(d.ecc_aggregate_uncorrected)},
-      {"retired_pages_pending", OrNull(d.retired_pages_pending)},
-      {"remapped_rows_pending", OrNull(d.remapped_rows_pending)},
-      {"remapped_rows_failure", OrNull(d.remapped_rows_failure)},
-      {"clock_event_reasons", OrNull(d.clock_event_reasons)},
-      {"cpu_affinity", d.cpu_affinity},
-      {"numa_node", OrNull(d.numa_node)},
-      {"processes", std::move(processes)},
-      {"is_healthy", d.is_healthy},
-      {"health_problems", d.health_problems},
-      {"warnings", d.warnings},
-  };
+  json::object_t o;  // emplaced: the initializer-list form copied every member
+  o.emplace("index", d.index);
+  o.emplace("uuid", OrNull(d.uuid));
+  o.emplace("name", OrNull(d.name));
+  o.emplace("pci_bus_id", OrNull(d.pci_bus_id));
+  o.emplace("serial", OrNull(d.serial));
+  o.emplace("minor_number", OrNull(d.minor_number));
+  o.emplace("memory_total_bytes", OrNull(d.memory_total_bytes));
+  o.emplace("memory_used_bytes", OrNull(d.memory_used_bytes));
+  o.emplace("memory_free_bytes", OrNull(d.memory_free_bytes));
+  o.emplace("memory_reserved_bytes", OrNull(d.memory_reserved_bytes));
+  o.emplace("gpu_utilization_percent", OrNull(d.gpu_utilization_percent));
+  o.emplace("memory_utilization_percent", OrNull(d.memory_utilization_percent));
+  o.emplace("temperature_c", OrNull(d.temperature_c));
+  o.emplace("power_usage_w", OrNull(d.power_usage_w));
+  o.emplace("power_limit_w", OrNull(d.power_limit_w));
+  o.emplace("fan_percent", OrNull(d.fan_percent));
+  {
+    json::object_t clocks;
+    clocks.emplace("sm_mhz", OrNull(d.clocks.sm_mhz));
+    clocks.emplace("sm_max_mhz", OrNull(d.clocks.sm_max_mhz));
+    clocks.emplace("memory_mhz", OrNull(d.clocks.memory_mhz));
+    clocks.emplace("memory_max_mhz", OrNull(d.clocks.memory_max_mhz));
+    o.emplace("clocks", json(std::move(clocks)));
+  }
+  o.emplace("performance_state", OrNull(d.performance_state));
+  o.emplace("compute_capability", OrNull(d.compute_capability));
+  o.emplace("compute_mode", OrNull(d.compute_mode));
+  o.emplace("persistence_mode", OrNull(d.persistence_mode));
+  o.emplace("mig_mode_current", OrNull(d.mig_mode_current));
+  o.emplace("mig_mode_pending", OrNull(d.mig_mode_pending));
+  o.emplace("ecc_volatile_corrected", OrNull(d.ecc_volatile_corrected));
+  o.emplace("ecc_volatile_uncorrected", OrNull(d.ecc_volatile_uncorrected));
+  o.emplace("ecc_aggregate_corrected", OrNull(d.ecc_aggregate_corrected));
+  o.emplace("ecc_aggregate_uncorrected", OrNull(d.ecc_aggregate_uncorrected));
+  o.emplace("retired_pages_pending", OrNull(d.retired_pages_pending));
+  o.emplace("remapped_rows_pending", OrNull(d.remapped_rows_pending));
+  o.emplace("remapped_rows_failure", OrNull(d.remapped_rows_failure));
+  o.emplace("clock_event_reasons", OrNull(d.clock_event_reasons));
+  o.emplace("cpu_affinity", d.cpu_affinity);
+  o.emplace("numa_node", OrNull(d.numa_node));
+  o.emplace("processes", std::move(processes));
+  o.emplace("is_healthy", d.is_healthy);
+  o.emplace("health_problems", d.health_problems);
+  o.emplace("warnings", d.warnings);
+  return json(std::move(o));
 }
 
 Result<model::DeviceSnapshot> DeviceSnapshotFromJson(const json& j, std::string_view path) {

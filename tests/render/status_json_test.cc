@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "render/json_text.h"
 #include "render/status_fixtures.h"
 #include "render/status_view.h"
 #include "support/golden.h"
@@ -14,7 +15,7 @@ using test_support::MatchesGolden;
 
 TEST(StatusJsonGoldenTest, FourGpuMachine) {
   EXPECT_TRUE(MatchesGolden("render/golden/status.json",
-                            StatusToJson(FourGpuMachine(), {}).dump(2) + "\n"));
+                            PrettyJson(StatusToJson(FourGpuMachine(), {})) + "\n"));
 }
 
 TEST(StatusJsonGoldenTest, SimulatedWithoutProcesses) {
@@ -23,7 +24,7 @@ TEST(StatusJsonGoldenTest, SimulatedWithoutProcesses) {
   opts.scenario = "busy-node";
   opts.show_processes = false;
   EXPECT_TRUE(MatchesGolden("render/golden/status_simulated_no_processes.json",
-                            StatusToJson(FourGpuMachine(), opts).dump(2) + "\n"));
+                            PrettyJson(StatusToJson(FourGpuMachine(), opts)) + "\n"));
 }
 
 TEST(StatusJsonTest, DrainIsNullOrWhoWhyAndSince) {
