@@ -189,7 +189,7 @@ Result<protocol::Reply> DaemonClient::RoundTrip(protocol::RequestArgs args) {
     if (*next) {
       auto reply = protocol::ParseReply(**next);
       if (!reply) return Garbled("bad reply from the daemon: " + reply.error().message);
-      return *reply;
+      return std::move(*reply);  // not a copy of the reply's JSON
     }
     ssize_t n = read(fd_, buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;

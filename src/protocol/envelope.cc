@@ -109,7 +109,16 @@ json ToJson(const Reply& reply) {
 }
 
 std::string EncodeReplyFrame(const Reply& reply) {
-  std::string payload = DumpJson(ToJson(reply));
+  std::string payload;
+  if (!reply.error && reply.result.is_object()) {
+    // The text DumpJson(ToJson(reply)) writes (members in key order: id, ok, result, v),
+    // without copying the result into an envelope first: for a snapshot that copy was a
+    // tenth of the daemon's work per request.
+    payload = "{\"id\":" + (reply.id ? std::to_string(*reply.id) : std::string("null")) + ",\"ok\":true,\"result\":" +
+              DumpJson(reply.result) + ",\"v\":" + std::to_string(kProtocolVersion) + "}";
+  } else {
+    payload = DumpJson(ToJson(reply));
+  }
   if (payload.size() > kMaxMessageBytes) {
     Reply too_large =
         MakeErrorReply(reply.id, WireError{WireCode::kTooLarge, "reply of " + std::to_string(payload.size()) +

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "protocol/framing.h"
 #include "protocol/json_io.h"
 
 namespace gpuman::protocol {
@@ -258,6 +259,23 @@ TEST(ParseReplyTest, TypedResultErrorsNameTheField) {
       ResultOf<QueueResult>(*ParseReply(R"({"v":1,"id":1,"ok":true,"result":{"jobs":[{"id":1}]}})"));
   ASSERT_FALSE(q);
   EXPECT_EQ(q.error().message, "result.jobs[0].state: missing");
+}
+
+
+// EncodeReplyFrame writes a result without building the envelope object; the text is
+// still the envelope's compact dump, byte for byte.
+TEST(EnvelopeTest, ReplyFrameIsTheEnvelopesDump) {
+  const nlohmann::json result = {{"b", {{"z", 1}, {"a", "\u00e9\n"}}}, {"a", nlohmann::json::array({1, nullptr, 2.5})}};
+  for (const Reply& reply : {Reply{7, std::nullopt, result}, Reply{std::nullopt, std::nullopt, result},
+                             Reply{0, std::nullopt, nlohmann::json::object()},
+                             MakeErrorReply(3, WireError{WireCode::kNotFound, "no job 3"})}) {
+    EXPECT_EQ(EncodeReplyFrame(reply), EncodeFrame(DumpJson(ToJson(reply))));
+    auto back = ParseReply(EncodeReplyFrame(reply).substr(4));
+    ASSERT_TRUE(back) << back.error().message;
+    EXPECT_EQ(back->id, reply.id);
+    EXPECT_EQ(back->ok(), reply.ok());
+    if (reply.ok()) EXPECT_EQ(back->result, reply.result);
+  }
 }
 
 }  // namespace
