@@ -148,6 +148,7 @@ const std::vector<render::TableRow>& EnvironmentTable() {
       {"GPUMAN_CONFIG", "config file"},
       {"GPUMAN_SCENARIO_DIR", "extra directory searched first for scenario names"},
       {"GPUMAN_SIM_LIBRARY", "the stand-in library used by --simulate (default: the one shipped with gpuman)"},
+      {"GPUMAN_SQLITE_LIBRARY", "the SQLite library commands load when they open a database (default libsqlite3.so.0)"},
       {"GPUMAN_LEASE_DIR", "the machine lease table's directory (default: config lease_dir, else $GPUMAN_STATE_DIR, else /run/gpuman/leases)"},
       {"GPUMAN_STATE_DIR", "moves the machine lease table too, when GPUMAN_LEASE_DIR and lease_dir are not set"},
       {"GPUMAN_LEASE_ID", "the lease this shell or job holds: nested run and select --lease stay inside it"},
