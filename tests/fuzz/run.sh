@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the libFuzzer targets built in a fuzz build directory (docs/testing.md "Fuzzing"):
-#   tests/fuzz/run.sh [--build DIR] [--time SECONDS | --runs N] [--jobs J] [TARGET...]
+#   tests/fuzz/run.sh [--build DIR] [--time SECONDS | --runs N] [--jobs J] [--max-len BYTES] [TARGET...]
 # Each target starts from its committed corpus (tests/fuzz/corpus/TARGET, read only) and
 # keeps what it finds in WORK/TARGET (default $GPUMAN_FUZZ_WORK or /tmp/gpuman-fuzz);
 # crashers land in WORK/TARGET-crash-*. One target at a time, J processes each (default
@@ -11,6 +11,7 @@ src="$(cd "$(dirname "$0")/../.." && pwd)"
 build="$src/build-fuzz"
 limit=(-max_total_time=30)
 jobs=1
+max_len=4096
 targets=()
 while (($#)); do
   case "$1" in
@@ -18,6 +19,7 @@ while (($#)); do
     --time) limit=(-max_total_time="$2"); shift 2 ;;
     --runs) limit=(-runs="$2"); shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
+    --max-len) max_len="$2"; shift 2 ;;
     -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
     *) targets+=("$1"); shift ;;
   esac
@@ -38,7 +40,7 @@ for t in "${targets[@]}"; do
   mkdir -p "$work/$t" "$work/$t-logs"
   start=$(date +%s)
   # -jobs runs J processes one after another unless -workers says how many at once.
-  args=("${limit[@]}" -max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+  args=("${limit[@]}" -max_len="$max_len" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
         -artifact_prefix="$work/$t-crash-")
   if ((jobs > 1)); then args+=(-jobs="$jobs" -workers="$jobs"); fi
   rc=0
