@@ -117,12 +117,7 @@ Result<SlurmJobHistory> SlurmJobRows(const std::string& job_id, store::HistorySt
     return MakeError(ErrorCode::kInvalidArgument, "--slurm-job: '" + EscapeControl(job_id) + "' is not a slurm job id");
   }
   const std::string dir = SlurmStateDirOf(ctx);
-  std::optional<slurm::SlurmJobRecord> rec;
-  if (auto read = slurm::ReadJobRecord(dir, job_id)) {
-    rec = std::move(*read);
-  } else if (read.error().code != ErrorCode::kNotFound) {
-    ctx.err() << "gpuman: warning: " << read.error().message << "\n";
-  }
+  const std::optional<slurm::SlurmJobRecord> rec = ReadJobRecordOrWarn(dir, job_id, ctx);
   auto rows = ReadSlurmJobHistory(store, job_id, rec, step, ctx.clock().NowUnixMs());
   if (!rows && rows.error().code == ErrorCode::kNotFound) {
     return MakeError(ErrorCode::kNotFound, rows.error().message + " in " + dir);

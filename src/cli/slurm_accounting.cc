@@ -173,6 +173,14 @@ void AddSlurmJobSummaryCommand(CLI::App& slurm, std::string& job_id, CLI::App*& 
   cmd->add_option("job_id", job_id, "Slurm job id")->required();
 }
 
+std::optional<slurm::SlurmJobRecord> ReadJobRecordOrWarn(const std::string& dir, const std::string& job_id,
+                                                         Context& ctx) {
+  auto read = slurm::ReadJobRecord(dir, job_id);
+  if (read) return std::move(*read);
+  if (read.error().code != ErrorCode::kNotFound) ctx.err() << "gpuman: warning: " << read.error().message << "\n";
+  return std::nullopt;
+}
+
 int RunSlurmJobSummary(const std::string& job_id, Context& ctx) {
   auto fail = [&](const Error& e) {
     ctx.err() << "gpuman: error: " << e.message << "\n";
@@ -183,12 +191,7 @@ int RunSlurmJobSummary(const std::string& job_id, Context& ctx) {
   }
   const int64_t now = ctx.clock().NowUnixMs();
   const std::string dir = SlurmStateDirOf(ctx);
-  std::optional<slurm::SlurmJobRecord> rec;
-  if (auto read = slurm::ReadJobRecord(dir, job_id)) {
-    rec = std::move(*read);
-  } else if (read.error().code != ErrorCode::kNotFound) {
-    ctx.err() << "gpuman: warning: " << read.error().message << "\n";
-  }
+  std::optional<slurm::SlurmJobRecord> rec = ReadJobRecordOrWarn(dir, job_id, ctx);
   std::vector<model::GpuSample> samples;
   std::string history_note;
   if (auto path = FindHistoryDb("", ctx.env())) {

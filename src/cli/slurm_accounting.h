@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,11 @@ std::string SlurmAdminComment(const slurm::SlurmJobRecord& rec, const std::vecto
 /// The job record directory: [slurm] state_dir, else $GPUMAN_SLURM_DIR, else
 /// /run/gpuman/slurm (slurm::SlurmStateDir).
 std::string SlurmStateDirOf(const Context& ctx);
+
+/// The job's record in `dir`, or nullopt when there is none; a record that cannot be read
+/// is also nullopt, with one warning line on ctx.err() (the history may still know the job).
+std::optional<slurm::SlurmJobRecord> ReadJobRecordOrWarn(const std::string& dir, const std::string& job_id,
+                                                         Context& ctx);
 
 /// What the history holds of one Slurm job.
 struct SlurmJobHistory {
