@@ -7,6 +7,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <fstream>
+#include <sstream>
+
+#include "support/temp_dir.h"
+
 namespace gpuman::cli {
 namespace {
 
@@ -86,6 +91,27 @@ TEST(SlurmAdminCommentTest, StaysWithinTheSizeBound) {
   const std::string minimal = SlurmAdminComment(huge, {}, 0);
   EXPECT_LE(minimal.size(), kAdminCommentMaxBytes);
   EXPECT_EQ(json::parse(minimal)["job"], "123");
+}
+
+
+// A missing record is nothing to say; one that cannot be read is one warning line, and
+// the caller goes on without it (the history may still know the job).
+TEST(ReadJobRecordOrWarnTest, MissingIsQuietBrokenIsOneWarningReadableIsTheRecord) {
+  testing::TempDir dir;
+  std::ostringstream out, err;
+  Context ctx(Environment{}, Config{}, std::nullopt, out, err);
+  EXPECT_FALSE(ReadJobRecordOrWarn(dir.path(), "123", ctx));
+  EXPECT_EQ(err.str(), "");
+  ASSERT_TRUE(slurm::WriteJobRecord(dir.path(), Rec({"GPU-a"})));
+  auto rec = ReadJobRecordOrWarn(dir.path(), "123", ctx);
+  ASSERT_TRUE(rec);
+  EXPECT_EQ(rec->user, "alice");
+  EXPECT_EQ(err.str(), "");
+  std::ofstream(slurm::JobRecordPath(dir.path(), "123"), std::ios::trunc) << "{ not json";
+  EXPECT_FALSE(ReadJobRecordOrWarn(dir.path(), "123", ctx));
+  const std::string said = err.str();
+  EXPECT_EQ(std::count(said.begin(), said.end(), '\n'), 1) << said;
+  EXPECT_EQ(said.rfind("gpuman: warning: ", 0), 0u) << said;
 }
 
 }  // namespace
