@@ -357,7 +357,7 @@ Statement::Statement(Statement&& other) noexcept
 
 Statement& Statement::operator=(Statement&& other) noexcept {
   if (this != &other) {
-    Sqlite().sqlite3_finalize(stmt_);
+    if (stmt_ != nullptr) Sqlite().sqlite3_finalize(stmt_);
     db_ = std::exchange(other.db_, nullptr);
     stmt_ = std::exchange(other.stmt_, nullptr);
     name_ = std::move(other.name_);
@@ -366,7 +366,10 @@ Statement& Statement::operator=(Statement&& other) noexcept {
   return *this;
 }
 
-Statement::~Statement() { Sqlite().sqlite3_finalize(stmt_); }
+// A default or moved-from Statement holds nothing, and may outlive a failed load of SQLite.
+Statement::~Statement() {
+  if (stmt_ != nullptr) Sqlite().sqlite3_finalize(stmt_);
+}
 
 Statement::ResetGuard Statement::Use() {
   Reset();
