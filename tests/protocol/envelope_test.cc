@@ -274,7 +274,9 @@ TEST(EnvelopeTest, ReplyFrameIsTheEnvelopesDump) {
     ASSERT_TRUE(back) << back.error().message;
     EXPECT_EQ(back->id, reply.id);
     EXPECT_EQ(back->ok(), reply.ok());
-    if (reply.ok()) EXPECT_EQ(back->result, reply.result);
+    if (reply.ok()) {
+      EXPECT_EQ(back->result, reply.result);
+    }
   }
 }
 
