@@ -90,10 +90,13 @@ void Context::ConfigureReconnect(DaemonClient& client) {
 }
 
 Result<std::unique_ptr<DaemonClient>> Context::ConnectFollowing(const std::string& socket_path) {
-  auto client = DaemonClient::Connect(socket_path);
+  // A daemon that accepted the connection and then closed it (it was stopping, and a
+  // stopped daemon removes its socket) went away like one lost later: ride it out too.
+  bool lost_in_hello = false;
+  auto client = DaemonClient::Connect(socket_path, &lost_in_hello);
   struct stat st;
-  if (!client && client.error().code == ErrorCode::kUnavailable && stat(socket_path.c_str(), &st) == 0 &&
-      S_ISSOCK(st.st_mode)) {
+  if (!client && client.error().code == ErrorCode::kUnavailable &&
+      (lost_in_hello || (stat(socket_path.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)))) {
     ReconnectOptions options;
     options.timeout_ms = config_.client.reconnect_timeout_ms;
     Reconnector reconnector(

@@ -44,8 +44,10 @@ class Context {
   void ConfigureReconnect(class DaemonClient& client);
   /// For commands that follow a job over time (wait, logs -f, queue --watch): connects to
   /// the daemon at `socket_path`, configured as ConfigureReconnect says. When its socket
-  /// exists but the daemon does not answer (kUnavailable: it is restarting), reconnects as
-  /// after a lost connection, for the reconnect time, with the same two notes on err().
+  /// exists but the daemon does not answer (kUnavailable: it is restarting), or a daemon
+  /// accepted the connection and closed it before answering the hello (it was stopping, and
+  /// may have removed its socket), reconnects as after a lost connection, for the
+  /// reconnect time, with the same two notes on err().
   /// Errors: as DaemonClient::Connect; kUnavailable "lost the daemon and it did not come
   /// back within 60s: ..." after the reconnect time.
   Result<std::unique_ptr<class DaemonClient>> ConnectFollowing(const std::string& socket_path);

@@ -26,7 +26,8 @@ std::string FindDaemonSocket(const std::map<std::string, std::string>& env) {
   return daemon::DefaultSocketPath(true, env);
 }
 
-Result<std::unique_ptr<DaemonClient>> DaemonClient::Connect(const std::string& socket_path) {
+Result<std::unique_ptr<DaemonClient>> DaemonClient::Connect(const std::string& socket_path, bool* lost_in_hello) {
+  if (lost_in_hello != nullptr) *lost_in_hello = false;
   const uint32_t my_uid = getuid();
   // Before anything is sent: whose socket is it (docs/protocol.md, "Which daemon a client trusts").
   if (auto trusted = CheckSocketTrust(socket_path, my_uid); !trusted) return trusted.error();
@@ -50,7 +51,10 @@ Result<std::unique_ptr<DaemonClient>> DaemonClient::Connect(const std::string& s
   protocol::HelloArgs hello;
   hello.client = "gpuman";
   auto result = client->Call<protocol::HelloResult>(hello);
-  if (!result) return result.error();
+  if (!result) {
+    if (lost_in_hello != nullptr) *lost_in_hello = client->broken_;
+    return result.error();
+  }
   client->uid_ = result->uid;
   return client;
 }

@@ -76,8 +76,10 @@ class DaemonClient {
   /// process's SO_PEERCRED uid must pass CheckPeerTrust before the hello is sent.
   /// Errors: kPermissionDenied when either check refuses (one line naming the path and
   /// its owner); kUnavailable when no daemon answers at `socket_path` (the message says
-  /// how to start one); errors from the hello.
-  static Result<std::unique_ptr<DaemonClient>> Connect(const std::string& socket_path);
+  /// how to start one); errors from the hello. `lost_in_hello`, when given, is set to whether
+  /// the connection was accepted and then lost before the hello's reply (a daemon that was
+  /// stopping), as against refused or answered with an error.
+  static Result<std::unique_ptr<DaemonClient>> Connect(const std::string& socket_path, bool* lost_in_hello = nullptr);
   ~DaemonClient();
 
   /// Sends one request and waits for its reply (errors inside the reply are returned as

@@ -2,12 +2,15 @@
 // kill -9 and a restart of the daemon; giving up after the reconnect time), and the exit
 // codes of `wait`, one meaning each (docs/cli.md, "Exit codes of wait").
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "e2e/e2e_util.h"
@@ -228,6 +231,38 @@ TEST_F(ReconnectE2E, WaitStartedWhileTheDaemonIsDownWaitsForItToComeBack) {
   EXPECT_EQ(waited.exit_code, 7) << waited.err;
   EXPECT_EQ(waited.err, std::string(kLost) + kBack + "gpuman: job " + std::to_string(id) + " failed: exit code 7 (exit 7)\n")
       << "one line when it found no daemon, one when back, then the outcome";
+}
+
+// A daemon that is stopping may still accept a connection and then close it before the
+// hello's reply, and a stopped daemon removes its socket. A `wait` that met that (the ASan
+// run's RideOut flake: it exited 125 with "closed the connection") rides it out as well.
+// Stand-in for the stopping daemon: a listener that accepts one connection, closes it,
+// and removes the socket.
+TEST_F(ReconnectE2E, WaitThatMetAStoppingDaemonWaitsForTheNextOne) {
+  const std::string go = dir_.Join("go");
+  int64_t id = Submit({"--", "sh", "-c", "while [ ! -e \"$1\" ]; do sleep 0.05; done; exit 7", "sh", go});
+  ASSERT_TRUE(WaitForState(id, "running"));
+  StopDaemon(SIGKILL);
+  unlink(socket_.c_str());
+  const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, socket_.c_str(), sizeof addr.sun_path - 1);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0) << std::strerror(errno);
+  ASSERT_EQ(listen(listener, 4), 0);
+  Background waiter({"wait", std::to_string(id)}, Env());
+  const int accepted = accept(listener, nullptr, nullptr);
+  ASSERT_GE(accepted, 0) << std::strerror(errno);
+  close(accepted);  // before any reply: the hello is lost
+  close(listener);
+  unlink(socket_.c_str());
+  usleep(300000);  // it is reconnecting, and no socket is there
+  StartDaemon();
+  ASSERT_EQ(close(open(go.c_str(), O_WRONLY | O_CREAT, 0600)), 0);
+  auto waited = waiter.Finish();
+  EXPECT_EQ(waited.exit_code, 7) << waited.err;
+  EXPECT_EQ(waited.err, std::string(kLost) + kBack + "gpuman: job " + std::to_string(id) + " failed: exit code 7 (exit 7)\n");
 }
 
 // With a short reconnect time and no daemon coming back: wait exits 125 (never a code the
