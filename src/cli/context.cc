@@ -40,7 +40,15 @@ Context::Context(Environment env, Config config, std::optional<Simulation> sim, 
     lease_dir_ = store::kDefaultMachineLeaseDir;
   }
   if (sim_) {
-    inspector_ = std::make_unique<devices::StaticProcessTable>(sim_->host_processes, procfs_.get());
+    // From the stand-in once it is loaded (it has parsed the scenario), else from the file.
+    inspector_ = std::make_unique<devices::StaticProcessTable>(
+        [this] {
+          if (nvml_) {
+            if (std::optional<std::string> table = nvml_->SimulatedHostProcesses()) return ParseHostProcesses(*table);
+          }
+          return ReadHostProcesses(sim_->scenario_path);
+        },
+        procfs_.get());
   }
 }
 

@@ -37,11 +37,9 @@ std::vector<std::string> ListScenarios(const Environment& env, const std::string
 
 namespace {
 
-// The scenario's "host_processes" table ({"PID": {"user", "uid", "command", "start_time"}}),
-// taken from one SAX pass over the whole file, which checks all of it but builds nothing
-// else: building the document (to keep one key of it) cost ~0.1 ms of every --simulate
-// run on h100-8 (docs/design.md, "Start-up"). An entry that is not an object, a PID that
-// is no number and a field of another type are skipped, as before.
+// The "host_processes" table of a scenario document, from one SAX pass that builds
+// nothing else (building the document to keep one key of it cost ~0.1 ms of every
+// --simulate run on h100-8; docs/design.md, "Start-up").
 class HostProcessesSax final : public nlohmann::json_sax<nlohmann::json> {
  public:
   explicit HostProcessesSax(std::map<uint32_t, devices::ProcessDetails>& out) : out_(out) {}
@@ -151,16 +149,6 @@ Result<Simulation> ResolveSimulation(const std::string& scenario, const Environm
     sim.scenario_name = scenario;
   }
 
-  // The stand-in process table ("host_processes"), so simulated processes have owners.
-  // Read whole (the stream adapter lexes a character at a time through the streambuf) and
-  // checked whole, but only that key is built: the stand-in reads the GPUs itself.
-  std::optional<std::string> text = ReadWholeFile(sim.scenario_path);
-  if (!text) return MakeError(ErrorCode::kInvalidArgument, "scenario " + sim.scenario_path + ": cannot be read");
-  HostProcessesSax sax(sim.host_processes);
-  if (!nlohmann::json::sax_parse(*text, &sax) || !sax.top_is_object()) {
-    return MakeError(ErrorCode::kInvalidArgument, "scenario " + sim.scenario_path + ": not a valid JSON object");
-  }
-
   std::vector<std::string> libs;
   if (auto l = env.Get("GPUMAN_SIM_LIBRARY"); l && !l->empty()) libs.push_back(*l);
   // Relative to the binary only (installed, then the build tree's sim/ beside build/gpuman):
@@ -181,6 +169,25 @@ Result<Simulation> ResolveSimulation(const std::string& scenario, const Environm
                      "rebuild gpuman or set GPUMAN_SIM_LIBRARY");
   }
   return sim;
+}
+
+std::map<uint32_t, devices::ProcessDetails> ParseHostProcesses(std::string_view table_json) {
+  std::string doc;
+  doc.reserve(table_json.size() + 20);
+  doc.append("{\"host_processes\":").append(table_json).append("}");
+  std::map<uint32_t, devices::ProcessDetails> table;
+  HostProcessesSax sax(table);
+  if (!nlohmann::json::sax_parse(doc, &sax)) table.clear();
+  return table;
+}
+
+std::map<uint32_t, devices::ProcessDetails> ReadHostProcesses(const std::string& scenario_path) {
+  std::map<uint32_t, devices::ProcessDetails> table;
+  std::optional<std::string> text = ReadWholeFile(scenario_path);
+  if (!text) return table;
+  HostProcessesSax sax(table);
+  if (!nlohmann::json::sax_parse(*text, &sax) || !sax.top_is_object()) table.clear();
+  return table;
 }
 
 }  // namespace gpuman::cli

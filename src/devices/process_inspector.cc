@@ -75,6 +75,10 @@ std::optional<ProcessDetails> ProcfsInspector::Inspect(uint32_t pid) {
 }
 
 std::optional<ProcessDetails> StaticProcessTable::Inspect(uint32_t pid) {
+  if (load_) {
+    table_ = load_();
+    load_ = nullptr;
+  }
   auto it = table_.find(pid);
   if (it != table_.end()) return it->second;
   return fallback_ ? fallback_->Inspect(pid) : std::nullopt;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -42,12 +43,18 @@ class ProcfsInspector final : public ProcessInspector {
 /// A fixed table of pids (the simulated host), falling back to another inspector.
 class StaticProcessTable final : public ProcessInspector {
  public:
-  StaticProcessTable(std::map<uint32_t, ProcessDetails> table, ProcessInspector* fallback)
+  using Table = std::map<uint32_t, ProcessDetails>;
+  StaticProcessTable(Table table, ProcessInspector* fallback)
       : table_(std::move(table)), fallback_(fallback) {}
+  /// The table is built by `load` when the first pid is looked up (gpuman --simulate takes
+  /// it from the stand-in NVML, loaded by then), once per process.
+  StaticProcessTable(std::function<Table()> load, ProcessInspector* fallback)
+      : load_(std::move(load)), fallback_(fallback) {}
   std::optional<ProcessDetails> Inspect(uint32_t pid) override;
 
  private:
-  std::map<uint32_t, ProcessDetails> table_;
+  std::function<Table()> load_;
+  Table table_;
   ProcessInspector* fallback_;
 };
 

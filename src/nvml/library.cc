@@ -199,8 +199,19 @@ Result<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& path) 
     lib->process_entry_size_ = sizeof(nvmlProcessInfo_v1_t);
   }
 
+  // gpuman's stand-in (gpuman --simulate) exports hooks no real NVML has: it reports a
+  // scenario it cannot load to us rather than on stderr, and hands over the scenario's
+  // process table, which it has parsed already (src/sim/nvml_exports.cc).
+  using SimText_fn = const char* (*)();
+  if (auto take = reinterpret_cast<void (*)()>(dlsym(lib->handle_, "gpumanSimTakeInitErrors"))) take();
+  auto sim_init_error = reinterpret_cast<SimText_fn>(dlsym(lib->handle_, "gpumanSimInitError"));
+  lib->sim_host_processes_ = dlsym(lib->handle_, "gpumanSimHostProcesses");
+
   nvmlReturn_t rc = lib->Get<nvmlInit_fn>(Sym::kInit)();
   if (rc != NVML_SUCCESS) {
+    if (const char* scenario = sim_init_error ? sim_init_error() : nullptr; scenario && *scenario) {
+      return MakeError(ErrorCode::kInvalidArgument, std::string("scenario ") + scenario);
+    }
     std::string why = lib->ErrorString(rc);
     std::string hint;
     if (rc == NVML_ERROR_DRIVER_NOT_LOADED) hint = " (is the NVIDIA kernel driver installed and loaded?)";
@@ -217,6 +228,13 @@ Result<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& path) 
 NvmlLibrary::~NvmlLibrary() {
   if (initialized_) Get<nvmlShutdown_fn>(Sym::kShutdown)();
   if (handle_ != nullptr) dlclose(handle_);
+}
+
+std::optional<std::string> NvmlLibrary::SimulatedHostProcesses() const {
+  auto fn = reinterpret_cast<const char* (*)()>(sim_host_processes_);
+  const char* text = fn ? fn() : nullptr;
+  if (text == nullptr) return std::nullopt;
+  return std::string(text);
 }
 
 std::string NvmlLibrary::ErrorString(nvmlReturn_t code) const {

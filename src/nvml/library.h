@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "base/result.h"
@@ -42,7 +43,8 @@ class NvmlLibrary {
   /// file path), resolves the symbol table and calls nvmlInit.
   /// Errors: kUnavailable when the library cannot be opened, lacks a required symbol, or
   /// init fails (driver not loaded, no permission, version mismatch); the message names
-  /// the library and carries dlerror()/nvmlErrorString() text.
+  /// the library and carries dlerror()/nvmlErrorString() text. kInvalidArgument, "scenario
+  /// PATH: reason", when the library is gpuman's stand-in and could not load its scenario.
   static Result<std::unique_ptr<NvmlLibrary>> Load(const std::string& path);
 
   ~NvmlLibrary();  // nvmlShutdown, then dlclose
@@ -61,6 +63,10 @@ class NvmlLibrary {
   /// NVML's text for a return code ("GPU is lost"), lower-cased for error messages.
   std::string ErrorString(nvmlReturn_t code) const;
 
+  /// gpuman's stand-in only: its scenario's "host_processes" member as JSON text. nullopt
+  /// for a real NVML (which has no such table).
+  std::optional<std::string> SimulatedHostProcesses() const;
+
   /// Bytes per entry of the chosen *RunningProcesses symbol: 24 (_v3/_v2) or 16 (v1).
   size_t process_entry_size() const { return process_entry_size_; }
   const std::string& path() const { return path_; }
@@ -70,6 +76,7 @@ class NvmlLibrary {
 
   std::string path_;
   void* handle_ = nullptr;
+  void* sim_host_processes_ = nullptr;  // the stand-in's gpumanSimHostProcesses, if any
   bool initialized_ = false;
   std::array<void*, kSymCount> fns_{};
   std::array<const char*, kSymCount> names_{};

@@ -821,6 +821,39 @@ FAKE_NVML_EXPORT unsigned long fake_nvml_total_call_count(void) {
   return s.TotalCalls();
 }
 
+// =======================================================================================
+// gpuman --simulate's hooks (not NVML, not counted as calls). The stand-in has parsed the
+// scenario already, so gpuman takes from it what only gpuman needs instead of reading and
+// lexing the file a second time (docs/design.md, "Start-up"); real NVML exports none of
+// these, and gpuman looks them up only in the stand-in it loaded itself.
+
+// The scenario's "host_processes" member as JSON text, or NULL before a successful
+// nvmlInit. Valid until the next call.
+FAKE_NVML_EXPORT const char* gpumanSimHostProcesses(void) {
+  State& s = TheState();
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (s.init_count == 0) return nullptr;
+  s.host_processes_out = s.scenario.host_processes_json;
+  return s.host_processes_out.c_str();
+}
+
+// From now on a scenario that cannot be loaded at the first nvmlInit* is not printed on
+// stderr: the caller reads it with gpumanSimInitError and reports it in its own words
+// (a reload that fails later is still printed: no caller asks then).
+FAKE_NVML_EXPORT void gpumanSimTakeInitErrors(void) {
+  State& s = TheState();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.caller_reports_init_errors = true;
+}
+
+// "PATH: reason" for the last first nvmlInit* that failed to load the scenario; "" when it
+// did not fail that way. Valid until the next nvmlInit*.
+FAKE_NVML_EXPORT const char* gpumanSimInitError(void) {
+  State& s = TheState();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.init_error.c_str();
+}
+
 namespace {
 
 // $GPUMAN_FAKE_NVML_CALL_LOG: when the library is unloaded (process exit or dlclose),

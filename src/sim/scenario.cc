@@ -308,6 +308,7 @@ Scenario ParseScenario(const json& root) {
     s.cuda_driver_version = Opt<int>(*d, "cuda_driver_version");
   });
   s.errors = ParseErrorRules(root);
+  if (auto hp = root.find("host_processes"); hp != root.end()) s.host_processes_json = hp->dump();
   const json* gpus = Section(root, "gpus", /*array=*/true);
   if (gpus && gpus->size() > kMaxGpus) throw std::runtime_error("gpus: more than 64");
   for (size_t i = 0; gpus && i < gpus->size(); ++i) {

@@ -128,6 +128,10 @@ struct Scenario {
   std::optional<int> cuda_driver_version;
   ErrorRules errors;
   std::vector<Gpu> gpus;
+  // The "host_processes" member as JSON text ("{}" when absent), handed as it is to
+  // gpuman --simulate (gpumanSimHostProcesses), which owns its meaning: NVML has no such
+  // table, so the stand-in does not interpret it.
+  std::string host_processes_json = "{}";
 };
 
 // Identity of the scenario file as last seen; any difference triggers a reload.

@@ -46,6 +46,11 @@ class State {
   std::string path;   // scenario file, read from the environment when init_count was 0
   FileId file_id;     // of `path` when last (re)loaded or tried
   Scenario scenario;  // valid while init_count > 0
+  // Why the last first nvmlInit* could not load the scenario ("PATH: reason"; empty after a
+  // good one), and whether the caller reads it (gpumanSimTakeInitErrors) instead of stderr.
+  std::string init_error;
+  bool caller_reports_init_errors = false;
+  std::string host_processes_out;  // gpumanSimHostProcesses' returned text
   std::map<std::string, unsigned long, std::less<>> call_counts;
 
   // Starts an exported call: counts it and picks up a changed scenario file. The file is
@@ -79,9 +84,11 @@ class State {
     std::optional<Scenario> loaded;
     if (id) loaded = LoadScenario(path, &error);
     if (!loaded) {
-      Complain(error);
+      init_error = path + ": " + error;
+      if (!caller_reports_init_errors) Complain(error);
       return NVML_ERROR_UNKNOWN;
     }
+    init_error.clear();
     file_id = *id;
     scenario = std::move(*loaded);
     return NVML_SUCCESS;

@@ -45,6 +45,49 @@ TEST(NvmlLibraryTest, ShippedNoDriverScenario) {
   EXPECT_NE(lib.error().message.find("driver not loaded"), std::string::npos) << lib.error().message;
 }
 
+// gpuman's stand-in reports a scenario it cannot load to the loader, which makes it the
+// load's one error (gpuman --simulate: one line, exit 2), and prints nothing itself.
+TEST(NvmlLibraryTest, StandInScenarioErrorIsTheLoadsErrorNotStderr) {
+  TempDir dir;
+  for (const std::string text : {std::string("{\"gpus\": ["), std::string(R"({"gpus": [{"name": "no uuid"}]})")}) {
+    SCOPED_TRACE(text);
+    std::string path = dir.Write("bad.json", text);
+    setenv("GPUMAN_FAKE_NVML_SCENARIO", path.c_str(), 1);
+    ::testing::internal::CaptureStderr();
+    auto lib = NvmlLibrary::Load(GPUMAN_TEST_FAKE_NVML);
+    EXPECT_EQ(::testing::internal::GetCapturedStderr(), "");
+    ASSERT_FALSE(lib.has_value());
+    EXPECT_EQ(lib.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_EQ(lib.error().message.rfind("scenario " + path + ": ", 0), 0u) << lib.error().message;
+    EXPECT_EQ(lib.error().message.find('\n'), std::string::npos);
+  }
+  // A good scenario after a bad one loads, with no error left over.
+  UseScenario(dir, TestScenario(1));
+  auto lib = NvmlLibrary::Load(GPUMAN_TEST_FAKE_NVML);
+  EXPECT_TRUE(lib.has_value()) << lib.error().message;
+}
+
+// The stand-in hands over its scenario's host_processes member as it parsed it; a library
+// without the hook (as every real NVML) has none.
+TEST(NvmlLibraryTest, StandInHandsOverHostProcesses) {
+  TempDir dir;
+  nlohmann::json scenario = TestScenario(1);
+  scenario["host_processes"] = {{"4242", {{"user", "alice"}, {"uid", 1001}, {"command", "python train.py"}}}};
+  UseScenario(dir, scenario);
+  {
+    auto lib = NvmlLibrary::Load(GPUMAN_TEST_FAKE_NVML);
+    ASSERT_TRUE(lib.has_value()) << lib.error().message;
+    std::optional<std::string> table = (*lib)->SimulatedHostProcesses();
+    ASSERT_TRUE(table.has_value());
+    EXPECT_EQ(nlohmann::json::parse(*table), scenario["host_processes"]);
+  }
+  scenario.erase("host_processes");
+  UseScenario(dir, scenario);
+  auto lib = NvmlLibrary::Load(GPUMAN_TEST_FAKE_NVML);
+  ASSERT_TRUE(lib.has_value()) << lib.error().message;
+  EXPECT_EQ((*lib)->SimulatedHostProcesses(), std::optional<std::string>("{}"));
+}
+
 TEST(NvmlLibraryTest, PrefersNewestSymbols) {
   TempDir dir;
   UseScenario(dir, TestScenario(2));
