@@ -21,6 +21,7 @@
 #include "base/unique_fd.h"
 #include "daemon/access.h"
 #include "daemon/collector.h"
+#include "daemon/proc_visibility.h"
 #include "devices/device_source.h"
 #include "policy/lease_rules.h"
 #include "protocol/envelope.h"
@@ -139,7 +140,20 @@ class Daemon {
     std::optional<model::MachineSnapshot> snapshot;
     std::string error;
     int64_t at_unix_ms = 0;
+    uint64_t generation = 0;  // counts samples: which one an encoded snapshot is of
   };
+  // The snapshot op's "snapshot" member for the latest sample, encoded once per caller
+  // view (with the sample, the view is all that decides what a caller is shown), so that
+  // status and top calls between two samples do not encode it again. A new sample empties it.
+  struct EncodedSnapshot {
+    bool processes = false;
+    std::optional<CallerView> view;  // set when processes
+    std::string text;
+  };
+  const std::string& EncodedSnapshotFor(bool processes, const std::optional<CallerView>& view);
+  uint64_t sample_generation_ = 0;
+  uint64_t encoded_generation_ = 0;
+  std::vector<EncodedSnapshot> encoded_snapshots_;  // of the sample encoded_generation_
   // Reads the devices once (topology too the first time) and makes it the latest sample.
   // `fresh`: the slow field groups (health, settings) read now, not from the source's cache.
   const Sample& TakeSample(int64_t now, bool fresh);

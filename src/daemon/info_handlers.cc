@@ -2,6 +2,7 @@
 // snapshot. Anyone may call them.
 #include "daemon/call.h"
 #include "daemon/proc_visibility.h"
+#include "protocol/model_json.h"
 
 namespace gpuman::daemon {
 
@@ -50,13 +51,11 @@ Reply Daemon::OnSnapshot(const Call& call) {
   protocol::SnapshotResult result;
   result.sample_interval_ms = period;
   result.scenario = options_.scenario;
+  const std::string* snapshot_json = nullptr;
   if (latest_->snapshot) {
-    result.snapshot = *latest_->snapshot;
-    if (!args.processes) {
-      for (auto& gpu : result.snapshot->gpus) gpu.processes.clear();
-    } else {
-      FilterForCaller(*result.snapshot, ReadCallerView(call.peer.uid, call.peer.gid, call.peer.pid));
-    }
+    std::optional<CallerView> view;
+    if (args.processes) view = ReadCallerView(call.peer.uid, call.peer.gid, call.peer.pid);
+    snapshot_json = &EncodedSnapshotFor(args.processes, view);
   } else {
     result.error = latest_->error;
   }
@@ -75,7 +74,28 @@ Reply Daemon::OnSnapshot(const Call& call) {
   for (const auto& d : *drained) {
     result.drains.push_back(model::GpuDrain{d.uuid, d.reason, d.by_uid, UserName(d.by_uid), d.since_unix_ms});
   }
-  return MakeReply(call.id(), result);
+  if (!snapshot_json) return MakeReply(call.id(), result);
+  return protocol::MakeEncodedReply(call.id(), protocol::EncodeSnapshotResult(result, *snapshot_json));
+}
+
+const std::string& Daemon::EncodedSnapshotFor(bool processes, const std::optional<CallerView>& view) {
+  if (encoded_generation_ != latest_->generation) {
+    encoded_snapshots_.clear();
+    encoded_generation_ = latest_->generation;
+  }
+  for (const EncodedSnapshot& e : encoded_snapshots_) {
+    if (e.processes == processes && e.view == view) return e.text;
+  }
+  model::MachineSnapshot snap = *latest_->snapshot;
+  if (!processes) {
+    for (auto& gpu : snap.gpus) gpu.processes.clear();
+  } else {
+    FilterForCaller(snap, *view);
+  }
+  constexpr size_t kMaxViews = 32;  // callers of one sample with different views; the oldest goes
+  if (encoded_snapshots_.size() >= kMaxViews) encoded_snapshots_.erase(encoded_snapshots_.begin());
+  encoded_snapshots_.push_back(EncodedSnapshot{processes, view, protocol::DumpJson(protocol::MachineSnapshotToJson(snap))});
+  return encoded_snapshots_.back().text;
 }
 
 }  // namespace gpuman::daemon

@@ -21,6 +21,7 @@ namespace gpuman::daemon {
 struct ProcMount {
   int hidepid = 0;                 // 0 off, 1 noaccess, 2 invisible, 4 ptraceable
   std::optional<uint32_t> gid;     // members see everything regardless of hidepid
+  bool operator==(const ProcMount&) const = default;
 };
 
 /// The /proc mount of a mountinfo text (/proc/<pid>/mountinfo): the last procfs mounted
@@ -35,6 +36,7 @@ struct CallerView {
   std::vector<uint32_t> groups;  // primary and supplementary
   ProcMount proc;
   bool same_pid_namespace = true;
+  bool operator==(const CallerView&) const = default;
 };
 
 /// How much of one process the caller may see.

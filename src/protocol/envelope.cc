@@ -96,26 +96,39 @@ std::variant<Request, RequestError> ParseRequest(std::string_view payload) {
   return Request{*id, std::move(args).value()};
 }
 
-Reply MakeErrorReply(std::optional<int64_t> id, WireError error) { return Reply{id, std::move(error), json::object()}; }
+Reply MakeErrorReply(std::optional<int64_t> id, WireError error) { return Reply{id, std::move(error), json::object(), {}}; }
 
 json ToJson(const Reply& reply) {
   json j = {{"v", kProtocolVersion}, {"id", reply.id ? json(*reply.id) : json(nullptr)}, {"ok", reply.ok()}};
   if (reply.error) {
     j["error"] = ToJson(*reply.error);
   } else {
-    j["result"] = reply.result.is_object() ? reply.result : json::object();
+    if (!reply.result_text.empty()) {
+      Result<json> parsed = ParseJson(reply.result_text);
+      j["result"] = parsed && parsed->is_object() ? std::move(*parsed) : json::object();
+    } else {
+      j["result"] = reply.result.is_object() ? reply.result : json::object();
+    }
   }
   return j;
 }
 
 std::string EncodeReplyFrame(const Reply& reply) {
   std::string payload;
-  if (!reply.error && reply.result.is_object()) {
-    // The text DumpJson(ToJson(reply)) writes (members in key order: id, ok, result, v),
-    // without copying the result into an envelope first: for a snapshot that copy was a
-    // tenth of the daemon's work per request.
+  // A success reply's text as DumpJson(ToJson(reply)) writes it (members in key order: id,
+  // ok, result, v), without copying the result into an envelope first: for a snapshot that
+  // copy was a tenth of the daemon's work per request. An encoded result goes in as it is.
+  std::string dumped;
+  const std::string* result = nullptr;
+  if (!reply.error && !reply.result_text.empty()) {
+    result = &reply.result_text;
+  } else if (!reply.error && reply.result.is_object()) {
+    dumped = DumpJson(reply.result);
+    result = &dumped;
+  }
+  if (result) {
     payload = "{\"id\":" + (reply.id ? std::to_string(*reply.id) : std::string("null")) + ",\"ok\":true,\"result\":" +
-              DumpJson(reply.result) + ",\"v\":" + std::to_string(kProtocolVersion) + "}";
+              *result + ",\"v\":" + std::to_string(kProtocolVersion) + "}";
   } else {
     payload = DumpJson(ToJson(reply));
   }

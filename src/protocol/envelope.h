@@ -12,6 +12,7 @@
 
 #include "base/result.h"
 #include "protocol/error_codes.h"
+#include "protocol/json_io.h"
 #include "protocol/messages.h"
 
 namespace gpuman::protocol {
@@ -56,6 +57,9 @@ struct Reply {
   std::optional<int64_t> id;                         // nullopt (JSON null) when answering an unreadable request
   std::optional<WireError> error;                    // set: "ok": false
   nlohmann::json result = nlohmann::json::object();  // when ok
+  // When ok and not empty: the result already encoded as JSON text, written as it is
+  // instead of `result` (the snapshot op's cache, EncodeSnapshotResult).
+  std::string result_text;
 
   bool ok() const { return !error.has_value(); }
 };
@@ -63,7 +67,11 @@ struct Reply {
 /// A success reply carrying ToJson(result).
 template <typename T>
 Reply MakeReply(int64_t id, const T& result) {
-  return Reply{id, std::nullopt, ToJson(result)};
+  return Reply{id, std::nullopt, ToJson(result), {}};
+}
+/// A success reply whose result is `result_text`, JSON text encoded already.
+inline Reply MakeEncodedReply(int64_t id, std::string result_text) {
+  return Reply{id, std::nullopt, nlohmann::json(), std::move(result_text)};
 }
 Reply MakeErrorReply(std::optional<int64_t> id, WireError error);
 inline Reply MakeErrorReply(const RequestError& e) { return MakeErrorReply(e.id, e.error); }
@@ -83,6 +91,11 @@ Result<Reply> ParseReply(std::string_view payload);
 template <typename T>
 Result<T> ResultOf(const Reply& reply) {
   if (reply.error) return ToError(*reply.error);
+  if (!reply.result_text.empty()) {
+    Result<nlohmann::json> parsed = ParseJson(reply.result_text);
+    if (!parsed) return parsed.error();
+    return FromJson<T>(*parsed);
+  }
   return FromJson<T>(reply.result);
 }
 

@@ -231,6 +231,16 @@ json ToJson(const SnapshotResult& v) {
       {"drains", ToJson(DrainsResult{v.drains})["drains"]},
   };
 }
+std::string EncodeSnapshotResult(const SnapshotResult& v, std::string_view snapshot_json) {
+  json j = ToJson(v);
+  j.erase("snapshot");  // null: v has none
+  // Members are written in key order and "snapshot" sorts last: the text up to the closing
+  // brace, then that member.
+  std::string text = DumpJson(j);
+  text.pop_back();
+  text.append(j.empty() ? "" : ",").append("\"snapshot\":").append(snapshot_json).append("}");
+  return text;
+}
 json ToJson(const WireError& v) { return json{{"code", WireCodeName(v.code)}, {"message", v.message}}; }
 
 // ---- FromJson

@@ -241,6 +241,11 @@ struct SnapshotResult {
   std::vector<model::GpuDrain> drains;  // as the drains op
 };
 
+/// The text DumpJson(ToJson(v)) would write for `v` carrying a snapshot whose
+/// DumpJson(MachineSnapshotToJson(...)) text is `snapshot_json`; v.snapshot must be nullopt
+/// (it is not read). The daemon keeps the encoded snapshot of each sample per caller view.
+std::string EncodeSnapshotResult(const SnapshotResult& v, std::string_view snapshot_json);
+
 // ---- JSON forms. ToJson gives the value of "args" or "result".
 nlohmann::json ToJson(const HelloArgs& v);
 nlohmann::json ToJson(const HelloResult& v);

@@ -177,12 +177,12 @@ TEST_P(SlurmNodeTest, DrainOpIsRefusedUndrainIsNot) {
   EXPECT_TRUE(Drained().empty());
   // A drain from before the node ran slurmd can still be lifted.
   ASSERT_TRUE(jobs_->Drain(Uuid(1), "old", 0, clock_.now));
-  EXPECT_TRUE(Call(root, protocol::UndrainArgs{"1"}).ok());
+  EXPECT_TRUE(Call(root, protocol::UndrainArgs{"1", {}}).ok());
   EXPECT_TRUE(Drained().empty());
 }
 
 INSTANTIATE_TEST_SUITE_P(SlurmOrNot, SlurmNodeTest, ::testing::Bool(),
-                         [](const auto& info) { return info.param ? "SlurmNode" : "NoSlurm"; });
+                         [](const auto& param_info) { return param_info.param ? "SlurmNode" : "NoSlurm"; });
 
 }  // namespace
 }  // namespace gpuman::daemon

@@ -41,6 +41,11 @@ class CountingDevices final : public devices::DeviceSource {
       g.memory_used_bytes = 0;
       g.memory_free_bytes = int64_t{80} << 30;
       g.gpu_utilization_percent = 0;
+      for (uint32_t pid : pids[i]) {
+        model::GpuProcess p;
+        p.pid = pid;
+        g.processes.push_back(p);
+      }
       if (lost[i]) {
         g.is_healthy = false;
         g.health_problems = {"nvmlDeviceGetMemoryInfo: GPU is lost"};
@@ -51,6 +56,7 @@ class CountingDevices final : public devices::DeviceSource {
   }
   int reads = 0;
   bool lost[2] = {false, false};
+  std::vector<uint32_t> pids[2];  // processes on each GPU
 };
 
 class SettableClock final : public Clock {
@@ -212,6 +218,41 @@ TEST_F(TickTest, SnapshotOpServesTheTicksSample) {
   ASSERT_TRUE(again && again->snapshot);
   EXPECT_EQ(devices_.reads, before + 1);
   EXPECT_EQ(again->snapshot->taken_at_unix_ms, clock_.now);
+}
+
+// Calls between two samples are answered from one encoding of the sample per caller view
+// (the same text again), with processes or without as each asks; a new sample is encoded
+// anew: its values, not the last one's.
+TEST_F(TickTest, SnapshotOpEncodesEachSampleOncePerView) {
+  devices_.pids[0] = {4242};
+  Tick(0);
+  clock_.now += 100;
+  auto processes_of = [](const protocol::Reply& reply) {
+    auto result = protocol::ResultOf<protocol::SnapshotResult>(reply);
+    EXPECT_TRUE(result && result->snapshot) << (result ? "no snapshot" : result.error().message);
+    std::vector<uint32_t> pids;
+    if (result && result->snapshot) {
+      for (const auto& p : result->snapshot->gpus.at(0).processes) pids.push_back(p.pid);
+    }
+    return pids;
+  };
+  const protocol::Reply first = Call(protocol::SnapshotArgs{});
+  ASSERT_TRUE(first.ok()) << first.error->message;
+  EXPECT_FALSE(first.result_text.empty()) << "an encoded reply";
+  EXPECT_EQ(processes_of(first), std::vector<uint32_t>{4242});
+  EXPECT_EQ(Call(protocol::SnapshotArgs{}).result_text, first.result_text);
+
+  EXPECT_TRUE(processes_of(Call(protocol::SnapshotArgs{.processes = false})).empty());
+  EXPECT_EQ(processes_of(Call(protocol::SnapshotArgs{})), std::vector<uint32_t>{4242});
+  const protocol::Reply bob = daemon_->Handle(PeerFor(Role::kOtherUser), protocol::Request{++request_id_, protocol::SnapshotArgs{}});
+  ASSERT_TRUE(bob.ok()) << bob.error->message;
+  EXPECT_EQ(protocol::ResultOf<protocol::SnapshotResult>(bob)->snapshot->gpus.size(), 2u);
+
+  devices_.pids[0] = {4242, 4343};
+  Tick(1000);
+  clock_.now += 100;
+  EXPECT_EQ(processes_of(Call(protocol::SnapshotArgs{})), (std::vector<uint32_t>{4242, 4343})) << "the new sample";
+  EXPECT_TRUE(processes_of(Call(protocol::SnapshotArgs{.processes = false})).empty());
 }
 
 }  // namespace

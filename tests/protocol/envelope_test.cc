@@ -264,10 +264,25 @@ TEST(ParseReplyTest, TypedResultErrorsNameTheField) {
 
 // EncodeReplyFrame writes a result without building the envelope object; the text is
 // still the envelope's compact dump, byte for byte.
+// A result encoded already (the snapshot op's cache) is written as it is, and reads back
+// as the same result, in a frame and through ResultOf in the daemon's own process.
+TEST(EnvelopeTest, EncodedResultIsWrittenAsItIs) {
+  const nlohmann::json result = {{"b", {{"z", 1}, {"a", "\u00e9\n"}}}, {"a", nlohmann::json::array({1, nullptr, 2.5})}};
+  const Reply dom{9, std::nullopt, result, {}};
+  const Reply encoded = MakeEncodedReply(9, DumpJson(result));
+  EXPECT_EQ(EncodeReplyFrame(encoded), EncodeReplyFrame(dom));
+  EXPECT_EQ(ToJson(encoded), ToJson(dom));
+  auto typed = ResultOf<DrainsResult>(MakeEncodedReply(9, R"({"drains":[{"uuid":"GPU-1","reason":"fan","by_uid":0,"by_user":"root","since_unix_ms":5}]})"));
+  ASSERT_TRUE(typed) << typed.error().message;
+  ASSERT_EQ(typed->drains.size(), 1u);
+  EXPECT_EQ(typed->drains[0].reason, "fan");
+  EXPECT_FALSE(ResultOf<DrainsResult>(MakeEncodedReply(9, "{not json")));
+}
+
 TEST(EnvelopeTest, ReplyFrameIsTheEnvelopesDump) {
   const nlohmann::json result = {{"b", {{"z", 1}, {"a", "\u00e9\n"}}}, {"a", nlohmann::json::array({1, nullptr, 2.5})}};
-  for (const Reply& reply : {Reply{7, std::nullopt, result}, Reply{std::nullopt, std::nullopt, result},
-                             Reply{0, std::nullopt, nlohmann::json::object()},
+  for (const Reply& reply : {Reply{7, std::nullopt, result, {}}, Reply{std::nullopt, std::nullopt, result, {}},
+                             Reply{0, std::nullopt, nlohmann::json::object(), {}},
                              MakeErrorReply(3, WireError{WireCode::kNotFound, "no job 3"})}) {
     EXPECT_EQ(EncodeReplyFrame(reply), EncodeFrame(DumpJson(ToJson(reply))));
     auto back = ParseReply(EncodeReplyFrame(reply).substr(4));

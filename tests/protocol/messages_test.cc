@@ -164,7 +164,7 @@ TEST(ReplyRoundTripTest, EveryResult) {
   for (const ResultCase& c : ResultCases()) {
     SCOPED_TRACE(c.name);
     const json sent = c.to_json();
-    const Reply reply{77, std::nullopt, sent};
+    const Reply reply{77, std::nullopt, sent, {}};
     Result<Reply> parsed = ParseReply(ThroughDecoder(EncodeReplyFrame(reply)));
     ASSERT_TRUE(parsed) << parsed.error().message;
     EXPECT_EQ(parsed->id, 77);

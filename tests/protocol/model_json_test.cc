@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "protocol/json_io.h"
+#include "protocol/messages.h"
 #include "protocol_samples.h"
 
 namespace gpuman::protocol {
@@ -108,6 +109,24 @@ TEST(SnapshotJsonTest, EveryFieldSurvives) {
 
 // Unknown stays unknown: a GPU the driver said nothing about comes back with every
 // optional empty (null on the wire, never 0 or false), and no topology appears.
+// The daemon splices a snapshot it encoded once into each reply: the text is the one the
+// whole result's dump would be, with other members present or empty.
+TEST(SnapshotJsonTest, EncodedSnapshotResultIsTheResultsDump) {
+  protocol::SnapshotResult full;
+  full.snapshot = FullSnapshot();
+  full.sample_interval_ms = 1000;
+  full.scenario = "h100-8";
+  full.leases = {testing_samples::FullLease()};
+  full.jobs = {testing_samples::FullJob()};
+  full.drains = {model::GpuDrain{"GPU-1", "fan", 0, "root", 5}};
+  for (const protocol::SnapshotResult& with : {full, protocol::SnapshotResult{FullSnapshot(), "", 0, {}, {}, {}, {}}}) {
+    protocol::SnapshotResult without = with;
+    without.snapshot.reset();
+    EXPECT_EQ(protocol::EncodeSnapshotResult(without, DumpJson(MachineSnapshotToJson(*with.snapshot))),
+              DumpJson(protocol::ToJson(with)));
+  }
+}
+
 TEST(SnapshotJsonTest, UnknownStaysUnknown) {
   model::MachineSnapshot want;
   model::DeviceSnapshot bare;
