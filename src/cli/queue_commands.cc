@@ -72,6 +72,10 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   devices::DeviceSource* source = &no_gpus;
   if (auto devices = ctx.Devices()) {
     source = *devices;
+  } else if (ctx.simulation() && devices.error().code == ErrorCode::kInvalidArgument) {
+    // A scenario the stand-in cannot load is a mistake in the command, not a driver that
+    // may come later: refused, as any bad argument.
+    return Fail(ctx, devices.error());
   } else {
     ctx.err() << "gpuman: warning: serving without GPUs: " << devices.error().message << "\n";
   }

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
+#include <algorithm>
 #include <fstream>
 
 #include "support/subprocess.h"
@@ -197,6 +198,32 @@ TEST(StatusE2E, BadArgumentsExit2WithOneLine) {
     EXPECT_EQ(r.err.rfind("gpuman: error: ", 0), 0u) << joined << "\n" << r.err;
     EXPECT_NE(r.err.find(c.message_part), std::string::npos) << joined << "\n" << r.err;
     EXPECT_EQ(r.out, "") << joined;
+  }
+}
+
+// The stand-in checks the scenario when a command first reads devices, and gpuman says
+// what it found, once: one line, exit 2 (run: 125, its own errors), for a file that is not
+// JSON and for a wrong field alike; the daemon refuses to start rather than serve no GPUs.
+TEST(StatusE2E, AMalformedScenarioIsOneLineAndExit2) {
+  TempDir dir;
+  const std::string not_json = dir.Write("not-json.json", "{\"gpus\": [");
+  const std::string bad_field = dir.Write("bad-field.json", R"({"gpus": [{"name": "no uuid"}]})");
+  const std::pair<std::string, std::string> files[] = {{not_json, "parse error"}, {bad_field, "gpus[0]: uuid: required"}};
+  for (const auto& [path, reason] : files) {
+    const std::vector<std::vector<std::string>> commands = {
+        {"status"}, {"status", "--json"}, {"select", "-n", "1"}, {"health"}, {"run", "-n", "1", "--", "true"},
+        {"daemon", "--socket", dir.Join("d.sock"), "--state-dir", dir.Join("d-state")}};
+    for (std::vector<std::string> args : commands) {
+      const bool run = args[0] == "run";
+      args.insert(args.begin(), {"--simulate", path});
+      SCOPED_TRACE(path + " " + args[2]);
+      auto r = Gpuman(args, {{"GPUMAN_LEASE_DIR", dir.Join("leases")}});
+      EXPECT_EQ(r.exit_code, run ? 125 : 2) << r.err;
+      EXPECT_EQ(r.err.rfind("gpuman: error: scenario " + path + ": ", 0), 0u) << r.err;
+      EXPECT_NE(r.err.find(reason), std::string::npos) << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "one line, the stand-in's own not beside it: " << r.err;
+      EXPECT_EQ(r.out, "");
+    }
   }
 }
 
