@@ -72,8 +72,8 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   devices::DeviceSource* source = &no_gpus;
   if (auto devices = ctx.Devices()) {
     source = *devices;
-  } else if (ctx.simulation() && devices.error().code == ErrorCode::kInvalidArgument) {
-    // A scenario the stand-in cannot load is a mistake in the command, not a driver that
+  } else if (devices.error().code == ErrorCode::kInvalidArgument) {
+    // A mistake in the command (a scenario the stand-in cannot load), not a driver that
     // may come later: refused, as any bad argument.
     return Fail(ctx, devices.error());
   } else {

@@ -530,8 +530,8 @@ const Daemon::Sample& Daemon::TakeSample(int64_t now, bool fresh) {
   } else {
     sample.error = snap.error().message;
   }
-  sample.generation = ++sample_generation_;
   latest_ = std::move(sample);
+  encoded_snapshots_.clear();  // of the sample just replaced
   next_sample_ms_ = now + options_.monitor.sample_interval_ms;
   return *latest_;
 }

@@ -140,7 +140,6 @@ class Daemon {
     std::optional<model::MachineSnapshot> snapshot;
     std::string error;
     int64_t at_unix_ms = 0;
-    uint64_t generation = 0;  // counts samples: which one an encoded snapshot is of
   };
   // The snapshot op's "snapshot" member for the latest sample, encoded once per caller
   // view (with the sample, the view is all that decides what a caller is shown), so that
@@ -151,9 +150,7 @@ class Daemon {
     std::string text;
   };
   const std::string& EncodedSnapshotFor(bool processes, const std::optional<CallerView>& view);
-  uint64_t sample_generation_ = 0;
-  uint64_t encoded_generation_ = 0;
-  std::vector<EncodedSnapshot> encoded_snapshots_;  // of the sample encoded_generation_
+  std::vector<EncodedSnapshot> encoded_snapshots_;  // of latest_; TakeSample empties it
   // Reads the devices once (topology too the first time) and makes it the latest sample.
   // `fresh`: the slow field groups (health, settings) read now, not from the source's cache.
   const Sample& TakeSample(int64_t now, bool fresh);

@@ -79,10 +79,6 @@ Reply Daemon::OnSnapshot(const Call& call) {
 }
 
 const std::string& Daemon::EncodedSnapshotFor(bool processes, const std::optional<CallerView>& view) {
-  if (encoded_generation_ != latest_->generation) {
-    encoded_snapshots_.clear();
-    encoded_generation_ = latest_->generation;
-  }
   for (const EncodedSnapshot& e : encoded_snapshots_) {
     if (e.processes == processes && e.view == view) return e.text;
   }

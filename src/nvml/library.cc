@@ -202,10 +202,9 @@ Result<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& path) 
   // gpuman's stand-in (gpuman --simulate) exports hooks no real NVML has: it reports a
   // scenario it cannot load to us rather than on stderr, and hands over the scenario's
   // process table, which it has parsed already (src/sim/nvml_exports.cc).
-  using SimText_fn = const char* (*)();
   if (auto take = reinterpret_cast<void (*)()>(dlsym(lib->handle_, "gpumanSimTakeInitErrors"))) take();
   auto sim_init_error = reinterpret_cast<SimText_fn>(dlsym(lib->handle_, "gpumanSimInitError"));
-  lib->sim_host_processes_ = dlsym(lib->handle_, "gpumanSimHostProcesses");
+  lib->sim_host_processes_ = reinterpret_cast<SimText_fn>(dlsym(lib->handle_, "gpumanSimHostProcesses"));
 
   nvmlReturn_t rc = lib->Get<nvmlInit_fn>(Sym::kInit)();
   if (rc != NVML_SUCCESS) {
@@ -231,8 +230,7 @@ NvmlLibrary::~NvmlLibrary() {
 }
 
 std::optional<std::string> NvmlLibrary::SimulatedHostProcesses() const {
-  auto fn = reinterpret_cast<const char* (*)()>(sim_host_processes_);
-  const char* text = fn ? fn() : nullptr;
+  const char* text = sim_host_processes_ ? sim_host_processes_() : nullptr;
   if (text == nullptr) return std::nullopt;
   return std::string(text);
 }

@@ -76,7 +76,8 @@ class NvmlLibrary {
 
   std::string path_;
   void* handle_ = nullptr;
-  void* sim_host_processes_ = nullptr;  // the stand-in's gpumanSimHostProcesses, if any
+  using SimText_fn = const char* (*)();
+  SimText_fn sim_host_processes_ = nullptr;  // the stand-in's gpumanSimHostProcesses, if any
   bool initialized_ = false;
   std::array<void*, kSymCount> fns_{};
   std::array<const char*, kSymCount> names_{};

@@ -235,10 +235,10 @@ std::string EncodeSnapshotResult(const SnapshotResult& v, std::string_view snaps
   json j = ToJson(v);
   j.erase("snapshot");  // null: v has none
   // Members are written in key order and "snapshot" sorts last: the text up to the closing
-  // brace, then that member.
+  // brace (there are always other members: error, jobs, ...), then that member.
   std::string text = DumpJson(j);
   text.pop_back();
-  text.append(j.empty() ? "" : ",").append("\"snapshot\":").append(snapshot_json).append("}");
+  text.append(",\"snapshot\":").append(snapshot_json).append("}");
   return text;
 }
 json ToJson(const WireError& v) { return json{{"code", WireCodeName(v.code)}, {"message", v.message}}; }

@@ -49,7 +49,7 @@ TEST(NvmlLibraryTest, ShippedNoDriverScenario) {
 // load's one error (gpuman --simulate: one line, exit 2), and prints nothing itself.
 TEST(NvmlLibraryTest, StandInScenarioErrorIsTheLoadsErrorNotStderr) {
   TempDir dir;
-  for (const std::string text : {std::string("{\"gpus\": ["), std::string(R"({"gpus": [{"name": "no uuid"}]})")}) {
+  for (const std::string& text : {std::string("{\"gpus\": ["), std::string(R"({"gpus": [{"name": "no uuid"}]})")}) {
     SCOPED_TRACE(text);
     std::string path = dir.Write("bad.json", text);
     setenv("GPUMAN_FAKE_NVML_SCENARIO", path.c_str(), 1);
