@@ -1,7 +1,9 @@
 // The floor for `gpuman status --json`: the least a program can do to print the same
 // facts - dlopen NVML, make the same per-device calls, printf JSON by hand, no libraries,
 // no error translation, no /proc. bench/status_bench compares gpuman against it.
-// Usage: status_floor LIBRARY   (the scenario comes from GPUMAN_FAKE_NVML_SCENARIO)
+// Usage: status_floor LIBRARY [lazy]   (the scenario comes from GPUMAN_FAKE_NVML_SCENARIO)
+// The floor of issue 13 binds the library's symbols at load (RTLD_NOW); with `lazy` it
+// binds them on first call (RTLD_LAZY), as gpuman does: status_bench reports both.
 #include <dlfcn.h>
 
 #include <cstdio>
@@ -13,7 +15,8 @@
 
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
-  void* h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+  const bool lazy = argc > 2 && argv[2][0] == 'l';
+  void* h = dlopen(argv[1], (lazy ? RTLD_LAZY : RTLD_NOW) | RTLD_LOCAL);
   if (!h) return 3;
   LOAD(init, nvmlInit_fn, "nvmlInit_v2");
   LOAD(shutdown, nvmlShutdown_fn, "nvmlShutdown");

@@ -120,7 +120,7 @@ Result<std::unique_ptr<NvmlLibrary>> NvmlLibrary::Load(const std::string& path) 
   std::unique_ptr<NvmlLibrary> lib(new NvmlLibrary());
   lib->path_ = path;
   dlerror();
-  lib->handle_ = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  lib->handle_ = dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL);
   if (lib->handle_ == nullptr) {
     const char* why = dlerror();
     return MakeError(ErrorCode::kUnavailable,
