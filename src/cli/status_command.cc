@@ -135,12 +135,9 @@ void SetSimulated(const MachineView& view, Context& ctx, render::StatusOptions& 
 }
 
 // status --json: the view plus where it came from (docs/json.md).
-nlohmann::ordered_json StatusJson(const MachineView& view, const render::StatusOptions& opts) {
-  auto j = render::StatusToJson(*view.snapshot, opts);
-  j["source"] = view.source();
-  j["sampled_at_unix_ms"] = view.snapshot->taken_at_unix_ms;
-  j["source_note"] = view.note.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(view.note);
-  return j;
+std::string StatusJson(const MachineView& view, const render::StatusOptions& opts, render::JsonWriter::Style style) {
+  const render::StatusJsonSource source{view.source(), view.snapshot->taken_at_unix_ms, view.note};
+  return render::StatusJsonText(*view.snapshot, opts, style, &source);
 }
 
 }  // namespace
@@ -174,7 +171,7 @@ int RunStatus(const StatusArgs& args, Context& ctx) {
     SetSimulated(*view, ctx, opts);
     SetHolders(*view, true, ctx, opts);
     if (args.json) {
-      ctx.out() << render::PrettyJson(StatusJson(*view, opts)) << "\n";
+      ctx.out() << StatusJson(*view, opts, render::JsonWriter::Style::kPretty) << "\n";
     } else {
       ctx.out() << render::RenderStatusText(*view->snapshot, opts, term) << SourceLine(*view, ctx.clock().NowUnixMs())
                 << "\n";
@@ -205,7 +202,7 @@ int RunStatus(const StatusArgs& args, Context& ctx) {
       // JSON lines carry leases only from the daemon's reply (as before: none otherwise).
       SetHolders(*view, !args.json || n == 0, ctx, opts);
       if (args.json) {
-        ctx.out() << StatusJson(*view, opts).dump() << "\n";
+        ctx.out() << StatusJson(*view, opts, render::JsonWriter::Style::kCompact) << "\n";
       } else {
         if (clear_screen) ctx.out() << "\x1b[H\x1b[2J";
         else if (n > 0) ctx.out() << "\n";

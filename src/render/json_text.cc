@@ -11,7 +11,7 @@ using json = nlohmann::ordered_json;
 void Indent(std::string& out, int depth) { out.append(static_cast<size_t>(depth) * 2, ' '); }
 
 // Length of the valid UTF-8 sequence at s[i], or 0 when the bytes there are not one.
-size_t Utf8Length(const std::string& s, size_t i) {
+size_t Utf8Length(std::string_view s, size_t i) {
   const auto b = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
   const unsigned char c = b(i);
   const auto cont = [&](size_t k) { return k < s.size() && (b(k) & 0xC0) == 0x80; };
@@ -32,7 +32,7 @@ size_t Utf8Length(const std::string& s, size_t i) {
   return 0;
 }
 
-void String(std::string& out, const std::string& s) {
+void String(std::string& out, std::string_view s) {
   out += '"';
   size_t i = 0;
   while (i < s.size()) {
@@ -142,6 +142,102 @@ std::string PrettyJson(const json& value) {
   out.reserve(16384);
   Write(out, value, 0);
   return out;
+}
+
+void JsonWriter::BeforeValue() {
+  if (pending_key_) {  // a member's value: its key wrote the separator and indent
+    pending_key_ = false;
+    return;
+  }
+  if (has_members_.empty()) return;  // the top-level value
+  if (!pretty_) {
+    if (has_members_.back()) out_ += ',';
+    has_members_.back() = true;
+    return;
+  }
+  out_ += has_members_.back() ? ",\n" : "\n";
+  has_members_.back() = true;
+  Indent(out_, static_cast<int>(has_members_.size()));
+}
+
+void JsonWriter::Open(char bracket) {
+  BeforeValue();
+  out_ += bracket;
+  has_members_.push_back(false);
+}
+
+void JsonWriter::Close(char bracket) {
+  const bool any = has_members_.back();
+  has_members_.pop_back();
+  if (any && pretty_) {
+    out_ += '\n';
+    Indent(out_, static_cast<int>(has_members_.size()));
+  }
+  out_ += bracket;
+}
+
+JsonWriter& JsonWriter::BeginObject() {
+  Open('{');
+  return *this;
+}
+
+JsonWriter& JsonWriter::EndObject() {
+  Close('}');
+  return *this;
+}
+
+JsonWriter& JsonWriter::BeginArray() {
+  Open('[');
+  return *this;
+}
+
+JsonWriter& JsonWriter::EndArray() {
+  Close(']');
+  return *this;
+}
+
+JsonWriter& JsonWriter::Key(std::string_view key) {
+  BeforeValue();
+  render::String(out_, key);
+  out_ += pretty_ ? ": " : ":";
+  pending_key_ = true;
+  return *this;
+}
+
+JsonWriter& JsonWriter::Null() {
+  BeforeValue();
+  out_ += "null";
+  return *this;
+}
+
+JsonWriter& JsonWriter::Bool(bool v) {
+  BeforeValue();
+  out_ += v ? "true" : "false";
+  return *this;
+}
+
+JsonWriter& JsonWriter::Int(int64_t v) {
+  BeforeValue();
+  Integer(out_, v);
+  return *this;
+}
+
+JsonWriter& JsonWriter::UInt(uint64_t v) {
+  BeforeValue();
+  Integer(out_, v);
+  return *this;
+}
+
+JsonWriter& JsonWriter::Double(double v) {
+  BeforeValue();
+  out_ += json(v).dump();  // nlohmann's shortest form, "null" if not finite
+  return *this;
+}
+
+JsonWriter& JsonWriter::String(std::string_view v) {
+  BeforeValue();
+  render::String(out_, v);
+  return *this;
 }
 
 }  // namespace gpuman::render

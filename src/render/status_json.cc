@@ -1,5 +1,7 @@
-// StatusToJson: the `gpuman status --json` contract. Field names are read by scripts
-// and automated checks; rename nothing, add freely, and keep docs/json.md in step.
+// The `gpuman status --json` contract, written as text straight from the snapshot (no
+// document in between: docs/design.md, "Start-up"). Field names are read by scripts and
+// automated checks; rename nothing, add freely, and keep docs/json.md in step.
+#include <algorithm>
 #include <optional>
 #include <string>
 
@@ -8,183 +10,192 @@
 #include <nlohmann/json.hpp>
 
 #include "render/format.h"
+#include "render/json_text.h"
 #include "render/status_view.h"
-
-#include <algorithm>
 
 namespace gpuman::render {
 namespace {
 
-using json = nlohmann::ordered_json;
+// An empty optional is written as null: unknown must never read as 0 or false.
+void Put(JsonWriter& w, const std::optional<std::string>& v) { v ? w.String(*v) : w.Null(); }
+void Put(JsonWriter& w, const std::optional<bool>& v) { v ? w.Bool(*v) : w.Null(); }
+void Put(JsonWriter& w, const std::optional<double>& v) { v ? w.Double(*v) : w.Null(); }
+void Put(JsonWriter& w, const std::optional<int>& v) { v ? w.Int(*v) : w.Null(); }
+void Put(JsonWriter& w, const std::optional<int64_t>& v) { v ? w.Int(*v) : w.Null(); }
+void Put(JsonWriter& w, const std::optional<uint32_t>& v) { v ? w.UInt(*v) : w.Null(); }
 
-// An empty optional becomes null: unknown must never read as 0 or false.
-template <typename T>
-json OrNull(const std::optional<T>& value) {
-  return value ? json(*value) : json(nullptr);
+void Strings(JsonWriter& w, const std::vector<std::string>& list) {
+  w.BeginArray();
+  for (const std::string& s : list) w.String(s);
+  w.EndArray();
 }
 
-// An object built member by member in the order given: appended to the ordered map
-// directly, without the initializer-list form (which builds a two-element array per
-// member and then copies it) or a search for an existing key. Keys are literals here, so
-// none repeats. That form was most of building the status document (docs/design.md,
-// "Start-up").
-class Members {
- public:
-  explicit Members(size_t expected) { object_.reserve(expected); }
-  Members& Add(const char* key, json value) {
-    object_.emplace_back(key, std::move(value));
-    return *this;
-  }
-  json Take() { return json(std::move(object_)); }
-
- private:
-  json::object_t object_;
-};
-
-json ProcessToJson(const model::GpuProcess& p) {
-  return Members(11)
-      .Add("pid", p.pid)
-      .Add("user", OrNull(p.user))
-      .Add("uid", OrNull(p.uid))
-      .Add("command", OrNull(p.command))
-      .Add("start_time", p.start_time_unix ? json(FormatIsoUtcSeconds(*p.start_time_unix)) : json(nullptr))
-      .Add("in_pid_namespace", p.is_visible)
-      .Add("used_memory_bytes", OrNull(p.used_memory_bytes))
-      .Add("type", model::ProcessTypeName(p.type))
-      .Add("gpu_instance_id", OrNull(p.gpu_instance_id))
-      .Add("compute_instance_id", OrNull(p.compute_instance_id))
-      .Add("sm_util_percent", OrNull(p.sm_util_percent))
-      .Take();
+void WriteProcess(JsonWriter& w, const model::GpuProcess& p) {
+  w.BeginObject();
+  w.Key("pid").UInt(p.pid);
+  Put(w.Key("user"), p.user);
+  Put(w.Key("uid"), p.uid);
+  Put(w.Key("command"), p.command);
+  w.Key("start_time");
+  p.start_time_unix ? w.String(FormatIsoUtcSeconds(*p.start_time_unix)) : w.Null();
+  w.Key("in_pid_namespace").Bool(p.is_visible);
+  Put(w.Key("used_memory_bytes"), p.used_memory_bytes);
+  w.Key("type").String(model::ProcessTypeName(p.type));
+  Put(w.Key("gpu_instance_id"), p.gpu_instance_id);
+  Put(w.Key("compute_instance_id"), p.compute_instance_id);
+  Put(w.Key("sm_util_percent"), p.sm_util_percent);
+  w.EndObject();
 }
 
-json Strings(const std::vector<std::string>& list) {
-  json::array_t out;
-  out.reserve(list.size());
-  for (const std::string& s : list) out.emplace_back(s);
-  return json(std::move(out));
-}
-
-json GpuToJson(const model::DeviceSnapshot& d, const StatusOptions& opts) {
-  json clock_reasons = nullptr;
+void WriteGpu(JsonWriter& w, const model::DeviceSnapshot& d, const StatusOptions& opts) {
+  w.BeginObject();
+  w.Key("index").Int(d.index);
+  Put(w.Key("uuid"), d.uuid);
+  Put(w.Key("name"), d.name);
+  Put(w.Key("pci_bus_id"), d.pci_bus_id);
+  Put(w.Key("serial"), d.serial);
+  Put(w.Key("minor_number"), d.minor_number);
+  w.Key("memory").BeginObject();
+  Put(w.Key("total_bytes"), d.memory_total_bytes);
+  Put(w.Key("used_bytes"), d.memory_used_bytes);
+  Put(w.Key("free_bytes"), d.memory_free_bytes);
+  Put(w.Key("reserved_bytes"), d.memory_reserved_bytes);
+  w.EndObject();
+  w.Key("utilization").BeginObject();
+  Put(w.Key("gpu_percent"), d.gpu_utilization_percent);
+  Put(w.Key("memory_percent"), d.memory_utilization_percent);
+  w.EndObject();
+  Put(w.Key("temperature_c"), d.temperature_c);
+  Put(w.Key("power_usage_w"), d.power_usage_w);
+  Put(w.Key("power_limit_w"), d.power_limit_w);
+  Put(w.Key("fan_percent"), d.fan_percent);
+  w.Key("clocks").BeginObject();
+  Put(w.Key("sm_mhz"), d.clocks.sm_mhz);
+  Put(w.Key("sm_max_mhz"), d.clocks.sm_max_mhz);
+  Put(w.Key("memory_mhz"), d.clocks.memory_mhz);
+  Put(w.Key("memory_max_mhz"), d.clocks.memory_max_mhz);
+  w.EndObject();
+  w.Key("performance_state");
+  d.performance_state ? w.String(fmt::format("P{}", *d.performance_state)) : w.Null();
+  Put(w.Key("compute_capability"), d.compute_capability);
+  Put(w.Key("compute_mode"), d.compute_mode);
+  Put(w.Key("persistence_mode"), d.persistence_mode);
+  w.Key("mig_mode").BeginObject();
+  Put(w.Key("current"), d.mig_mode_current);
+  Put(w.Key("pending"), d.mig_mode_pending);
+  w.EndObject();
+  w.Key("ecc").BeginObject();
+  Put(w.Key("volatile_corrected"), d.ecc_volatile_corrected);
+  Put(w.Key("volatile_uncorrected"), d.ecc_volatile_uncorrected);
+  Put(w.Key("aggregate_corrected"), d.ecc_aggregate_corrected);
+  Put(w.Key("aggregate_uncorrected"), d.ecc_aggregate_uncorrected);
+  w.EndObject();
+  Put(w.Key("retired_pages_pending"), d.retired_pages_pending);
+  w.Key("remapped_rows").BeginObject();
+  Put(w.Key("pending"), d.remapped_rows_pending);
+  Put(w.Key("failure"), d.remapped_rows_failure);
+  w.EndObject();
+  w.Key("clock_event_reasons");
   if (d.clock_event_reasons) {
-    clock_reasons = Members(2)
-                        .Add("mask", *d.clock_event_reasons)
-                        .Add("active", Strings(model::ClockEventReasonNames(*d.clock_event_reasons)))
-                        .Take();
+    w.BeginObject();
+    w.Key("mask").UInt(*d.clock_event_reasons);
+    Strings(w.Key("active"), model::ClockEventReasonNames(*d.clock_event_reasons));
+    w.EndObject();
+  } else {
+    w.Null();
   }
-  json drain = nullptr;
+  w.Key("cpu_affinity");
+  d.cpu_affinity.empty() ? w.Null() : w.String(model::FormatCpuList(d.cpu_affinity));
+  Put(w.Key("numa_node"), d.numa_node);
+  w.Key("healthy").Bool(d.is_healthy);
+  Strings(w.Key("health_problems"), d.health_problems);
+  Strings(w.Key("warnings"), d.warnings);
+  // The last drain and the last lease naming this GPU win (there is at most one of each).
+  const model::GpuDrain* drain = nullptr;
   if (d.uuid) {
     for (const model::GpuDrain& g : opts.drains) {
-      if (g.uuid != *d.uuid) continue;
-      drain = Members(4)
-                  .Add("reason", g.reason)
-                  .Add("by", g.by_user)
-                  .Add("by_uid", g.by_uid)
-                  .Add("since_unix_ms", g.since_unix_ms)
-                  .Take();
+      if (g.uuid == *d.uuid) drain = &g;
     }
   }
-  Members gpu(40);
-  gpu.Add("index", d.index)
-      .Add("uuid", OrNull(d.uuid))
-      .Add("name", OrNull(d.name))
-      .Add("pci_bus_id", OrNull(d.pci_bus_id))
-      .Add("serial", OrNull(d.serial))
-      .Add("minor_number", OrNull(d.minor_number))
-      .Add("memory", Members(4)
-                         .Add("total_bytes", OrNull(d.memory_total_bytes))
-                         .Add("used_bytes", OrNull(d.memory_used_bytes))
-                         .Add("free_bytes", OrNull(d.memory_free_bytes))
-                         .Add("reserved_bytes", OrNull(d.memory_reserved_bytes))
-                         .Take())
-      .Add("utilization", Members(2)
-                              .Add("gpu_percent", OrNull(d.gpu_utilization_percent))
-                              .Add("memory_percent", OrNull(d.memory_utilization_percent))
-                              .Take())
-      .Add("temperature_c", OrNull(d.temperature_c))
-      .Add("power_usage_w", OrNull(d.power_usage_w))
-      .Add("power_limit_w", OrNull(d.power_limit_w))
-      .Add("fan_percent", OrNull(d.fan_percent))
-      .Add("clocks", Members(4)
-                         .Add("sm_mhz", OrNull(d.clocks.sm_mhz))
-                         .Add("sm_max_mhz", OrNull(d.clocks.sm_max_mhz))
-                         .Add("memory_mhz", OrNull(d.clocks.memory_mhz))
-                         .Add("memory_max_mhz", OrNull(d.clocks.memory_max_mhz))
-                         .Take())
-      .Add("performance_state",
-           d.performance_state ? json(fmt::format("P{}", *d.performance_state)) : json(nullptr))
-      .Add("compute_capability", OrNull(d.compute_capability))
-      .Add("compute_mode", OrNull(d.compute_mode))
-      .Add("persistence_mode", OrNull(d.persistence_mode))
-      .Add("mig_mode",
-           Members(2).Add("current", OrNull(d.mig_mode_current)).Add("pending", OrNull(d.mig_mode_pending)).Take())
-      .Add("ecc", Members(4)
-                      .Add("volatile_corrected", OrNull(d.ecc_volatile_corrected))
-                      .Add("volatile_uncorrected", OrNull(d.ecc_volatile_uncorrected))
-                      .Add("aggregate_corrected", OrNull(d.ecc_aggregate_corrected))
-                      .Add("aggregate_uncorrected", OrNull(d.ecc_aggregate_uncorrected))
-                      .Take())
-      .Add("retired_pages_pending", OrNull(d.retired_pages_pending))
-      .Add("remapped_rows", Members(2)
-                                .Add("pending", OrNull(d.remapped_rows_pending))
-                                .Add("failure", OrNull(d.remapped_rows_failure))
-                                .Take())
-      .Add("clock_event_reasons", std::move(clock_reasons))
-      .Add("cpu_affinity", d.cpu_affinity.empty() ? json(nullptr) : json(model::FormatCpuList(d.cpu_affinity)))
-      .Add("numa_node", OrNull(d.numa_node))
-      .Add("healthy", d.is_healthy)
-      .Add("health_problems", Strings(d.health_problems))
-      .Add("warnings", Strings(d.warnings))
-      .Add("drain", std::move(drain));
+  w.Key("drain");
+  if (drain) {
+    w.BeginObject();
+    w.Key("reason").String(drain->reason);
+    w.Key("by").String(drain->by_user);
+    w.Key("by_uid").UInt(drain->by_uid);
+    w.Key("since_unix_ms").Int(drain->since_unix_ms);
+    w.EndObject();
+  } else {
+    w.Null();
+  }
   if (opts.allocation) {
     const auto& uuids = opts.allocation->uuids;
-    gpu.Add("in_allocation", d.uuid && std::find(uuids.begin(), uuids.end(), *d.uuid) != uuids.end());
+    w.Key("in_allocation").Bool(d.uuid && std::find(uuids.begin(), uuids.end(), *d.uuid) != uuids.end());
   }
   if (opts.leases) {
-    json lease = nullptr;
+    const model::Lease* lease = nullptr;
     for (const model::Lease& l : *opts.leases) {
-      if (!d.uuid || std::find(l.gpu_uuids.begin(), l.gpu_uuids.end(), *d.uuid) == l.gpu_uuids.end()) continue;
-      lease = Members(6)
-                  .Add("id", l.id)
-                  .Add("user", l.user)
-                  .Add("kind", l.kind)
-                  .Add("command", l.command)
-                  .Add("since_unix_ms", l.created_unix_ms)
-                  .Add("idle_since_unix_ms", OrNull(l.idle_since_unix_ms))
-                  .Take();
+      if (d.uuid && std::find(l.gpu_uuids.begin(), l.gpu_uuids.end(), *d.uuid) != l.gpu_uuids.end()) lease = &l;
     }
-    gpu.Add("lease", std::move(lease));
+    w.Key("lease");
+    if (lease) {
+      w.BeginObject();
+      w.Key("id").Int(lease->id);
+      w.Key("user").String(lease->user);
+      w.Key("kind").String(lease->kind);
+      w.Key("command").String(lease->command);
+      w.Key("since_unix_ms").Int(lease->created_unix_ms);
+      Put(w.Key("idle_since_unix_ms"), lease->idle_since_unix_ms);
+      w.EndObject();
+    } else {
+      w.Null();
+    }
   }
   if (opts.show_processes) {
-    json::array_t processes;
-    processes.reserve(d.processes.size());
-    for (const model::GpuProcess& p : d.processes) processes.push_back(ProcessToJson(p));
-    gpu.Add("processes", json(std::move(processes)));
+    w.Key("processes").BeginArray();
+    for (const model::GpuProcess& p : d.processes) WriteProcess(w, p);
+    w.EndArray();
   }
-  return gpu.Take();
+  w.EndObject();
 }
 
 }  // namespace
 
-nlohmann::ordered_json StatusToJson(const model::MachineSnapshot& snap, const StatusOptions& opts) {
-  json::array_t gpus;
-  gpus.reserve(snap.gpus.size());
-  for (const model::DeviceSnapshot& d : snap.gpus) gpus.push_back(GpuToJson(d, opts));
-  Members out(13);  // the caller adds source, sampled_at_unix_ms and source_note
-  out.Add("schema_version", 1)
-      .Add("simulated", opts.simulated)
-      .Add("driver_version", OrNull(snap.system.driver_version))
-      .Add("nvml_version", OrNull(snap.system.nvml_version))
-      .Add("cuda_driver_version", OrNull(snap.system.cuda_driver_version))
-      .Add("timestamp", FormatIsoUtcMillis(snap.taken_at_unix_ms))
-      .Add("timestamp_unix_ms", snap.taken_at_unix_ms)
-      .Add("gpus", json(std::move(gpus)));
-  if (opts.simulated) out.Add("scenario", opts.scenario);
+std::string StatusJsonText(const model::MachineSnapshot& snap, const StatusOptions& opts, JsonWriter::Style style,
+                           const StatusJsonSource* source) {
+  std::string out;
+  out.reserve(2048 + 2048 * snap.gpus.size());
+  JsonWriter w(out, style);
+  w.BeginObject();
+  w.Key("schema_version").Int(1);
+  w.Key("simulated").Bool(opts.simulated);
+  Put(w.Key("driver_version"), snap.system.driver_version);
+  Put(w.Key("nvml_version"), snap.system.nvml_version);
+  Put(w.Key("cuda_driver_version"), snap.system.cuda_driver_version);
+  w.Key("timestamp").String(FormatIsoUtcMillis(snap.taken_at_unix_ms));
+  w.Key("timestamp_unix_ms").Int(snap.taken_at_unix_ms);
+  w.Key("gpus").BeginArray();
+  for (const model::DeviceSnapshot& d : snap.gpus) WriteGpu(w, d, opts);
+  w.EndArray();
+  if (opts.simulated) w.Key("scenario").String(opts.scenario);
   if (opts.allocation) {
-    out.Add("allocation",
-            Members(2).Add("source", opts.allocation->source).Add("uuids", Strings(opts.allocation->uuids)).Take());
+    w.Key("allocation").BeginObject();
+    w.Key("source").String(opts.allocation->source);
+    Strings(w.Key("uuids"), opts.allocation->uuids);
+    w.EndObject();
   }
-  return out.Take();
+  if (source) {
+    w.Key("source").String(source->source);
+    w.Key("sampled_at_unix_ms").Int(source->sampled_at_unix_ms);
+    w.Key("source_note");
+    source->note.empty() ? w.Null() : w.String(source->note);
+  }
+  w.EndObject();
+  return out;
+}
+
+nlohmann::ordered_json StatusToJson(const model::MachineSnapshot& snap, const StatusOptions& opts) {
+  return nlohmann::ordered_json::parse(StatusJsonText(snap, opts, JsonWriter::Style::kCompact));
 }
 
 }  // namespace gpuman::render

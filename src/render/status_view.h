@@ -13,6 +13,7 @@
 #include "model/drain.h"
 #include "model/lease.h"
 #include "render/format.h"  // FormatBytes, used across the CLI
+#include "render/json_text.h"
 
 namespace gpuman::render {
 
@@ -44,12 +45,25 @@ struct StatusOptions {
   std::optional<StatusAllocation> allocation;
 };
 
-/// The JSON contract of `gpuman status --json` (schema_version 1). Every unknown
-/// value is null, never 0. With show_processes == false each GPU object has no
+/// Where a status came from: the members `status --json` ends with (docs/json.md).
+struct StatusJsonSource {
+  std::string source;  // "daemon" or "nvml"
+  int64_t sampled_at_unix_ms = 0;
+  std::string note;  // why NVML was read here; "" is written as null
+};
+
+/// The JSON contract of `gpuman status --json` (schema_version 1), as text: kPretty is
+/// what dump(2) would print, kCompact what dump() would (`status --watch --json`). Every
+/// unknown value is null, never 0. With show_processes == false each GPU object has no
 /// "processes" key at all; with simulated == true the top level gains "scenario".
 /// Every GPU has "drain": null, or {"reason", "by", "by_uid", "since_unix_ms"}. With
 /// opts.allocation the top level gains "allocation" {"source", "uuids"} and every GPU
-/// "in_allocation" (bool); without it neither key exists.
+/// "in_allocation" (bool); without it neither key exists. With `source` the top level
+/// ends with "source", "sampled_at_unix_ms" and "source_note".
+std::string StatusJsonText(const model::MachineSnapshot& snap, const StatusOptions& opts, JsonWriter::Style style,
+                           const StatusJsonSource* source = nullptr);
+
+/// The same document (without the source members), parsed: for callers that read it.
 nlohmann::ordered_json StatusToJson(const model::MachineSnapshot& snap, const StatusOptions& opts);
 
 /// Human view: a header line, a column-title line, one line per GPU, then indented

@@ -2,6 +2,10 @@
 // fallbacks in the legacy variant, and init failures.
 #include "nvml/library.h"
 
+#include <dlfcn.h>
+
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include "nvml/nvml_test_util.h"
@@ -26,6 +30,28 @@ TEST(NvmlLibraryTest, NotNvmlAtAllIsRejected) {
   ASSERT_FALSE(lib.has_value());
   EXPECT_NE(lib.error().message.find("does not export nvmlInit_v2"), std::string::npos)
       << lib.error().message;
+}
+
+// The library's symbols are bound on first call (RTLD_LAZY), not all at load: a command
+// pays only for what it calls (docs/design.md, "Start-up"). A library with an unresolved
+// symbol in a function gpuman does not call loads and answers; binding everything at once
+// (RTLD_NOW) refuses it, which is the control.
+TEST(NvmlLibraryTest, SymbolsAreBoundOnFirstCallNotAtLoad) {
+  dlerror();
+  void* now = dlopen(GPUMAN_TEST_LAZY_BOUND_NVML, RTLD_NOW | RTLD_LOCAL);
+  EXPECT_EQ(now, nullptr);
+  if (now != nullptr) dlclose(now);
+  const char* why = dlerror();
+  ASSERT_NE(why, nullptr);
+  EXPECT_NE(std::string(why).find("gpuman_test_symbol_that_nothing_defines"), std::string::npos) << why;
+
+  auto lib = NvmlLibrary::Load(GPUMAN_TEST_LAZY_BOUND_NVML);
+  ASSERT_TRUE(lib.has_value()) << lib.error().message;
+  auto count = (*lib)->Get<nvmlDeviceGetCount_fn>(Sym::kDeviceGetCount);
+  ASSERT_NE(count, nullptr);
+  unsigned n = 7;
+  EXPECT_EQ(count(&n), NVML_SUCCESS);
+  EXPECT_EQ(n, 0u);
 }
 
 TEST(NvmlLibraryTest, DriverNotLoadedIsOneClearError) {

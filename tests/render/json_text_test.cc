@@ -15,8 +15,8 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-TEST(PrettyJsonTest, SameTextAsDumpForEveryKindOfValue) {
-  const std::vector<json> docs = {
+std::vector<json> EveryKindOfValue() {
+  return {
       json(nullptr),
       json(true),
       json(false),
@@ -45,7 +45,69 @@ TEST(PrettyJsonTest, SameTextAsDumpForEveryKindOfValue) {
       json::array({json::array(), json::object(), json::array({json::array()})}),
       json{{"k\"ey\n", "v"}, {"z", 1}, {"a", 2}},  // ordered: insertion order kept
   };
-  for (const json& doc : docs) EXPECT_EQ(PrettyJson(doc), doc.dump(2)) << doc.dump();
+}
+
+// Drives a JsonWriter through a document, value by value, as a caller with its own data
+// would.
+void Replay(JsonWriter& w, const json& v) {
+  switch (v.type()) {
+    case json::value_t::object:
+      w.BeginObject();
+      for (const auto& [key, member] : v.items()) {
+        w.Key(key);
+        Replay(w, member);
+      }
+      w.EndObject();
+      return;
+    case json::value_t::array:
+      w.BeginArray();
+      for (const json& element : v) Replay(w, element);
+      w.EndArray();
+      return;
+    case json::value_t::string: w.String(v.get_ref<const std::string&>()); return;
+    case json::value_t::boolean: w.Bool(v.get<bool>()); return;
+    case json::value_t::number_integer: w.Int(v.get<int64_t>()); return;
+    case json::value_t::number_unsigned: w.UInt(v.get<uint64_t>()); return;
+    case json::value_t::number_float: w.Double(v.get<double>()); return;
+    default: w.Null(); return;
+  }
+}
+
+std::string Written(const json& doc, JsonWriter::Style style) {
+  std::string out;
+  JsonWriter w(out, style);
+  Replay(w, doc);
+  return out;
+}
+
+TEST(PrettyJsonTest, SameTextAsDumpForEveryKindOfValue) {
+  for (const json& doc : EveryKindOfValue()) EXPECT_EQ(PrettyJson(doc), doc.dump(2)) << doc.dump();
+}
+
+TEST(JsonWriterTest, PrettyIsDumpTwoAndCompactIsDumpForEveryKindOfValue) {
+  for (const json& doc : EveryKindOfValue()) {
+    EXPECT_EQ(Written(doc, JsonWriter::Style::kPretty), doc.dump(2)) << doc.dump();
+    EXPECT_EQ(Written(doc, JsonWriter::Style::kCompact), doc.dump()) << doc.dump();
+  }
+}
+
+TEST(JsonWriterTest, InvalidUtf8BecomesReplacementCharactersInBothStyles) {
+  const json doc{{"command", "a\xff" "b"}};
+  const std::string r = "\xef\xbf\xbd";
+  EXPECT_EQ(Written(doc, JsonWriter::Style::kCompact), "{\"command\":\"a" + r + "b\"}");
+  EXPECT_EQ(Written(doc, JsonWriter::Style::kPretty), "{\n  \"command\": \"a" + r + "b\"\n}");
+}
+
+// status --json is written without a document in between; it is the text the document
+// would have printed, in both styles.
+TEST(JsonWriterTest, StatusTextIsTheDocumentsDump) {
+  StatusOptions opts;
+  opts.simulated = true;
+  opts.scenario = "busy-node";
+  opts.leases = std::vector<model::Lease>{};
+  const json doc = StatusToJson(testing_fixtures::FourGpuMachine(), opts);
+  EXPECT_EQ(StatusJsonText(testing_fixtures::FourGpuMachine(), opts, JsonWriter::Style::kPretty), doc.dump(2));
+  EXPECT_EQ(StatusJsonText(testing_fixtures::FourGpuMachine(), opts, JsonWriter::Style::kCompact), doc.dump());
 }
 
 TEST(PrettyJsonTest, SameTextAsDumpForStatus) {

@@ -13,9 +13,11 @@ using namespace testing_fixtures;
 using json = nlohmann::ordered_json;
 using test_support::MatchesGolden;
 
+// The text `status --json` prints, and the document it parses to, printed again.
 TEST(StatusJsonGoldenTest, FourGpuMachine) {
   EXPECT_TRUE(MatchesGolden("render/golden/status.json",
-                            PrettyJson(StatusToJson(FourGpuMachine(), {})) + "\n"));
+                            StatusJsonText(FourGpuMachine(), {}, JsonWriter::Style::kPretty) + "\n"));
+  EXPECT_TRUE(MatchesGolden("render/golden/status.json", PrettyJson(StatusToJson(FourGpuMachine(), {})) + "\n"));
 }
 
 TEST(StatusJsonGoldenTest, SimulatedWithoutProcesses) {
@@ -24,7 +26,28 @@ TEST(StatusJsonGoldenTest, SimulatedWithoutProcesses) {
   opts.scenario = "busy-node";
   opts.show_processes = false;
   EXPECT_TRUE(MatchesGolden("render/golden/status_simulated_no_processes.json",
+                            StatusJsonText(FourGpuMachine(), opts, JsonWriter::Style::kPretty) + "\n"));
+  EXPECT_TRUE(MatchesGolden("render/golden/status_simulated_no_processes.json",
                             PrettyJson(StatusToJson(FourGpuMachine(), opts)) + "\n"));
+}
+
+// The members `status --json` ends with: where the status came from.
+TEST(StatusJsonTest, SourceMembersComeLast) {
+  const StatusJsonSource daemon{"daemon", 1700000000123, ""};
+  json j = json::parse(StatusJsonText(FourGpuMachine(), {}, JsonWriter::Style::kPretty, &daemon));
+  ASSERT_GE(j.size(), 3u);
+  auto it = j.end();
+  EXPECT_EQ((--it).key(), "source_note");
+  EXPECT_TRUE(it.value().is_null());
+  EXPECT_EQ((--it).key(), "sampled_at_unix_ms");
+  EXPECT_EQ(it.value(), 1700000000123);
+  EXPECT_EQ((--it).key(), "source");
+  EXPECT_EQ(it.value(), "daemon");
+  const StatusJsonSource nvml{"nvml", 5, "no daemon at /run/gpuman/gpuman.sock"};
+  j = json::parse(StatusJsonText(FourGpuMachine(), {}, JsonWriter::Style::kCompact, &nvml));
+  EXPECT_EQ(j["source"], "nvml");
+  EXPECT_EQ(j["source_note"], "no daemon at /run/gpuman/gpuman.sock");
+  EXPECT_FALSE(json::parse(StatusJsonText(FourGpuMachine(), {}, JsonWriter::Style::kCompact)).contains("source"));
 }
 
 TEST(StatusJsonTest, DrainIsNullOrWhoWhyAndSince) {
