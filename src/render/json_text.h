@@ -51,7 +51,7 @@ class JsonWriter {
   std::string& out_;
   bool pretty_;
   // One entry per open container: whether anything was written into it yet.
-  std::vector<bool> has_members_;
+  std::vector<unsigned char> has_members_;
   bool pending_key_ = false;  // a key was written; its value comes next
 };
 
