@@ -4,6 +4,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <ctime>
@@ -56,6 +57,17 @@ int LocalUtcOffsetSeconds(int64_t unix_ms) {
   return static_cast<int>(local.tm_gmtoff);
 }
 
+int IdleWaitMs(int64_t now_ms, int64_t last_frame_ms, int64_t interval_ms) {
+  constexpr int64_t kLateMs = 250;  // how long past its time a frame is waited for
+  if (last_frame_ms > 0 && interval_ms > 0) {
+    const int64_t frame_due = last_frame_ms + interval_ms;
+    // The frame wakes the loop itself; the timeout only covers one that is late.
+    if (frame_due > now_ms && frame_due <= now_ms + 1000) return static_cast<int>(frame_due + kLateMs - now_ms);
+  }
+  const int64_t next_second = (now_ms / 1000 + 1) * 1000;
+  return static_cast<int>(std::clamp<int64_t>(next_second - now_ms, 1, 1000));
+}
+
 Status RunTopApp(Sampler& sampler, const TopAppOptions& options) {
   auto opened = CursesScreen::Open(options.use_color);
   if (!opened) return opened.error();
@@ -71,10 +83,17 @@ Status RunTopApp(Sampler& sampler, const TopAppOptions& options) {
   lo.note = options.note;
   lo.me = options.me;
   int page_rows = 10;
+  uint64_t last_sequence = 0;
+  int64_t last_frame_ms = 0;  // when this loop first saw the newest frame
+  const auto interval_ms = static_cast<int64_t>(options.interval_s * 1000);
 
   while (!g_stop) {
     model.Ingest(sampler.Latest());
     lo.now_unix_ms = NowUnixMs();
+    if (const Frame* f = model.frame(); f && f->sequence != last_sequence) {
+      last_sequence = f->sequence;
+      last_frame_ms = lo.now_unix_ms;
+    }
     lo.utc_offset_s = LocalUtcOffsetSeconds(lo.now_unix_ms);
     auto rows = VisibleRows(model.rows(), ui, options.me);
     SyncSelection(ui, rows);
@@ -83,10 +102,10 @@ Status RunTopApp(Sampler& sampler, const TopAppOptions& options) {
     page_rows = std::max(1, laid.process_rows);
     screen.Draw(laid.grid);
 
-    // Sleep until a key, a new frame, a signal (resize, stop), or half a second (the
-    // clock and "data is old" notes move even when nothing arrives).
+    // Sleep until a key, a new frame, a signal (resize, stop), or the clock's next second
+    // (the clock and "data is old" notes move even when nothing arrives): IdleWaitMs.
     pollfd fds[2] = {{STDIN_FILENO, POLLIN, 0}, {sampler.wake_fd(), POLLIN, 0}};
-    poll(fds, 2, 500);
+    poll(fds, 2, IdleWaitMs(NowUnixMs(), last_frame_ms, interval_ms));
     if (fds[1].revents & POLLIN) sampler.DrainWake();
 
     std::vector<int> gpu_indices;

@@ -4,6 +4,7 @@
 // (the UI thread); the Sampler must already be started.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "tui/kill.h"
@@ -26,5 +27,15 @@ Status RunTopApp(Sampler& sampler, const TopAppOptions& options);
 
 /// The local time zone's offset from UTC at `unix_ms`, in seconds.
 int LocalUtcOffsetSeconds(int64_t unix_ms);
+
+/// How long the loop sleeps (ms) when no key, frame or signal comes. The header clock
+/// shows seconds, so the screen is drawn at least once a second: when the next frame is
+/// due (`last_frame_ms` + `interval_ms`, as the loop saw them) within a second, its arrival
+/// draws the screen and moves the clock, and the sleep only runs until a quarter second
+/// after it is due (a late frame); otherwise until the clock's next second. So at a 1 s
+/// interval the screen is laid out once a second (it was up to three times: each frame and
+/// every half second), at 5 s once a second and once a frame. `last_frame_ms` 0: no frame
+/// yet.
+int IdleWaitMs(int64_t now_ms, int64_t last_frame_ms, int64_t interval_ms);
 
 }  // namespace gpuman::tui

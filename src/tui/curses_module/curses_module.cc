@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "tui/grid.h"
 #include "tui/ui_state.h"
@@ -38,6 +39,11 @@ attr_t Attr(Style style, bool color) {
 struct Screen {
   SCREEN* screen = nullptr;
   bool color = false;
+  // What each row held at the last draw (styles and glyphs), and the size then: a row
+  // that is the same again is not written to curses at all (gpuman_curses_draw).
+  std::vector<std::string> rows;
+  int lines = -1;
+  int cols = -1;
 };
 
 int TranslateKey(int ch) {
@@ -71,7 +77,8 @@ GPUMAN_CURSES_EXPORT void* gpuman_curses_open(int use_color) {
   using namespace gpuman::tui;
   SCREEN* screen = newterm(nullptr, stdout, stdin);
   if (!screen) return nullptr;
-  auto* s = new Screen{screen, false};
+  auto* s = new Screen;
+  s->screen = screen;
   set_term(screen);
   cbreak();
   noecho();
@@ -108,12 +115,33 @@ GPUMAN_CURSES_EXPORT int gpuman_curses_height(void*) { return LINES; }
 // Replaces the screen with the grid (ncurses sends only what changed).
 GPUMAN_CURSES_EXPORT void gpuman_curses_draw(void* handle, const gpuman::tui::Grid* grid_ptr) {
   using namespace gpuman::tui;
-  const auto* s = static_cast<Screen*>(handle);
+  auto* s = static_cast<Screen*>(handle);
   const Grid& grid = *grid_ptr;
-  erase();
   const int rows = std::min(grid.height(), LINES);
   const int cols = std::min(grid.width(), COLS);
+  // Rows that did not change since the last draw are left as curses has them: writing a
+  // row decodes its UTF-8 and measures every glyph again (most of top's CPU when the
+  // values hold still). A new terminal size starts from an empty screen.
+  if (s->lines != LINES || s->cols != COLS || static_cast<int>(s->rows.size()) != rows) {
+    erase();
+    s->rows.assign(static_cast<size_t>(rows), std::string());
+    s->lines = LINES;
+    s->cols = COLS;
+  }
+  std::string key;
   for (int r = 0; r < rows; ++r) {
+    key.clear();
+    for (int c = 0; c < cols; ++c) {
+      const Cell& cell = grid.At(r, c);
+      key += static_cast<char>(cell.style);
+      key += cell.glyph;
+      key += '\0';
+    }
+    std::string& last = s->rows[static_cast<size_t>(r)];
+    if (key == last && !last.empty()) continue;
+    last.swap(key);
+    move(r, 0);
+    clrtoeol();
     int c = 0;
     while (c < cols) {
       // One run of cells with the same style per addstr.
