@@ -7,6 +7,7 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <string_view>
 #include <initializer_list>
 
 #include "nvml/nvml_abi.h"
@@ -15,7 +16,7 @@
 
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
-  const bool lazy = argc > 2 && argv[2][0] == 'l';
+  const bool lazy = argc > 2 && std::string_view(argv[2]) == "lazy";
   void* h = dlopen(argv[1], (lazy ? RTLD_LAZY : RTLD_NOW) | RTLD_LOCAL);
   if (!h) return 3;
   LOAD(init, nvmlInit_fn, "nvmlInit_v2");

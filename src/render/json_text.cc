@@ -1,6 +1,5 @@
 #include "render/json_text.h"
 
-#include <algorithm>
 #include <charconv>
 #include <nlohmann/json.hpp>
 
@@ -198,31 +197,6 @@ JsonWriter& JsonWriter::EndArray() {
 }
 
 JsonWriter& JsonWriter::Key(std::string_view key) {
-  // The common case, a short key that needs no escaping (every key gpuman writes): the
-  // separator, indent, key and colon go out in one append.
-  const size_t depth = has_members_.size();
-  char buf[128];
-  if (!pending_key_ && depth > 0 && key.size() + 2 * depth + 8 <= sizeof buf &&
-      std::all_of(key.begin(), key.end(), [](char ch) {
-        const unsigned char c = static_cast<unsigned char>(ch);
-        return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
-      })) {
-    char* p = buf;
-    if (has_members_.back()) *p++ = ',';
-    has_members_.back() = true;
-    if (pretty_) {
-      *p++ = '\n';
-      p = std::fill_n(p, 2 * depth, ' ');
-    }
-    *p++ = '"';
-    p = std::copy(key.begin(), key.end(), p);
-    *p++ = '"';
-    *p++ = ':';
-    if (pretty_) *p++ = ' ';
-    out_.append(buf, static_cast<size_t>(p - buf));
-    pending_key_ = true;
-    return *this;
-  }
   BeforeValue();
   render::String(out_, key);
   out_ += pretty_ ? ": " : ":";
