@@ -25,9 +25,14 @@ enum class Style : uint8_t {
   kPrompt,    // a question waiting for a key (yellow, reverse)
 };
 
+/// One code point of one or two columns, as a value: no allocation per cell, and a row is
+/// compared with the last one drawn by comparing its cells (docs/top.md, "What runs where").
 struct Cell {
-  std::string glyph = " ";  // one code point; "" = right half of the wide glyph to its left
+  char32_t cp = U' ';  // one code point; 0 = the right half of the wide glyph to its left
   Style style = Style::kNormal;
+  bool operator==(const Cell&) const = default;
+  /// The glyph as UTF-8 ("" for the right half of a wide glyph).
+  std::string Glyph() const;
 };
 
 class Grid {
@@ -42,6 +47,8 @@ class Grid {
   /// would not fit entirely is replaced by a space. Writing outside the grid is a no-op.
   /// Returns the columns written.
   int Put(int row, int col, std::string_view text, Style style = Style::kNormal, int max_cols = -1);
+  /// One code point in the one column (row, col), as Put(row, col, its UTF-8, style, 1) writes it.
+  void Set(int row, int col, char32_t cp, Style style = Style::kNormal);
   /// `cols` copies of a one-column glyph.
   void Fill(int row, int col, int cols, std::string_view glyph, Style style = Style::kNormal);
   /// Restyles cells without changing their glyphs.
@@ -55,7 +62,7 @@ class Grid {
 
  private:
   Cell& Mut(int row, int col) { return cells_[static_cast<size_t>(row) * width_ + col]; }
-  void SetCell(int row, int col, std::string glyph, Style style, bool wide);
+  void SetCell(int row, int col, char32_t cp, Style style, bool wide);
 
   int width_;
   int height_;

@@ -102,10 +102,9 @@ class Painter {
     size_t pos = 0;
     int col = 0;
     while (pos < bar.size() && col < width) {
-      size_t start = pos;
-      char32_t cp = DecodeUtf8(bar, pos);
-      bool filled = cp == U'|' || (cp >= 0x2589 && cp <= 0x258F) || cp == 0x2588;
-      grid_.Put(row_, x_ + col, bar.substr(start, pos - start), filled ? style : Style::kDim, 1);
+      const char32_t cp = DecodeUtf8(bar, pos);
+      const bool filled = cp == U'|' || (cp >= 0x2589 && cp <= 0x258F) || cp == 0x2588;
+      grid_.Set(row_, x_ + col, cp, filled ? style : Style::kDim);
       ++col;
     }
     x_ += width;

@@ -42,7 +42,11 @@ char32_t DecodeUtf8(std::string_view text, size_t& pos) {
 }
 
 int CodePointWidth(char32_t cp) {
+  if (cp >= 0x20 && cp < 0x7F) return 1;  // printable ASCII, the common case
   if (cp < 0x20 || (cp >= 0x7F && cp < 0xA0)) return -1;
+  // Arrows, box drawing, block elements and other symbols top draws: nothing below is in
+  // U+2100..U+2E7F.
+  if (cp >= 0x2100 && cp < 0x2E80) return 1;
   // Combining marks and zero-width characters.
   if ((cp >= 0x0300 && cp <= 0x036F) || (cp >= 0x1AB0 && cp <= 0x1AFF) || (cp >= 0x1DC0 && cp <= 0x1DFF) ||
       (cp >= 0x20D0 && cp <= 0x20FF) || (cp >= 0xFE20 && cp <= 0xFE2F) || (cp >= 0x200B && cp <= 0x200F) ||
@@ -64,6 +68,11 @@ int TextWidth(std::string_view text) {
   int width = 0;
   size_t pos = 0;
   while (pos < text.size()) {
+    if (static_cast<unsigned char>(text[pos]) < 0x80) {  // ASCII: one column (a control one shows as '?')
+      ++width;
+      ++pos;
+      continue;
+    }
     int w = CodePointWidth(DecodeUtf8(text, pos));
     width += w < 0 ? 1 : w;
   }

@@ -38,7 +38,8 @@ TEST(GridTest, WideGlyphThatDoesNotFitBecomesASpace) {
   Grid g(4, 1);
   g.Put(0, 0, "ab\xE4\xB8\xAD\xE4\xB8\xAD");  // ab中中
   EXPECT_EQ(g.RowText(0), "ab\xE4\xB8\xAD");
-  EXPECT_EQ(g.At(0, 3).glyph, "");  // right half
+  EXPECT_EQ(g.At(0, 3).Glyph(), "");  // right half
+  EXPECT_EQ(g.At(0, 3).cp, 0u);
   g.Put(0, 3, "x");                 // overwriting the right half blanks the left half
   EXPECT_EQ(g.RowText(0), "ab x");
   Grid h(3, 1);
@@ -68,4 +69,30 @@ TEST(GridTest, StylesAndFill) {
 }
 
 }  // namespace
+TEST(GridTest, CellsAreCodePointsAndSetWritesOneColumnAsPutDoes) {
+  Grid g(6, 1);
+  g.Set(0, 0, U'\u2588', Style::kGood);  // a full block, one column
+  g.Set(0, 1, U'a');
+  g.Set(0, 2, U'\t');       // a control character shows as '?', as Put shows it
+  g.Set(0, 3, U'\u4E2D');   // wide, in one column: a space, as Put(..., 1) writes it
+  g.Set(0, 9, U'x');        // outside: nothing
+  EXPECT_EQ(g.RowText(0), "\xE2\x96\x88" "a?");
+  EXPECT_EQ(g.At(0, 0).cp, U'\u2588');
+  EXPECT_EQ(g.At(0, 0).style, Style::kGood);
+  EXPECT_EQ(g.At(0, 0).Glyph(), "\xE2\x96\x88");
+  EXPECT_EQ(g.At(0, 3).cp, U' ');
+  // A malformed byte is U+FFFD, one column.
+  Grid h(3, 1);
+  EXPECT_EQ(h.Put(0, 0, "\xFFz"), 2);
+  EXPECT_EQ(h.At(0, 0).cp, 0xFFFDu);
+  EXPECT_EQ(h.RowText(0), "\xEF\xBF\xBDz");
+  // Fill with an empty glyph writes nothing; with a wide one, a space per column.
+  Grid k(4, 1);
+  k.Put(0, 0, "abcd");
+  k.Fill(0, 0, 4, "");
+  EXPECT_EQ(k.RowText(0), "abcd");
+  k.Fill(0, 1, 2, "\xE4\xB8\xAD");
+  EXPECT_EQ(k.RowText(0), "a  d");
+}
+
 }  // namespace gpuman::tui
