@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/utf8.h"
+
 namespace gpuman::tui {
 
 History::History(size_t capacity) : values_(std::max<size_t>(capacity, 1)) {}
@@ -27,25 +29,28 @@ std::vector<std::optional<double>> History::Last(size_t n) const {
   return out;
 }
 
-std::string Sparkline(const History& history, int width, double max, bool unicode) {
-  static const char* const kBlocks[] = {"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
-  static const char kAscii[] = "._-=+*#@";
-  if (width <= 0) return "";
+std::u32string SparklineCells(const History& history, int width, double max, bool unicode) {
+  static constexpr char32_t kBlocks[] = {U'\u2581', U'\u2582', U'\u2583', U'\u2584',
+                                         U'\u2585', U'\u2586', U'\u2587', U'\u2588'};
+  static constexpr char kAscii[] = "._-=+*#@";
+  if (width <= 0) return U"";
   auto samples = history.Last(static_cast<size_t>(width));
-  std::string out(static_cast<size_t>(width) - samples.size(), ' ');
+  std::u32string out(static_cast<size_t>(width) - samples.size(), U' ');
   for (const auto& v : samples) {
     if (!v || max <= 0 || std::isnan(*v)) {
-      out += ' ';
+      out += U' ';
       continue;
     }
     double f = std::clamp(*v / max, 0.0, 1.0);
     int level = std::clamp(static_cast<int>(std::lround(f * 7)), 0, 7);
-    if (unicode) {
-      out += kBlocks[level];
-    } else {
-      out += kAscii[level];
-    }
+    out += unicode ? kBlocks[level] : static_cast<char32_t>(kAscii[level]);
   }
+  return out;
+}
+
+std::string Sparkline(const History& history, int width, double max, bool unicode) {
+  std::string out;
+  for (char32_t cp : SparklineCells(history, width, max, unicode)) out += EncodeUtf8(cp);
   return out;
 }
 

@@ -33,6 +33,8 @@ class History {
 /// (" ._-=+*#") when !unicode; unknown samples are spaces. Right-aligned: fewer samples than
 /// `width` leave spaces on the left. Always exactly `width` glyphs.
 std::string Sparkline(const History& history, int width, double max, bool unicode);
+/// The same glyphs as code points, one per column (what the layout puts in the grid).
+std::u32string SparklineCells(const History& history, int width, double max, bool unicode);
 
 /// The four histories kept per GPU.
 struct GpuHistory {

@@ -90,6 +90,13 @@ class Painter {
       x_ += width;
     }
   }
+  /// One-column glyphs (a sparkline), one per column, `width` columns.
+  void Cells(const std::u32string& cells, Style style, int width) {
+    for (int col = 0; col < width && col < static_cast<int>(cells.size()); ++col) {
+      grid_.Set(row_, x_ + col, cells[static_cast<size_t>(col)], style);
+    }
+    x_ += width;
+  }
   void Skip(int n) { x_ += n; }
   void Bar(std::optional<double> fraction, int width, Style style) {
     if (width <= 0) return;
@@ -97,15 +104,12 @@ class Painter {
       Text(PadRight(unicode_ ? "" : "[", width - (unicode_ ? 0 : 1)) + (unicode_ ? "" : "]"), Style::kDim, width);
       return;
     }
-    std::string bar = BarText(*fraction, width, unicode_);
     // Filled glyphs in the metric's colour, the rest dim.
-    size_t pos = 0;
-    int col = 0;
-    while (pos < bar.size() && col < width) {
-      const char32_t cp = DecodeUtf8(bar, pos);
-      const bool filled = cp == U'|' || (cp >= 0x2589 && cp <= 0x258F) || cp == 0x2588;
-      grid_.Set(row_, x_ + col, cp, filled ? style : Style::kDim);
-      ++col;
+    const std::u32string bar = BarCells(*fraction, width, unicode_);
+    for (size_t col = 0; col < bar.size(); ++col) {
+      const char32_t cp = bar[col];
+      const bool filled = cp == U'|' || (cp >= 0x2588 && cp <= 0x258F);
+      grid_.Set(row_, x_ + static_cast<int>(col), cp, filled ? style : Style::kDim);
     }
     x_ += width;
   }
@@ -262,12 +266,12 @@ void DrawGpuFull(Grid& grid, int row, const model::DeviceSnapshot& g, const GpuH
   if (w >= 120) {
     const int each = (rest - 10) / 2;
     b.Text("util ", Style::kDim);
-    b.Text(Sparkline(h->utilization, each, 100, o.unicode), Style::kGood, each);
+    b.Cells(SparklineCells(h->utilization, each, 100, o.unicode), Style::kGood, each);
     b.Text(" mem ", Style::kDim);
-    b.Text(Sparkline(h->memory_percent, rest - 10 - each, 100, o.unicode), Style::kAccent, rest - 10 - each);
+    b.Cells(SparklineCells(h->memory_percent, rest - 10 - each, 100, o.unicode), Style::kAccent, rest - 10 - each);
   } else {
     b.Text("util ", Style::kDim);
-    b.Text(Sparkline(h->utilization, rest - 5, 100, o.unicode), Style::kGood, rest - 5);
+    b.Cells(SparklineCells(h->utilization, rest - 5, 100, o.unicode), Style::kGood, rest - 5);
   }
 }
 
@@ -308,7 +312,7 @@ void DrawGpuCompact(Grid& grid, int row, const model::DeviceSnapshot& g, const G
     a.Text(DrainText(*drain), Style::kWarn, rest);
   } else if (h && rest >= 4) {
     a.Skip(1);
-    a.Text(Sparkline(h->utilization, rest, 100, o.unicode), Style::kGood, rest);
+    a.Cells(SparklineCells(h->utilization, rest, 100, o.unicode), Style::kGood, rest);
   }
 }
 
@@ -522,28 +526,30 @@ std::string ShortBytes(std::optional<int64_t> bytes) {
   return trim(Fixed(v / kTi, 1)) + "T";
 }
 
-std::string BarText(double fraction, int width, bool unicode) {
-  if (width <= 0) return "";
+std::u32string BarCells(double fraction, int width, bool unicode) {
+  if (width <= 0) return U"";
   if (std::isnan(fraction)) fraction = 0;
   fraction = std::clamp(fraction, 0.0, 1.0);
+  const auto w = static_cast<size_t>(width);
   if (!unicode) {
-    if (width < 3) return std::string(static_cast<size_t>(width), fraction >= 0.5 ? '|' : ' ');
+    if (width < 3) return std::u32string(w, fraction >= 0.5 ? U'|' : U' ');
     const int inner = width - 2;
     const int filled = static_cast<int>(std::lround(fraction * inner));
-    return "[" + std::string(static_cast<size_t>(filled), '|') + std::string(static_cast<size_t>(inner - filled), ' ') +
-           "]";
+    return U"[" + std::u32string(static_cast<size_t>(filled), U'|') +
+           std::u32string(static_cast<size_t>(inner - filled), U' ') + U"]";
   }
-  static const char* const kEighths[] = {"", "▏", "▎", "▍", "▌", "▋", "▊", "▉"};
+  // Full blocks, then the eighth that is left (U+258F one eighth .. U+2589 seven), then dots.
   const int eighths = static_cast<int>(std::lround(fraction * width * 8));
   const int full = eighths / 8;
+  std::u32string out(static_cast<size_t>(full), U'\u2588');
+  if (full < width && eighths % 8) out += static_cast<char32_t>(0x2590 - eighths % 8);
+  out.resize(w, U'\u00B7');
+  return out;
+}
+
+std::string BarText(double fraction, int width, bool unicode) {
   std::string out;
-  for (int i = 0; i < full; ++i) out += "█";
-  int cells = full;
-  if (full < width && eighths % 8) {
-    out += kEighths[eighths % 8];
-    ++cells;
-  }
-  for (; cells < width; ++cells) out += "·";
+  for (char32_t cp : BarCells(fraction, width, unicode)) out += EncodeUtf8(cp);
   return out;
 }
 

@@ -46,5 +46,7 @@ std::string ShortBytes(std::optional<int64_t> bytes);
 /// Filled part of a bar `width` cells wide for `fraction` in [0, 1]: whole blocks plus one
 /// eighth-block glyph (unicode), or '|' cells (ASCII); padded with `empty` to `width`.
 std::string BarText(double fraction, int width, bool unicode);
+/// The same glyphs as code points, one per column.
+std::u32string BarCells(double fraction, int width, bool unicode);
 
 }  // namespace gpuman::tui

@@ -44,6 +44,7 @@ char32_t DecodeUtf8(std::string_view text, size_t& pos) {
 int CodePointWidth(char32_t cp) {
   if (cp >= 0x20 && cp < 0x7F) return 1;  // printable ASCII, the common case
   if (cp < 0x20 || (cp >= 0x7F && cp < 0xA0)) return -1;
+  if (cp < 0x0300) return cp == 0x00AD ? 0 : 1;  // Latin-1 and Latin Extended (the soft hyphen: 0)
   // Arrows, box drawing, block elements and other symbols top draws: nothing below is in
   // U+2100..U+2E7F.
   if (cp >= 0x2100 && cp < 0x2E80) return 1;

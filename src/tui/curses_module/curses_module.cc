@@ -71,6 +71,27 @@ int TranslateKey(int ch) {
   }
 }
 
+// Writes cells [from, to) of row r as runs of one style, each copied into the window as
+// cells (mvadd_wchnstr).
+void WriteCells(Screen& s, int r, const Cell* cells, int from, int to) {
+  int c = from;
+  while (c < to) {
+    const Style style = cells[c].style;
+    const attr_t attr = Attr(style, s.color);
+    const int start = c;
+    s.run.clear();
+    for (; c < to && cells[c].style == style; ++c) {
+      const char32_t cp = cells[c].cp;
+      if (cp == 0) continue;  // the right half of a wide glyph: curses keeps it with its left
+      const wchar_t text[2] = {static_cast<wchar_t>(cp), L'\0'};
+      cchar_t cell;
+      setcchar(&cell, text, attr & ~A_COLOR, static_cast<short>(PAIR_NUMBER(attr)), nullptr);
+      s.run.push_back(cell);
+    }
+    if (!s.run.empty()) mvadd_wchnstr(r, start, s.run.data(), static_cast<int>(s.run.size()));
+  }
+}
+
 }  // namespace
 }  // namespace gpuman::tui
 
@@ -128,9 +149,8 @@ GPUMAN_CURSES_EXPORT void gpuman_curses_draw(void* handle, const gpuman::tui::Gr
   const int rows = std::min(grid.height(), LINES);
   const int cols = std::min(grid.width(), COLS);
   // Only the cells that changed since the last draw are written (on 8 GPUs at 1 s: the
-  // clock and each GPU's history, about a tenth of the screen); rows that did not change
-  // are left as curses has them. A changed stretch is written as runs of one style, each
-  // copied into the window as cells (mvadd_wchnstr): no UTF-8 to decode and no glyph to
+  // clock and the new end of each history); the rest is left as curses has it. Cells are
+  // copied into the window as they are (mvadd_wchnstr): no UTF-8 to decode and no glyph to
   // measure again, which waddstr did for every character (most of top's CPU, docs/top.md).
   // A new terminal size starts from an empty screen.
   if (s->lines != LINES || s->cols != COLS || static_cast<int>(s->rows.size()) != rows) {
@@ -142,35 +162,32 @@ GPUMAN_CURSES_EXPORT void gpuman_curses_draw(void* handle, const gpuman::tui::Gr
   for (int r = 0; r < rows; ++r) {
     const Cell* cells = &grid.At(r, 0);
     std::vector<Cell>& last = s->rows[static_cast<size_t>(r)];
-    // The stretch [from, to) that changed: all of a row not drawn before at this size.
-    int from = 0;
-    int to = cols;
-    if (static_cast<int>(last.size()) == cols) {
-      while (from < cols && cells[from] == last[static_cast<size_t>(from)]) ++from;
-      if (from == cols) continue;  // the same again
-      while (to > from && cells[to - 1] == last[static_cast<size_t>(to - 1)]) --to;
-      if (cells[from].cp == 0 && from > 0) --from;  // start at a wide glyph's left half
-    } else {
+    if (static_cast<int>(last.size()) != cols) {  // not drawn before at this size: all of it
       move(r, 0);
       clrtoeol();
+      WriteCells(*s, r, cells, 0, cols);
+      last.assign(cells, cells + cols);
+      continue;
+    }
+    // The stretches that changed; two less than kGap cells apart are written as one, as a
+    // cursor movement costs curses more than a few cells.
+    constexpr int kGap = 16;
+    const auto same = [&](int c) { return cells[c] == last[static_cast<size_t>(c)]; };
+    int c = 0;
+    while (c < cols) {
+      while (c < cols && same(c)) ++c;
+      if (c == cols) break;
+      int from = c;
+      int to = c + 1;  // [from, to) changed so far
+      for (int probe = to; probe < cols && probe < to + kGap; ++probe) {
+        if (!same(probe)) to = probe + 1;
+      }
+      if (cells[from].cp == 0 && from > 0) --from;   // start at a wide glyph's left half
+      if (to < cols && cells[to].cp == 0) ++to;       // end after its right half
+      WriteCells(*s, r, cells, from, to);
+      c = to;
     }
     last.assign(cells, cells + cols);
-    int c = from;
-    while (c < to) {
-      const Style style = cells[c].style;
-      const attr_t attr = Attr(style, s->color);
-      const int start = c;
-      s->run.clear();
-      for (; c < to && cells[c].style == style; ++c) {
-        const char32_t cp = cells[c].cp;
-        if (cp == 0) continue;  // the right half of a wide glyph: curses keeps it with its left
-        const wchar_t text[2] = {static_cast<wchar_t>(cp), L'\0'};
-        cchar_t cell;
-        setcchar(&cell, text, attr & ~A_COLOR, static_cast<short>(PAIR_NUMBER(attr)), nullptr);
-        s->run.push_back(cell);
-      }
-      if (!s->run.empty()) mvadd_wchnstr(r, start, s->run.data(), static_cast<int>(s->run.size()));
-    }
   }
   attrset(A_NORMAL);
   refresh();
