@@ -30,6 +30,7 @@ struct LeaseStore::Statements {
   Statement log_lease_event;
   Statement delete_lease;
   Statement prune_events;
+  Statement data_version;
 };
 
 namespace {
@@ -96,6 +97,7 @@ Result<std::unique_ptr<LeaseStore>> LeaseStore::Attach(std::shared_ptr<Database>
       {&stmts->delete_lease, "delete lease", "DELETE FROM leases WHERE id = ?1"},
       {&stmts->prune_events, "prune events",
        "DELETE FROM events WHERE id <= (SELECT MAX(id) FROM events) - ?1"},
+      {&stmts->data_version, "read data version", "PRAGMA data_version"},
   };
   for (const auto& spec : specs) {
     auto stmt = db->Prepare(spec.name, spec.sql);
@@ -345,6 +347,14 @@ Result<std::vector<model::Lease>> LeaseStore::List(const LivenessCheck& alive) {
     });
     return all;
   };
+  // Read first: most lists find nothing stale, and then need no write lock.
+  if (auto recorded = ListRecorded()) {
+    const bool any_stale = std::any_of(recorded->begin(), recorded->end(), [&](const model::Lease& lease) {
+      const bool is_foreign = !lease.host.empty() && lease.host != host_;
+      return !is_foreign && std::none_of(lease.processes.begin(), lease.processes.end(), alive);
+    });
+    if (!any_stale) return recorded;
+  }
   std::vector<model::Lease> reclaimed;
   Result<std::vector<model::Lease>> live = std::vector<model::Lease>{};
   {
@@ -362,9 +372,22 @@ Result<std::vector<model::Lease>> LeaseStore::List(const LivenessCheck& alive) {
 Result<std::vector<model::Lease>> LeaseStore::ListRecorded() {
   auto tx = Transaction::BeginRead(*db_);
   if (!tx) return tx.error().WithContext("list leases");
+  int64_t data_version = 0;
+  {
+    Statement& v = stmts_->data_version;
+    auto use = v.Use();
+    auto row = v.Step();
+    if (!row) return row.error().WithContext("list leases");
+    if (*row) data_version = v.ColumnInt64(0);
+  }
+  const int64_t total_changes = db_->TotalChanges();
+  if (recorded_ && recorded_->data_version == data_version && recorded_->total_changes == total_changes) {
+    return recorded_->leases;
+  }
   auto all = LoadLocked(std::nullopt);
   if (!all) return all.error().WithContext("list leases");
   if (auto s = tx->Commit(); !s) return s.error().WithContext("list leases");
+  recorded_ = Recorded{data_version, total_changes, *all};
   return all;
 }
 

@@ -72,12 +72,16 @@ class LeaseStore {
   /// Deletes a lease. Errors: kNotFound, kBusy, kIo.
   Status Release(int64_t lease_id);
 
-  /// The live leases, in id order, after deleting the stale ones (a short write
-  /// transaction). Errors: kBusy, kIo.
+  /// The live leases, in id order, after deleting the stale ones. The leases are read first
+  /// (ListRecorded); only when one of them is stale does a short write transaction delete
+  /// it, so a monitor that lists every second does not take the write lock and no writer
+  /// waits for it. Errors: kBusy, kIo.
   Result<std::vector<model::Lease>> List(const LivenessCheck& alive);
 
   /// Every recorded lease, stale or not, without writing (a read snapshot; never waits
-  /// for writers). Errors: kIo.
+  /// for writers). When nothing was written since the last call (PRAGMA data_version for
+  /// other connections, the connection's own change count for this one) the rows read then
+  /// are returned again, not read anew. Errors: kIo.
   Result<std::vector<model::Lease>> ListRecorded();
 
   /// The recorded lease with this id (alive or not), or nullopt. Errors: kIo.
@@ -106,6 +110,13 @@ class LeaseStore {
   std::shared_ptr<Database> db_;       // shared with the job store of the same state db
   std::unique_ptr<Statements> stmts_;  // finalized before db_ closes (reverse order)
   std::string host_;                   // recorded in new leases; judges liveness of its own
+  // ListRecorded's last answer and the (data_version, total changes) it was read at.
+  struct Recorded {
+    int64_t data_version = 0;
+    int64_t total_changes = 0;
+    std::vector<model::Lease> leases;
+  };
+  std::optional<Recorded> recorded_;
 };
 
 }  // namespace gpuman::store

@@ -345,6 +345,7 @@ Error Database::ErrorFrom(int rc, std::string_view context) const {
 
 int64_t Database::LastInsertRowId() const { return Sqlite().sqlite3_last_insert_rowid(db_); }
 int64_t Database::Changes() const { return Sqlite().sqlite3_changes64(db_); }
+int64_t Database::TotalChanges() const { return Sqlite().sqlite3_total_changes64(db_); }
 bool Database::InTransaction() const { return Sqlite().sqlite3_get_autocommit(db_) == 0; }
 
 // ---- Statement

@@ -86,6 +86,9 @@ class Database {
 
   int64_t LastInsertRowId() const;
   int64_t Changes() const;
+  /// Rows this connection has inserted, updated or deleted since it opened (with
+  /// PRAGMA data_version, which counts other connections' commits: "did anything change").
+  int64_t TotalChanges() const;
   bool InTransaction() const;
   const std::string& path() const { return path_; }
   /// The path as errors show it (DatabaseOptions::display_path).

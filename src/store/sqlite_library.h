@@ -37,7 +37,8 @@ namespace gpuman::store {
   X(sqlite3_prepare_v3)            \
   X(sqlite3_reset)                 \
   X(sqlite3_step)                  \
-  X(sqlite3_system_errno)
+  X(sqlite3_system_errno)          \
+  X(sqlite3_total_changes64)
 
 struct SqliteLibrary {
 #define GPUMAN_SQLITE_POINTER(name) decltype(&::name) name = nullptr;

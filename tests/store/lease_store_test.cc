@@ -327,6 +327,57 @@ TEST_F(LeaseStoreTest, BusyWriterGivesKBusyAfterTheTimeout) {
   EXPECT_TRUE((*other)->ListRecorded().has_value());  // reads still work
 }
 
+// ListRecorded keeps its last answer while nothing changes: a write through another
+// connection (PRAGMA data_version) and through this one (its change count) are both seen.
+TEST_F(LeaseStoreTest, ListSeesEveryWriteOfEitherConnection) {
+  auto other = LeaseStore::Open(path_);
+  ASSERT_TRUE(other.has_value()) << other.error().message;
+  EXPECT_TRUE(store_->ListRecorded()->empty());
+  EXPECT_TRUE(store_->ListRecorded()->empty());  // the kept answer
+  alive_.insert(11);
+  auto a = (*other)->Acquire(Draft(11), Take({"GPU-a"}), Alive());
+  ASSERT_TRUE(a.has_value());
+  EXPECT_THAT(Ids(*store_->ListRecorded()), ElementsAre(a->id));
+  auto b = AcquireFor(12, {"GPU-b"});
+  ASSERT_TRUE(b.has_value());
+  EXPECT_THAT(Ids(*store_->ListRecorded()), ElementsAre(a->id, b->id));
+  ASSERT_TRUE(store_->AddProcesses(b->id, {{13, 113}}));
+  auto listed = store_->ListRecorded();
+  ASSERT_TRUE(listed.has_value());
+  EXPECT_EQ(listed->back().processes.size(), 2u);
+  ASSERT_TRUE((*other)->Release(a->id));
+  EXPECT_THAT(Ids(*store_->List(Alive())), ElementsAre(b->id));
+  ASSERT_TRUE(store_->Release(b->id));
+  EXPECT_TRUE(store_->List(Alive())->empty());
+}
+
+// List takes the write lock only to delete a stale lease: with another writer holding it,
+// a list with nothing stale answers at once, and one with a stale lease waits (kBusy).
+TEST_F(LeaseStoreTest, ListTakesTheWriteLockOnlyToReclaim) {
+  auto a = AcquireFor(11, {"GPU-a"});
+  ASSERT_TRUE(a.has_value());
+  auto holder = Database::Open(path_);
+  ASSERT_TRUE(holder.has_value());
+  auto tx = Transaction::BeginWrite(**holder);
+  ASSERT_TRUE(tx.has_value());
+  LeaseStoreOptions quick;
+  quick.busy_timeout = std::chrono::milliseconds(30);
+  auto other = LeaseStore::Open(path_, quick);
+  ASSERT_TRUE(other.has_value()) << other.error().message;
+  auto live = (*other)->List(Alive());
+  ASSERT_TRUE(live.has_value()) << live.error().message;
+  EXPECT_THAT(Ids(*live), ElementsAre(a->id));
+  alive_.erase(11);  // now stale: deleting it needs the lock
+  auto stale = (*other)->List(Alive());
+  ASSERT_FALSE(stale.has_value());
+  EXPECT_EQ(stale.error().code, ErrorCode::kBusy);
+  ASSERT_TRUE(tx->Commit());
+  auto after = (*other)->List(Alive());
+  ASSERT_TRUE(after.has_value()) << after.error().message;
+  EXPECT_TRUE(after->empty());
+  EXPECT_TRUE(store_->ListRecorded()->empty());  // it was deleted, not just hidden
+}
+
 TEST(LeaseStoreOpenTest, CorruptFileIsKIoNotACrash) {
   testing::TempDir dir;
   std::string garbage;
