@@ -46,7 +46,8 @@ class LeaseStore {
   static Result<std::unique_ptr<LeaseStore>> Open(const std::string& path,
                                                   const LeaseStoreOptions& options = {});
   /// A lease store on a connection already opened and migrated (store/state_db.h).
-  /// Errors: kIo (a statement does not prepare: not a gpuman database).
+  /// Its statements are prepared at their first use, so SQL that does not match the schema
+  /// fails that call (kInternal), not this one.
   /// `host` as LeaseStoreOptions::host.
   static Result<std::unique_ptr<LeaseStore>> Attach(std::shared_ptr<Database> db, std::string host = "");
   ~LeaseStore();

@@ -329,6 +329,12 @@ Result<Statement> Database::Prepare(std::string_view name, std::string_view sql)
   return Statement(this, stmt, std::string(name));
 }
 
+Statement Database::PrepareLater(std::string_view name, const char* sql) {
+  Statement s(this, nullptr, std::string(name));
+  s.later_sql_ = sql;
+  return s;
+}
+
 Status Database::ExecScript(std::string_view name, const std::string& sql) {
   busy_gave_up_ = false;
   int rc = Sqlite().sqlite3_exec(db_, sql.c_str(), nullptr, nullptr, nullptr);
@@ -354,7 +360,9 @@ Statement::Statement(Statement&& other) noexcept
     : db_(std::exchange(other.db_, nullptr)),
       stmt_(std::exchange(other.stmt_, nullptr)),
       name_(std::move(other.name_)),
-      bind_error_(other.bind_error_) {}
+      bind_error_(other.bind_error_),
+      later_sql_(std::exchange(other.later_sql_, nullptr)),
+      prepare_error_(std::move(other.prepare_error_)) {}
 
 Statement& Statement::operator=(Statement&& other) noexcept {
   if (this != &other) {
@@ -363,6 +371,8 @@ Statement& Statement::operator=(Statement&& other) noexcept {
     stmt_ = std::exchange(other.stmt_, nullptr);
     name_ = std::move(other.name_);
     bind_error_ = other.bind_error_;
+    later_sql_ = std::exchange(other.later_sql_, nullptr);
+    prepare_error_ = std::move(other.prepare_error_);
   }
   return *this;
 }
@@ -372,18 +382,31 @@ Statement::~Statement() {
   if (stmt_ != nullptr) Sqlite().sqlite3_finalize(stmt_);
 }
 
+void Statement::PrepareNow() {
+  auto prepared = db_->Prepare(name_, later_sql_);
+  later_sql_ = nullptr;
+  if (!prepared) {
+    prepare_error_ = prepared.error();
+    return;
+  }
+  stmt_ = std::exchange(prepared->stmt_, nullptr);
+}
+
 Statement::ResetGuard Statement::Use() {
+  if (later_sql_ != nullptr) PrepareNow();
   Reset();
   return ResetGuard(this);
 }
 
 Statement& Statement::Bind(int index, int64_t value) {
+  if (stmt_ == nullptr) return *this;  // not prepared: Step returns why
   int rc = Sqlite().sqlite3_bind_int64(stmt_, index, value);
   if (rc != SQLITE_OK && bind_error_ == 0) bind_error_ = rc;
   return *this;
 }
 
 Statement& Statement::Bind(int index, std::string_view text) {
+  if (stmt_ == nullptr) return *this;
   int rc = Sqlite().sqlite3_bind_text64(stmt_, index, text.data(), text.size(), SQLITE_TRANSIENT,
                                SQLITE_UTF8);
   if (rc != SQLITE_OK && bind_error_ == 0) bind_error_ = rc;
@@ -391,12 +414,15 @@ Statement& Statement::Bind(int index, std::string_view text) {
 }
 
 Statement& Statement::BindNull(int index) {
+  if (stmt_ == nullptr) return *this;
   int rc = Sqlite().sqlite3_bind_null(stmt_, index);
   if (rc != SQLITE_OK && bind_error_ == 0) bind_error_ = rc;
   return *this;
 }
 
 Result<bool> Statement::Step() {
+  if (later_sql_ != nullptr) PrepareNow();  // stepped without Use()
+  if (prepare_error_) return *prepare_error_;
   if (bind_error_ != 0) {
     return MakeError(ErrorCode::kInternal, db_->label() + " " + db_->display_path() + ": " + name_ +
                                                ": bind parameter: " +

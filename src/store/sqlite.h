@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -76,6 +77,10 @@ class Database {
   /// Prepares one statement. `name` ("insert lease") is the context of its errors.
   /// Errors: kInternal (SQL does not match the schema), kIo (corrupt), kBusy.
   Result<Statement> Prepare(std::string_view name, std::string_view sql);
+  /// A statement prepared at its first Use() (a store with many statements of which a
+  /// command uses a few: each prepare parses SQL). `sql` must outlive the statement (a
+  /// literal). A failed prepare is the error of the next Step or Run.
+  Statement PrepareLater(std::string_view name, const char* sql);
 
   /// Runs one or more statements without results (migrations). Errors: as Statement::Run.
   Status ExecScript(std::string_view name, const std::string& sql);
@@ -169,10 +174,14 @@ class Statement {
   Statement(Database* db, sqlite3_stmt* stmt, std::string name)
       : db_(db), stmt_(stmt), name_(std::move(name)) {}
 
+  void PrepareNow();
+
   Database* db_ = nullptr;
   sqlite3_stmt* stmt_ = nullptr;
   std::string name_;
   int bind_error_ = 0;  // first failed sqlite3_bind_* result since the last Reset
+  const char* later_sql_ = nullptr;     // PrepareLater: prepared by the first Use()
+  std::optional<Error> prepare_error_;  // ... and why that failed (every Step returns it)
 };
 
 /// A transaction guard: begins on Begin*, rolls back in the destructor unless Commit()

@@ -96,6 +96,36 @@ TEST(DatabaseTest, PrepareNamesTheStatementAndTheCause) {
   EXPECT_THAT(bad.error().message, HasSubstr(dir.Join("s.db")));
 }
 
+TEST(DatabaseTest, PrepareLaterPreparesAtFirstUseAndReportsAFailureThere) {
+  testing::TempDir dir;
+  auto db = MustOpen(dir.Join("db"));
+  ASSERT_TRUE(db->ExecScript("schema", "CREATE TABLE t (a INTEGER, b TEXT)"));
+  // Neither is prepared yet: a bad one is no error until it is used.
+  Statement bad = db->PrepareLater("read widgets", "SELECT * FROM widgets");
+  Statement insert = db->PrepareLater("insert", "INSERT INTO t (a, b) VALUES (?1, ?2)");
+  Statement moved = std::move(insert);  // a move keeps it unprepared
+  {
+    auto use = moved.Use();
+    moved.Bind(1, 7).Bind(2, "seven");
+    ASSERT_TRUE(moved.Run());
+  }
+  EXPECT_EQ(CountRows(*db), 1);
+  {
+    auto use = moved.Use();  // prepared once, used again
+    moved.Bind(1, 8).BindNull(2);
+    ASSERT_TRUE(moved.Run());
+  }
+  EXPECT_EQ(CountRows(*db), 2);
+  auto use = bad.Use();
+  bad.Bind(1, 1);  // ignored: nothing to bind to
+  auto row = bad.Step();
+  ASSERT_FALSE(row.has_value());
+  EXPECT_EQ(row.error().code, ErrorCode::kInternal);
+  EXPECT_THAT(row.error().message, HasSubstr("prepare read widgets"));
+  EXPECT_THAT(row.error().message, HasSubstr("no such table: widgets"));
+  EXPECT_FALSE(bad.Run().has_value());  // and again, the same error
+}
+
 TEST(TransactionTest, RollsBackUnlessCommitted) {
   testing::TempDir dir;
   auto db = MustOpen(dir.Join("t.db"));
