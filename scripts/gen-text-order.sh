@@ -54,13 +54,14 @@ for k in range(n):
             seen.add(name)
             order.append(name)
 # A complete-object constructor or destructor (C1, D1) is usually an alias of the base-object
-# one (C2, D2), whose section it shares: list every variant.
+# one (C2, D2), whose section it shares: list every variant (a name that matches no section
+# costs nothing).
 def variants(name):
-    out = [name]
-    for a, b in (("C1E", "C2E"), ("C2E", "C1E"), ("D1E", "D2E"), ("D2E", "D1E"), ("D0E", "D2E")):
-        if a in name:
-            out.append(name.replace(a, b, 1))
-    return out
+    out = {name}
+    for a, b in (("C1", "C2"), ("C2", "C1"), ("D1", "D2"), ("D2", "D1"), ("D0", "D2")):
+        for m in re.finditer(a + "(?=[EIB])", name):
+            out.add(name[:m.start()] + b + name[m.end():])
+    return [name] + sorted(out - {name})
 # libstdc++.a compiles most functions into sections of their own; the rest (locale set-up,
 # iostream init) sit in a member's .text, which is then placed whole.
 import os
@@ -77,7 +78,7 @@ if os.path.exists(libstdcxx):
             sectioned.add(m.group(1))
 lines, members = [], []
 for name in order:
-    if name in member_of and name not in sectioned:
+    if name in member_of and not any(v in sectioned for v in variants(name)):
         if member_of[name] not in members:
             members.append(member_of[name])
         continue
