@@ -20,9 +20,9 @@
 namespace gpuman::cli {
 namespace {
 
-using json = nlohmann::ordered_json;
+using ojson = nlohmann::ordered_json;
 
-int Fail(Context& ctx, const Error& error) {
+int FailLease(Context& ctx, const Error& error) {
   ctx.err() << "gpuman: error: " << error.message << "\n";
   if (error.code == ErrorCode::kBusy || error.code == ErrorCode::kNotFound) return kExitNotEnoughGpus;
   return ExitCodeFor(error.code);
@@ -52,32 +52,32 @@ CLI::App* AddSelectCommand(CLI::App& app, SelectArgs& args) {
 
 int RunSelect(const SelectArgs& args, Context& ctx) {
   auto wait = ParseWait(args.wait);
-  if (!wait) return Fail(ctx, wait.error());
+  if (!wait) return FailLease(ctx, wait.error());
   policy::Selection selection;
   std::optional<int64_t> lease_id;
   model::MachineSnapshot snap;
   if (args.lease) {
     // The lease lives as long as the shell that ran us (our parent), like an exported variable.
     auto draft = DraftLease(ctx, getppid(), "select", "gpuman select --lease");
-    if (!draft) return Fail(ctx, draft.error());
+    if (!draft) return FailLease(ctx, draft.error());
     AcquireOptions options;
     options.wait_ms = *wait;
     options.waiting_for = std::to_string(args.selection.count) + " GPU(s)";
     auto acquired = AcquireLease(ctx, args.selection, *draft, options);
-    if (!acquired) return Fail(ctx, acquired.error());
+    if (!acquired) return FailLease(ctx, acquired.error());
     selection = acquired->selection;
     lease_id = acquired->lease.id;
     snap = acquired->snapshot;
   } else {
     auto source = ctx.Devices();
-    if (!source) return Fail(ctx, source.error());
+    if (!source) return FailLease(ctx, source.error());
     devices::SnapshotOptions options;
     options.topology = true;
     auto got = (*source)->Snapshot(options);
-    if (!got) return Fail(ctx, got.error());
+    if (!got) return FailLease(ctx, got.error());
     snap = *got;
     auto req = BuildSelectionRequest(args.selection, snap, ctx.env().vars);
-    if (!req) return Fail(ctx, req.error());
+    if (!req) return FailLease(ctx, req.error());
     // The same rules a lease would meet (drains, the caller's cap, the enclosing lease of
     // a nested select), so that what select prints is what `run` would get now.
     policy::MachineRules rules = MachineRulesFromConfig(ctx.config());
@@ -88,13 +88,13 @@ int RunSelect(const SelectArgs& args, Context& ctx) {
       ctx.err() << "gpuman: warning: " << drains.error().message << "\n";
     }
     auto live = LiveLeases(ctx);
-    if (!live) return Fail(ctx, live.error());
+    if (!live) return FailLease(ctx, live.error());
     auto within = EnclosingLease(ctx);
-    if (!within) return Fail(ctx, within.error());
+    if (!within) return FailLease(ctx, within.error());
     auto ruled = policy::ApplyLeaseRules(*req, CurrentCaller(), *within, *live, rules, static_cast<int>(snap.gpus.size()));
-    if (!ruled) return Fail(ctx, ruled.error());
+    if (!ruled) return FailLease(ctx, ruled.error());
     auto chosen = policy::Select(snap, ruled->leases, ruled->request);
-    if (!chosen) return Fail(ctx, chosen.error());
+    if (!chosen) return FailLease(ctx, chosen.error());
     selection = *chosen;
   }
 
@@ -113,10 +113,10 @@ int RunSelect(const SelectArgs& args, Context& ctx) {
   } else if (args.format == "docker") {
     out << "--gpus '\"device=" << uuids << "\"'\n";
   } else {
-    json doc = {{"schema_version", 1}, {"simulated", ctx.is_simulated()}};
-    json gpus = json::array();
+    ojson doc = {{"schema_version", 1}, {"simulated", ctx.is_simulated()}};
+    ojson gpus = ojson::array();
     for (size_t k = 0; k < selection.uuids.size(); ++k) {
-      json g = {{"index", selection.indices[k]}, {"uuid", selection.uuids[k]}, {"name", nullptr}};
+      ojson g = {{"index", selection.indices[k]}, {"uuid", selection.uuids[k]}, {"name", nullptr}};
       for (const auto& d : snap.gpus) {
         if (d.uuid == selection.uuids[k] && d.name) g["name"] = *d.name;
       }
@@ -125,7 +125,7 @@ int RunSelect(const SelectArgs& args, Context& ctx) {
     doc["gpus"] = gpus;
     doc["placement"] = selection.placement;
     doc["cuda_visible_devices"] = uuids;
-    doc["lease_id"] = lease_id ? json(*lease_id) : json(nullptr);
+    doc["lease_id"] = lease_id ? ojson(*lease_id) : ojson(nullptr);
     out << doc.dump(2) << "\n";
   }
   return kExitOk;
@@ -139,7 +139,7 @@ CLI::App* AddLeasesCommand(CLI::App& app, LeasesArgs& args) {
 
 int RunLeases(const LeasesArgs& args, Context& ctx) {
   auto live = LiveLeases(ctx);
-  if (!live) return Fail(ctx, live.error());
+  if (!live) return FailLease(ctx, live.error());
   // GPU indices are a convenience: shown when the driver can be asked, UUIDs otherwise.
   std::map<std::string, int> index_of;
   if (auto source = ctx.Devices()) {
@@ -151,21 +151,21 @@ int RunLeases(const LeasesArgs& args, Context& ctx) {
   }
   const int64_t now = ctx.clock().NowUnixMs();
   if (args.json) {
-    json list = json::array();
+    ojson list = ojson::array();
     for (const auto& l : *live) {
-      json gpus = json::array();
+      ojson gpus = ojson::array();
       for (const auto& u : l.gpu_uuids) {
-        gpus.push_back({{"uuid", u}, {"index", index_of.count(u) ? json(index_of[u]) : json(nullptr)}});
+        gpus.push_back({{"uuid", u}, {"index", index_of.count(u) ? ojson(index_of[u]) : ojson(nullptr)}});
       }
-      json procs = json::array();
+      ojson procs = ojson::array();
       for (const auto& p : l.processes) procs.push_back({{"pid", p.pid}, {"start_time_ticks", p.start_time_ticks}});
-      json entry = {{"id", l.id}, {"uid", l.uid}, {"user", l.user}, {"kind", l.kind}, {"command", l.command},
+      ojson entry = {{"id", l.id}, {"uid", l.uid}, {"user", l.user}, {"kind", l.kind}, {"command", l.command},
                     {"created", render::FormatIsoUtcMillis(l.created_unix_ms)},
                     {"created_unix_ms", l.created_unix_ms}, {"host", l.host}, {"gpus", gpus}, {"processes", procs},
-                    {"idle_since_unix_ms", l.idle_since_unix_ms ? json(*l.idle_since_unix_ms) : json(nullptr)}};
+                    {"idle_since_unix_ms", l.idle_since_unix_ms ? ojson(*l.idle_since_unix_ms) : ojson(nullptr)}};
       list.push_back(std::move(entry));
     }
-    ctx.out() << json{{"schema_version", 1}, {"leases", list}}.dump(2) << "\n";
+    ctx.out() << ojson{{"schema_version", 1}, {"leases", list}}.dump(2) << "\n";
     return kExitOk;
   }
   if (live->empty()) {
@@ -201,7 +201,7 @@ CLI::App* AddReleaseCommand(CLI::App& app, ReleaseArgs& args) {
 int RunRelease(const ReleaseArgs& args, Context& ctx) {
   // The lease authority (daemon or machine lease table) checks who may release what.
   auto broker = ctx.Broker();
-  if (!broker) return Fail(ctx, broker.error());
+  if (!broker) return FailLease(ctx, broker.error());
   int rc = kExitOk;
   for (int64_t id : args.ids) {
     if (auto r = (*broker)->Release(id); !r) {

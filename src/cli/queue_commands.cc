@@ -30,8 +30,8 @@
 namespace gpuman::cli {
 namespace {
 
-volatile std::sig_atomic_t g_stop = 0;
-void OnStop(int) { g_stop = 1; }
+volatile std::sig_atomic_t g_queue_stop = 0;
+void OnStop(int) { g_queue_stop = 1; }
 
 // A device source for a machine without NVML: the daemon still serves, with no GPUs.
 class NoGpus final : public devices::DeviceSource {
@@ -39,7 +39,7 @@ class NoGpus final : public devices::DeviceSource {
   Result<model::MachineSnapshot> Snapshot(const devices::SnapshotOptions&) override { return model::MachineSnapshot{}; }
 };
 
-int Fail(Context& ctx, const Error& e) {
+int FailQueue(Context& ctx, const Error& e) {
   ctx.err() << "gpuman: error: " << e.message << "\n";
   return ExitCodeFor(e.code);
 }
@@ -56,7 +56,7 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   const DaemonConfig& dc = ctx.config().daemon;
   if (dc.admin_group) {
     group* g = getgrnam(dc.admin_group->c_str());
-    if (!g) return Fail(ctx, MakeError(ErrorCode::kInvalidArgument, "config: admin group '" + *dc.admin_group + "' does not exist"));
+    if (!g) return FailQueue(ctx, MakeError(ErrorCode::kInvalidArgument, "config: admin group '" + *dc.admin_group + "' does not exist"));
     options.admin_gid = g->gr_gid;
   }
   if (dc.default_time_limit_ms) options.scheduler.default_time_limit_ms = *dc.default_time_limit_ms;
@@ -75,7 +75,7 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   } else if (devices.error().code == ErrorCode::kInvalidArgument) {
     // A mistake in the command (a scenario the stand-in cannot load), not a driver that
     // may come later: refused, as any bad argument.
-    return Fail(ctx, devices.error());
+    return FailQueue(ctx, devices.error());
   } else {
     ctx.err() << "gpuman: warning: serving without GPUs: " << devices.error().message << "\n";
   }
@@ -110,13 +110,13 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
     };
   }
   daemon::Daemon d(options, *source, ctx.clock());
-  if (auto started = d.Start(); !started) return Fail(ctx, started.error());
+  if (auto started = d.Start(); !started) return FailQueue(ctx, started.error());
   ctx.err() << "gpuman: daemon serving " << options.socket_path << " (state " << options.state_dir << ")\n";
   if (auto addr = d.collector()->metrics_address()) ctx.err() << "gpuman: metrics at http://" << *addr << "/metrics\n";
   std::signal(SIGTERM, OnStop);
   std::signal(SIGINT, OnStop);
   std::signal(SIGPIPE, SIG_IGN);
-  return d.Run(&g_stop);
+  return d.Run(&g_queue_stop);
 }
 
 // The selection options a job was submitted with, as `submit` flags.
@@ -264,22 +264,22 @@ Result<double> QueueWatchSeconds(const std::string& value) {
 // lost, one when back) and gives up after [client] reconnect_timeout with exit 3
 // (docs/cli.md, "When the daemon restarts").
 int WatchQueue(const QueueArgs& args, double seconds, DaemonClient& c, Context& ctx) {
-  g_stop = 0;
+  g_queue_stop = 0;
   std::signal(SIGINT, OnStop);
   std::signal(SIGTERM, OnStop);
   const bool clear_screen = !args.json && ctx.stdout_is_tty();
   const auto period = std::chrono::duration<double>(seconds);
-  for (int n = 0; !g_stop && (args.iterations == 0 || n < args.iterations); ++n) {
+  for (int n = 0; !g_queue_stop && (args.iterations == 0 || n < args.iterations); ++n) {
     const auto started = std::chrono::steady_clock::now();
     auto r = FetchAllJobs(c, args.all, /*resuming=*/true);
-    if (!r) return Fail(ctx, r.error());
+    if (!r) return FailQueue(ctx, r.error());
     if (clear_screen) ctx.out() << "\x1b[H\x1b[2J";
     else if (n > 0 && !args.json) ctx.out() << "\n";
     ctx.out() << RenderQueue(ctx, *r, args.json, /*compact_json=*/true);
     ctx.out().flush();
     if (!ctx.out().good()) return kExitError;  // the reader of a pipe went away
     if (args.iterations != 0 && n + 1 >= args.iterations) break;
-    while (!g_stop && std::chrono::steady_clock::now() < started + period) {
+    while (!g_queue_stop && std::chrono::steady_clock::now() < started + period) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
@@ -352,13 +352,13 @@ std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
 
 int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx) {
   if (name == "daemon") return RunDaemon(args, ctx);
-  if (auto slurm = UsesSlurm(name, args, ctx.config()); !slurm) return Fail(ctx, slurm.error());
+  if (auto slurm = UsesSlurm(name, args, ctx.config()); !slurm) return FailQueue(ctx, slurm.error());
   else if (*slurm) return RunSlurmQueueCommand(name, args, ctx);
   // Checked before connecting: a bad period is an argument error whether or not a daemon runs.
   double watch_seconds = 0;
   if (name == "queue" && args.watch) {
     auto s = QueueWatchSeconds(*args.watch);
-    if (!s) return Fail(ctx, s.error());
+    if (!s) return FailQueue(ctx, s.error());
     watch_seconds = *s;
   }
   // Commands that follow a job ride out a daemon that is restarting as they start, too.
@@ -370,7 +370,7 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
       ctx.err() << "gpuman: error: " << client.error().message << "\n";
       return kJobGpumanFailed;
     }
-    return Fail(ctx, client.error());
+    return FailQueue(ctx, client.error());
   }
   DaemonClient& c = **client;
   if (!follows) ctx.ConfigureReconnect(c);
@@ -389,48 +389,48 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     const auto& sel = args.selection;
     if (sel.gpus || !sel.exclude.empty()) {
       auto source = ctx.Devices();
-      if (!source) return Fail(ctx, source.error());
+      if (!source) return FailQueue(ctx, source.error());
       devices::SnapshotOptions who;
       who.processes_only = true;
       auto snap = (*source)->Snapshot(who);
-      if (!snap) return Fail(ctx, snap.error());
+      if (!snap) return FailQueue(ctx, snap.error());
       auto req = BuildSelectionRequest(sel, *snap, {});
-      if (!req) return Fail(ctx, req.error());
+      if (!req) return FailQueue(ctx, req.error());
       req->allowed.reset();
       s.request = policy::ToGpuRequest(*req, {});
     } else {
       auto req = BuildSelectionRequest(sel, model::MachineSnapshot{}, {});
-      if (!req) return Fail(ctx, req.error());
+      if (!req) return FailQueue(ctx, req.error());
       req->allowed.reset();
       s.request = policy::ToGpuRequest(*req, {});
     }
     s.priority = args.priority;
     if (args.time_limit) {
       auto ms = ParseDurationMs(*args.time_limit);
-      if (!ms) return Fail(ctx, ms.error().WithContext("--time-limit"));
+      if (!ms) return FailQueue(ctx, ms.error().WithContext("--time-limit"));
       s.time_limit_ms = *ms;
     }
     s.requeue = args.requeue;
     s.after = args.after;
-    if (ec) return Fail(ctx, MakeError(ErrorCode::kInvalidArgument, "cannot read the current directory: " + ToLower(ec.message())));
-    if (auto refused = CheckSubmitLocally(s)) return Fail(ctx, MakeError(ErrorCode::kInvalidArgument, *refused));
+    if (ec) return FailQueue(ctx, MakeError(ErrorCode::kInvalidArgument, "cannot read the current directory: " + ToLower(ec.message())));
+    if (auto refused = CheckSubmitLocally(s)) return FailQueue(ctx, MakeError(ErrorCode::kInvalidArgument, *refused));
     auto r = c.Call<protocol::SubmitResult>(s);
-    if (!r) return Fail(ctx, r.error());
+    if (!r) return FailQueue(ctx, r.error());
     if (args.json) ctx.out() << "{\"id\": " << r->id << "}\n";
     else ctx.out() << r->id << "\n";
     return kExitOk;
   }
   if (name == "queue") {
     if (args.watch) return WatchQueue(args, watch_seconds, c, ctx);
-    if (args.iterations != 0) return Fail(ctx, MakeError(ErrorCode::kInvalidArgument, "--iterations needs --watch"));
+    if (args.iterations != 0) return FailQueue(ctx, MakeError(ErrorCode::kInvalidArgument, "--iterations needs --watch"));
     auto r = FetchAllJobs(c, args.all);
-    if (!r) return Fail(ctx, r.error());
+    if (!r) return FailQueue(ctx, r.error());
     ctx.out() << RenderQueue(ctx, *r, args.json, /*compact_json=*/false);
     return kExitOk;
   }
   if (name == "show") {
     auto r = c.Call<protocol::ShowResult>(protocol::ShowArgs{args.ids.front()});
-    if (!r) return Fail(ctx, r.error());
+    if (!r) return FailQueue(ctx, r.error());
     PrintJob(ctx, r->job, args.json);
     return kExitOk;
   }
@@ -438,7 +438,7 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     Result<protocol::IdsResult> r = name == "cancel" ? c.Call<protocol::IdsResult>(protocol::CancelArgs{args.ids})
                                     : name == "hold" ? c.Call<protocol::IdsResult>(protocol::HoldArgs{args.ids})
                                                      : c.Call<protocol::IdsResult>(protocol::ResumeArgs{args.ids});
-    if (!r) return Fail(ctx, r.error());
+    if (!r) return FailQueue(ctx, r.error());
     int rc = kExitOk;
     for (const auto& o : r->results) {
       if (o.error) {
@@ -455,7 +455,7 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     while (true) {
       const protocol::LogsArgs ask{args.ids.front(), offset};
       auto r = args.follow ? c.CallResuming<protocol::LogsResult>(ask) : c.Call<protocol::LogsResult>(ask);
-      if (!r) return Fail(ctx, r.error());
+      if (!r) return FailQueue(ctx, r.error());
       ctx.out() << r->data;
       ctx.out().flush();
       offset = r->next_offset;
@@ -493,7 +493,7 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
   if (name == "drain" || name == "undrain") {
     Result<protocol::DrainResult> r = name == "drain" ? c.Call<protocol::DrainResult>(protocol::DrainArgs{args.gpu, args.reason})
                                                       : c.Call<protocol::DrainResult>(protocol::UndrainArgs{args.gpu, ""});
-    if (!r) return Fail(ctx, r.error());
+    if (!r) return FailQueue(ctx, r.error());
     ctx.err() << "gpuman: " << name << "ed " << r->gpu_uuid << "\n";
     return kExitOk;
   }

@@ -24,7 +24,7 @@ namespace {
 constexpr std::string_view kPrefix = "slurm:";
 constexpr int64_t kPollMs = 1000;
 
-int Fail(Context& ctx, const Error& e) {
+int FailSubmit(Context& ctx, const Error& e) {
   ctx.err() << "gpuman: error: " << EscapeControl(e.message) << "\n";
   return ExitCodeFor(e.code);
 }
@@ -49,22 +49,22 @@ std::optional<Error> RefusedOption(const QueueArgs& args) {
 }
 
 int SubmitToSlurm(const QueueArgs& args, Context& ctx, const SlurmCliDeps& deps) {
-  if (auto refused = RefusedOption(args)) return Fail(ctx, *refused);
+  if (auto refused = RefusedOption(args)) return FailSubmit(ctx, *refused);
   slurm::SbatchSpec spec;
   spec.gpus = args.selection.count;
   if (args.selection.model && spec.gpus > 0) {
     auto type = slurm::ResolveGresType(*args.selection.model, slurm::ConfiguredGpuTypes(*deps.tools));
-    if (!type) return Fail(ctx, type.error());
+    if (!type) return FailSubmit(ctx, type.error());
     spec.gres_type = *type;
   }
   if (args.time_limit) {
     auto ms = ParseDurationMs(*args.time_limit);
-    if (!ms) return Fail(ctx, ms.error().WithContext("--time-limit"));
-    if (*ms <= 0) return Fail(ctx, MakeError(ErrorCode::kInvalidArgument, "--time-limit: must be more than 0"));
+    if (!ms) return FailSubmit(ctx, ms.error().WithContext("--time-limit"));
+    if (*ms <= 0) return FailSubmit(ctx, MakeError(ErrorCode::kInvalidArgument, "--time-limit: must be more than 0"));
     spec.time_limit_ms = *ms;
   }
   for (int64_t id : args.after) {
-    if (id <= 0) return Fail(ctx, MakeError(ErrorCode::kInvalidArgument, "--after: " + std::to_string(id) + " is not a Slurm job id"));
+    if (id <= 0) return FailSubmit(ctx, MakeError(ErrorCode::kInvalidArgument, "--after: " + std::to_string(id) + " is not a Slurm job id"));
     spec.after.push_back(std::to_string(id));
   }
   spec.name = args.name;
@@ -74,9 +74,9 @@ int SubmitToSlurm(const QueueArgs& args, Context& ctx, const SlurmCliDeps& deps)
   spec.cwd = deps.cwd;
   spec.gpuman_exe = deps.gpuman_exe;
   spec.argv = args.command;
-  if (spec.cwd.empty()) return Fail(ctx, MakeError(ErrorCode::kInvalidArgument, "cannot read the current directory"));
+  if (spec.cwd.empty()) return FailSubmit(ctx, MakeError(ErrorCode::kInvalidArgument, "cannot read the current directory"));
   auto id = slurm::Submit(*deps.tools, spec);
-  if (!id) return Fail(ctx, id.error());
+  if (!id) return FailSubmit(ctx, id.error());
   if (args.json) {
     ctx.out() << nlohmann::json{{"id", Shown(*id)}, {"backend", "slurm"}, {"slurm_job_id", *id}}.dump() << "\n";
   } else {
@@ -122,7 +122,7 @@ std::string WhyOrWhen(const slurm::SlurmJob& j) {
 
 int QueueFromSlurm(const QueueArgs& args, Context& ctx, const SlurmCliDeps& deps) {
   auto jobs = slurm::ListJobs(*deps.tools, args.all);
-  if (!jobs) return Fail(ctx, jobs.error());
+  if (!jobs) return FailSubmit(ctx, jobs.error());
   if (args.json) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& j : *jobs) list.push_back(JobJson(j));
@@ -179,9 +179,9 @@ Result<std::string> OutputPath(const slurm::SlurmJob& j) {
 
 int LogsFromSlurm(const std::string& id, bool follow, Context& ctx, const SlurmCliDeps& deps) {
   auto job = slurm::FindJob(*deps.tools, id);
-  if (!job) return Fail(ctx, job.error());
+  if (!job) return FailSubmit(ctx, job.error());
   auto path = OutputPath(*job);
-  if (!path) return Fail(ctx, path.error());
+  if (!path) return FailSubmit(ctx, path.error());
   std::string state = job->state;
   std::streamoff offset = 0;
   while (true) {
@@ -194,15 +194,15 @@ int LogsFromSlurm(const std::string& id, bool follow, Context& ctx, const SlurmC
       ctx.out() << chunk;
       ctx.out().flush();
     } else if (errno == EACCES) {
-      return Fail(ctx, MakeError(ErrorCode::kPermissionDenied, "job " + Shown(id) + ": cannot read its output " + *path + ": permission denied"));
+      return FailSubmit(ctx, MakeError(ErrorCode::kPermissionDenied, "job " + Shown(id) + ": cannot read its output " + *path + ": permission denied"));
     } else if (final_before_read || !follow) {
       if (slurm::GpumanState(*job) == model::JobState::kQueued && !follow) return kExitOk;  // nothing written yet
-      return Fail(ctx, MakeError(ErrorCode::kNotFound, "job " + Shown(id) + ": its output " + *path + ": no such file"));
+      return FailSubmit(ctx, MakeError(ErrorCode::kNotFound, "job " + Shown(id) + ": its output " + *path + ": no such file"));
     }
     if (!follow || final_before_read) return kExitOk;
     deps.sleep_ms(kPollMs / 2);
     auto now = slurm::JobState(*deps.tools, id);
-    if (!now) return Fail(ctx, now.error());
+    if (!now) return FailSubmit(ctx, now.error());
     state = *now;
   }
 }
@@ -315,13 +315,13 @@ int RunSlurmQueueCommand(const std::string& name, const QueueArgs& args, Context
   for (int64_t id : args.ids) {
     if (id <= 0) {
       return name == "wait" ? (ctx.err() << "gpuman: error: " << id << " is not a Slurm job id\n", int{kExitUsage})
-                            : Fail(ctx, MakeError(ErrorCode::kInvalidArgument, std::to_string(id) + " is not a Slurm job id"));
+                            : FailSubmit(ctx, MakeError(ErrorCode::kInvalidArgument, std::to_string(id) + " is not a Slurm job id"));
     }
     ids.push_back(std::to_string(id));
   }
   if (name == "show") {
     auto job = slurm::FindJob(*deps.tools, ids.front());
-    if (!job) return Fail(ctx, job.error());
+    if (!job) return FailSubmit(ctx, job.error());
     if (args.json) ctx.out() << JobJson(*job).dump(2) << "\n";
     else PrintSlurmJob(ctx, *job);
     return kExitOk;
@@ -339,7 +339,7 @@ int RunSlurmQueueCommand(const std::string& name, const QueueArgs& args, Context
   }
   if (name == "logs") return LogsFromSlurm(ids.front(), args.follow, ctx, deps);
   if (name == "wait") return WaitForSlurm(ids.front(), args.json, ctx, deps);
-  return Fail(ctx, MakeError(ErrorCode::kInvalidArgument, name + ": not available for Slurm jobs"));
+  return FailSubmit(ctx, MakeError(ErrorCode::kInvalidArgument, name + ": not available for Slurm jobs"));
 }
 
 int RunSlurmQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx) {

@@ -25,8 +25,8 @@
 namespace gpuman::cli {
 namespace {
 
-volatile std::sig_atomic_t g_stop = 0;  // set by SIGINT/SIGTERM during --watch
-void OnStopSignal(int) { g_stop = 1; }
+volatile std::sig_atomic_t g_watch_stop = 0;  // set by SIGINT/SIGTERM during --watch
+void OnStopSignal(int) { g_watch_stop = 1; }
 
 // The allocation this process runs inside (Slurm job, container list, outer
 // CUDA_VISIBLE_DEVICES), resolved on the whole snapshot; nullopt when there is none.
@@ -179,13 +179,13 @@ int RunStatus(const StatusArgs& args, Context& ctx) {
     return ctx.out().good() ? kExitOk : kExitError;
   }
 
-  g_stop = 0;
+  g_watch_stop = 0;
   std::signal(SIGINT, OnStopSignal);
   std::signal(SIGTERM, OnStopSignal);
   const bool clear_screen = !args.json && ctx.stdout_is_tty();
   const auto period = std::chrono::duration<double>(args.watch_seconds);
   int last_error_exit = kExitOk;
-  for (int n = 0; !g_stop && (args.iterations == 0 || n < args.iterations); ++n) {
+  for (int n = 0; !g_watch_stop && (args.iterations == 0 || n < args.iterations); ++n) {
     auto started = std::chrono::steady_clock::now();
     auto view = Collect(args, ctx, opts.allocation);
     if (!view) {
@@ -214,7 +214,7 @@ int RunStatus(const StatusArgs& args, Context& ctx) {
     }
     if (args.iterations != 0 && n + 1 >= args.iterations) break;
     auto deadline = started + period;
-    while (!g_stop && std::chrono::steady_clock::now() < deadline) {
+    while (!g_watch_stop && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
