@@ -23,4 +23,10 @@ std::string EncodeUtf8(char32_t cp) {
   return out;
 }
 
+std::string EncodeUtf8(std::u32string_view text) {
+  std::string out;
+  for (char32_t cp : text) out += EncodeUtf8(cp);
+  return out;
+}
+
 }  // namespace gpuman

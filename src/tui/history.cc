@@ -49,9 +49,7 @@ std::u32string SparklineCells(const History& history, int width, double max, boo
 }
 
 std::string Sparkline(const History& history, int width, double max, bool unicode) {
-  std::string out;
-  for (char32_t cp : SparklineCells(history, width, max, unicode)) out += EncodeUtf8(cp);
-  return out;
+  return EncodeUtf8(SparklineCells(history, width, max, unicode));
 }
 
 }  // namespace gpuman::tui

@@ -548,9 +548,7 @@ std::u32string BarCells(double fraction, int width, bool unicode) {
 }
 
 std::string BarText(double fraction, int width, bool unicode) {
-  std::string out;
-  for (char32_t cp : BarCells(fraction, width, unicode)) out += EncodeUtf8(cp);
-  return out;
+  return EncodeUtf8(BarCells(fraction, width, unicode));
 }
 
 std::vector<std::string> HelpLines() {

@@ -31,6 +31,13 @@ class LeaseStoreTest : public ::testing::Test {
     store_ = std::move(*store);
   }
 
+  // A second connection to the same file that waits only 30 ms for a lock.
+  Result<std::unique_ptr<LeaseStore>> OpenQuick() {
+    LeaseStoreOptions quick;
+    quick.busy_timeout = std::chrono::milliseconds(30);
+    return LeaseStore::Open(path_, quick);
+  }
+
   static model::Lease Draft(int32_t pid, const std::string& command = "python train.py") {
     model::Lease d;
     d.uid = 1000;
@@ -317,9 +324,7 @@ TEST_F(LeaseStoreTest, BusyWriterGivesKBusyAfterTheTimeout) {
   ASSERT_TRUE(holder.has_value());
   auto tx = Transaction::BeginWrite(**holder);
   ASSERT_TRUE(tx.has_value());
-  LeaseStoreOptions quick;
-  quick.busy_timeout = std::chrono::milliseconds(30);
-  auto other = LeaseStore::Open(path_, quick);
+  auto other = OpenQuick();
   ASSERT_TRUE(other.has_value()) << other.error().message;  // up to date: no write lock
   alive_.insert(11);
   auto a = (*other)->Acquire(Draft(11), Take({"GPU-a"}), Alive());
@@ -389,9 +394,7 @@ TEST_F(LeaseStoreTest, ListTakesTheWriteLockOnlyToReclaim) {
   ASSERT_TRUE(holder.has_value());
   auto tx = Transaction::BeginWrite(**holder);
   ASSERT_TRUE(tx.has_value());
-  LeaseStoreOptions quick;
-  quick.busy_timeout = std::chrono::milliseconds(30);
-  auto other = LeaseStore::Open(path_, quick);
+  auto other = OpenQuick();
   ASSERT_TRUE(other.has_value()) << other.error().message;
   auto live = (*other)->List(Alive());
   ASSERT_TRUE(live.has_value()) << live.error().message;
