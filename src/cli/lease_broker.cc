@@ -81,7 +81,7 @@ class DaemonBroker final : public LeaseBroker {
       if (g.uuid) machine.push_back(*g.uuid);
     }
     protocol::AcquireArgs a;
-    a.request = policy::ToGpuRequest(ask.request, machine);  // the enclosing allocation travels as exclusions
+    a.request = model::WithAllowedAsExclusions(ask.request, machine);  // the enclosing allocation travels as exclusions
     a.command = ask.draft.command;
     a.pid = ask.draft.processes.front().pid;
     a.start_time_ticks = ask.draft.processes.front().start_time_ticks;

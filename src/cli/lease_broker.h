@@ -33,7 +33,7 @@ class DaemonClient;
 
 /// One request for a lease, as the CLI built it (ids resolved against a snapshot once).
 struct LeaseAsk {
-  policy::SelectionRequest request;
+  model::GpuRequest request;
   model::Lease draft;                 // uid, user, kind, command, created, processes
   std::optional<int64_t> within;      // GPUMAN_LEASE_ID of the caller's environment
   /// The snapshot (with topology) the request was built on: brokers use it for their first

@@ -397,12 +397,12 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
       auto req = BuildSelectionRequest(sel, *snap, {});
       if (!req) return FailQueue(ctx, req.error());
       req->allowed.reset();
-      s.request = policy::ToGpuRequest(*req, {});
+      s.request = std::move(*req);
     } else {
       auto req = BuildSelectionRequest(sel, model::MachineSnapshot{}, {});
       if (!req) return FailQueue(ctx, req.error());
       req->allowed.reset();
-      s.request = policy::ToGpuRequest(*req, {});
+      s.request = std::move(*req);
     }
     s.priority = args.priority;
     if (args.time_limit) {

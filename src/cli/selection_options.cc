@@ -41,10 +41,9 @@ Result<std::vector<std::string>> ToUuids(const std::string& list, const model::M
 
 }  // namespace
 
-Result<policy::SelectionRequest> BuildSelectionRequest(const SelectionArgs& args,
-                                                       const model::MachineSnapshot& snap,
-                                                       const visibility::Environment& env) {
-  policy::SelectionRequest req;
+Result<model::GpuRequest> BuildSelectionRequest(const SelectionArgs& args, const model::MachineSnapshot& snap,
+                                                const visibility::Environment& env) {
+  model::GpuRequest req;
   req.count = args.count;
   if (args.gpus) {
     if (ToLower(Trim(*args.gpus)) == "none") {

@@ -1,5 +1,5 @@
 // The GPU selection options shared by `select`, `run` (and later `submit`), and turning them
-// into a policy::SelectionRequest against a snapshot. Main thread only.
+// into a model::GpuRequest against a snapshot. Main thread only.
 #pragma once
 
 #include <optional>
@@ -32,8 +32,7 @@ void AddSelectionOptions(CLI::App& cmd, SelectionArgs& args);
 
 /// Resolves ids against `snap` and the enclosing allocation in `env` (Slurm, container,
 /// outer CUDA_VISIBLE_DEVICES). Errors: kInvalidArgument (unknown ids, bad sizes).
-Result<policy::SelectionRequest> BuildSelectionRequest(const SelectionArgs& args,
-                                                       const model::MachineSnapshot& snap,
-                                                       const visibility::Environment& env);
+Result<model::GpuRequest> BuildSelectionRequest(const SelectionArgs& args, const model::MachineSnapshot& snap,
+                                                const visibility::Environment& env);
 
 }  // namespace gpuman::cli

@@ -746,7 +746,7 @@ Result<protocol::AcquireResult> Daemon::AcquireFor(const Peer& peer, const proto
   if (!snap) return snap.error();
   if (topology_) snap->topology = topology_;
   else topology_ = snap->topology;
-  const policy::SelectionRequest req = policy::FromGpuRequest(a.request);
+  const model::GpuRequest& req = a.request;
   const policy::MachineRules rules = Rules();
   const policy::Caller caller = CallerOf(peer);
   const int machine_gpus = static_cast<int>(snap->gpus.size());

@@ -1,5 +1,8 @@
 #include "model/job.h"
 
+#include <algorithm>
+#include <utility>
+
 namespace gpuman::model {
 
 namespace {
@@ -86,6 +89,21 @@ std::optional<std::string> CheckJobFields(const std::string& name, const std::ve
   if (cwd.find('\0') != std::string::npos) return "working directory: holds a NUL byte";
   if (output_path.find('\0') != std::string::npos) return "--output: holds a NUL byte";
   return std::nullopt;
+}
+
+GpuRequest WithAllowedAsExclusions(GpuRequest request, const std::vector<std::string>& machine_uuids) {
+  if (request.allowed) {
+    const std::vector<std::string>& allowed = *request.allowed;
+    for (const auto& uuid : machine_uuids) {
+      const bool is_allowed = std::find(allowed.begin(), allowed.end(), uuid) != allowed.end();
+      const bool is_excluded =
+          std::find(request.exclude.begin(), request.exclude.end(), uuid) != request.exclude.end();
+      if (!is_allowed && !is_excluded) request.exclude.push_back(uuid);
+    }
+  }
+  request.allowed.reset();
+  request.drained.clear();
+  return request;
 }
 
 }  // namespace gpuman::model

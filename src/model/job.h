@@ -64,17 +64,36 @@ std::optional<std::string> CheckJobFields(const std::string& name, const std::ve
                                           const std::map<std::string, std::string>& env, const std::string& cwd,
                                           const std::string& output_path);
 
-/// What the GPUs must be like (the selection options of `run`, as data).
+/// What the GPUs must be like: the selection options of `select`, `run` and `submit` as
+/// data, the one shape used by the CLI, the wire, the job store and policy::Select. Every
+/// filter is optional; the defaults ask for one idle GPU.
 struct GpuRequest {
-  int count = 1;
-  std::optional<std::vector<std::string>> gpus;  // UUIDs
-  std::optional<int64_t> min_free_memory_bytes;
-  std::optional<int> max_utilization_percent;
-  std::optional<std::string> model;
-  std::optional<std::string> min_compute_capability;
-  std::vector<std::string> exclude;  // UUIDs
-  bool allow_shared = false;
+  int count = 1;  // -n/--count (>= 1); 0 only together with gpus == none (empty vector)
+  std::optional<std::vector<std::string>> gpus;  // --gpus: only these UUIDs; empty = "none"
+  std::optional<int64_t> min_free_memory_bytes;  // --min-free-memory
+  std::optional<int> max_utilization_percent;    // --max-utilization, 0..100
+  std::optional<std::string> model;              // --model: case-insensitive substring of name
+  std::optional<std::string> min_compute_capability;  // "8.0"; compared as major.minor
+  std::vector<std::string> exclude;                   // --exclude UUIDs
+  bool allow_shared = false;  // foreign processes do not make a GPU busy (leases still do)
+
+  // The two fields below are never on the wire nor in the job store: whoever knows them
+  // fills them in where the request is judged.
+
+  /// Enclosing allocation (Slurm, container, outer CUDA_VISIBLE_DEVICES): only these
+  /// UUIDs. UUIDs that are not on this machine are ignored. Travels to a daemon as
+  /// exclusions (WithAllowedAsExclusions).
+  std::optional<std::vector<std::string>> allowed;
+  /// Drained GPUs (UUID -> the drain's reason): never eligible, with the reason
+  /// "drained (<reason>)". A "now" reason: drains are lifted (kBusy, not kNotFound).
+  /// Filled in by whoever knows the drains (the daemon, the CLI).
+  std::map<std::string, std::string> drained;
 };
+
+/// `request` as it may travel (wire, job store): `allowed` folded into `exclude` using
+/// `machine_uuids` (the UUIDs of the machine's GPUs; every one of them not allowed and not
+/// yet excluded is appended), `allowed` and `drained` cleared.
+GpuRequest WithAllowedAsExclusions(GpuRequest request, const std::vector<std::string>& machine_uuids);
 
 struct Job {
   int64_t id = 0;

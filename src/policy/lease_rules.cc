@@ -28,7 +28,7 @@ int GpusHeldBy(uint32_t uid, const std::vector<model::Lease>& leases, std::optio
   return held;
 }
 
-Result<RuledRequest> ApplyLeaseRules(SelectionRequest req, const Caller& caller,
+Result<RuledRequest> ApplyLeaseRules(model::GpuRequest req, const Caller& caller,
                                      std::optional<int64_t> within_lease,
                                      const std::vector<model::Lease>& live,
                                      const MachineRules& rules, int machine_gpus) {

@@ -35,7 +35,7 @@ struct Caller {
 
 /// A request after the rules were applied: what to pass to Select, against which leases.
 struct RuledRequest {
-  SelectionRequest request;
+  model::GpuRequest request;
   /// The live leases Select must respect. Without `within`, all of them; with it, all but
   /// the enclosing lease (its GPUs are the caller's to use).
   std::vector<model::Lease> leases;
@@ -59,7 +59,7 @@ int GpusHeldBy(uint32_t uid, const std::vector<model::Lease>& leases,
 /// Errors: kNotFound (never satisfiable), kBusy (cap reached for now), kPermissionDenied
 /// (the enclosing lease is another user's), kInvalidArgument (the enclosing lease is not
 /// live: "GPUMAN_LEASE_ID=12: no such lease (it ended?)").
-Result<RuledRequest> ApplyLeaseRules(SelectionRequest req, const Caller& caller,
+Result<RuledRequest> ApplyLeaseRules(model::GpuRequest req, const Caller& caller,
                                      std::optional<int64_t> within_lease,
                                      const std::vector<model::Lease>& live,
                                      const MachineRules& rules, int machine_gpus);

@@ -96,7 +96,7 @@ struct ValidRequest {
   std::optional<ComputeCapability> min_cc;
 };
 
-Result<ValidRequest> Validate(const model::MachineSnapshot& snap, const SelectionRequest& req) {
+Result<ValidRequest> Validate(const model::MachineSnapshot& snap, const model::GpuRequest& req) {
   bool gpus_none = req.gpus && req.gpus->empty();
   if (req.count < 0) return Invalid("count must be at least 1, got " + std::to_string(req.count));
   if (req.count == 0 && !gpus_none) {
@@ -160,7 +160,7 @@ std::string ForeignProcessText(const std::vector<const model::GpuProcess*>& fore
 using LeasesByUuid = std::unordered_map<std::string, std::vector<const model::Lease*>>;
 
 GpuState Judge(const model::DeviceSnapshot& gpu, const LeasesByUuid& leases,
-               const SelectionRequest& req, const ValidRequest& valid) {
+               const model::GpuRequest& req, const ValidRequest& valid) {
   GpuState state;
   auto permanent = [&](std::string text, std::string label) {
     state.reasons.push_back({std::move(text), std::move(label), true});
@@ -279,7 +279,7 @@ struct Evaluation {
 
 Result<Evaluation> Evaluate(const model::MachineSnapshot& snap,
                             const std::vector<model::Lease>& leases,
-                            const SelectionRequest& req) {
+                            const model::GpuRequest& req) {
   Result<ValidRequest> valid = Validate(snap, req);
   if (!valid) return valid.error();
   LeasesByUuid by_uuid;
@@ -357,7 +357,7 @@ std::string Summarize(const model::MachineSnapshot& snap, const std::vector<GpuS
 
 Result<std::vector<GpuVerdict>> EvaluateGpus(const model::MachineSnapshot& snap,
                                              const std::vector<model::Lease>& leases,
-                                             const SelectionRequest& req) {
+                                             const model::GpuRequest& req) {
   Result<Evaluation> eval = Evaluate(snap, leases, req);
   if (!eval) return eval.error();
   return std::move(eval->verdicts);
@@ -365,7 +365,7 @@ Result<std::vector<GpuVerdict>> EvaluateGpus(const model::MachineSnapshot& snap,
 
 Result<Selection> Select(const model::MachineSnapshot& snap,
                          const std::vector<model::Lease>& leases,
-                         const SelectionRequest& req) {
+                         const model::GpuRequest& req) {
   Result<Evaluation> eval = Evaluate(snap, leases, req);
   if (!eval) return eval.error();
   Selection selection;
@@ -414,39 +414,6 @@ Result<Selection> Select(const model::MachineSnapshot& snap,
   selection.placement = std::move(placement.description);
   selection.verdicts = std::move(eval->verdicts);
   return selection;
-}
-
-SelectionRequest FromGpuRequest(const model::GpuRequest& request) {
-  SelectionRequest req;
-  req.count = request.count;
-  req.gpus = request.gpus;
-  req.min_free_memory_bytes = request.min_free_memory_bytes;
-  req.max_utilization_percent = request.max_utilization_percent;
-  req.model = request.model;
-  req.min_compute_capability = request.min_compute_capability;
-  req.exclude = request.exclude;
-  req.allow_shared = request.allow_shared;
-  return req;
-}
-
-model::GpuRequest ToGpuRequest(const SelectionRequest& request, const std::vector<std::string>& machine_uuids) {
-  model::GpuRequest out;
-  out.count = request.count;
-  out.gpus = request.gpus;
-  out.min_free_memory_bytes = request.min_free_memory_bytes;
-  out.max_utilization_percent = request.max_utilization_percent;
-  out.model = request.model;
-  out.min_compute_capability = request.min_compute_capability;
-  out.exclude = request.exclude;
-  out.allow_shared = request.allow_shared;
-  if (request.allowed) {
-    for (const auto& uuid : machine_uuids) {
-      bool allowed = std::find(request.allowed->begin(), request.allowed->end(), uuid) != request.allowed->end();
-      bool excluded = std::find(out.exclude.begin(), out.exclude.end(), uuid) != out.exclude.end();
-      if (!allowed && !excluded) out.exclude.push_back(uuid);
-    }
-  }
-  return out;
 }
 
 }  // namespace gpuman::policy

@@ -17,31 +17,6 @@
 
 namespace gpuman::policy {
 
-/// What a caller asks for. Every filter is optional; the defaults ask for one idle GPU.
-struct SelectionRequest {
-  int count = 1;  // -n/--count (>= 1); 0 only together with gpus == none (empty vector)
-  std::optional<std::vector<std::string>> gpus;  // --gpus: only these UUIDs; empty = "none"
-  std::optional<int64_t> min_free_memory_bytes;  // --min-free-memory
-  std::optional<int> max_utilization_percent;    // --max-utilization, 0..100
-  std::optional<std::string> model;              // --model: case-insensitive substring of name
-  std::optional<std::string> min_compute_capability;  // "8.0"; compared as major.minor
-  std::vector<std::string> exclude;                   // --exclude UUIDs
-  bool allow_shared = false;  // foreign processes do not make a GPU busy (leases still do)
-  /// Enclosing allocation (Slurm, container, outer CUDA_VISIBLE_DEVICES): only these
-  /// UUIDs. UUIDs that are not on this machine are ignored.
-  std::optional<std::vector<std::string>> allowed;
-  /// Drained GPUs (UUID -> the drain's reason): never eligible, with the reason
-  /// "drained (<reason>)". A "now" reason: drains are lifted (kBusy, not kNotFound).
-  /// Not part of GpuRequest: whoever knows the drains (the daemon, the CLI) fills it in.
-  std::map<std::string, std::string> drained;
-};
-
-/// The request as data on the wire and in the job store (model::GpuRequest) and back.
-/// `allowed` has no GpuRequest field: ToGpuRequest folds it into `exclude` using `gpus`,
-/// the UUIDs of the machine's GPUs.
-SelectionRequest FromGpuRequest(const model::GpuRequest& request);
-model::GpuRequest ToGpuRequest(const SelectionRequest& request, const std::vector<std::string>& machine_uuids);
-
 /// One GPU's answer: eligible, or every reason why not ("leased to bob (lease 12)",
 /// "2 foreign processes: pid 4242 (alice), pid 4243", "utilization 97% > 50%").
 struct GpuVerdict {
@@ -79,12 +54,12 @@ struct Selection {
 ///                     GPU 2,3 busy: foreign processes".
 Result<Selection> Select(const model::MachineSnapshot& snap,
                          const std::vector<model::Lease>& leases,
-                         const SelectionRequest& req);
+                         const model::GpuRequest& req);
 
 /// The verdicts Select() would report, without choosing; useful to explain a kBusy or
 /// kNotFound answer GPU by GPU. Errors: kInvalidArgument as for Select().
 Result<std::vector<GpuVerdict>> EvaluateGpus(const model::MachineSnapshot& snap,
                                              const std::vector<model::Lease>& leases,
-                                             const SelectionRequest& req);
+                                             const model::GpuRequest& req);
 
 }  // namespace gpuman::policy

@@ -673,7 +673,7 @@ std::optional<std::vector<std::string>> Pass::SelectOn(const std::vector<int>& i
     sub.topology = std::move(t);
   }
 
-  policy::SelectionRequest req;
+  model::GpuRequest req;
   req.count = r.count;
   if (r.gpus) {
     req.gpus.emplace();

@@ -16,8 +16,8 @@ model::Lease LeaseOf(int64_t id, uint32_t uid, std::string user, std::vector<std
   return l;
 }
 
-SelectionRequest Ask(int count) {
-  SelectionRequest r;
+model::GpuRequest Ask(int count) {
+  model::GpuRequest r;
   r.count = count;
   return r;
 }
@@ -95,7 +95,7 @@ TEST(LeaseRulesTest, InsideOwnLeaseConfinesToItsGpusAndHidesIt) {
 
 TEST(LeaseRulesTest, InsideALeaseTheOuterAllocationStillNarrows) {
   std::vector<model::Lease> live = {LeaseOf(7, 1001, "alice", {"GPU-a", "GPU-b"})};
-  SelectionRequest req = Ask(1);
+  model::GpuRequest req = Ask(1);
   req.allowed = std::vector<std::string>{"GPU-b", "GPU-z"};
   auto r = ApplyLeaseRules(req, kAlice, 7, live, {}, 8);
   ASSERT_TRUE(r);

@@ -132,15 +132,15 @@ void AddProcess(MachineSnapshot& snap, int gpu, uint32_t pid, const char* user =
   snap.gpus[gpu].processes.push_back(process);
 }
 
-SelectionRequest Count(int n) {
-  SelectionRequest req;
+model::GpuRequest Count(int n) {
+  model::GpuRequest req;
   req.count = n;
   return req;
 }
 
 // Selected indices, or a failure that prints the error.
 std::vector<int> Pick(const MachineSnapshot& snap, const std::vector<Lease>& leases,
-                      const SelectionRequest& req) {
+                      const model::GpuRequest& req) {
   Result<Selection> r = Select(snap, leases, req);
   if (!r) {
     ADD_FAILURE() << "select failed: " << r.error().message;
@@ -154,7 +154,7 @@ std::vector<int> Pick(const MachineSnapshot& snap, const std::vector<Lease>& lea
 
 struct FilterCase {
   const char* name;
-  std::function<void(MachineSnapshot&, std::vector<Lease>&, SelectionRequest&)> setup;
+  std::function<void(MachineSnapshot&, std::vector<Lease>&, model::GpuRequest&)> setup;
   int gpu;  // the GPU whose verdict is checked (on the workstation)
   std::vector<std::string> reasons;  // empty = eligible
 };
@@ -277,7 +277,7 @@ TEST(SelectionFilterTest, EachFilterGivesItsReason) {
     SCOPED_TRACE(c.name);
     MachineSnapshot snap = Workstation();
     std::vector<Lease> leases;
-    SelectionRequest req;
+    model::GpuRequest req;
     c.setup(snap, leases, req);
     Result<std::vector<GpuVerdict>> verdicts = EvaluateGpus(snap, leases, req);
     ASSERT_TRUE(verdicts.has_value()) << verdicts.error().message;
@@ -347,7 +347,7 @@ TEST(SelectionOccupancyTest, ForeignProcessesBlockUnlessShared) {
   ASSERT_FALSE(busy.has_value());
   EXPECT_EQ(busy.error().code, ErrorCode::kBusy);
   // When sharing is allowed, then the NVLink pair 2-3 is chosen (one shared GPU beats two).
-  SelectionRequest shared = Count(2);
+  model::GpuRequest shared = Count(2);
   shared.allow_shared = true;
   EXPECT_THAT(Pick(snap, {}, shared), ElementsAre(2, 3));
   // And a single shared request prefers the idle GPU.
@@ -358,7 +358,7 @@ TEST(SelectionOccupancyTest, ForeignProcessesBlockUnlessShared) {
 TEST(SelectionOccupancyTest, UnhealthyGpuIsNeverChosen) {
   MachineSnapshot snap = FourA100();
   snap.gpus[2].is_healthy = false;
-  SelectionRequest req = Count(1);
+  model::GpuRequest req = Count(1);
   req.gpus = std::vector<std::string>{Uuid(2), Uuid(3)};
   EXPECT_THAT(Pick(snap, {}, req), ElementsAre(3));
   req.allow_shared = true;
@@ -373,7 +373,7 @@ TEST(SelectionOccupancyTest, UnhealthyGpuIsNeverChosen) {
 TEST(SelectionOccupancyTest, DrainedGpuIsNeverChosenAndSaysWhy) {
   // Given GPU 1 drained by the health watch and GPU 2 by an admin without a reason.
   MachineSnapshot snap = FourA100();
-  SelectionRequest req = Count(2);
+  model::GpuRequest req = Count(2);
   req.drained = {{Uuid(1), "health: Xid 79"}, {Uuid(2), ""}};
   // Then two GPUs are still picked, neither of them drained.
   EXPECT_THAT(Pick(snap, {}, req), ElementsAre(0, 3));
@@ -508,7 +508,7 @@ TEST(SelectionPlacementTest, DeterministicAcrossCalls) {
 
 TEST(SelectionPlacementTest, AllowedSetRestricts) {
   MachineSnapshot snap = FourA100();
-  SelectionRequest req = Count(2);
+  model::GpuRequest req = Count(2);
   req.allowed = std::vector<std::string>{Uuid(1), Uuid(2), Uuid(3)};
   EXPECT_THAT(Pick(snap, {}, req), ElementsAre(2, 3));
   req.count = 1;  // GPU 0 is outside, so pair 0-1 is already broken for us
@@ -526,7 +526,7 @@ TEST(SelectionPlacementTest, AllowedSetRestricts) {
 }
 
 TEST(SelectionPlacementTest, GpusNoneWithCountZeroSelectsNothing) {
-  SelectionRequest req = Count(0);
+  model::GpuRequest req = Count(0);
   req.gpus = std::vector<std::string>{};
   Result<Selection> r = Select(FourA100(), {}, req);
   ASSERT_TRUE(r.has_value()) << r.error().message;
@@ -543,7 +543,7 @@ TEST(SelectionPlacementTest, GpusNoneWithCountZeroSelectsNothing) {
 TEST(SelectionErrorTest, InvalidRequests) {
   struct Case {
     const char* name;
-    std::function<void(SelectionRequest&)> setup;
+    std::function<void(model::GpuRequest&)> setup;
     const char* message;
   };
   const Case kCases[] = {
@@ -565,7 +565,7 @@ TEST(SelectionErrorTest, InvalidRequests) {
   };
   for (const auto& c : kCases) {
     SCOPED_TRACE(c.name);
-    SelectionRequest req;
+    model::GpuRequest req;
     c.setup(req);
     Result<Selection> r = Select(FourA100(), {}, req);
     ASSERT_FALSE(r.has_value());
@@ -593,7 +593,7 @@ TEST(SelectionErrorTest, BusySummarizesWhy) {
 TEST(SelectionErrorTest, BusyLeavesOutGpusThatCanNeverQualify) {
   MachineSnapshot snap = Workstation();
   snap.gpus[1].memory_free_bytes = 30 * kGiB;
-  SelectionRequest req = Count(2);
+  model::GpuRequest req = Count(2);
   req.min_free_memory_bytes = 40 * kGiB;  // only the A6000 (48 GiB) could ever do
   req.min_compute_capability = "8.0";
   Result<Selection> r = Select(snap, {}, req);
@@ -612,7 +612,7 @@ TEST(SelectionErrorTest, BusyLeavesOutGpusThatCanNeverQualify) {
 TEST(SelectionErrorTest, NotFoundWhenTheMachineCanNeverMeetIt) {
   struct Case {
     const char* name;
-    std::function<void(SelectionRequest&)> setup;
+    std::function<void(model::GpuRequest&)> setup;
     const char* message;
   };
   const Case kCases[] = {
@@ -633,7 +633,7 @@ TEST(SelectionErrorTest, NotFoundWhenTheMachineCanNeverMeetIt) {
   };
   for (const auto& c : kCases) {
     SCOPED_TRACE(c.name);
-    SelectionRequest req;
+    model::GpuRequest req;
     c.setup(req);
     // Leases do not turn "never" into "busy".
     Result<Selection> r = Select(FourA100(), {MakeLease(1, "bob", {0, 1, 2, 3})}, req);
@@ -710,8 +710,8 @@ TEST(SelectionLargeTest, Synthetic512WithoutTopology) {
 namespace gpuman::policy {
 namespace {
 
-TEST(GpuRequestConversionTest, RoundTripsAndFoldsTheAllocationIntoExclusions) {
-  SelectionRequest req;
+TEST(GpuRequestTest, WithAllowedAsExclusionsFoldsTheAllocationIntoExclusions) {
+  model::GpuRequest req;
   req.count = 2;
   req.gpus = std::vector<std::string>{"GPU-a", "GPU-b", "GPU-c"};
   req.min_free_memory_bytes = 1 << 30;
@@ -721,18 +721,18 @@ TEST(GpuRequestConversionTest, RoundTripsAndFoldsTheAllocationIntoExclusions) {
   req.exclude = {"GPU-d"};
   req.allow_shared = true;
   req.allowed = std::vector<std::string>{"GPU-a", "GPU-b"};
-  model::GpuRequest wire = ToGpuRequest(req, {"GPU-a", "GPU-b", "GPU-c", "GPU-d"});
+  req.drained = {{"GPU-b", "maintenance"}};
+  model::GpuRequest wire = model::WithAllowedAsExclusions(req, {"GPU-a", "GPU-b", "GPU-c", "GPU-d"});
   EXPECT_EQ(wire.exclude, (std::vector<std::string>{"GPU-d", "GPU-c"}));
-  SelectionRequest back = FromGpuRequest(wire);
-  EXPECT_EQ(back.count, 2);
-  EXPECT_EQ(back.gpus, req.gpus);
-  EXPECT_EQ(back.min_free_memory_bytes, req.min_free_memory_bytes);
-  EXPECT_EQ(back.max_utilization_percent, 10);
-  EXPECT_EQ(back.model, "A100");
-  EXPECT_EQ(back.min_compute_capability, "8.0");
-  EXPECT_TRUE(back.allow_shared);
-  EXPECT_FALSE(back.allowed.has_value());
-  EXPECT_EQ(back.exclude, wire.exclude);
+  EXPECT_EQ(wire.count, 2);
+  EXPECT_EQ(wire.gpus, req.gpus);
+  EXPECT_EQ(wire.min_free_memory_bytes, req.min_free_memory_bytes);
+  EXPECT_EQ(wire.max_utilization_percent, 10);
+  EXPECT_EQ(wire.model, "A100");
+  EXPECT_EQ(wire.min_compute_capability, "8.0");
+  EXPECT_TRUE(wire.allow_shared);
+  EXPECT_FALSE(wire.allowed.has_value());
+  EXPECT_TRUE(wire.drained.empty());
 }
 
 }  // namespace

@@ -516,7 +516,7 @@ TEST(SchedulerTest, PlacementMatchesSelectOnTheWholeMachine) {
     // When the free GPUs all lie in one island
     SchedulerOutput out = Schedule(in);
     // Then the scheduler hands out exactly what Select picks on the whole machine
-    policy::SelectionRequest req;
+    model::GpuRequest req;
     req.count = count;
     Result<policy::Selection> direct = policy::Select(snap, leases, req);
     ASSERT_TRUE(direct.has_value());
