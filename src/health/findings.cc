@@ -2,85 +2,21 @@
 
 #include <algorithm>
 #include <map>
+#include <iterator>
 #include <tuple>
 
-#include "base/strings.h"
 #include "health/xid.h"
+#include "model/health_judge.h"
 
 namespace gpuman::health {
-namespace {
-
 using model::Finding;
 using model::Severity;
-
-Finding Make(const model::DeviceSnapshot& dev, std::string code, Severity sev, std::string message) {
-  Finding f;
-  f.code = std::move(code);
-  f.severity = sev;
-  f.gpu_uuid = dev.uuid.value_or("");
-  f.gpu_index = dev.index;
-  f.message = std::move(message);
-  f.source = "nvml";
-  return f;
-}
-
-bool Mentions(const std::string& text, const char* what) { return ToLower(text).find(what) != std::string::npos; }
-
-}  // namespace
 
 std::vector<Finding> SnapshotFindings(const model::MachineSnapshot& snap) {
   std::vector<Finding> out;
   for (const auto& dev : snap.gpus) {
-    bool covered = false;  // a problem text already turned into a specific finding
-    for (const auto& problem : dev.health_problems) {
-      if (Mentions(problem, "is lost") || Mentions(problem, "reset required") || Mentions(problem, "fallen off")) {
-        out.push_back(Make(dev, "gpu_lost", Severity::kFatal, "GPU is lost (" + problem + ")"));
-        covered = true;
-        break;
-      }
-    }
-    if (!covered) {
-      if (dev.ecc_volatile_uncorrected.value_or(0) > 0) {
-        out.push_back(Make(dev, "ecc_volatile_uncorrected", Severity::kFatal,
-                           std::to_string(*dev.ecc_volatile_uncorrected) +
-                               " uncorrected ECC errors since the driver loaded"));
-      }
-      if (dev.retired_pages_pending.value_or(false)) {
-        out.push_back(Make(dev, "retired_pages_pending", Severity::kFatal,
-                           "retired pages pending: reset the GPU to retire them"));
-      }
-      if (dev.remapped_rows_failure.value_or(false)) {
-        out.push_back(Make(dev, "remapped_rows_failure", Severity::kFatal,
-                           "row remapping failed: the GPU should be serviced"));
-      } else if (dev.remapped_rows_pending.value_or(false)) {
-        out.push_back(Make(dev, "remapped_rows_pending", Severity::kFatal,
-                           "row remapping pending: reset the GPU to apply it"));
-      }
-      // Anything else that made the source call the GPU unhealthy (e.g. an unreadable handle).
-      bool specific = !out.empty() && out.back().gpu_index == dev.index;
-      if (!dev.is_healthy && !specific) {
-        out.push_back(Make(dev, "gpu_error", Severity::kFatal,
-                           dev.health_problems.empty() ? "GPU reported unhealthy" : Join(dev.health_problems, "; ")));
-      }
-    }
-    if (dev.ecc_aggregate_uncorrected.value_or(0) > 0) {
-      out.push_back(Make(dev, "ecc_aggregate_uncorrected", Severity::kWarning,
-                         std::to_string(*dev.ecc_aggregate_uncorrected) +
-                             " uncorrected ECC errors over the GPU's life"));
-    }
-    using model::kClockHwPowerBrakeSlowdown, model::kClockHwSlowdown, model::kClockHwThermalSlowdown,
-        model::kClockSwThermalSlowdown;
-    uint64_t reasons = dev.clock_event_reasons.value_or(0);
-    if (reasons & (kClockHwThermalSlowdown | kClockSwThermalSlowdown)) {
-      out.push_back(Make(dev, "throttle_thermal", Severity::kWarning,
-                         std::string("clocks throttled: ") +
-                             ((reasons & kClockHwThermalSlowdown) ? "hardware thermal slowdown" : "software thermal slowdown")));
-    }
-    if (reasons & kClockHwPowerBrakeSlowdown) {
-      out.push_back(Make(dev, "throttle_power", Severity::kWarning, "clocks throttled: hardware power brake"));
-    } else if (reasons & kClockHwSlowdown) {
-      out.push_back(Make(dev, "throttle_hw", Severity::kWarning, "clocks throttled: hardware slowdown"));
-    }
+    std::vector<Finding> judged = model::JudgeGpuHealth(dev).findings;
+    out.insert(out.end(), std::make_move_iterator(judged.begin()), std::make_move_iterator(judged.end()));
   }
   return out;
 }

@@ -1,5 +1,5 @@
-// Findings from what one snapshot says (ECC, pending retirement/remapping, throttling,
-// lost GPUs, driver errors) and from Xid events. Pure.
+// Findings from what one snapshot says (the judge of model/health_judge.h, GPU by GPU)
+// and from Xid events. Pure.
 #pragma once
 
 #include <map>
@@ -12,11 +12,8 @@
 
 namespace gpuman::health {
 
-/// Findings of every GPU in `snap`:
-///  fatal: gpu_lost (GPU_IS_LOST / RESET_REQUIRED or unreachable), ecc_volatile_uncorrected,
-///         retired_pages_pending, remapped_rows_pending, remapped_rows_failure, gpu_error
-///         (any other reason the snapshot marks the GPU unhealthy);
-///  warning: ecc_aggregate_uncorrected, throttle_thermal, throttle_power, throttle_hw.
+/// Findings of every GPU in `snap`, GPU by GPU, as model::JudgeGpuHealth gives them
+/// (model/health_judge.h: the codes, severities and wording).
 std::vector<model::Finding> SnapshotFindings(const model::MachineSnapshot& snap);
 
 /// A driver-wide fatal finding ("driver") for a snapshot that could not be taken at all.

@@ -21,6 +21,8 @@
 #include <set>
 #include <string_view>
 
+#include "model/health_judge.h"
+
 namespace gpuman::metrics {
 namespace {
 
@@ -268,7 +270,7 @@ void GpuFamilies(const MetricsInput& in, Exposition& x) {
           clock_reason.Add(With(g, {{"reason", r}}), std::find(set.begin(), set.end(), r) != set.end());
         }
       }
-      healthy.Add(g, d.is_healthy);
+      healthy.Add(g, model::JudgeGpuHealth(d).is_healthy);
       drained.Add(g, d.uuid && drained_set.count(*d.uuid) > 0);
       ecc.AddIf(With(g, {{"type", "corrected"}, {"counter", "volatile"}}), d.ecc_volatile_corrected);
       ecc.AddIf(With(g, {{"type", "uncorrected"}, {"counter", "volatile"}}), d.ecc_volatile_uncorrected);

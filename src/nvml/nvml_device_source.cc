@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "base/strings.h"
-#include "devices/health.h"
+#include "model/health_judge.h"
 
 namespace gpuman::nvml {
 namespace {
@@ -664,7 +664,7 @@ Result<model::MachineSnapshot> NvmlDeviceSource::Snapshot(const devices::Snapsho
       if ((fields & kFieldProcessUtilization) && dev.uuid) {
         ReadProcessUtilization(lib_, slot.handle, r, &c->last_seen_us, dev);
       }
-      AssessHealth(dev);
+      model::ApplyHealthVerdict(dev);
     }
   }
   if (set_changed) {  // same count, another GPU at some index: topology and versions again

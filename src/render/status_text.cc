@@ -25,6 +25,7 @@
 
 #include "base/duration.h"
 #include "base/strings.h"
+#include "model/health_judge.h"
 
 namespace gpuman::render {
 namespace {
@@ -138,18 +139,6 @@ Cell PowerCell(const model::DeviceSnapshot& d) {
   return {fmt::format("{}/{} W", part(d.power_usage_w), part(d.power_limit_w))};
 }
 
-bool MentionsLost(const std::string& problem) {
-  std::string lower = problem;
-  std::transform(lower.begin(), lower.end(), lower.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return lower.find("lost") != std::string::npos;
-}
-
-bool IsLost(const model::DeviceSnapshot& d) {
-  return !d.is_healthy && std::any_of(d.health_problems.begin(), d.health_problems.end(),
-                                      MentionsLost);
-}
-
 const model::GpuDrain* DrainOf(const model::DeviceSnapshot& d, const std::vector<model::GpuDrain>& drains) {
   if (!d.uuid) return nullptr;
   for (const model::GpuDrain& drain : drains) {
@@ -169,7 +158,7 @@ std::string DrainText(const model::GpuDrain& drain) {
 Cell HealthCell(const model::DeviceSnapshot& d, bool is_drained) {
   if (d.is_healthy && is_drained) return {"DRAINED", Color::kYellow};
   if (d.is_healthy) return {"ok", Color::kGreen};
-  if (IsLost(d)) return {"LOST", Color::kRed};
+  if (model::JudgeGpuHealth(d).is_lost) return {"LOST", Color::kRed};
   if (d.health_problems.empty()) return {"UNHEALTHY", Color::kRed};
   return {"UNHEALTHY: " + d.health_problems.front(), Color::kRed};
 }
