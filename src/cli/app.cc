@@ -20,6 +20,7 @@
 #include "cli/command_tree.h"
 #include "cli/exit_codes.h"
 #include "cli/help_docs.h"
+#include "cli/installed_layout.h"
 #include "cli/simulation.h"
 #include "cli/health_command.h"
 #include "cli/history_commands.h"
@@ -38,12 +39,6 @@
 
 namespace gpuman::cli {
 namespace {
-
-std::string ExeDir() {
-  std::error_code ec;
-  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? std::string() : exe.parent_path().string();
-}
 
 int Fail(const Error& error) {
   std::cerr << "gpuman: error: " << error.message << "\n";
@@ -334,12 +329,12 @@ int RunParsed(CommandTree::Parts& p, std::string_view command) {
   if (!config) return fail(config.error());
   if (!p.nvml_library.empty()) config->nvml_library = p.nvml_library;
 
-  const std::string exe_dir = ExeDir();
+  InstalledLayout layout = ThisInstallation();
   std::string simulate = p.simulate;
   if (simulate.empty()) simulate = env.Get("GPUMAN_SIMULATE").value_or("");
   std::optional<Simulation> sim;
   if (!simulate.empty()) {
-    auto resolved = ResolveSimulation(simulate, env, exe_dir);
+    auto resolved = ResolveSimulation(simulate, env, layout);
     if (!resolved) return fail(resolved.error());
     sim = std::move(*resolved);
     // The stand-in library reads its scenario from here; main is the one place that
@@ -347,7 +342,7 @@ int RunParsed(CommandTree::Parts& p, std::string_view command) {
     setenv("GPUMAN_FAKE_NVML_SCENARIO", sim->scenario_path.c_str(), 1);
   }
 
-  Context ctx(std::move(env), std::move(*config), std::move(sim), std::cout, std::cerr);
+  Context ctx(std::move(env), std::move(*config), std::move(sim), std::cout, std::cerr, std::move(layout));
   if (Chosen(p.status)) return RunStatus(p.status_args, ctx);
   if (Chosen(p.top)) return RunTop(p.top_args, ctx);
   if (Chosen(p.select)) return RunSelect(p.select_args, ctx);
@@ -364,7 +359,7 @@ int RunParsed(CommandTree::Parts& p, std::string_view command) {
   }
   if (Chosen(p.slurm)) return RunSlurm(p.slurm_args, ctx);
   if (Chosen(p.scenarios)) {
-    for (const auto& name : ListScenarios(ctx.env(), exe_dir)) std::cout << name << "\n";
+    for (const auto& name : ListScenarios(ctx.env(), ctx.layout())) std::cout << name << "\n";
     return kExitOk;
   }
   return kExitUsage;

@@ -19,8 +19,13 @@
 namespace gpuman::cli {
 
 Context::Context(Environment env, Config config, std::optional<Simulation> sim, std::ostream& out,
-                 std::ostream& err)
-    : env_(std::move(env)), config_(std::move(config)), sim_(std::move(sim)), out_(out), err_(err) {
+                 std::ostream& err, InstalledLayout layout)
+    : env_(std::move(env)),
+      config_(std::move(config)),
+      sim_(std::move(sim)),
+      layout_(std::move(layout)),
+      out_(out),
+      err_(err) {
   stdout_is_tty_ = isatty(STDOUT_FILENO) == 1;
   procfs_ = std::make_unique<devices::ProcfsInspector>("/proc");
   if (auto d = env_.Get("GPUMAN_STATE_DIR"); d && !d->empty()) {

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "base/clock.h"
+#include "base/installed_layout.h"
 #include "cli/config.h"
 #include "cli/simulation.h"
 #include "devices/device_source.h"
@@ -21,8 +22,9 @@ namespace gpuman::cli {
 
 class Context {
  public:
+  /// `layout`: where this gpuman's pieces are (computed once by Main; tests leave it empty).
   Context(Environment env, Config config, std::optional<Simulation> sim, std::ostream& out,
-          std::ostream& err);
+          std::ostream& err, InstalledLayout layout = {});
   ~Context();
 
   /// The machine's device source (NVML, or the stand-in when simulating), opened on
@@ -66,6 +68,7 @@ class Context {
   const Clock& clock() const { return clock_; }
 
   const Environment& env() const { return env_; }
+  const InstalledLayout& layout() const { return layout_; }
   const Config& config() const { return config_; }
   const std::optional<Simulation>& simulation() const { return sim_; }
   bool is_simulated() const { return sim_.has_value(); }
@@ -82,6 +85,7 @@ class Context {
   Environment env_;
   Config config_;
   std::optional<Simulation> sim_;
+  InstalledLayout layout_;
   std::ostream& out_;
   std::ostream& err_;
   bool stdout_is_tty_ = false;

@@ -51,8 +51,7 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   options.socket_path = args.socket.value_or(ctx.env().Get("GPUMAN_SOCKET").value_or(
       daemon::DefaultSocketPath(system_mode, ctx.env().vars)));
   options.state_dir = args.state_dir.value_or(daemon::DefaultDaemonStateDir(system_mode, ctx.env().vars));
-  std::error_code ec;
-  options.gpuman_exe = std::filesystem::read_symlink("/proc/self/exe", ec).string();
+  options.gpuman_exe = ctx.layout().exe;
   const DaemonConfig& dc = ctx.config().daemon;
   if (dc.admin_group) {
     group* g = getgrnam(dc.admin_group->c_str());
@@ -86,6 +85,7 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   mon.idle = ctx.config().idle;
   mon.alerts = ctx.config().alerts;
   mon.metrics_address = dc.metrics;
+  mon.layout = ctx.layout();
   if (args.metrics) mon.metrics_address = args.metrics->empty() ? std::string(metrics::kDefaultMetricsAddress) : *args.metrics;
   mon.history_path = options.state_dir + "/history.db";
   mon.slurm_state_dir = SlurmStateDirOf(ctx);

@@ -12,21 +12,16 @@
 namespace gpuman::cli {
 namespace fs = std::filesystem;
 
-#ifndef GPUMAN_DEFAULT_SCENARIO_DIR
-#define GPUMAN_DEFAULT_SCENARIO_DIR ""
-#endif
-
-std::vector<std::string> ScenarioDirs(const Environment& env, const std::string& exe_dir) {
+std::vector<std::string> ScenarioDirs(const Environment& env, const InstalledLayout& layout) {
   std::vector<std::string> dirs;
   if (auto d = env.Get("GPUMAN_SCENARIO_DIR"); d && !d->empty()) dirs.push_back(*d);
-  if (!exe_dir.empty()) dirs.push_back(exe_dir + "/../share/gpuman/scenarios");
-  if (*GPUMAN_DEFAULT_SCENARIO_DIR) dirs.push_back(GPUMAN_DEFAULT_SCENARIO_DIR);
+  dirs.insert(dirs.end(), layout.scenario_dirs.begin(), layout.scenario_dirs.end());
   return dirs;
 }
 
-std::vector<std::string> ListScenarios(const Environment& env, const std::string& exe_dir) {
+std::vector<std::string> ListScenarios(const Environment& env, const InstalledLayout& layout) {
   std::set<std::string> names;
-  for (const auto& dir : ScenarioDirs(env, exe_dir)) {
+  for (const auto& dir : ScenarioDirs(env, layout)) {
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
       if (entry.path().extension() == ".json") names.insert(entry.path().stem().string());
@@ -121,7 +116,7 @@ class HostProcessesSax final : public nlohmann::json_sax<nlohmann::json> {
 }  // namespace
 
 Result<Simulation> ResolveSimulation(const std::string& scenario, const Environment& env,
-                                     const std::string& exe_dir) {
+                                     const InstalledLayout& layout) {
   Simulation sim;
   std::error_code ec;
   bool looks_like_path = scenario.find('/') != std::string::npos ||
@@ -133,7 +128,7 @@ Result<Simulation> ResolveSimulation(const std::string& scenario, const Environm
     sim.scenario_path = fs::absolute(scenario, ec).string();
     sim.scenario_name = fs::path(scenario).stem().string();
   } else {
-    for (const auto& dir : ScenarioDirs(env, exe_dir)) {
+    for (const auto& dir : ScenarioDirs(env, layout)) {
       fs::path candidate = fs::path(dir) / (scenario + ".json");
       if (fs::is_regular_file(candidate, ec)) {
         sim.scenario_path = fs::canonical(candidate, ec).string();
@@ -142,7 +137,7 @@ Result<Simulation> ResolveSimulation(const std::string& scenario, const Environm
     }
     if (sim.scenario_path.empty()) {
       std::string known;
-      for (const auto& name : ListScenarios(env, exe_dir)) known += (known.empty() ? "" : ", ") + name;
+      for (const auto& name : ListScenarios(env, layout)) known += (known.empty() ? "" : ", ") + name;
       return MakeError(ErrorCode::kInvalidArgument,
                        "unknown scenario '" + scenario + "' (known: " + (known.empty() ? "none found" : known) + ")");
     }
@@ -153,10 +148,7 @@ Result<Simulation> ResolveSimulation(const std::string& scenario, const Environm
   if (auto l = env.Get("GPUMAN_SIM_LIBRARY"); l && !l->empty()) libs.push_back(*l);
   // Relative to the binary only (installed, then the build tree's sim/ beside build/gpuman):
   // no build-tree path is compiled in.
-  if (!exe_dir.empty()) {
-    libs.push_back(exe_dir + "/../lib/gpuman/sim/libnvidia-ml.so.1");
-    libs.push_back(exe_dir + "/sim/libnvidia-ml.so.1");
-  }
+  libs.insert(libs.end(), layout.sim_libraries.begin(), layout.sim_libraries.end());
   for (const auto& lib : libs) {
     if (fs::is_regular_file(lib, ec)) {
       sim.library_path = fs::absolute(lib, ec).string();

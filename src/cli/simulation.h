@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/installed_layout.h"
 #include "base/result.h"
 #include "cli/config.h"
 #include "devices/process_inspector.h"
@@ -21,20 +22,19 @@ struct Simulation {
   std::string library_path;   // the stand-in libnvidia-ml.so.1
 };
 
-/// Directories searched for scenario names, in order: $GPUMAN_SCENARIO_DIR,
-/// <dir of the gpuman binary>/../share/gpuman/scenarios (installed), then the source
-/// tree's scenarios/ (the build tree's fallback; a missing directory is skipped).
-std::vector<std::string> ScenarioDirs(const Environment& env, const std::string& exe_dir);
+/// Directories searched for scenario names, in order: $GPUMAN_SCENARIO_DIR, then
+/// layout.scenario_dirs (installed, then the build tree's; a missing directory is skipped).
+std::vector<std::string> ScenarioDirs(const Environment& env, const InstalledLayout& layout);
 
 /// Resolves `scenario` (a name such as "a100-4", or a path to a .json file) and the
-/// stand-in library ($GPUMAN_SIM_LIBRARY, <exe_dir>/../lib/gpuman/sim/ (installed), or
-/// <exe_dir>/sim/ (the build tree)).
+/// stand-in library ($GPUMAN_SIM_LIBRARY, then layout.sim_libraries: installed, then the
+/// build tree's).
 /// The file is not read here: the stand-in parses and checks it when NVML is loaded, and a
 /// scenario it cannot load is the load's error ("scenario PATH: reason", kInvalidArgument).
 /// Errors: kInvalidArgument for an unknown scenario (listing the known ones) or a missing
 /// file; kUnavailable when the stand-in library is missing.
 Result<Simulation> ResolveSimulation(const std::string& scenario, const Environment& env,
-                                     const std::string& exe_dir);
+                                     const InstalledLayout& layout);
 
 /// The scenario's stand-in process table ({"PID": {"user", "uid", "command",
 /// "start_time"}}), so simulated processes have owners. `table_json` is the
@@ -49,6 +49,6 @@ std::map<uint32_t, devices::ProcessDetails> ParseHostProcesses(std::string_view 
 std::map<uint32_t, devices::ProcessDetails> ReadHostProcesses(const std::string& scenario_path);
 
 /// Names of the scenarios in the search directories, sorted.
-std::vector<std::string> ListScenarios(const Environment& env, const std::string& exe_dir);
+std::vector<std::string> ListScenarios(const Environment& env, const InstalledLayout& layout);
 
 }  // namespace gpuman::cli

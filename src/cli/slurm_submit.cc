@@ -236,11 +236,6 @@ int WaitForSlurm(const std::string& id, bool json, Context& ctx, const SlurmCliD
   return code;
 }
 
-std::string ProcSelfExe() {
-  std::error_code ec;
-  return std::filesystem::read_symlink("/proc/self/exe", ec).string();
-}
-
 }  // namespace
 
 void AddSlurmBackendOptions(const std::vector<CLI::App*>& cmds, QueueArgs& args) {
@@ -348,7 +343,7 @@ int RunSlurmQueueCommand(const std::string& name, const QueueArgs& args, Context
   SlurmCliDeps deps;
   deps.tools = &tools;
   deps.cwd = std::filesystem::current_path(ec).string();
-  deps.gpuman_exe = ProcSelfExe();
+  deps.gpuman_exe = ctx.layout().exe;
   deps.sleep_ms = [](int64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
   return RunSlurmQueueCommand(name, args, ctx, deps);
 }

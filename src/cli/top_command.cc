@@ -217,6 +217,7 @@ int RunTop(const TopArgs& args, Context& ctx) {
   options.unicode = unicode;
   options.interval_s = args.interval_seconds;
   options.note = note;
+  options.layout = ctx.layout();
   Status ran = tui::RunTopApp(sampler, options);
   sampler.Stop();
   if (!ran) {

@@ -39,7 +39,7 @@ Collector::~Collector() {
 
 Status Collector::Start() {
   if (options_.metrics_address) {
-    auto server = metrics::MetricsServer::Start(*options_.metrics_address);
+    auto server = metrics::MetricsServer::Start(*options_.metrics_address, options_.layout);
     if (!server) return server.error();
     metrics_ = std::move(*server);
   }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/installed_layout.h"
 #include "devices/device_source.h"
 #include "devices/process_inspector.h"
 #include "devices/xid_source.h"
@@ -40,6 +41,7 @@ struct CollectorOptions {
   std::string kernel_log = "/dev/kmsg";          // "" = do not read it
   health::HealthPolicy health;
   std::optional<std::string> metrics_address;    // Prometheus /metrics; off when unset
+  InstalledLayout layout;                        // where the metrics module is (metrics_address)
   std::string history_path;                      // "" = no history
   store::HistoryRetention retention;
   monitor::IdlePolicy idle;

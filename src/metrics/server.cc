@@ -5,7 +5,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <vector>
 
 namespace gpuman::metrics {
@@ -16,21 +15,6 @@ constexpr const char* kModuleName = "gpuman-metrics-http.so";
 using StartFn = void* (*)(const char* host, int port, int* bound_port, int* error);
 using SetTextFn = void (*)(void* handle, const char* data, size_t size);
 using StopFn = void (*)(void* handle);
-
-// Relative to the running binary only (/proc/self/exe), never a compiled-in path, so an
-// installed gpuman works wherever its prefix is and holds no build-tree path:
-// <exe_dir>/../lib/gpuman/ (installed) or next to the binary (the build tree, where
-// build/gpuman-metrics-http.so sits beside build/gpuman and build/metrics_test).
-std::vector<std::string> ModuleCandidates() {
-  std::vector<std::string> out;
-  std::error_code ec;
-  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    out.push_back((exe.parent_path().parent_path() / "lib" / "gpuman" / kModuleName).string());
-    out.push_back((exe.parent_path() / kModuleName).string());
-  }
-  return out;
-}
 
 }  // namespace
 
@@ -51,7 +35,7 @@ MetricsServer::~MetricsServer() {
 }
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& address,
-                                                            const std::string& module_path) {
+                                                            const InstalledLayout& layout) {
   Result<ListenAddress> parsed = ParseListenAddress(address);
   if (!parsed) return parsed.error();
   auto fail = [&](ErrorCode code, const std::string& why) -> Error {
@@ -59,7 +43,9 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& a
   };
 
   auto impl = std::make_unique<Impl>();
-  std::vector<std::string> candidates = module_path.empty() ? ModuleCandidates() : std::vector<std::string>{module_path};
+  // Relative to the running binary only (InstalledLayout), never a compiled-in path, so
+  // an installed gpuman works wherever its prefix is and holds no build-tree path.
+  const std::vector<std::string> candidates = layout.ModulePaths(kModuleName);
   std::string tried;
   for (const auto& path : candidates) {
     if (access(path.c_str(), R_OK) != 0) continue;

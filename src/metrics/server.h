@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "base/installed_layout.h"
 #include "base/result.h"
 #include "metrics/listen_address.h"
 
@@ -24,10 +25,9 @@ class MetricsServer {
   /// error rather than a silently shared port.
   /// Errors: kInvalidArgument (bad address), kConflict (address in use),
   /// kPermissionDenied (privileged port), kIo (other bind or thread failures).
-  /// kUnavailable when the module cannot be found or loaded. `module_path` "" = search
-  /// next to the executable, then ../lib/gpuman, then the build tree.
-  static Result<std::unique_ptr<MetricsServer>> Start(const std::string& address,
-                                                      const std::string& module_path = "");
+  /// kUnavailable when the module cannot be found or loaded. The module
+  /// (gpuman-metrics-http.so) is looked for in layout.module_dirs, in order.
+  static Result<std::unique_ptr<MetricsServer>> Start(const std::string& address, const InstalledLayout& layout);
 
   /// What the next scrape of /metrics returns. Thread-safe.
   void SetText(std::string text);

@@ -2,7 +2,6 @@
 
 #include <dlfcn.h>
 
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -22,27 +21,16 @@ namespace {
 
 constexpr const char* kModuleName = "gpuman-tui-curses.so";
 
-// Like the metrics module (src/metrics/server.cc): relative to the running binary only,
-// <exe_dir>/../lib/gpuman/ (installed) or beside it (the build tree).
-std::vector<std::string> ModuleCandidates() {
-  std::vector<std::string> out;
-  std::error_code ec;
-  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    out.push_back((exe.parent_path().parent_path() / "lib" / "gpuman" / kModuleName).string());
-    out.push_back((exe.parent_path() / kModuleName).string());
-  }
-  return out;
-}
-
 // Loaded once and kept (ncurses keeps process-wide state; unloading it is not worth it).
-Result<const CursesScreen::Module*> LoadModule() {
+// Like the metrics module (src/metrics/server.cc): relative to the running binary only,
+// in layout.module_dirs (<exe_dir>/../lib/gpuman/ when installed, beside it in the build tree).
+Result<const CursesScreen::Module*> LoadModule(const InstalledLayout& layout) {
   static CursesScreen::Module module;
   static bool loaded = false;
   if (loaded) return &module;
   std::string errors;
   void* handle = nullptr;
-  for (const std::string& path : ModuleCandidates()) {
+  for (const std::string& path : layout.ModulePaths(kModuleName)) {
     handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (handle) break;
     errors += std::string(errors.empty() ? "" : "; ") + dlerror();
@@ -67,8 +55,8 @@ Result<const CursesScreen::Module*> LoadModule() {
 
 }  // namespace
 
-Result<std::unique_ptr<CursesScreen>> CursesScreen::Open(bool use_color) {
-  auto module = LoadModule();
+Result<std::unique_ptr<CursesScreen>> CursesScreen::Open(bool use_color, const InstalledLayout& layout) {
+  auto module = LoadModule(layout);
   if (!module) return module.error();
   void* screen = (*module)->open(use_color ? 1 : 0);
   if (!screen) return MakeError(ErrorCode::kUnavailable, "cannot initialise the terminal (is $TERM set?)");

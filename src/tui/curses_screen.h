@@ -7,6 +7,7 @@
 
 #include <memory>
 
+#include "base/installed_layout.h"
 #include "base/result.h"
 #include "tui/grid.h"
 
@@ -16,8 +17,8 @@ class CursesScreen {
  public:
   /// Loads the curses module and takes over the terminal on stdin/stdout. Errors:
   /// kUnavailable when the module cannot be loaded or the terminal cannot be initialised
-  /// ($TERM unknown, no tty).
-  static Result<std::unique_ptr<CursesScreen>> Open(bool use_color);
+  /// ($TERM unknown, no tty). The module is looked for in layout.module_dirs.
+  static Result<std::unique_ptr<CursesScreen>> Open(bool use_color, const InstalledLayout& layout);
   ~CursesScreen();
   CursesScreen(const CursesScreen&) = delete;
   CursesScreen& operator=(const CursesScreen&) = delete;

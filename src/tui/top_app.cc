@@ -69,7 +69,7 @@ int IdleWaitMs(int64_t now_ms, int64_t last_frame_ms, int64_t interval_ms) {
 }
 
 Status RunTopApp(Sampler& sampler, const TopAppOptions& options) {
-  auto opened = CursesScreen::Open(options.use_color);
+  auto opened = CursesScreen::Open(options.use_color, options.layout);
   if (!opened) return opened.error();
   CursesScreen& screen = **opened;
   StopSignals stop_signals;

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 
+#include "base/installed_layout.h"
 #include "tui/kill.h"
 #include "tui/sampler.h"
 
@@ -18,6 +19,7 @@ struct TopAppOptions {
   bool unicode = false;
   double interval_s = 1.0;
   std::string note;  // right side of the title, e.g. "simulated: a100-4"
+  InstalledLayout layout;  // where the terminal module (gpuman-tui-curses.so) is
 };
 
 /// Runs until q, SIGINT or SIGTERM. Returns 0, or the error when the terminal cannot be

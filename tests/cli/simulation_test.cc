@@ -29,7 +29,7 @@ class SimulationTest : public ::testing::Test {
   Result<Simulation> Resolve(const std::string& text) {
     const std::string path = dir_ + "/s.json";
     std::ofstream(path) << text;
-    return ResolveSimulation(path, env_, "");
+    return ResolveSimulation(path, env_, InstalledLayout{});
   }
   // The table read from the file, checked against the one read from the member's text
   // (what the stand-in hands over: nlohmann's dump of the parsed member).
@@ -116,7 +116,7 @@ TEST_F(SimulationTest, TheFileIsTheStandInsToCheck) {
 }
 
 TEST_F(SimulationTest, AMissingFileIsRefused) {
-  auto sim = ResolveSimulation(dir_ + "/missing.json", env_, "");
+  auto sim = ResolveSimulation(dir_ + "/missing.json", env_, InstalledLayout{});
   ASSERT_FALSE(sim);
   EXPECT_EQ(sim.error().code, ErrorCode::kInvalidArgument);
   EXPECT_NE(sim.error().message.find("does not exist"), std::string::npos) << sim.error().message;

@@ -8,8 +8,11 @@
 namespace gpuman::metrics {
 namespace {
 
+// The test binary's own layout: the module sits beside it in the build tree.
+InstalledLayout Layout() { return InstalledLayout::ForExecutable(ReadExecutablePath()); }
+
 std::unique_ptr<MetricsServer> StartOrFail(const std::string& address) {
-  auto server = MetricsServer::Start(address);
+  auto server = MetricsServer::Start(address, Layout());
   EXPECT_TRUE(server.has_value()) << server.error().message;
   return server.has_value() ? std::move(*server) : nullptr;
 }
@@ -50,7 +53,7 @@ TEST(MetricsServer, ASecondServerOnTheSamePortFailsCleanly) {
   auto first = StartOrFail("127.0.0.1:0");
   ASSERT_TRUE(first);
   std::string address = "127.0.0.1:" + std::to_string(first->port());
-  auto second = MetricsServer::Start(address);
+  auto second = MetricsServer::Start(address, Layout());
   ASSERT_FALSE(second.has_value()) << "two servers share port " << first->port();
   EXPECT_EQ(second.error().code, ErrorCode::kConflict);
   EXPECT_EQ(second.error().message, "metrics address '" + address + "': address already in use");
@@ -78,7 +81,7 @@ TEST(MetricsServer, PortIsFreeAgainAfterDestruction) {
 }
 
 TEST(MetricsServer, Ipv6Loopback) {
-  auto server = MetricsServer::Start("[::1]:0");
+  auto server = MetricsServer::Start("[::1]:0", Layout());
   if (!server.has_value()) GTEST_SKIP() << "no IPv6 loopback here: " << server.error().message;
   EXPECT_EQ((*server)->address(), "[::1]:" + std::to_string((*server)->port()));
   (*server)->SetText("v6 1\n");
@@ -89,11 +92,11 @@ TEST(MetricsServer, Ipv6Loopback) {
 }
 
 TEST(MetricsServer, BadAddressesAreErrorValues) {
-  auto bad = MetricsServer::Start("example.com:9400");
+  auto bad = MetricsServer::Start("example.com:9400", Layout());
   ASSERT_FALSE(bad.has_value());
   EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
   // An address this machine does not have (TEST-NET-1, RFC 5737).
-  auto foreign = MetricsServer::Start("192.0.2.1:0");
+  auto foreign = MetricsServer::Start("192.0.2.1:0", Layout());
   ASSERT_FALSE(foreign.has_value());
   EXPECT_EQ(foreign.error().message.rfind("metrics address '192.0.2.1:0': cannot listen", 0), 0u)
       << foreign.error().message;
@@ -112,7 +115,9 @@ TEST(MetricsServer, StopsPromptlyWithAClientConnected) {
 }
 
 TEST(MetricsServer, MissingModuleIsAClearError) {
-  auto server = MetricsServer::Start("127.0.0.1:0", "/nonexistent/gpuman-metrics-http.so");
+  InstalledLayout nowhere;
+  nowhere.module_dirs = {"/nonexistent"};
+  auto server = MetricsServer::Start("127.0.0.1:0", nowhere);
   ASSERT_FALSE(server.has_value());
   EXPECT_EQ(server.error().code, ErrorCode::kUnavailable);
   EXPECT_NE(server.error().message.find("gpuman-metrics-http.so could not be loaded"), std::string::npos)
