@@ -5,15 +5,12 @@
 #include <deque>
 
 #include "base/duration.h"
+#include "support/fake_clock.h"
 
 namespace gpuman::cli {
 namespace {
 
-class FakeClock final : public Clock {
- public:
-  int64_t NowUnixMs() const override { return now; }
-  int64_t now = 1'000'000;
-};
+using ::gpuman::testing::FakeClock;
 
 // Answers TryAcquire from a script; WaitForChange moves the fake clock on.
 class ScriptedBroker final : public LeaseBroker {
@@ -53,7 +50,7 @@ Granted Lease(int64_t id) {
 Error Busy() { return MakeError(ErrorCode::kBusy, "need 1 GPU, 0 eligible: GPU 0 leased to bob (lease 3)"); }
 
 struct Fixture {
-  FakeClock clock;
+  FakeClock clock{1'000'000};
   ScriptedBroker broker{clock};
   std::vector<std::string> notes;
   Result<Granted> Acquire(std::optional<int64_t> wait_ms) {

@@ -5,18 +5,15 @@
 
 #include "cli/daemon_client.h"
 #include "cli/exit_codes.h"
+#include "support/fake_clock.h"
 
 namespace gpuman::cli {
 namespace {
 
-class FakeClock final : public Clock {
- public:
-  int64_t NowUnixMs() const override { return now; }
-  int64_t now = 1'000'000;
-};
+using ::gpuman::testing::FakeClock;
 
 struct Harness {
-  FakeClock clock;
+  FakeClock clock{1'000'000};
   std::vector<int64_t> sleeps;
   std::vector<std::string> said;
   std::vector<int64_t> attempts_at;

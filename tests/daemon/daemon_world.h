@@ -16,37 +16,21 @@
 #include "protocol/envelope.h"
 #include "store/lease_store.h"
 #include "store/proc_liveness.h"
+#include "support/fake_clock.h"
+#include "support/fake_device_source.h"
 #include "support/temp_dir.h"
 
 namespace gpuman::daemon::testing {
 
+using ::gpuman::testing::FakeClock;
+
 inline constexpr uint32_t kOwnerUid = 1001;
 
 /// Two idle, healthy GPUs with UUIDs.
-class FakeDevices final : public devices::DeviceSource {
- public:
-  Result<model::MachineSnapshot> Snapshot(const devices::SnapshotOptions&) override {
-    model::MachineSnapshot snap;
-    for (int i = 0; i < 2; ++i) {
-      model::DeviceSnapshot g;
-      g.index = i;
-      g.uuid = "GPU-0000000" + std::to_string(i) + "-0000-0000-0000-000000000000";
-      g.name = "Test GPU";
-      g.memory_total_bytes = int64_t{80} << 30;
-      g.memory_used_bytes = 0;
-      g.memory_free_bytes = int64_t{80} << 30;
-      g.gpu_utilization_percent = 0;
-      g.compute_capability = "9.0";
-      snap.gpus.push_back(g);
-    }
-    return snap;
-  }
-};
-
-class FixedClock final : public Clock {
- public:
-  int64_t NowUnixMs() const override { return 1'700'000'000'000; }
-};
+inline model::MachineSnapshot TwoIdleGpus() {
+  using ::gpuman::testing::SnapshotBuilder;
+  return SnapshotBuilder().Uuids(::gpuman::testing::LongUuid).Model("Test GPU", "9.0").Add(2).Build();
+}
 
 /// The matrix's roles as callers. "owner" owns the objects World creates.
 inline Peer PeerFor(Role role) {
@@ -141,8 +125,8 @@ class World {
 
  private:
   ::gpuman::testing::TempDir dir_;
-  FakeDevices devices_;
-  FixedClock clock_;
+  ::gpuman::testing::FakeDeviceSource devices_{TwoIdleGpus()};
+  FakeClock clock_;
   std::unique_ptr<Daemon> daemon_;
   std::unique_ptr<store::LeaseStore> leases_;
   int64_t request_id_ = 0;

@@ -15,15 +15,12 @@
 #include <gtest/gtest.h>
 
 #include "protocol/framing.h"
+#include "support/fake_clock.h"
 
 namespace gpuman::daemon {
 namespace {
 
-class SettableClock final : public Clock {
- public:
-  int64_t NowUnixMs() const override { return now; }
-  int64_t now = 1'000'000;
-};
+using ::gpuman::testing::FakeClock;
 
 class ServerTest : public ::testing::Test {
  protected:
@@ -100,7 +97,7 @@ class ServerTest : public ::testing::Test {
     return frame ? *frame : "";
   }
 
-  SettableClock clock_;
+  FakeClock clock_{1'000'000};
   ServerLimits limits_;
   size_t reply_bytes_ = 1000;
   std::unique_ptr<Server> server_;

@@ -15,45 +15,19 @@
 #include "store/job_store.h"
 #include "store/lease_store.h"
 #include "store/proc_liveness.h"
+#include "support/fake_clock.h"
+#include "support/fake_device_source.h"
 #include "support/temp_dir.h"
 
 namespace gpuman::daemon {
 namespace {
 
+using ::gpuman::testing::FakeClock;
+
 using ::testing::HasSubstr;
 using testing::PeerFor;
 
-std::string Uuid(int i) { return "GPU-0000000" + std::to_string(i) + "-0000-0000-0000-000000000000"; }
-
-class TwoGpus final : public devices::DeviceSource {
- public:
-  Result<model::MachineSnapshot> Snapshot(const devices::SnapshotOptions&) override {
-    model::MachineSnapshot snap;
-    for (int i = 0; i < 2; ++i) {
-      model::DeviceSnapshot g;
-      g.index = i;
-      g.uuid = Uuid(i);
-      g.name = "Test GPU";
-      g.memory_total_bytes = int64_t{80} << 30;
-      g.memory_used_bytes = 0;
-      g.memory_free_bytes = int64_t{80} << 30;
-      g.gpu_utilization_percent = 0;  // idle
-      if (lost[i]) {
-        g.is_healthy = false;
-        g.health_problems = {"nvmlDeviceGetMemoryInfo: GPU is lost"};
-      }
-      snap.gpus.push_back(g);
-    }
-    return snap;
-  }
-  bool lost[2] = {false, false};
-};
-
-class SettableClock final : public Clock {
- public:
-  int64_t NowUnixMs() const override { return now; }
-  int64_t now = 1'700'000'000'000;
-};
+std::string Uuid(int i) { return ::gpuman::testing::LongUuid(i); }
 
 class SlurmNodeTest : public ::testing::TestWithParam<bool> {
  protected:
@@ -101,8 +75,10 @@ class SlurmNodeTest : public ::testing::TestWithParam<bool> {
   }
 
   ::gpuman::testing::TempDir dir_;
-  TwoGpus devices_;
-  SettableClock clock_;
+  // Two idle GPUs; one can be lost.
+  ::gpuman::testing::FakeDeviceSource devices_{
+      ::gpuman::testing::SnapshotBuilder().Uuids(::gpuman::testing::LongUuid).Add(2).Build()};
+  FakeClock clock_;
   std::unique_ptr<Daemon> daemon_;
   std::unique_ptr<store::JobStore> jobs_;
   std::unique_ptr<store::LeaseStore> leases_;
@@ -120,7 +96,7 @@ TEST_P(SlurmNodeTest, StartSaysSo) {
 
 TEST_P(SlurmNodeTest, HealthWatchDrainsNoGpu) {
   Tick(0);
-  devices_.lost[1] = true;
+  devices_.lost.insert(1);
   const std::string log = Tick(1000);
   if (slurm()) {
     EXPECT_TRUE(Drained().empty());

@@ -14,19 +14,17 @@
 #include "store/history_store.h"
 #include "store/job_store.h"
 #include "store/lease_store.h"
+#include "support/fake_clock.h"
 #include "support/temp_dir.h"
 
 namespace gpuman::daemon {
 namespace {
 
+using ::gpuman::testing::FakeClock;
+
 constexpr int64_t kT0 = 1'700'000'000'000;
 
 std::string Uuid(int i) { return "GPU-0000000" + std::to_string(i) + "-0000-0000-0000-000000000000"; }
-
-class FixedClock final : public Clock {
- public:
-  int64_t NowUnixMs() const override { return kT0; }
-};
 
 model::MachineSnapshot TwoGpus() {
   model::MachineSnapshot snap;
@@ -66,7 +64,7 @@ TEST(SlurmTaggingTest, SamplesCarryTheJobHoldingTheirGpu) {
   options.kernel_log = "";
   options.history_path = dir.Join("history.db");
   options.slurm_state_dir = records;
-  FixedClock clock;
+  FakeClock clock{kT0};
   Collector collector(options, **jobs, **leases, clock);
   ASSERT_TRUE(collector.Start());
   const auto snap = TwoGpus();

@@ -16,54 +16,25 @@
 #include "store/job_store.h"
 #include "store/lease_store.h"
 #include "store/proc_liveness.h"
+#include "support/fake_clock.h"
+#include "support/fake_device_source.h"
 #include "support/temp_dir.h"
 
 namespace gpuman::daemon {
 namespace {
 
+using ::gpuman::testing::FakeClock;
+
 using testing::PeerFor;
 
-std::string Uuid(int i) { return "GPU-0000000" + std::to_string(i) + "-0000-0000-0000-000000000000"; }
+using ::gpuman::testing::FakeDeviceSource;
+using ::gpuman::testing::SnapshotBuilder;
+
+std::string Uuid(int i) { return ::gpuman::testing::LongUuid(i); }
 
 // Two GPUs; counts every read; a GPU can be lost (as NVML reports one: unhealthy, with
 // a problem) between reads.
-class CountingDevices final : public devices::DeviceSource {
- public:
-  Result<model::MachineSnapshot> Snapshot(const devices::SnapshotOptions&) override {
-    ++reads;
-    model::MachineSnapshot snap;
-    for (int i = 0; i < 2; ++i) {
-      model::DeviceSnapshot g;
-      g.index = i;
-      g.uuid = Uuid(i);
-      g.name = "Test GPU";
-      g.memory_total_bytes = int64_t{80} << 30;
-      g.memory_used_bytes = 0;
-      g.memory_free_bytes = int64_t{80} << 30;
-      g.gpu_utilization_percent = 0;
-      for (uint32_t pid : pids[i]) {
-        model::GpuProcess p;
-        p.pid = pid;
-        g.processes.push_back(p);
-      }
-      if (lost[i]) {
-        g.is_healthy = false;
-        g.health_problems = {"nvmlDeviceGetMemoryInfo: GPU is lost"};
-      }
-      snap.gpus.push_back(g);
-    }
-    return snap;
-  }
-  int reads = 0;
-  bool lost[2] = {false, false};
-  std::vector<uint32_t> pids[2];  // processes on each GPU
-};
-
-class SettableClock final : public Clock {
- public:
-  int64_t NowUnixMs() const override { return now; }
-  int64_t now = 1'700'000'000'000;
-};
+model::MachineSnapshot TwoGpus() { return SnapshotBuilder().Uuids(::gpuman::testing::LongUuid).Add(2).Build(); }
 
 class TickTest : public ::testing::Test {
  protected:
@@ -139,8 +110,8 @@ class TickTest : public ::testing::Test {
 
   ::gpuman::testing::TempDir dir_;
   std::string supervisor_;
-  CountingDevices devices_;
-  SettableClock clock_;
+  FakeDeviceSource devices_{TwoGpus()};
+  FakeClock clock_;
   std::unique_ptr<Daemon> daemon_;
   std::unique_ptr<store::JobStore> jobs_;
   std::unique_ptr<store::LeaseStore> leases_;
@@ -179,7 +150,7 @@ TEST_F(TickTest, OneTickReadsTheDevicesOnce) {
 TEST_F(TickTest, PreStartCheckCatchesAGpuLostBetweenTicks) {
   Lease(Uuid(0));  // only GPU 1 is free
   Tick(0);         // the sample: GPU 1 healthy
-  devices_.lost[1] = true;  // ... and lost right after
+  devices_.lost.insert(1);  // ... and lost right after
   const int64_t id = Submit(1);
   const int before = devices_.reads;
   Tick(10);  // no sample due: the pass places on the old sample, then checks
@@ -189,7 +160,7 @@ TEST_F(TickTest, PreStartCheckCatchesAGpuLostBetweenTicks) {
   EXPECT_TRUE(job.gpu_uuids.empty());
 
   // The control: the GPU comes back (a reset); the next pass starts the job there.
-  devices_.lost[1] = false;
+  devices_.lost.erase(1);
   Tick(1000);
   job = Job(id);
   EXPECT_EQ(job.state, model::JobState::kStarting);
@@ -224,7 +195,7 @@ TEST_F(TickTest, SnapshotOpServesTheTicksSample) {
 // (the same text again), with processes or without as each asks; a new sample is encoded
 // anew: its values, not the last one's.
 TEST_F(TickTest, SnapshotOpEncodesEachSampleOncePerView) {
-  devices_.pids[0] = {4242};
+  devices_.SetPids(0, {4242});
   Tick(0);
   clock_.now += 100;
   auto processes_of = [](const protocol::Reply& reply) {
@@ -248,7 +219,7 @@ TEST_F(TickTest, SnapshotOpEncodesEachSampleOncePerView) {
   ASSERT_TRUE(bob.ok()) << bob.error->message;
   EXPECT_EQ(protocol::ResultOf<protocol::SnapshotResult>(bob)->snapshot->gpus.size(), 2u);
 
-  devices_.pids[0] = {4242, 4343};
+  devices_.SetPids(0, {4242, 4343});
   Tick(1000);
   clock_.now += 100;
   EXPECT_EQ(processes_of(Call(protocol::SnapshotArgs{})), (std::vector<uint32_t>{4242, 4343})) << "the new sample";

@@ -13,19 +13,13 @@
 #include <sstream>
 #include <thread>
 
+#include "support/fake_clock.h"
 #include "support/temp_dir.h"
 
 namespace gpuman::monitor {
 namespace {
 
-class FakeClock final : public Clock {
- public:
-  int64_t NowUnixMs() const override { return now_; }
-  void Advance(int64_t ms) { now_ += ms; }
-
- private:
-  int64_t now_ = 1000;
-};
+using ::gpuman::testing::FakeClock;
 
 // Calls Reap until every hook ended, collecting outcomes; gives up after ~20 s so a broken
 // runner fails the test instead of hanging it (not a timing assertion).
@@ -110,7 +104,7 @@ TEST(HookRunnerTest, HookEnvironmentIsTheConfiguredOne) {
 }
 
 TEST(HookRunnerTest, HookThatHangsIsKilledAfterTheTimeout) {
-  FakeClock clock;
+  FakeClock clock{1000};
   HookRunnerOptions options;
   options.timeout_ms = 5000;
   options.clock = &clock;
@@ -145,7 +139,7 @@ TEST(HookRunnerTest, HookThatHangsIsKilledAfterTheTimeout) {
 }
 
 TEST(HookRunnerTest, OverTheLimitIsDroppedAndCounted) {
-  FakeClock clock;
+  FakeClock clock{1000};
   HookRunnerOptions options;
   options.max_concurrent = 2;
   options.clock = &clock;

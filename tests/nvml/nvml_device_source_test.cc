@@ -7,23 +7,20 @@
 #include <thread>
 
 #include "nvml/nvml_test_util.h"
+#include "support/fake_clock.h"
 
 namespace gpuman::nvml {
 namespace {
 
+using gpuman::testing::FakeClock;
 using gpuman::testing::FakeCallCount;
 using gpuman::testing::TempDir;
 using gpuman::testing::TestScenario;
 using gpuman::testing::UseScenario;
 
-class FixedClock final : public Clock {
- public:
-  int64_t NowUnixMs() const override { return 1764400000123; }
-};
-
 struct Loaded {
   std::unique_ptr<NvmlLibrary> lib;
-  FixedClock clock;
+  FakeClock clock{1764400000123};
   std::unique_ptr<NvmlDeviceSource> source;
 };
 

@@ -5,18 +5,15 @@
 
 #include "nvml/nvml_device_source.h"
 #include "nvml/nvml_test_util.h"
+#include "support/fake_clock.h"
 
 namespace gpuman::nvml {
 namespace {
 
+using gpuman::testing::FakeClock;
 using gpuman::testing::TempDir;
 using gpuman::testing::TestScenario;
 using gpuman::testing::UseScenario;
-
-class TickClock final : public Clock {
- public:
-  int64_t NowUnixMs() const override { return 1764400000000; }
-};
 
 // Waits (up to ~5 s) until `want` Xids arrived.
 std::vector<model::XidEvent> Collect(devices::XidEventSource& src, size_t want) {
@@ -37,7 +34,7 @@ TEST(NvmlXidEventSourceTest, DeliversOnlyXidsAppendedAfterRegistration) {
   std::string path = UseScenario(dir, scenario);
   auto lib = NvmlLibrary::Load(GPUMAN_TEST_FAKE_NVML);
   ASSERT_TRUE(lib) << lib.error().message;
-  TickClock clock;
+  FakeClock clock{1764400000000};
   auto src = NvmlXidEventSource::Create(**lib, clock);
   ASSERT_TRUE(src) << src.error().message;
   EXPECT_TRUE((*src)->notes().empty());
@@ -65,7 +62,7 @@ TEST(NvmlXidEventSourceTest, UnsupportedGpuIsANoteNotAFailure) {
   UseScenario(dir, scenario);
   auto lib = NvmlLibrary::Load(GPUMAN_TEST_FAKE_NVML);
   ASSERT_TRUE(lib);
-  TickClock clock;
+  FakeClock clock{1764400000000};
   auto src = NvmlXidEventSource::Create(**lib, clock);
   ASSERT_TRUE(src) << src.error().message;
   ASSERT_EQ((*src)->notes().size(), 1u);
@@ -79,7 +76,7 @@ TEST(NvmlXidEventSourceTest, NoGpuSupportsEventsIsUnavailable) {
   UseScenario(dir, scenario);
   auto lib = NvmlLibrary::Load(GPUMAN_TEST_FAKE_NVML);
   ASSERT_TRUE(lib);
-  TickClock clock;
+  FakeClock clock{1764400000000};
   auto src = NvmlXidEventSource::Create(**lib, clock);
   ASSERT_FALSE(src);
   EXPECT_EQ(src.error().code, ErrorCode::kUnavailable);
@@ -92,7 +89,7 @@ TEST(NvmlXidEventSourceTest, LegacyLibraryUsesTheOldWaitName) {
   auto lib = NvmlLibrary::Load(GPUMAN_TEST_FAKE_NVML_LEGACY);
   ASSERT_TRUE(lib);
   EXPECT_STREQ((*lib)->SymbolName(Sym::kEventSetWait), "nvmlEventSetWait");
-  TickClock clock;
+  FakeClock clock{1764400000000};
   auto src = NvmlXidEventSource::Create(**lib, clock);
   ASSERT_TRUE(src) << src.error().message;
   scenario["gpus"][0]["xid_events"] = {94};
@@ -112,7 +109,7 @@ TEST(NvmlDeviceSourceProcessUtilTest, SmPercentPerProcessAndZeroForQuietOnes) {
   UseScenario(dir, scenario);
   auto lib = NvmlLibrary::Load(GPUMAN_TEST_FAKE_NVML);
   ASSERT_TRUE(lib);
-  TickClock clock;
+  FakeClock clock{1764400000000};
   NvmlDeviceSource source(**lib, clock, "/nonexistent-sysfs");
   auto snap = source.Snapshot();
   ASSERT_TRUE(snap) << snap.error().message;
@@ -130,7 +127,7 @@ TEST(NvmlDeviceSourceProcessUtilTest, UnsupportedLeavesItUnknown) {
   UseScenario(dir, scenario);
   auto lib = NvmlLibrary::Load(GPUMAN_TEST_FAKE_NVML);
   ASSERT_TRUE(lib);
-  TickClock clock;
+  FakeClock clock{1764400000000};
   NvmlDeviceSource source(**lib, clock, "/nonexistent-sysfs");
   auto snap = source.Snapshot();
   ASSERT_TRUE(snap);

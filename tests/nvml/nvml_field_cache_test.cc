@@ -9,9 +9,12 @@
 
 #include "nvml/nvml_device_source.h"
 #include "nvml/nvml_test_util.h"
+#include "support/fake_clock.h"
 
 namespace gpuman::nvml {
 namespace {
+
+using ::gpuman::testing::FakeClock;
 
 using devices::FieldOptions;
 using devices::MonitorOptions;
@@ -20,12 +23,6 @@ using gpuman::testing::FakeTotalCalls;
 using gpuman::testing::TempDir;
 using gpuman::testing::TestScenario;
 using gpuman::testing::UseScenario;
-
-class StepClock final : public Clock {
- public:
-  int64_t NowUnixMs() const override { return now_ms; }
-  int64_t now_ms = 1764400000000;
-};
 
 // Calls made to each of `names` since construction (or the last Reset).
 class Counts {
@@ -62,7 +59,7 @@ std::vector<std::string> All() {
 
 struct Fixture {
   TempDir dir;
-  StepClock clock;
+  FakeClock clock{1764400000000};
   std::unique_ptr<NvmlLibrary> lib;
   std::unique_ptr<NvmlDeviceSource> source;
 
@@ -86,7 +83,7 @@ TEST(NvmlFieldCacheTest, SecondSampleDoesNotReReadStaticFields) {
   ASSERT_TRUE(f.lib);
   auto first = f.Snap(MonitorOptions(devices::kAllFields));
   Counts c(All());
-  f.clock.now_ms += 1000;
+  f.clock.now += 1000;
   auto second = f.Snap(MonitorOptions(devices::kAllFields));
   for (const auto& name : kStatic) EXPECT_EQ(c[name], 0u) << name;
   EXPECT_EQ(c["nvmlDeviceGetUUID"], 0u);            // index -> UUID trusted for a minute
@@ -122,7 +119,7 @@ TEST(NvmlFieldCacheTest, SlowGroupsAreReadAgainWhenOldAndStaticOnesNever) {
   ASSERT_TRUE(f.lib);
   f.Snap(MonitorOptions(devices::kAllFields));
   Counts c(All());
-  f.clock.now_ms += 61000;
+  f.clock.now += 61000;
   f.Snap(MonitorOptions(devices::kAllFields));
   EXPECT_EQ(c["nvmlDeviceGetTotalEccErrors"], 8u);  // 2 GPUs x (volatile, aggregate) x (corrected, uncorrected)
   EXPECT_EQ(c["nvmlDeviceGetPersistenceMode"], 2u);
@@ -151,7 +148,7 @@ TEST(NvmlFieldCacheTest, ChangedDeviceCountReadsEverythingAgain) {
   scenario["driver"]["driver_version"] = "560.1.2";
   f.Rewrite(scenario);
   Counts c(All());
-  f.clock.now_ms += 1000;
+  f.clock.now += 1000;
   auto snap = f.Snap(MonitorOptions(devices::kAllFields));
   ASSERT_EQ(snap.gpus.size(), 3u);
   EXPECT_EQ(c["nvmlDeviceGetHandleByIndex_v2"], 3u);
@@ -187,7 +184,7 @@ TEST(NvmlFieldCacheTest, GpuLostThenBackReadsItsStaticFactsAgain) {
 
   scenario["gpus"][1]["lost"] = true;
   f.Rewrite(scenario);
-  f.clock.now_ms += 1000;
+  f.clock.now += 1000;
   auto lost = f.Snap(MonitorOptions(devices::kAllFields));
   EXPECT_FALSE(lost.gpus.at(1).is_healthy);
   EXPECT_FALSE(lost.gpus.at(1).name.has_value());  // as before the cache: only what it said
@@ -199,7 +196,7 @@ TEST(NvmlFieldCacheTest, GpuLostThenBackReadsItsStaticFactsAgain) {
   scenario["gpus"][1]["serial"] = "777";
   f.Rewrite(scenario);
   Counts c(All());
-  f.clock.now_ms += 1000;
+  f.clock.now += 1000;
   auto back = f.Snap(MonitorOptions(devices::kAllFields));
   ASSERT_TRUE(back.gpus.at(1).is_healthy) << back.gpus.at(1).health_problems.at(0);
   EXPECT_EQ(back.gpus.at(1).serial, "777");
@@ -257,7 +254,7 @@ TEST(NvmlFieldCacheTest, KeptWarningsStayInCallOrder) {
   auto first = f.Snap(MonitorOptions(devices::kAllFields));
   ASSERT_EQ(first.gpus.at(0).warnings.size(), 3u);
   Counts c(All());
-  f.clock.now_ms += 1000;
+  f.clock.now += 1000;
   auto second = f.Snap(MonitorOptions(devices::kAllFields));
   EXPECT_EQ(c["nvmlDeviceGetSerial"], 0u);
   EXPECT_EQ(second.gpus.at(0).warnings, first.gpus.at(0).warnings);
@@ -281,14 +278,14 @@ TEST(NvmlFieldCacheTest, MonitorOnEightGpusStaysUnderOneHundredCallsASecond) {
   setenv("GPUMAN_FAKE_NVML_SCENARIO", GPUMAN_TEST_SCENARIO_DIR "/h100-8.json", 1);
   auto lib = NvmlLibrary::Load(GPUMAN_TEST_FAKE_NVML);
   ASSERT_TRUE(lib.has_value());
-  StepClock clock;
+  FakeClock clock{1764400000000};
   for (devices::FieldSet fields : {devices::kTopFields, devices::kCollectorFields}) {
     NvmlDeviceSource source(**lib, clock, "/nonexistent-sysfs");
     ASSERT_TRUE(source.Snapshot(MonitorOptions(fields)).has_value());
     const unsigned long before = FakeTotalCalls(GPUMAN_TEST_FAKE_NVML);
     constexpr int kSeconds = 120;  // two slow refreshes
     for (int i = 0; i < kSeconds; ++i) {
-      clock.now_ms += 1000;
+      clock.now += 1000;
       ASSERT_TRUE(source.Snapshot(MonitorOptions(fields)).has_value());
     }
     EXPECT_LE(FakeTotalCalls(GPUMAN_TEST_FAKE_NVML) - before, 100u * kSeconds) << fields;
