@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "support/snapshot_builder.h"
+
 namespace gpuman::policy {
 namespace {
 
@@ -19,99 +21,80 @@ using ::testing::IsEmpty;
 
 constexpr int64_t kGiB = int64_t{1} << 30;
 
-std::string Uuid(int index) { return "GPU-" + std::to_string(index); }
+using ::gpuman::testing::MakeTopology;
+using ::gpuman::testing::SnapshotBuilder;
 
-DeviceSnapshot Gpu(int index, const std::string& name, const std::string& cc,
-                   int64_t memory_gib, int numa) {
-  DeviceSnapshot gpu;
-  gpu.index = index;
-  gpu.uuid = Uuid(index);
-  gpu.name = name;
-  gpu.compute_capability = cc;
-  gpu.memory_total_bytes = memory_gib * kGiB;
-  gpu.memory_used_bytes = 0;
-  gpu.memory_free_bytes = memory_gib * kGiB;
-  gpu.gpu_utilization_percent = 0;
-  gpu.numa_node = numa;
-  return gpu;
-}
+std::string Uuid(int index) { return ::gpuman::testing::ShortUuid(index); }
 
-// A topology from two functions of the pair (a < b).
-model::Topology MakeTopology(int n, const std::function<int(int, int)>& links,
-                             const std::function<PcieLevel(int, int)>& pcie) {
-  model::Topology t;
-  t.nvlinks.assign(n, std::vector<int>(n, 0));
-  t.pcie.assign(n, std::vector<PcieLevel>(n, PcieLevel::kSelf));
-  for (int a = 0; a < n; ++a) {
-    for (int b = a + 1; b < n; ++b) {
-      t.nvlinks[a][b] = t.nvlinks[b][a] = links(a, b);
-      t.pcie[a][b] = t.pcie[b][a] = pcie(a, b);
-    }
-  }
-  return t;
+// Each GPU's NUMA node from its index.
+std::function<void(DeviceSnapshot&)> NumaBy(int (*node)(int index)) {
+  return [node](DeviceSnapshot& g) { g.numa_node = node(g.index); };
 }
 
 // 4 x A100: NVLink pairs 0-1 and 2-3 (NV12), pairs behind PCIe switches (PXB), NUMA 0/1.
 MachineSnapshot FourA100() {
-  MachineSnapshot snap;
-  for (int i = 0; i < 4; ++i) {
-    snap.gpus.push_back(Gpu(i, "NVIDIA A100-SXM4-80GB", "8.0", 80, i / 2));
-  }
-  snap.topology = MakeTopology(
-      4, [](int a, int b) { return a / 2 == b / 2 ? 12 : 0; },
-      [](int a, int b) {
-        return a / 2 == b / 2 ? PcieLevel::kMultipleSwitch : PcieLevel::kSystem;
-      });
-  return snap;
+  return SnapshotBuilder()
+      .Model("NVIDIA A100-SXM4-80GB", "8.0")
+      .MemoryGiB(80)
+      .Add(4)
+      .ForEach(NumaBy([](int i) { return i / 2; }))
+      .Topology([](int a, int b) { return a / 2 == b / 2 ? 12 : 0; },
+                [](int a, int b) { return a / 2 == b / 2 ? PcieLevel::kMultipleSwitch : PcieLevel::kSystem; })
+      .Build();
 }
 
 // 8 x H100 on NVSwitch: every pair NV18; GPUs 0-3 on NUMA 0, 4-7 on NUMA 1.
 MachineSnapshot EightH100() {
-  MachineSnapshot snap;
-  for (int i = 0; i < 8; ++i) snap.gpus.push_back(Gpu(i, "NVIDIA H100 80GB HBM3", "9.0", 80, i / 4));
-  snap.topology = MakeTopology(
-      8, [](int, int) { return 18; },
-      [](int a, int b) { return a / 4 == b / 4 ? PcieLevel::kNumaNode : PcieLevel::kSystem; });
-  return snap;
+  return SnapshotBuilder()
+      .Model("NVIDIA H100 80GB HBM3", "9.0")
+      .MemoryGiB(80)
+      .Add(8)
+      .ForEach(NumaBy([](int i) { return i / 4; }))
+      .Topology([](int, int) { return 18; },
+                [](int a, int b) { return a / 4 == b / 4 ? PcieLevel::kNumaNode : PcieLevel::kSystem; })
+      .Build();
 }
 
 // A workstation of mixed cards without NVLink: 0-1 and 2-3 share a PCIe switch, all
 // four share one host bridge.
 MachineSnapshot Workstation() {
-  MachineSnapshot snap;
-  snap.gpus.push_back(Gpu(0, "NVIDIA GeForce RTX 4090", "8.9", 24, 0));
-  snap.gpus.push_back(Gpu(1, "NVIDIA RTX A6000", "8.6", 48, 0));
-  snap.gpus.push_back(Gpu(2, "NVIDIA GeForce RTX 3090", "8.6", 24, 0));
-  snap.gpus.push_back(Gpu(3, "Tesla T4", "7.5", 16, 0));
-  snap.topology = MakeTopology(
-      4, [](int, int) { return 0; },
-      [](int a, int b) {
-        return a / 2 == b / 2 ? PcieLevel::kSingleSwitch : PcieLevel::kHostBridge;
-      });
-  return snap;
+  return SnapshotBuilder()
+      .Numa(0)
+      .Model("NVIDIA GeForce RTX 4090", "8.9").MemoryGiB(24).Add()
+      .Model("NVIDIA RTX A6000", "8.6").MemoryGiB(48).Add()
+      .Model("NVIDIA GeForce RTX 3090", "8.6").MemoryGiB(24).Add()
+      .Model("Tesla T4", "7.5").MemoryGiB(16).Add()
+      .Topology([](int, int) { return 0; },
+                [](int a, int b) { return a / 2 == b / 2 ? PcieLevel::kSingleSwitch : PcieLevel::kHostBridge; })
+      .Build();
 }
 
 // No topology matrix: only NUMA nodes (0, 1, 0, 1).
 MachineSnapshot NoTopology() {
-  MachineSnapshot snap;
-  for (int i = 0; i < 4; ++i) snap.gpus.push_back(Gpu(i, "NVIDIA L4", "8.9", 24, i % 2));
-  return snap;
+  return SnapshotBuilder()
+      .Model("NVIDIA L4", "8.9")
+      .MemoryGiB(24)
+      .Add(4)
+      .ForEach(NumaBy([](int i) { return i % 2; }))
+      .Build();
 }
 
 // 512 GPUs: 64 NVSwitch groups of 8 (NV18); inside a group pairs share a switch (PIX),
 // the rest of the group is PXB; groups 0-31 are NUMA 0, 32-63 NUMA 1.
 MachineSnapshot Synthetic512() {
-  MachineSnapshot snap;
-  for (int i = 0; i < 512; ++i) snap.gpus.push_back(Gpu(i, "NVIDIA H100", "9.0", 80, i / 256));
-  snap.topology = MakeTopology(
-      512, [](int a, int b) { return a / 8 == b / 8 ? 18 : 0; },
-      [](int a, int b) {
-        if (a / 2 == b / 2) return PcieLevel::kSingleSwitch;
-        if (a / 8 == b / 8) return PcieLevel::kMultipleSwitch;
-        if (a / 256 == b / 256) return PcieLevel::kNumaNode;
-        return PcieLevel::kSystem;
-      });
-  return snap;
+  return SnapshotBuilder()
+      .Model("NVIDIA H100", "9.0")
+      .MemoryGiB(80)
+      .Add(512)
+      .ForEach(NumaBy([](int i) { return i / 256; }))
+      .Topology([](int a, int b) { return a / 8 == b / 8 ? 18 : 0; },
+                [](int a, int b) {
+                  if (a / 2 == b / 2) return PcieLevel::kSingleSwitch;
+                  if (a / 8 == b / 8) return PcieLevel::kMultipleSwitch;
+                  if (a / 256 == b / 256) return PcieLevel::kNumaNode;
+                  return PcieLevel::kSystem;
+                })
+      .Build();
 }
 
 Lease MakeLease(int64_t id, const std::string& user, std::vector<int> gpus,

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "policy/selection.h"
+#include "support/snapshot_builder.h"
 
 namespace gpuman::sched {
 namespace {
@@ -29,55 +30,25 @@ using ::testing::StartsWith;
 constexpr int64_t kNow = 1'800'000'000'000;  // an arbitrary instant, in ms
 constexpr int64_t kMinute = 60'000;
 constexpr int64_t kHour = 60 * kMinute;
-constexpr int64_t kGiB = int64_t{1} << 30;
 
-std::string Uuid(int index) { return "GPU-" + std::to_string(index); }
+using ::gpuman::testing::SnapshotBuilder;
 
-model::DeviceSnapshot Gpu(int index, int numa = 0) {
-  model::DeviceSnapshot gpu;
-  gpu.index = index;
-  gpu.uuid = Uuid(index);
-  gpu.name = "NVIDIA A100-SXM4-80GB";
-  gpu.compute_capability = "8.0";
-  gpu.memory_total_bytes = 80 * kGiB;
-  gpu.memory_used_bytes = 0;
-  gpu.memory_free_bytes = 80 * kGiB;
-  gpu.gpu_utilization_percent = 0;
-  gpu.numa_node = numa;
-  return gpu;
-}
+std::string Uuid(int index) { return ::gpuman::testing::ShortUuid(index); }
 
-model::Topology MakeTopology(int n, const std::function<int(int, int)>& links,
-                             const std::function<PcieLevel(int, int)>& pcie) {
-  model::Topology t;
-  t.nvlinks.assign(n, std::vector<int>(n, 0));
-  t.pcie.assign(n, std::vector<PcieLevel>(n, PcieLevel::kSelf));
-  for (int a = 0; a < n; ++a) {
-    for (int b = a + 1; b < n; ++b) {
-      t.nvlinks[a][b] = t.nvlinks[b][a] = links(a, b);
-      t.pcie[a][b] = t.pcie[b][a] = pcie(a, b);
-    }
-  }
-  return t;
-}
+// Idle A100s, as many as are added, on NUMA node 0 unless edited.
+SnapshotBuilder A100s() { return SnapshotBuilder().Model("NVIDIA A100-SXM4-80GB", "8.0").MemoryGiB(80).Numa(0); }
 
 // n GPUs on one NUMA node, no topology matrix.
-MachineSnapshot Plain(int n) {
-  MachineSnapshot snap;
-  for (int i = 0; i < n; ++i) snap.gpus.push_back(Gpu(i));
-  return snap;
-}
+MachineSnapshot Plain(int n) { return A100s().Add(n).Build(); }
 
 // 4 x A100: NVLink pairs 0-1 and 2-3 (NV12), PXB within a pair, SYS across; NUMA 0/1.
 MachineSnapshot FourA100() {
-  MachineSnapshot snap;
-  for (int i = 0; i < 4; ++i) snap.gpus.push_back(Gpu(i, i / 2));
-  snap.topology = MakeTopology(
-      4, [](int a, int b) { return a / 2 == b / 2 ? 12 : 0; },
-      [](int a, int b) {
-        return a / 2 == b / 2 ? PcieLevel::kMultipleSwitch : PcieLevel::kSystem;
-      });
-  return snap;
+  return A100s()
+      .Add(4)
+      .ForEach([](model::DeviceSnapshot& g) { g.numa_node = g.index / 2; })
+      .Topology([](int a, int b) { return a / 2 == b / 2 ? 12 : 0; },
+                [](int a, int b) { return a / 2 == b / 2 ? PcieLevel::kMultipleSwitch : PcieLevel::kSystem; })
+      .Build();
 }
 
 Job Queued(int64_t id, uint32_t uid, int count, int64_t submitted = kNow - kHour) {
@@ -409,8 +380,7 @@ TEST(SchedulerTest, ShortJobBackfillsLongOneDoesNot) {
 
 TEST(SchedulerTest, JobsOutsideTheReservationStartAnyway) {
   // Given the head needs 2 GPUs; GPUs 0 and 1 end in 1h, 2 and 3 are free
-  SchedulerInput in = Given(Plain(4));
-  in.snapshot.gpus.push_back(Gpu(4));  // a fifth GPU, held by an interactive lease
+  SchedulerInput in = Given(Plain(5));  // the fifth GPU is held by an interactive lease
   AddRunning(in, Running(90, 1001, {0, 1}, kNow, kHour));
   in.leases.push_back(Interactive(7, 1002, {4}));
   in.jobs.push_back(Queued(1, 1000, 3, kNow - 3 * kHour));
@@ -500,14 +470,15 @@ TEST(SchedulerTest, TwoGpuJobGetsAnNvlinkPair) {
 
 TEST(SchedulerTest, PlacementMatchesSelectOnTheWholeMachine) {
   // Given 16 GPUs in two NVSwitch islands of 8 (NUMA halves within each), some leased
-  MachineSnapshot snap;
-  for (int i = 0; i < 16; ++i) snap.gpus.push_back(Gpu(i, i / 4));
-  snap.topology = MakeTopology(
-      16, [](int a, int b) { return a / 8 == b / 8 ? 18 : 0; },
-      [](int a, int b) {
-        if (a / 2 == b / 2) return PcieLevel::kMultipleSwitch;
-        return a / 4 == b / 4 ? PcieLevel::kNumaNode : PcieLevel::kSystem;
-      });
+  MachineSnapshot snap = A100s()
+                             .Add(16)
+                             .ForEach([](model::DeviceSnapshot& g) { g.numa_node = g.index / 4; })
+                             .Topology([](int a, int b) { return a / 8 == b / 8 ? 18 : 0; },
+                                       [](int a, int b) {
+                                         if (a / 2 == b / 2) return PcieLevel::kMultipleSwitch;
+                                         return a / 4 == b / 4 ? PcieLevel::kNumaNode : PcieLevel::kSystem;
+                                       })
+                             .Build();
   std::vector<Lease> leases = {Interactive(7, 1002, {0, 1, 2, 3, 4, 5, 6, 7, 9, 12})};
   for (int count = 1; count <= 5; ++count) {
     SchedulerInput in = Given(snap);
