@@ -54,26 +54,11 @@ class AuthorityE2E : public ::testing::Test {
   void StartDaemon(std::map<std::string, std::string> extra = {}) {
     socket_ = dir_.Join("gpuman.sock");
     auto env = Env(std::move(extra));
-    daemon_ = fork();
-    if (daemon_ == 0) {
-      for (const auto& [k, v] : env) {
-        if (v.empty()) unsetenv(k.c_str());
-        else setenv(k.c_str(), v.c_str(), 1);
-      }
-      unsetenv("GPUMAN_SIMULATE");
-      execl(kGpuman.c_str(), kGpuman.c_str(), "--simulate", scenario_.c_str(), "daemon", "--socket", socket_.c_str(),
-            "--state-dir", dir_.Join("state").c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    for (int i = 0; i < 3000 && !DaemonAnswers(socket_); ++i) usleep(20000);
-    ASSERT_TRUE(DaemonAnswers(socket_)) << "the daemon did not come up";
+    env["GPUMAN_SIMULATE"] = "";  // unset
+    ASSERT_TRUE(
+        daemon_.Start({.scenario = scenario_, .socket = socket_, .state_dir = dir_.Join("state"), .env = env}));
   }
-  void StopDaemon() {
-    if (daemon_ <= 0) return;
-    kill(daemon_, SIGTERM);
-    waitpid(daemon_, nullptr, 0);
-    daemon_ = -1;
-  }
+  void StopDaemon() { daemon_.Stop(); }
   json Show(int64_t id) {
     auto r = Gpuman({"show", std::to_string(id), "--json"}, {{"GPUMAN_SOCKET", socket_}});
     return r.exit_code == 0 ? json::parse(r.out) : json();
@@ -88,7 +73,7 @@ class AuthorityE2E : public ::testing::Test {
 
   TempDir dir_;
   std::string lease_dir_, scenario_, socket_;
-  pid_t daemon_ = -1;
+  PrivateDaemon daemon_;
 };
 
 // Without a daemon, two users who take every GPU at the same moment are served one after

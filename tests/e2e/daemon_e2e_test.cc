@@ -36,29 +36,10 @@ class DaemonE2E : public ::testing::Test {
   void TearDown() override { StopDaemon(SIGTERM); }
 
   void StartDaemon() {
-    auto env = CleanEnv(dir_.Join("leases"));
-    daemon_ = fork();
-    if (daemon_ == 0) {
-      for (const auto& [k, v] : env) {
-        if (v.empty()) unsetenv(k.c_str());
-        else setenv(k.c_str(), v.c_str(), 1);
-      }
-      execl(kGpuman.c_str(), kGpuman.c_str(), "--simulate", scenario_.c_str(), "daemon", "--socket", socket_.c_str(),
-            "--state-dir", dir_.Join("state").c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    // Wait until it answers (a killed daemon leaves its socket file behind).
-    auto answers = [&] { return DaemonAnswers(socket_); };
-    for (int i = 0; i < 3000 && !answers(); ++i) usleep(20000);  // up to 60 s on a loaded machine
-    ASSERT_TRUE(answers()) << "the daemon did not come up";
+    ASSERT_TRUE(daemon_.Start(
+        {.scenario = scenario_, .socket = socket_, .state_dir = dir_.Join("state"), .env = CleanEnv(dir_.Join("leases"))}));
   }
-  void StopDaemon(int sig) {
-    if (daemon_ <= 0) return;
-    kill(daemon_, sig);
-    int status = 0;
-    waitpid(daemon_, &status, 0);
-    daemon_ = -1;
-  }
+  void StopDaemon(int sig) { daemon_.Stop(sig); }
 
   testing::RunResult Gpuman(std::vector<std::string> args, std::map<std::string, std::string> env = {}) {
     env["GPUMAN_SOCKET"] = socket_;
@@ -85,7 +66,7 @@ class DaemonE2E : public ::testing::Test {
 
   TempDir dir_;
   std::string socket_, scenario_;
-  pid_t daemon_ = -1;
+  PrivateDaemon daemon_;
   int submitted_ = 0;
 };
 
@@ -194,7 +175,7 @@ TEST_F(DaemonE2E, GarbageAndOversizedMessages) {
   auto ok = Gpuman({"queue"});
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
   close(slow);
-  EXPECT_EQ(kill(daemon_, 0), 0) << "the daemon is still alive";
+  EXPECT_EQ(kill(daemon_.pid(), 0), 0) << "the daemon is still alive";
 }
 
 // With a daemon, `run` and `select --lease` take their leases from it: interactive runs

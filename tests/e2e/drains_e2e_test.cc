@@ -32,27 +32,11 @@ class DrainsE2E : public ::testing::Test {
     kernel_log_ = dir_.Write("kmsg.txt", "");  // no Xids from the host's own kernel log
     auto env = CleanEnv(dir_.Join("leases"));
     env["GPUMAN_KERNEL_LOG"] = kernel_log_;
-    daemon_ = fork();
-    if (daemon_ == 0) {
-      for (const auto& [k, v] : env) {
-        if (v.empty()) unsetenv(k.c_str());
-        else setenv(k.c_str(), v.c_str(), 1);
-      }
-      execl(kGpuman.c_str(), kGpuman.c_str(), "--simulate", scenario_.c_str(), "daemon", "--socket", socket_.c_str(),
-            "--state-dir", dir_.Join("state").c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    ASSERT_TRUE(Eventually([&] { return DaemonAnswers(socket_); }, 60000)) << "the daemon did not come up";
+    ASSERT_TRUE(daemon_.Start({.scenario = scenario_, .socket = socket_, .state_dir = dir_.Join("state"), .env = env}));
     std::ifstream in(scenario_);
     uuid2_ = json::parse(in)["gpus"][2]["uuid"];
   }
-  void TearDown() override {
-    if (daemon_ > 0) {
-      kill(daemon_, SIGTERM);
-      int status = 0;
-      waitpid(daemon_, &status, 0);
-    }
-  }
+  void TearDown() override { daemon_.Stop(); }
   // The CLI sees the same simulated machine as the daemon.
   testing::RunResult Gpuman(std::vector<std::string> args) {
     args.insert(args.begin(), {"--simulate", scenario_});
@@ -61,7 +45,7 @@ class DrainsE2E : public ::testing::Test {
 
   TempDir dir_;
   std::string socket_, scenario_, kernel_log_, uuid2_;
-  pid_t daemon_ = -1;
+  PrivateDaemon daemon_;
 };
 
 TEST_F(DrainsE2E, ADrainedGpuShowsInStatusHealthSelectAndQueue) {

@@ -1,18 +1,26 @@
 // Shared helpers for end-to-end tests: run the real gpuman with a clean GPU-related
-// environment (no config file, no simulate, a private state dir) and small file helpers.
+// environment (no config file, no simulate, a private state dir), a private daemon
+// (PrivateDaemon) and small file helpers.
 #pragma once
 
+#include <fcntl.h>
+#include <grp.h>
 #include <gtest/gtest.h>
+#include <pwd.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cerrno>
 #include <cstring>
 
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -83,5 +91,142 @@ inline std::string IdleScenario(const testing::TempDir& dir, const std::string& 
   for (auto& g : s["gpus"]) g["processes"] = nlohmann::json::array();
   return dir.Write(name + "-idle.json", s.dump(2));
 }
+
+/// How to start a private daemon: `gpuman --simulate SCENARIO daemon --socket SOCKET
+/// --state-dir STATE_DIR ARGS...`.
+struct DaemonSpec {
+  std::string scenario{};   // --simulate
+  std::string socket{};     // waited for; also passed as --socket unless default_socket
+  std::string state_dir{};  // --state-dir, unless empty
+  /// The daemon finds its socket itself (the default path); `socket` is where it will be.
+  bool default_socket = false;
+  std::vector<std::string> args{};  // after the daemon's own (e.g. "--metrics", "127.0.0.1:9400")
+  /// Set in the test's own environment ("" unsets); usually CleanEnv(...) and more.
+  std::map<std::string, std::string> env{};
+  /// `env` is the daemon's whole environment, nothing inherited.
+  bool exact_env = false;
+  std::string stdout_path{}, stderr_path{};  // "" = the test's own; a file is truncated first
+  /// Started as this user (root only: initgroups, setgid, setuid before exec).
+  const passwd* user = nullptr;
+  int start_timeout_ms = 60000;  // generous: the machine may be loaded
+};
+
+/// A private `gpuman daemon` for one test (the one fork/exec/wait-for-socket of the e2e
+/// tests). Start() returns once its socket answers; Stop() signals it and waits. The
+/// destructor stops it (SIGTERM, then SIGKILL after 30 s), so a test that fails or
+/// returns early never leaves a daemon behind.
+class PrivateDaemon {
+ public:
+  PrivateDaemon() = default;
+  ~PrivateDaemon() {
+    if (pid_ <= 0) return;
+    kill(pid_, SIGTERM);
+    for (int i = 0; i < 600; ++i) {
+      if (waitpid(pid_, nullptr, WNOHANG) == pid_) return;
+      usleep(50000);
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  PrivateDaemon(const PrivateDaemon&) = delete;
+  PrivateDaemon& operator=(const PrivateDaemon&) = delete;
+
+  /// Starts the daemon and waits until its socket answers (or it exits, or the timeout).
+  /// Use as ASSERT_TRUE(daemon.Start(spec)); the failure names the log when there is one.
+  ::testing::AssertionResult Start(const DaemonSpec& spec) {
+    if (pid_ > 0) return ::testing::AssertionFailure() << "a daemon already runs (pid " << pid_ << ")";
+    spec_ = spec;
+    exit_code_.reset();
+    std::vector<std::string> argv = {kGpuman, "--simulate", spec.scenario, "daemon"};
+    if (!spec.default_socket) argv.insert(argv.end(), {"--socket", spec.socket});
+    if (!spec.state_dir.empty()) argv.insert(argv.end(), {"--state-dir", spec.state_dir});
+    argv.insert(argv.end(), spec.args.begin(), spec.args.end());
+    std::vector<std::string> env_strings;
+    for (const auto& [k, v] : spec.env) env_strings.push_back(k + "=" + v);
+    // Everything the child needs is made before fork: it only calls async-signal-safe
+    // functions (and setenv/unsetenv, as the copies this replaced did).
+    std::vector<char*> args, envp;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    for (auto& e : env_strings) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    pid_ = fork();
+    if (pid_ == 0) {
+      if (!spec.exact_env) {
+        for (const auto& [k, v] : spec.env) {
+          if (v.empty()) unsetenv(k.c_str());
+          else setenv(k.c_str(), v.c_str(), 1);
+        }
+      }
+      if (spec.user) {
+        initgroups(spec.user->pw_name, spec.user->pw_gid);
+        if (setgid(spec.user->pw_gid) != 0 || setuid(spec.user->pw_uid) != 0) _exit(126);
+      }
+      for (const auto& [fd, path] : {std::pair{1, &spec.stdout_path}, std::pair{2, &spec.stderr_path}}) {
+        if (path->empty()) continue;
+        if (fd == 2 && *path == spec.stdout_path) {
+          dup2(1, 2);  // one file, one offset: neither overwrites the other
+          continue;
+        }
+        int out = open(path->c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (out >= 0) dup2(out, fd);
+      }
+      if (spec.exact_env) execve(args[0], args.data(), envp.data());
+      else execv(args[0], args.data());
+      _exit(127);
+    }
+    if (pid_ < 0) return ::testing::AssertionFailure() << "fork: " << std::strerror(errno);
+    for (int waited = 0; waited < spec.start_timeout_ms; waited += 20) {
+      if (DaemonAnswers(spec.socket)) return ::testing::AssertionSuccess();
+      if (auto code = Exited()) {
+        return ::testing::AssertionFailure() << "the daemon did not come up: it exited (" << *code << ")" << Logs();
+      }
+      usleep(20000);
+    }
+    return ::testing::AssertionFailure() << "the daemon did not come up within " << spec.start_timeout_ms << " ms"
+                                         << Logs();
+  }
+
+  /// Sends `sig` and waits for the daemon to end. Returns its exit code (128 + signal when
+  /// killed), or nullopt when none ran.
+  std::optional<int> Stop(int sig = SIGTERM) {
+    if (pid_ <= 0) return std::nullopt;
+    kill(pid_, sig);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return exit_code_;
+  }
+
+  /// Its exit code (128 + signal when killed) once it has ended, without waiting; nullopt
+  /// while it runs or before it was started.
+  std::optional<int> Exited() {
+    int status = 0;
+    if (pid_ > 0 && waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    }
+    return exit_code_;
+  }
+
+  pid_t pid() const { return pid_; }
+  bool running() const { return pid_ > 0; }
+  const std::string& socket() const { return spec_.socket; }
+
+ private:
+  std::string Logs() const {
+    std::string out;
+    for (const std::string* path : {&spec_.stdout_path, &spec_.stderr_path}) {
+      if (path->empty() || *path == "/dev/null" || (path == &spec_.stderr_path && *path == spec_.stdout_path)) continue;
+      out += "\n" + *path + ":\n" + Slurp(*path);
+    }
+    return out;
+  }
+
+  DaemonSpec spec_;
+  pid_t pid_ = -1;
+  std::optional<int> exit_code_;
+};
 
 }  // namespace gpuman::e2e

@@ -78,27 +78,10 @@ class FairnessE2E : public ::testing::Test {
     chmod(dir_.path().c_str(), 0755);  // test users reach the socket through it
     socket_ = dir_.Join("gpuman.sock");
     scenario_ = IdleScenario(dir_, "h100-8");
-    auto env = CleanEnv(dir_.Join("leases"));
-    daemon_ = fork();
-    if (daemon_ == 0) {
-      for (const auto& [k, v] : env) {
-        if (v.empty()) unsetenv(k.c_str());
-        else setenv(k.c_str(), v.c_str(), 1);
-      }
-      execl(kGpuman.c_str(), kGpuman.c_str(), "--simulate", scenario_.c_str(), "daemon", "--socket", socket_.c_str(),
-            "--state-dir", dir_.Join("state").c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    for (int i = 0; i < 3000 && !DaemonAnswers(socket_); ++i) usleep(20000);
-    ASSERT_TRUE(DaemonAnswers(socket_)) << "the daemon did not come up";
+    ASSERT_TRUE(daemon_.Start(
+        {.scenario = scenario_, .socket = socket_, .state_dir = dir_.Join("state"), .env = CleanEnv(dir_.Join("leases"))}));
   }
-  void TearDown() override {
-    if (daemon_ > 0) {
-      kill(daemon_, SIGTERM);
-      int status = 0;
-      waitpid(daemon_, &status, 0);
-    }
-  }
+  void TearDown() override { daemon_.Stop(); }
   testing::RunResult Gpuman(std::vector<std::string> args) {
     return RunGpuman(dir_.Join("leases"), std::move(args), {{"GPUMAN_SOCKET", socket_}});
   }
@@ -120,7 +103,7 @@ class FairnessE2E : public ::testing::Test {
 
   TempDir dir_;
   std::string socket_, scenario_;
-  pid_t daemon_ = -1;
+  PrivateDaemon daemon_;
 };
 
 TEST_F(FairnessE2E, OneUsersIdleConnectionsDoNotLockAnotherUserOut) {

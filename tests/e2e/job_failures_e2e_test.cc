@@ -39,28 +39,10 @@ class JobFailuresE2E : public ::testing::Test {
 
   void StartDaemon() {
     auto env = CleanEnv(dir_.Join("leases"));
-    daemon_ = fork();
-    if (daemon_ == 0) {
-      for (const auto& [k, v] : env) {
-        if (v.empty()) unsetenv(k.c_str());
-        else setenv(k.c_str(), v.c_str(), 1);
-      }
-      setenv("PATH", "/usr/bin:/bin", 1);  // the daemon's PATH: nothing of the tests' own
-      execl(kGpuman.c_str(), kGpuman.c_str(), "--simulate", scenario_.c_str(), "daemon", "--socket", socket_.c_str(),
-            "--state-dir", state_.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    auto answers = [&] { return DaemonAnswers(socket_); };
-    for (int i = 0; i < 3000 && !answers(); ++i) usleep(20000);
-    ASSERT_TRUE(answers()) << "the daemon did not come up";
+    env["PATH"] = "/usr/bin:/bin";  // the daemon's PATH: nothing of the tests' own
+    ASSERT_TRUE(daemon_.Start({.scenario = scenario_, .socket = socket_, .state_dir = state_, .env = env}));
   }
-  void StopDaemon() {
-    if (daemon_ <= 0) return;
-    kill(daemon_, SIGTERM);
-    int status = 0;
-    waitpid(daemon_, &status, 0);
-    daemon_ = -1;
-  }
+  void StopDaemon() { daemon_.Stop(); }
 
   // Runs gpuman in `cwd` with CleanEnv + `env`, as `user` when given. `enter_first`:
   // change directory before dropping privileges (to stand in a directory the user may not
@@ -147,7 +129,7 @@ class JobFailuresE2E : public ::testing::Test {
 
   TempDir dir_;
   std::string socket_, state_, scenario_;
-  pid_t daemon_ = -1;
+  PrivateDaemon daemon_;
   bool mounted_ = false;
 };
 

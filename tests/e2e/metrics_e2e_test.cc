@@ -117,17 +117,22 @@ class MetricsE2E : public ::testing::Test {
     socket_ = dir_.Join("gpuman.sock");
     metrics_port_ = FreePort();
     ASSERT_GT(metrics_port_, 0);
-    daemon_ = StartDaemon(socket_, "state", metrics_port_, "daemon.log");
-    ASSERT_TRUE(WaitFor([&] { return Answers(socket_) || daemon_->Exited(); }, 60) && !daemon_->Exited())
-        << "the daemon did not come up:\n" << daemon_->Log();
+    ASSERT_TRUE(daemon_.Start({.scenario = scenario_,
+                               .socket = socket_,
+                               .state_dir = dir_.Join("state"),
+                               .args = {"--metrics", "127.0.0.1:" + std::to_string(metrics_port_)},
+                               .env = CleanEnv(dir_.Join("leases")),
+                               .stdout_path = dir_.Join("daemon.log"),
+                               .stderr_path = dir_.Join("daemon.log")}));
   }
 
   void TearDown() override {
     if (job_ > 0) Gpuman({"cancel", std::to_string(job_)});
     if (prometheus_) prometheus_->Stop();
-    if (daemon_) daemon_->Stop();
+    daemon_.Stop();
   }
 
+  // A second daemon, expected to refuse to start: a plain child, not waited for.
   std::unique_ptr<Child> StartDaemon(const std::string& socket, const std::string& state, int port,
                                      const std::string& log) {
     return std::make_unique<Child>(
@@ -136,7 +141,6 @@ class MetricsE2E : public ::testing::Test {
         CleanEnv(dir_.Join("leases")), dir_.Join(log));
   }
 
-  static bool Answers(const std::string& socket_path) { return DaemonAnswers(socket_path); }
 
   testing::RunResult Gpuman(std::vector<std::string> args) {
     return RunGpuman(dir_.Join("leases"), std::move(args), {{"GPUMAN_SOCKET", socket_}});
@@ -196,7 +200,7 @@ class MetricsE2E : public ::testing::Test {
     return last;
   }
   std::string Logs() {
-    return "\n--- daemon:\n" + daemon_->Log() + "\n--- prometheus:\n" + (prometheus_ ? prometheus_->Log() : "");
+    return "\n--- daemon:\n" + Slurp(dir_.Join("daemon.log")) + "\n--- prometheus:\n" + (prometheus_ ? prometheus_->Log() : "");
   }
 
   TempDir dir_;
@@ -204,7 +208,8 @@ class MetricsE2E : public ::testing::Test {
   std::string scenario_, socket_;
   int metrics_port_ = 0, prometheus_port_ = 0;
   int64_t job_ = -1;
-  std::unique_ptr<Child> daemon_, prometheus_;
+  PrivateDaemon daemon_;
+  std::unique_ptr<Child> prometheus_;
 };
 
 TEST_F(MetricsE2E, DaemonServesTheExpositionFormat) {
@@ -271,7 +276,7 @@ TEST_F(MetricsE2E, ASecondDaemonOnTheSamePortFailsWithAClearError) {
   EXPECT_NE(second->Exited(), 0);
   std::string expected = "metrics address '127.0.0.1:" + std::to_string(metrics_port_) + "': address already in use";
   EXPECT_NE(second->Log().find(expected), std::string::npos) << second->Log();
-  EXPECT_FALSE(daemon_->Exited()) << "the first daemon keeps running";
+  EXPECT_FALSE(daemon_.Exited()) << "the first daemon keeps running";
 }
 
 }  // namespace

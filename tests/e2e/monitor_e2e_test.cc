@@ -137,29 +137,14 @@ class MonitorE2E : public ::testing::Test {
     WriteScenario(dir_, scenario_, s);
     kernel_log_ = dir_.Write("kmsg.txt", "");
   }
-  void TearDown() override {
-    if (daemon_ > 0) {
-      kill(daemon_, SIGTERM);
-      int status = 0;
-      waitpid(daemon_, &status, 0);
-    }
-  }
+  void TearDown() override { daemon_.Stop(); }
   void StartDaemon(const std::string& config) {
     config_ = dir_.Write("config.toml", config);
-    auto env = Env();
-    daemon_ = fork();
-    if (daemon_ == 0) {
-      for (const auto& [k, v] : env) {
-        if (v.empty()) unsetenv(k.c_str());
-        else setenv(k.c_str(), v.c_str(), 1);
-      }
-      int null = open("/dev/null", O_WRONLY);
-      if (null >= 0) dup2(null, 1);
-      execl(kGpuman.c_str(), kGpuman.c_str(), "--simulate", scenario_.c_str(), "daemon", "--socket", socket_.c_str(),
-            "--state-dir", dir_.Join("state").c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    ASSERT_TRUE(Eventually([&] { return DaemonAnswers(socket_); }, 60000)) << "the daemon did not come up";
+    ASSERT_TRUE(daemon_.Start({.scenario = scenario_,
+                               .socket = socket_,
+                               .state_dir = dir_.Join("state"),
+                               .env = Env(),
+                               .stdout_path = "/dev/null"}));
   }
   std::map<std::string, std::string> Env() {
     auto env = CleanEnv(dir_.Join("leases"));
@@ -185,7 +170,7 @@ class MonitorE2E : public ::testing::Test {
 
   TempDir dir_;
   std::string socket_, scenario_, kernel_log_, config_;
-  pid_t daemon_ = -1;
+  PrivateDaemon daemon_;
 };
 
 TEST_F(MonitorE2E, FatalXidEventDrainsTheGpuAndAQuietRecheckLiftsIt) {

@@ -69,35 +69,20 @@ class PagingE2E : public ::testing::Test {
         lease_ids_.insert(lease->id);
       }
     }
-    auto env = CleanEnv(dir_.Join("leases"));
-    daemon_ = fork();
-    if (daemon_ == 0) {
-      for (const auto& [k, v] : env) {
-        if (v.empty()) unsetenv(k.c_str());
-        else setenv(k.c_str(), v.c_str(), 1);
-      }
-      int null = open("/dev/null", O_WRONLY);
-      dup2(null, 2);
-      execl(kGpuman.c_str(), kGpuman.c_str(), "--simulate", scenario_.c_str(), "daemon", "--socket", socket_.c_str(),
-            "--state-dir", dir_.Join("state").c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    for (int i = 0; i < 3000 && !DaemonAnswers(socket_); ++i) usleep(20000);
-    ASSERT_TRUE(DaemonAnswers(socket_)) << "the daemon did not come up";
+    ASSERT_TRUE(daemon_.Start({.scenario = scenario_,
+                               .socket = socket_,
+                               .state_dir = dir_.Join("state"),
+                               .env = CleanEnv(dir_.Join("leases")),
+                               .stderr_path = "/dev/null"}));
   }
-  void TearDown() override {
-    if (daemon_ > 0) {
-      kill(daemon_, SIGTERM);
-      waitpid(daemon_, nullptr, 0);
-    }
-  }
+  void TearDown() override { daemon_.Stop(); }
   testing::RunResult Gpuman(std::vector<std::string> args) {
     return RunGpuman(dir_.Join("leases"), std::move(args), {{"GPUMAN_SOCKET", socket_}});
   }
 
   TempDir dir_;
   std::string socket_, scenario_;
-  pid_t daemon_ = -1;
+  PrivateDaemon daemon_;
   std::set<int64_t> job_ids_, lease_ids_;
 };
 

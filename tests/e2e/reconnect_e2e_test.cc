@@ -95,7 +95,7 @@ class ReconnectE2E : public ::testing::Test {
     StartDaemon();
   }
   void TearDown() override {
-    if (daemon_ > 0) {
+    if (daemon_.running()) {
       // Leave nothing running: cancel what is left, then stop.
       auto q = Gpuman({"queue", "--json"});
       if (q.exit_code == 0) {
@@ -108,29 +108,13 @@ class ReconnectE2E : public ::testing::Test {
   }
 
   void StartDaemon() {
-    auto env = CleanEnv(dir_.Join("leases"));
-    daemon_ = fork();
-    if (daemon_ == 0) {
-      for (const auto& [k, v] : env) {
-        if (v.empty()) unsetenv(k.c_str());
-        else setenv(k.c_str(), v.c_str(), 1);
-      }
-      int null = open("/dev/null", O_WRONLY);
-      dup2(null, 2);
-      execl(kGpuman.c_str(), kGpuman.c_str(), "--simulate", scenario_.c_str(), "daemon", "--socket", socket_.c_str(),
-            "--state-dir", dir_.Join("state").c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    auto answers = [&] { return DaemonAnswers(socket_); };
-    for (int i = 0; i < 3000 && !answers(); ++i) usleep(20000);
-    ASSERT_TRUE(answers()) << "the daemon did not come up";
+    ASSERT_TRUE(daemon_.Start({.scenario = scenario_,
+                               .socket = socket_,
+                               .state_dir = dir_.Join("state"),
+                               .env = CleanEnv(dir_.Join("leases")),
+                               .stderr_path = "/dev/null"}));
   }
-  void StopDaemon(int sig) {
-    if (daemon_ <= 0) return;
-    kill(daemon_, sig);
-    waitpid(daemon_, nullptr, 0);
-    daemon_ = -1;
-  }
+  void StopDaemon(int sig) { daemon_.Stop(sig); }
 
   std::map<std::string, std::string> Env(std::map<std::string, std::string> extra = {}) {
     auto env = CleanEnv(dir_.Join("leases"));
@@ -172,7 +156,7 @@ class ReconnectE2E : public ::testing::Test {
 
   TempDir dir_;
   std::string socket_, scenario_;
-  pid_t daemon_ = -1;
+  PrivateDaemon daemon_;
   int submitted_ = 0;
 };
 

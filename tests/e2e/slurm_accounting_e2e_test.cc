@@ -49,13 +49,7 @@ class SlurmAccountingE2E : public ::testing::Test {
     config_ = dir_.Write("config.toml", "[slurm]\nstate_dir = \"" + records_ + "\"\n");
     db_ = dir_.Join("state/history.db");
   }
-  void TearDown() override {
-    if (daemon_ > 0) {
-      kill(daemon_, SIGTERM);
-      int status = 0;
-      waitpid(daemon_, &status, 0);
-    }
-  }
+  void TearDown() override { daemon_.Stop(); }
   std::map<std::string, std::string> Env() {
     auto env = CleanEnv(dir_.Join("leases"));
     env["GPUMAN_SOCKET"] = socket_;
@@ -65,20 +59,11 @@ class SlurmAccountingE2E : public ::testing::Test {
     return env;
   }
   void StartDaemon() {
-    auto env = Env();
-    daemon_ = fork();
-    if (daemon_ == 0) {
-      for (const auto& [k, v] : env) {
-        if (v.empty()) unsetenv(k.c_str());
-        else setenv(k.c_str(), v.c_str(), 1);
-      }
-      int null = open("/dev/null", O_WRONLY);
-      if (null >= 0) dup2(null, 1);
-      execl(kGpuman.c_str(), kGpuman.c_str(), "--simulate", scenario_.c_str(), "daemon", "--socket", socket_.c_str(),
-            "--state-dir", dir_.Join("state").c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    ASSERT_TRUE(Eventually([&] { return DaemonAnswers(socket_); }, 60000)) << "the daemon did not come up";
+    ASSERT_TRUE(daemon_.Start({.scenario = scenario_,
+                               .socket = socket_,
+                               .state_dir = dir_.Join("state"),
+                               .env = Env(),
+                               .stdout_path = "/dev/null"}));
   }
   testing::RunResult Gpuman(std::vector<std::string> args) { return RunGpuman(dir_.Join("leases"), std::move(args), Env()); }
   // A job record as the prolog writes it, by hand.
@@ -97,7 +82,7 @@ class SlurmAccountingE2E : public ::testing::Test {
   TempDir dir_;
   json scenario_json_;
   std::string socket_, scenario_, config_, records_, db_;
-  pid_t daemon_ = -1;
+  PrivateDaemon daemon_;
 };
 
 TEST_F(SlurmAccountingE2E, HistoryShowsTheJobsGpus) {

@@ -207,24 +207,8 @@ TEST_F(SlurmE2E, HistoryOfARealJob) {
   env["GPUMAN_SOCKET"] = socket;
   env["GPUMAN_HISTORY_DB"] = work_.Join("daemon/history.db");
   env["GPUMAN_KERNEL_LOG"] = work_.Write("kmsg.txt", "");
-  const pid_t daemon = fork();
-  if (daemon == 0) {
-    for (const auto& [k, v] : env) {
-      if (v.empty()) unsetenv(k.c_str());
-      else setenv(k.c_str(), v.c_str(), 1);
-    }
-    execl(kGpuman.c_str(), kGpuman.c_str(), "--simulate", scenario.c_str(), "daemon", "--socket", socket.c_str(),
-          "--state-dir", work_.Join("daemon").c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  struct Stop {
-    pid_t pid;
-    ~Stop() {
-      kill(pid, SIGTERM);
-      int status = 0;
-      waitpid(pid, &status, 0);
-    }
-  } stop{daemon};
+  PrivateDaemon daemon;  // stopped when the test ends, however it ends
+  ASSERT_TRUE(daemon.Start({.scenario = scenario, .socket = socket, .state_dir = work_.Join("daemon"), .env = env}));
   const std::string gpus = "[\"" + UuidOfMinor(minors, 0) + "\",\"" + UuidOfMinor(minors, 1) + "\"]";
   std::filesystem::create_directories(records);
   std::ofstream(records + "/.tmp") << R"({"schema":1,"job_id":")" << holder_

@@ -176,26 +176,17 @@ TEST_F(SocketTrustE2E, TheUsersOwnDaemonAtTheDefaultPathIsUsed) {
   chmod(scenario_dir.path().c_str(), 0755);
   const std::string scenario = IdleScenario(scenario_dir, "a100-4");
   chmod(scenario.c_str(), 0644);
-  auto env = Env();
-  std::vector<std::string> envs;
-  for (const auto& [k, v] : env) envs.push_back(k + "=" + v);
-  pid_t daemon = fork();
-  if (daemon == 0) {
-    std::vector<char*> envp;
-    for (auto& s : envs) envp.push_back(s.data());
-    envp.push_back(nullptr);
-    initgroups(victim_->pw_name, victim_->pw_gid);
-    if (setgid(victim_->pw_gid) != 0 || setuid(victim_->pw_uid) != 0) _exit(126);
-    int null = open("/dev/null", O_WRONLY);
-    dup2(null, 1);
-    dup2(null, 2);
-    execle(kGpuman.c_str(), kGpuman.c_str(), "--simulate", scenario.c_str(), "daemon", static_cast<char*>(nullptr),
-           envp.data());
-    _exit(127);
-  }
   const std::string socket = planted_dir_ + "/gpuman.sock";
-  for (int i = 0; i < 3000 && !DaemonAnswers(socket); ++i) usleep(20000);
-  ASSERT_TRUE(DaemonAnswers(socket)) << "the user daemon did not come up";
+  PrivateDaemon daemon;
+  ASSERT_TRUE(daemon.Start({.scenario = scenario,
+                            .socket = socket,
+                            .default_socket = true,
+                            .env = Env(),
+                            .exact_env = true,
+                            .stdout_path = "/dev/null",
+                            .stderr_path = "/dev/null",
+                            .user = &*victim_}))
+      << "the user daemon";
   auto r = RunAsUser(*victim_, {kGpuman, "queue", "--json"}, Env());
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("\"jobs\""), std::string::npos) << r.out;
@@ -203,9 +194,7 @@ TEST_F(SocketTrustE2E, TheUsersOwnDaemonAtTheDefaultPathIsUsed) {
   auto as_root = RunGpuman(home_.Join("root-state"), {"queue"}, {{"GPUMAN_SOCKET", socket}});
   EXPECT_EQ(as_root.exit_code, 5) << as_root.err;
   EXPECT_NE(as_root.err.find("its directory belongs to gpumanvic"), std::string::npos) << as_root.err;
-  kill(daemon, SIGTERM);
-  int status = 0;
-  waitpid(daemon, &status, 0);
+  daemon.Stop();
 }
 
 }  // namespace

@@ -164,30 +164,14 @@ class FullDiskE2E : public ::testing::Test {
   }
 
   void StartDaemon() {
-    auto env = CleanEnv(layout_.lease_dir);
     log_ = dir_.Join("daemon.log");
-    daemon_ = fork();
-    if (daemon_ == 0) {
-      for (const auto& [k, v] : env) {
-        if (v.empty()) unsetenv(k.c_str());
-        else setenv(k.c_str(), v.c_str(), 1);
-      }
-      int fd = open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-      dup2(fd, 2);
-      execl(kGpuman.c_str(), kGpuman.c_str(), "--simulate", layout_.scenario.c_str(), "daemon", "--socket",
-            layout_.socket.c_str(), "--state-dir", layout_.state_dir.c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    for (int i = 0; i < 3000 && !DaemonAnswers(layout_.socket); ++i) usleep(20000);
-    ASSERT_TRUE(DaemonAnswers(layout_.socket)) << "the daemon did not come up: " << Slurp(log_);
+    ASSERT_TRUE(daemon_.Start({.scenario = layout_.scenario,
+                               .socket = layout_.socket,
+                               .state_dir = layout_.state_dir,
+                               .env = CleanEnv(layout_.lease_dir),
+                               .stderr_path = log_}));
   }
-  void StopDaemon() {
-    if (daemon_ <= 0) return;
-    kill(daemon_, SIGTERM);
-    int status = 0;
-    waitpid(daemon_, &status, 0);
-    daemon_ = -1;
-  }
+  void StopDaemon() { daemon_.Stop(); }
   std::string JobState(int64_t id) {
     auto r = Gpuman({"show", std::to_string(id), "--json"}, true);
     if (r.exit_code != 0) return "show failed: " + r.err;
@@ -198,7 +182,7 @@ class FullDiskE2E : public ::testing::Test {
   std::string mount_, log_;
   bool mounted_ = false;
   Layout layout_;
-  pid_t daemon_ = -1;
+  PrivateDaemon daemon_;
 };
 
 TEST_F(FullDiskE2E, CommandsWithoutADaemon) {

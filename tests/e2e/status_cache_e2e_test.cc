@@ -58,26 +58,15 @@ class StatusCacheE2E : public ::testing::Test {
     s["gpus"][4]["processes"] = json::array({{{"pid", sleeper_}, {"used_memory", int64_t{1} << 30}, {"type", "compute"}}});
     scenario_ = dir_.Write("h100-8-real.json", s.dump(2));
     chmod(scenario_.c_str(), 0644);
-    auto env = CleanEnv(dir_.Join("leases"));
-    daemon_ = fork();
-    if (daemon_ == 0) {
-      for (const auto& [k, v] : env) {
-        if (v.empty()) unsetenv(k.c_str());
-        else setenv(k.c_str(), v.c_str(), 1);
-      }
-      execl(kGpuman.c_str(), kGpuman.c_str(), "--simulate", scenario_.c_str(), "daemon", "--socket", socket_.c_str(),
-            "--state-dir", dir_.Join("state").c_str(), static_cast<char*>(nullptr));
-      _exit(127);
-    }
-    for (int i = 0; i < 3000 && !DaemonAnswers(socket_); ++i) usleep(20000);
-    ASSERT_TRUE(DaemonAnswers(socket_)) << "the daemon did not come up";
+    ASSERT_TRUE(daemon_.Start(
+        {.scenario = scenario_, .socket = socket_, .state_dir = dir_.Join("state"), .env = CleanEnv(dir_.Join("leases"))}));
   }
   void TearDown() override {
-    for (pid_t* p : {&daemon_, &sleeper_}) {
-      if (*p <= 0) continue;
-      kill(*p, SIGTERM);
-      waitpid(*p, nullptr, 0);
-      *p = -1;
+    daemon_.Stop();
+    if (sleeper_ > 0) {
+      kill(sleeper_, SIGTERM);
+      waitpid(sleeper_, nullptr, 0);
+      sleeper_ = -1;
     }
   }
 
@@ -93,7 +82,8 @@ class StatusCacheE2E : public ::testing::Test {
 
   TempDir dir_;
   std::string socket_, scenario_;
-  pid_t daemon_ = -1, sleeper_ = -1;
+  PrivateDaemon daemon_;
+  pid_t sleeper_ = -1;
 };
 
 TEST_F(StatusCacheE2E, StatusThroughTheDaemonPrintsWhatNvmlSays) {
@@ -131,9 +121,7 @@ TEST_F(StatusCacheE2E, StatusThroughTheDaemonPrintsWhatNvmlSays) {
 // A daemon that is expected (its socket names it) but silent: the GPUs come from NVML and
 // the output says so; the lease holders are unknown rather than taken from another table.
 TEST_F(StatusCacheE2E, SilentDaemonIsSaidNotHidden) {
-  kill(daemon_, SIGKILL);
-  waitpid(daemon_, nullptr, 0);
-  daemon_ = -1;
+  daemon_.Stop(SIGKILL);
   auto r = RunGpuman(dir_.Join("leases"), {"status", "--json"},
                      {{"GPUMAN_SOCKET", socket_}, {"GPUMAN_NVML_LIBRARY", GPUMAN_TEST_FAKE_NVML},
                       {"GPUMAN_FAKE_NVML_SCENARIO", scenario_}});
