@@ -544,6 +544,8 @@ Status SpawnedProcess::WaitReady(SpawnFailure* failure) { return ReadReports(tru
 Status SpawnedProcess::Release(const LateStart& late, SpawnFailure* failure) {
   const std::string message = Encode(late);
   if (message.size() > kLateMax || late.env.size() > kLateEnvMax) {
+    barrier_.reset();  // the child exits without running
+    if (failure != nullptr) *failure = SpawnFailure{SpawnStep::kRelease, E2BIG, name_, {}};
     return MakeError(ErrorCode::kInvalidArgument, "too much to hand a starting process (" +
                                                       std::to_string(message.size()) + " bytes)");
   }

@@ -191,7 +191,9 @@ class SpawnedProcess {
 
   /// Barrier only: lets the child go on with `late`, then waits until it has exec'd.
   /// Errors: the step that failed (before or after the barrier); the child then exits and
-  /// is the caller's to reap. kInvalidArgument when `late` is too big (64 KiB, 256 entries).
+  /// is the caller's to reap. kEnded: the child was gone before the go (killed), so it is
+  /// for waitpid to say how it ended. kInvalidArgument (step kRelease) when `late` is too
+  /// big (64 KiB, 256 entries): the child is let go without running.
   Status Release(const LateStart& late = {}, SpawnFailure* failure = nullptr);
 
   /// Without a barrier: waits until the child has exec'd (EOF on the exec-error pipe) and
