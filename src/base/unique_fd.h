@@ -1,10 +1,17 @@
 // UniqueFd: owns one file descriptor and closes it when it goes away (MPD's
-// UniqueFileDescriptor). Move-only value type; one thread at a time, like the fd itself.
+// UniqueFileDescriptor), and Pipe, the two ends of a pipe made with pipe2(O_CLOEXEC).
+// Move-only value types; one thread at a time, like the fds themselves. Nothing outside
+// base/ calls close(2) on an int: descriptors live in these.
 #pragma once
 
+#include <errno.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <utility>
+
+#include "base/posix_error.h"
+#include "base/result.h"
 
 namespace gpuman {
 
@@ -35,9 +42,28 @@ class UniqueFd {
     if (fd_ >= 0) ::close(fd_);
     fd_ = fd < 0 ? -1 : fd;
   }
+  /// Closes now and says how it went: 0, or close(2)'s errno (a file on NFS may report a
+  /// failed write only here). Owns none afterwards, whatever the answer.
+  int Close() {
+    if (fd_ < 0) return 0;
+    return ::close(release()) == 0 ? 0 : errno;
+  }
 
  private:
   int fd_ = -1;
 };
+
+/// Both ends of a pipe. Each end is a UniqueFd: close one early with `write.reset()`.
+struct Pipe {
+  UniqueFd read;
+  UniqueFd write;
+};
+
+/// pipe2(flags); O_CLOEXEC always. Errors: kIo "pipe: too many open files".
+inline Result<Pipe> MakePipe(int flags = 0) {
+  int fds[2];
+  if (pipe2(fds, flags | O_CLOEXEC) != 0) return PosixError(ErrorCode::kIo, "pipe", errno);
+  return Pipe{UniqueFd(fds[0]), UniqueFd(fds[1])};
+}
 
 }  // namespace gpuman

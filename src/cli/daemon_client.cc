@@ -10,6 +10,7 @@
 #include <cstring>
 #include <thread>
 
+#include "base/posix_error.h"
 #include "cli/socket_trust.h"
 #include "daemon/daemon.h"
 #include "protocol/framing.h"
@@ -33,19 +34,19 @@ Result<std::unique_ptr<DaemonClient>> DaemonClient::Connect(const std::string& s
   if (auto trusted = CheckSocketTrust(socket_path, my_uid); !trusted) return trusted.error();
   std::unique_ptr<DaemonClient> client(new DaemonClient());
   client->path_ = socket_path;
-  client->fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  client->fd_.reset(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::strncpy(addr.sun_path, socket_path.c_str(), sizeof addr.sun_path - 1);
-  if (client->fd_ < 0 || connect(client->fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-    return MakeError(ErrorCode::kUnavailable, "no gpuman daemon at " + socket_path + ": " + std::strerror(errno) +
+  if (!client->fd_ || connect(client->fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    return MakeError(ErrorCode::kUnavailable, "no gpuman daemon at " + socket_path + ": " + ErrnoDescription(errno) +
                                                   " (start one with `gpuman daemon`, or set GPUMAN_SOCKET)");
   }
   // And who answers: the kernel's word for the listening process, not the hello's.
   ucred peer{};
   socklen_t len = sizeof peer;
-  if (getsockopt(client->fd_, SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0) {
-    return MakeError(ErrorCode::kIo, "daemon socket " + socket_path + ": SO_PEERCRED: " + std::strerror(errno));
+  if (getsockopt(client->fd_.get(), SOL_SOCKET, SO_PEERCRED, &peer, &len) != 0) {
+    return MakeError(ErrorCode::kIo, "daemon socket " + socket_path + ": SO_PEERCRED: " + ErrnoDescription(errno));
   }
   if (auto trusted = CheckPeerTrust(socket_path, peer.uid, my_uid); !trusted) return trusted.error();
   protocol::HelloArgs hello;
@@ -141,9 +142,7 @@ Status DaemonClient::Recover() {
 Status DaemonClient::Reopen() {
   auto fresh = Connect(path_);
   if (!fresh) return fresh.error();
-  if (fd_ >= 0) close(fd_);
-  fd_ = (*fresh)->fd_;
-  (*fresh)->fd_ = -1;
+  fd_ = std::move((*fresh)->fd_);
   uid_ = (*fresh)->uid_;
   next_id_ = (*fresh)->next_id_;
   broken_ = false;
@@ -158,24 +157,21 @@ Result<protocol::Reply> DaemonClient::Lost(const std::string& why) {
 Result<protocol::Reply> DaemonClient::Garbled(const std::string& why) {
   // Not a lost connection (sending the request again would get the same reply), but the
   // stream is out of step: the connection is closed, so a later request reconnects.
-  if (fd_ >= 0) close(fd_);
-  fd_ = -1;
+  fd_.reset();
   return MakeError(ErrorCode::kUnavailable, why);
 }
 
-DaemonClient::~DaemonClient() {
-  if (fd_ >= 0) close(fd_);
-}
+DaemonClient::~DaemonClient() = default;
 
 Result<protocol::Reply> DaemonClient::RoundTrip(protocol::RequestArgs args) {
-  if (fd_ < 0) return Lost("the connection to the daemon at " + path_ + " was closed");
+  if (!fd_) return Lost("the connection to the daemon at " + path_ + " was closed");
   protocol::Request request{next_id_++, std::move(args)};
   auto frame = protocol::EncodeRequestFrame(request);
   if (!frame) return frame.error();
   const std::string& out = *frame;
   bool send_failed = false;
   for (size_t sent = 0; sent < out.size();) {
-    ssize_t w = send(fd_, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+    ssize_t w = send(fd_.get(), out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
     if (w <= 0) {
       if (w < 0 && errno == EINTR) continue;
       // The daemon may have answered before closing (a refused connection's one error
@@ -195,7 +191,7 @@ Result<protocol::Reply> DaemonClient::RoundTrip(protocol::RequestArgs args) {
       if (!reply) return Garbled("bad reply from the daemon: " + reply.error().message);
       return std::move(*reply);  // not a copy of the reply's JSON
     }
-    ssize_t n = read(fd_, buf, sizeof buf);
+    ssize_t n = read(fd_.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0 && send_failed) return Lost("lost the connection to the daemon at " + path_);
     if (n <= 0) return Lost("the daemon at " + path_ + " closed the connection");

@@ -14,6 +14,7 @@
 
 #include "base/clock.h"
 #include "base/result.h"
+#include "base/unique_fd.h"
 #include "protocol/envelope.h"
 
 namespace gpuman::cli {
@@ -125,7 +126,7 @@ class DaemonClient {
   Result<protocol::Reply> RoundTrip(protocol::RequestArgs args);
   Result<protocol::Reply> Lost(const std::string& why);     // the connection broke: broken()
   Result<protocol::Reply> Garbled(const std::string& why);  // a bad reply: closed, not resent
-  int fd_ = -1;
+  UniqueFd fd_;
   int64_t next_id_ = 1;
   uint32_t uid_ = 0;
   bool broken_ = false;

@@ -10,6 +10,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "base/posix_error.h"
 #include "cli/exit_codes.h"
 #include "render/completion_script.h"
 #include "render/man_page.h"
@@ -223,7 +224,7 @@ Status WriteManPages(const CLI::App& app, const std::string& dir) {
     std::ofstream file(path, std::ios::binary | std::ios::trunc);
     file << text;
     file.close();
-    if (!file) return MakeError(ErrorCode::kIo, "write " + path + ": " + std::strerror(errno));
+    if (!file) return MakeError(ErrorCode::kIo, "write " + path + ": " + ErrnoDescription(errno));
     return {};
   };
   if (auto st = write(render::ManPageFileName(doc, ""), render::RenderProgramManPage(doc)); !st) return st;

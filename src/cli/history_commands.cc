@@ -14,6 +14,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "base/posix_error.h"
 #include "base/duration.h"
 #include "base/strings.h"
 #include "cli/exit_codes.h"
@@ -357,7 +358,7 @@ int RunReport(const ReportArgs& args, Context& ctx) {
   if (std::rename(tmp.c_str(), args.html.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    return Fail(ctx, MakeError(ErrorCode::kIo, "write " + args.html + ": " + ToLower(std::strerror(err))));
+    return Fail(ctx, MakeError(ErrorCode::kIo, "write " + args.html + ": " + PosixErrorText(err)));
   }
   ctx.err() << "gpuman: wrote " << args.html << " (" << data.samples.size() << " points, "
             << FormatDurationMs(data.until_unix_ms - data.since_unix_ms) << ")\n";

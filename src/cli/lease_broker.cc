@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "base/duration.h"
+#include "base/unique_fd.h"
 #include "cli/daemon_client.h"
 #include "cli/daemon_pages.h"
 #include "devices/device_source.h"
@@ -155,29 +156,26 @@ class DaemonBroker final : public LeaseBroker {
 class ChangeWaiter {
  public:
   explicit ChangeWaiter(const std::string& dir) {
-    fd_ = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
-    if (fd_ >= 0) inotify_add_watch(fd_, dir.c_str(), IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE);
-  }
-  ~ChangeWaiter() {
-    if (fd_ >= 0) close(fd_);
+    fd_.reset(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+    if (fd_) inotify_add_watch(fd_.get(), dir.c_str(), IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE);
   }
   ChangeWaiter(const ChangeWaiter&) = delete;
   ChangeWaiter& operator=(const ChangeWaiter&) = delete;
   void Wait(int ms) {
-    if (fd_ < 0) {
+    if (!fd_) {
       usleep(static_cast<useconds_t>(ms) * 1000);
       return;
     }
-    pollfd p{fd_, POLLIN, 0};
+    pollfd p{fd_.get(), POLLIN, 0};
     if (poll(&p, 1, ms) > 0) {
       char buf[4096];
-      while (read(fd_, buf, sizeof buf) > 0) {
+      while (read(fd_.get(), buf, sizeof buf) > 0) {
       }
     }
   }
 
  private:
-  int fd_ = -1;
+  UniqueFd fd_;
 };
 
 class TableBroker final : public LeaseBroker {

@@ -14,6 +14,8 @@
 #include <thread>
 
 #include "base/duration.h"
+#include "base/posix_error.h"
+#include "base/spawn.h"
 #include "cli/daemon_client.h"
 #include "cli/daemon_pages.h"
 #include "cli/exit_codes.h"
@@ -165,7 +167,7 @@ void PrintJob(Context& ctx, const model::Job& j, bool json) {
 // The supervisor checks all of it again as the job's owner when it starts (the world may
 // change in between). Returns the reason for refusing.
 std::optional<std::string> CheckSubmitLocally(const protocol::SubmitArgs& s) {
-  auto why = [](int err) { return ToLower(std::strerror(err)); };
+  auto why = [](int err) { return PosixErrorText(err); };
   if (access(s.cwd.c_str(), X_OK) != 0) return "cannot enter the working directory " + s.cwd + ": " + why(errno);
   const std::string advice = " (pass --output FILE in a directory you can write)";
   if (s.output) {
@@ -186,7 +188,7 @@ std::optional<std::string> CheckSubmitLocally(const protocol::SubmitArgs& s) {
   }
   std::optional<std::string> path;
   if (auto it = s.env.find("PATH"); it != s.env.end()) path = it->second;
-  if (auto program = sched::ResolveCommand(s.argv.at(0), path); !program) return program.error().message;
+  if (auto program = FindProgram(s.argv.at(0), path); !program) return program.error().message;
   return std::nullopt;
 }
 

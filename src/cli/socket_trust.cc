@@ -6,6 +6,7 @@
 // control is worth naming before we touch it. The directory rule also covers the race
 // the peer check cannot: a directory someone else may write is one where the socket can
 // be swapped between our check and a later connect.
+#include "base/posix_error.h"
 #include "cli/socket_trust.h"
 
 #include <pwd.h>
@@ -38,7 +39,7 @@ std::string Octal(uint32_t mode) {
 }
 
 Error NoDaemon(const std::string& socket_path, int err) {
-  return MakeError(ErrorCode::kUnavailable, "no gpuman daemon at " + socket_path + ": " + std::strerror(err) +
+  return MakeError(ErrorCode::kUnavailable, "no gpuman daemon at " + socket_path + ": " + ErrnoDescription(err) +
                                                 " (start one with `gpuman daemon`, or set GPUMAN_SOCKET)");
 }
 
@@ -85,7 +86,7 @@ Status CheckSocketTrust(const std::string& socket_path, uint32_t my_uid, const U
     const int err = errno;
     if (err == ENOENT || err == ENOTDIR) return NoDaemon(socket_path, err);
     return MakeError(err == EACCES ? ErrorCode::kPermissionDenied : ErrorCode::kIo,
-                     "daemon socket directory " + dir_path + ": " + std::strerror(err));
+                     "daemon socket directory " + dir_path + ": " + ErrnoDescription(err));
   }
   struct stat sock_st{};
   if (lstat(socket_path.c_str(), &sock_st) != 0) {
@@ -96,7 +97,7 @@ Status CheckSocketTrust(const std::string& socket_path, uint32_t my_uid, const U
     if (auto judged = JudgeDirectory(socket_path, dir_path, dir, my_uid, name_of); !judged) return judged;
     if (err == ENOENT || err == ENOTDIR) return NoDaemon(socket_path, err);
     return MakeError(err == EACCES ? ErrorCode::kPermissionDenied : ErrorCode::kIo,
-                     "daemon socket " + socket_path + ": " + std::strerror(err));
+                     "daemon socket " + socket_path + ": " + ErrnoDescription(err));
   }
   return JudgeSocketTrust(socket_path, dir_path, FileFacts{dir_st.st_uid, dir_st.st_mode},
                           FileFacts{sock_st.st_uid, sock_st.st_mode}, my_uid, name_of);

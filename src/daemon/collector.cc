@@ -32,9 +32,6 @@ Collector::Collector(CollectorOptions options, store::JobStore& jobs, store::Lea
 Collector::~Collector() {
   stop_ = true;
   if (thread_.joinable()) thread_.join();
-  for (int fd : wake_) {
-    if (fd >= 0) close(fd);
-  }
 }
 
 Status Collector::Start() {
@@ -68,7 +65,7 @@ Status Collector::Start() {
   if (const auto slurm = SlurmNode()) {
     Log("Slurm node (" + *slurm + "): per-GPU drains and idle-lease releases step aside");
   }
-  if (pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) wake_[0] = wake_[1] = -1;
+  if (auto wake = MakePipe(O_NONBLOCK)) wake_ = std::move(*wake);
   if (options_.xid_source_factory) thread_ = std::thread([this] { EventThread(); });
   return {};
 }
@@ -104,9 +101,9 @@ void Collector::EventThread() {
         std::lock_guard<std::mutex> lock(mu_);
         for (auto& ev : *events) pending_.push_back(std::move(ev));
       }
-      if (wake_[1] >= 0) {
+      if (wake_.write.get() >= 0) {
         char b = 1;
-        (void)!write(wake_[1], &b, 1);
+        (void)!write(wake_.write.get(), &b, 1);
       }
     }
   }
@@ -114,12 +111,12 @@ void Collector::EventThread() {
 
 void Collector::DrainWake() {
   char buf[64];
-  while (wake_[0] >= 0 && read(wake_[0], buf, sizeof buf) > 0) {
+  while (wake_.read.get() >= 0 && read(wake_.read.get(), buf, sizeof buf) > 0) {
   }
 }
 
 int64_t Collector::MsUntilDue(int64_t now) const {
-  if (wake_[0] >= 0) {
+  if (wake_.read.get() >= 0) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!pending_.empty()) return 0;
   }

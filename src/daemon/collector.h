@@ -18,6 +18,7 @@
 
 #include "base/clock.h"
 #include "base/installed_layout.h"
+#include "base/unique_fd.h"
 #include "devices/device_source.h"
 #include "devices/process_inspector.h"
 #include "devices/xid_source.h"
@@ -74,7 +75,7 @@ class Collector {
   Status Start();
 
   /// Readable when Xid events are waiting (poll it with the daemon's fds); -1 if none.
-  int wake_fd() const { return wake_[0]; }
+  int wake_fd() const { return wake_.read.get(); }
   /// Reads the wake fd dry.
   void DrainWake();
 
@@ -137,7 +138,7 @@ class Collector {
   std::vector<model::XidEvent> pending_;  // guarded by mu_
   std::vector<std::string> event_notes_;  // guarded by mu_
   bool events_ok_ = false;                // guarded by mu_
-  int wake_[2] = {-1, -1};
+  Pipe wake_;  // the event thread wakes the loop (non-blocking); closed after the thread is joined
 };
 
 }  // namespace gpuman::daemon

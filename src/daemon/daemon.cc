@@ -17,7 +17,9 @@
 #include <filesystem>
 #include <limits>
 
+#include "base/posix_error.h"
 #include "base/strings.h"
+#include "base/unique_fd.h"
 #include "devices/gpu_ids.h"
 #include "policy/selection.h"
 #include "protocol/framing.h"
@@ -218,19 +220,19 @@ std::optional<std::string> WhyUnwritable(const std::string& dir, bool probe) {
   }
   if (!probe) return std::nullopt;
   const std::string path = dir + "/.write-probe";
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-  if (fd < 0) return dir + ": " + ToLower(std::strerror(errno));
+  UniqueFd fd(open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600));
+  if (!fd) return dir + ": " + PosixErrorText(errno);
   static const char kZeros[64 * 1024] = {};
   int err = 0;
   for (size_t done = 0; done < sizeof kZeros && err == 0;) {
-    ssize_t n = write(fd, kZeros + done, sizeof kZeros - done);
+    ssize_t n = write(fd.get(), kZeros + done, sizeof kZeros - done);
     if (n < 0 && errno != EINTR) err = errno;
     if (n > 0) done += static_cast<size_t>(n);
   }
-  if (err == 0 && fsync(fd) != 0) err = errno;
-  close(fd);
+  if (err == 0 && fsync(fd.get()) != 0) err = errno;
+  fd.reset();
   unlink(path.c_str());
-  if (err != 0) return dir + ": " + ToLower(std::strerror(err));
+  if (err != 0) return dir + ": " + PosixErrorText(err);
   return std::nullopt;
 }
 

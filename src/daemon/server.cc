@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "base/posix_error.h"
 #include "protocol/framing.h"
 
 namespace gpuman::daemon {
@@ -149,11 +150,11 @@ Status Server::Listen(const std::string& path, bool shared) {
   probe.reset();
   unlink(path.c_str());
   UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
-  if (!fd) return MakeError(ErrorCode::kIo, std::string("socket: ") + std::strerror(errno));
+  if (!fd) return MakeError(ErrorCode::kIo, std::string("socket: ") + ErrnoDescription(errno));
   if (bind(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || listen(fd.get(), 64) != 0) {
     int err = errno;
     return MakeError(err == EACCES ? ErrorCode::kPermissionDenied : ErrorCode::kIo,
-                     "listen on " + path + ": " + std::strerror(err));
+                     "listen on " + path + ": " + ErrnoDescription(err));
   }
   chmod(path.c_str(), shared ? 0666 : 0600);
   listen_fd_ = std::move(fd);

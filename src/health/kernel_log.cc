@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "base/posix_error.h"
 #include "base/strings.h"
 
 namespace gpuman::health {
@@ -114,27 +115,25 @@ int64_t BootTimeUnixMs() {
 }
 
 Result<std::unique_ptr<KernelLogReader>> KernelLogReader::Open(const std::string& path, int64_t boot_unix_ms) {
-  int fd = open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) {
     int e = errno;
     ErrorCode code = e == EACCES || e == EPERM ? ErrorCode::kPermissionDenied
                      : e == ENOENT           ? ErrorCode::kNotFound
                                              : ErrorCode::kIo;
-    return MakeError(code, "kernel log " + path + ": " + std::strerror(e));
+    return MakeError(code, "kernel log " + path + ": " + ErrnoDescription(e));
   }
   struct stat st{};
-  fstat(fd, &st);
+  fstat(fd.get(), &st);
   auto reader = std::unique_ptr<KernelLogReader>(new KernelLogReader);
   reader->path_ = path;
-  reader->fd_ = fd;
+  reader->fd_ = std::move(fd);
   reader->kmsg_ = S_ISCHR(st.st_mode);
   reader->boot_unix_ms_ = boot_unix_ms;
   return reader;
 }
 
-KernelLogReader::~KernelLogReader() {
-  if (fd_ >= 0) close(fd_);
-}
+KernelLogReader::~KernelLogReader() = default;
 
 Result<std::vector<model::XidEvent>> KernelLogReader::Read(int64_t now_unix_ms) {
   std::vector<model::XidEvent> out;
@@ -143,11 +142,11 @@ Result<std::vector<model::XidEvent>> KernelLogReader::Read(int64_t now_unix_ms) 
     // before we read them (then the next read continues with the oldest one left).
     char record[8192];
     for (int i = 0; i < 100000; ++i) {
-      ssize_t n = read(fd_, record, sizeof record - 1);
+      ssize_t n = read(fd_.get(), record, sizeof record - 1);
       if (n < 0) {
         if (errno == EPIPE || errno == EINTR) continue;
         if (errno == EAGAIN) break;
-        return MakeError(ErrorCode::kIo, "read " + path_ + ": " + std::strerror(errno));
+        return MakeError(ErrorCode::kIo, "read " + path_ + ": " + ErrnoDescription(errno));
       }
       if (n == 0) break;
       auto ev = ParseKmsgRecord(std::string_view(record, static_cast<size_t>(n)), boot_unix_ms_, now_unix_ms);
@@ -158,16 +157,16 @@ Result<std::vector<model::XidEvent>> KernelLogReader::Read(int64_t now_unix_ms) 
   }
   // A text file: read what was appended since last time.
   struct stat st{};
-  if (fstat(fd_, &st) == 0 && st.st_size < offset_) {  // truncated or rotated in place
+  if (fstat(fd_.get(), &st) == 0 && st.st_size < offset_) {  // truncated or rotated in place
     offset_ = 0;
     partial_.clear();
   }
   char buf[65536];
   while (true) {
-    ssize_t n = pread(fd_, buf, sizeof buf, offset_);
+    ssize_t n = pread(fd_.get(), buf, sizeof buf, offset_);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return MakeError(ErrorCode::kIo, "read " + path_ + ": " + std::strerror(errno));
+      return MakeError(ErrorCode::kIo, "read " + path_ + ": " + ErrnoDescription(errno));
     }
     if (n == 0) break;
     offset_ += n;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "base/unique_fd.h"
 #include "model/health.h"
 
 namespace gpuman::health {
@@ -56,7 +57,7 @@ class KernelLogReader {
  private:
   KernelLogReader() = default;
   std::string path_;
-  int fd_ = -1;
+  UniqueFd fd_;
   bool kmsg_ = false;     // record device: one record per read()
   int64_t offset_ = 0;    // text file: bytes consumed
   std::string partial_;   // text file: an unfinished last line

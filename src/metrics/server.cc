@@ -7,6 +7,8 @@
 #include <cstring>
 #include <vector>
 
+#include "base/posix_error.h"
+
 namespace gpuman::metrics {
 namespace {
 
@@ -69,7 +71,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& a
   if (!impl->handle) {
     if (err == EADDRINUSE) return fail(ErrorCode::kConflict, "address already in use");
     if (err == EACCES) return fail(ErrorCode::kPermissionDenied, "permission denied");
-    return fail(ErrorCode::kIo, std::string("cannot listen: ") + std::strerror(err));
+    return fail(ErrorCode::kIo, std::string("cannot listen: ") + ErrnoDescription(err));
   }
   impl->bound = ListenAddress{parsed->host, port};
   return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl)));

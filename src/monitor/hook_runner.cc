@@ -1,13 +1,10 @@
-// The daemon may have other threads (metrics server, NVML reader), so the child runs only
-// async-signal-safe calls between fork and exec: everything it needs (argv, envp, fds, the
-// program's path) is prepared in the parent.
+// The daemon may have other threads (metrics server, NVML reader): Spawn (base/spawn.h)
+// makes only async-signal-safe calls between fork and exec.
 #include "monitor/hook_runner.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -18,46 +15,21 @@
 #include <nlohmann/json.hpp>
 
 #include "base/duration.h"
-#include "base/strings.h"
+#include "base/posix_error.h"
+#include "base/spawn.h"
 
 namespace gpuman::monitor {
 namespace {
 
-std::string ErrnoText(int err) { return ToLower(std::strerror(err)); }
-
-ErrorCode CodeOf(int err) {
-  switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-      return ErrorCode::kNotFound;
-    case EACCES:
-    case EPERM:
-      return ErrorCode::kPermissionDenied;
-    default:
-      return ErrorCode::kIo;
-  }
-}
-
-// Finds the program like execvp would, but in `search_path` and before fork.
+// Finds the program by FindProgram's rule (base/spawn.h), in `search_path` and before the
+// child starts, so that a hook that is not there is an error of Run.
 Result<std::string> Resolve(const std::string& program, const std::string& search_path) {
-  if (program.find('/') != std::string::npos) {
-    if (access(program.c_str(), X_OK) != 0) {
-      int err = errno;
-      return MakeError(CodeOf(err), "hook " + program + ": " + ErrnoText(err));
-    }
-    return program;
+  ProgramSearch search = SearchProgram(program, search_path);
+  if (search.err == 0) return search.path;
+  if (program.find('/') == std::string::npos && search.err == ENOENT) {
+    return MakeError(ErrorCode::kNotFound, "hook " + program + ": not found in " + search_path);
   }
-  for (const std::string& dir : Split(search_path, ':')) {
-    if (dir.empty()) continue;
-    std::string candidate = dir + "/" + program;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return MakeError(ErrorCode::kNotFound, "hook " + program + ": not found in " + search_path);
-}
-
-void CloseFd(int& fd) {
-  if (fd >= 0) close(fd);
-  fd = -1;
+  return PosixError("hook " + search.path, search.err);
 }
 
 // Writes to a pipe whose reader may be gone without taking SIGPIPE: the signal is blocked
@@ -83,33 +55,6 @@ ssize_t WriteNoSigpipe(int fd, const char* data, size_t n) {
   return w;
 }
 
-[[noreturn]] void ChildExec(const char* path, char* const* argv, char* const* envp, int stdin_fd,
-                            int out_fd, int err_fd, int max_fd) {
-  setpgid(0, 0);
-  // Ignored signals survive exec: give the hook default dispositions and an empty mask.
-  struct sigaction dfl;
-  std::memset(&dfl, 0, sizeof dfl);
-  dfl.sa_handler = SIG_DFL;
-  for (int sig = 1; sig < NSIG; ++sig) sigaction(sig, &dfl, nullptr);
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  // Move our three fds out of the way first, so the dup2s below cannot clobber them.
-  int in = fcntl(stdin_fd, F_DUPFD, 10);
-  int out = fcntl(out_fd, F_DUPFD, 10);
-  int err = fcntl(err_fd, F_DUPFD, 10);
-  if (in < 0 || out < 0 || err < 0) _exit(127);
-  if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(out, 2) < 0 || dup3(err, 3, O_CLOEXEC) < 0) _exit(127);
-  if (syscall(SYS_close_range, 4U, ~0U, 0U) != 0) {
-    for (int fd = 4; fd < max_fd; ++fd) close(fd);
-  }
-  execve(path, argv, envp);
-  int e = errno;
-  ssize_t ignored = write(3, &e, sizeof e);
-  (void)ignored;
-  _exit(127);
-}
-
 }  // namespace
 
 std::string SerializePayload(const nlohmann::json& payload) {
@@ -125,8 +70,6 @@ HookRunner::~HookRunner() {
     int status = 0;
     while (waitpid(hook.pid, &status, 0) < 0 && errno == EINTR) {
     }
-    CloseFd(hook.stdin_fd);
-    CloseFd(hook.exec_err_fd);
   }
 }
 
@@ -147,53 +90,32 @@ Status HookRunner::Run(const std::vector<std::string>& argv, const std::string& 
   auto path = Resolve(argv[0], options_.search_path);
   if (!path) return path.error();
 
-  std::vector<char*> cargv, cenv;
-  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-  cargv.push_back(nullptr);
-  for (const auto& e : options_.env) cenv.push_back(const_cast<char*>(e.c_str()));
-  cenv.push_back(nullptr);
-  struct rlimit rl;
-  int max_fd = 1024;
-  if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
-    max_fd = static_cast<int>(std::min<rlim_t>(rl.rlim_cur, 65536));
-  }
-
-  int in[2] = {-1, -1}, ex[2] = {-1, -1};
-  int null_fd = -1;
-  auto cleanup = [&] {
-    for (int* fd : {&in[0], &in[1], &ex[0], &ex[1], &null_fd}) CloseFd(*fd);
-  };
-  auto io_error = [&](const char* what) {
-    int err = errno;
-    cleanup();
-    return MakeError(ErrorCode::kIo, "hook " + argv[0] + ": " + what + ": " + ErrnoText(err));
-  };
-  if (pipe2(in, O_CLOEXEC) != 0) return io_error("pipe");
-  if (pipe2(ex, O_CLOEXEC | O_NONBLOCK) != 0) return io_error("pipe");
+  auto in = MakePipe();
+  if (!in) return MakeError(ErrorCode::kIo, "hook " + argv[0] + ": " + in.error().message);
   // Only our end is non-blocking; the hook reads its stdin the ordinary way.
-  if (fcntl(in[1], F_SETFL, O_NONBLOCK) != 0) return io_error("fcntl");
-  int out_fd = options_.output_fd;
-  if (out_fd < 0) {
-    null_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (null_fd < 0) return io_error("open /dev/null");
-    out_fd = null_fd;
-  }
+  if (fcntl(in->write.get(), F_SETFL, O_NONBLOCK) != 0) return PosixError(ErrorCode::kIo, "hook " + argv[0] + ": fcntl", errno);
 
-  pid_t pid = fork();
-  if (pid < 0) return io_error("fork");
-  if (pid == 0) ChildExec(path->c_str(), cargv.data(), cenv.data(), in[0], out_fd, ex[1], max_fd);
-  setpgid(pid, pid);  // also done by the child; whichever runs first wins
-  CloseFd(in[0]);
-  CloseFd(ex[1]);
-  CloseFd(null_fd);
+  SpawnSpec spec;
+  spec.argv = argv;
+  spec.program = *path;
+  spec.env = options_.env;
+  spec.stdin_fd = SpawnFd::Fd(in->read.get());
+  spec.stdout_fd = options_.output_fd >= 0 ? SpawnFd::Fd(options_.output_fd) : SpawnFd::Null();
+  spec.stderr_fd = SpawnFd::SameAsStdout();
+  spec.close_other_fds = true;
+  spec.group = SpawnSpec::Group::kNewProcessGroup;
+  // Ignored signals survive exec: give the hook default dispositions and an empty mask.
+  spec.all_signals_default = true;
+  auto process = Spawn(spec);
+  if (!process) return MakeError(ErrorCode::kIo, "hook " + argv[0] + ": " + process.error().message);
 
   Hook hook;
-  hook.pid = pid;
+  hook.pid = process->pid();
   hook.program = argv[0];
   hook.started_ms = NowMs();
-  hook.stdin_fd = in[1];
+  hook.stdin_fd = std::move(in->write);
   hook.pending = payload;
-  hook.exec_err_fd = ex[0];
+  hook.process = std::move(*process);
   ++stats_.started;
   Feed(hook);
   hooks_.push_back(std::move(hook));
@@ -201,8 +123,8 @@ Status HookRunner::Run(const std::vector<std::string>& argv, const std::string& 
 }
 
 void HookRunner::Feed(Hook& hook) {
-  while (hook.stdin_fd >= 0 && !hook.pending.empty()) {
-    ssize_t w = WriteNoSigpipe(hook.stdin_fd, hook.pending.data(), hook.pending.size());
+  while (hook.stdin_fd && !hook.pending.empty()) {
+    ssize_t w = WriteNoSigpipe(hook.stdin_fd.get(), hook.pending.data(), hook.pending.size());
     if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;  // the rest on a later tick
     if (w < 0) {  // EPIPE: the hook does not read its stdin; that is its business
       hook.pending.clear();
@@ -210,7 +132,7 @@ void HookRunner::Feed(Hook& hook) {
     }
     hook.pending.erase(0, static_cast<size_t>(w));
   }
-  CloseFd(hook.stdin_fd);  // EOF tells the hook the payload is complete
+  hook.stdin_fd.reset();  // EOF tells the hook the payload is complete
 }
 
 std::vector<HookOutcome> HookRunner::Reap() {
@@ -223,7 +145,7 @@ std::vector<HookOutcome> HookRunner::Reap() {
       kill(-hook.pid, SIGKILL);
       kill(hook.pid, SIGKILL);
       hook.killed = true;
-      CloseFd(hook.stdin_fd);
+      hook.stdin_fd.reset();
     }
     int status = 0;
     pid_t r;
@@ -246,13 +168,13 @@ HookOutcome HookRunner::Finish(Hook& hook, int status) {
   out.program = hook.program;
   out.pid = hook.pid;
   out.timed_out = hook.killed;
-  int exec_errno = 0;
-  bool exec_failed = read(hook.exec_err_fd, &exec_errno, sizeof exec_errno) == static_cast<ssize_t>(sizeof exec_errno);
-  CloseFd(hook.stdin_fd);
-  CloseFd(hook.exec_err_fd);
+  // Reaped already, so the exec-error pipe answers at once.
+  SpawnFailure failure;
+  const bool exec_failed = !hook.process.ExecOutcome(&failure);
+  hook.stdin_fd.reset();
   std::string what;
   if (exec_failed) {
-    what = "cannot run: " + ErrnoText(exec_errno);
+    what = "cannot run: " + PosixErrorText(failure.err);
   } else if (status == -1) {
     what = "exit status unknown (reaped elsewhere)";
   } else if (WIFEXITED(status)) {

@@ -1,5 +1,5 @@
 // HookRunner: runs the command hooks of alert rules and the idle policy. Each hook is
-// fork+exec'd as argv (never through a shell) in its own process group, gets its JSON
+// started as argv (never through a shell; base/spawn.h) in its own process group, gets its JSON
 // payload on stdin, and is killed (SIGKILL to the group) when it runs past the timeout.
 // Nothing here blocks: the daemon's event loop calls Run when an event fires and Reap once
 // per tick. Not thread-safe; owned by the daemon's event-loop thread.
@@ -16,6 +16,8 @@
 
 #include "base/clock.h"
 #include "base/result.h"
+#include "base/spawn.h"
+#include "base/unique_fd.h"
 
 namespace gpuman::monitor {
 
@@ -84,9 +86,9 @@ class HookRunner {
     pid_t pid = -1;
     std::string program;
     int64_t started_ms = 0;
-    int stdin_fd = -1;     // our end of the child's stdin, non-blocking; -1 once all written
-    std::string pending;   // payload bytes not yet written
-    int exec_err_fd = -1;  // CLOEXEC pipe: the child writes errno here when exec fails
+    UniqueFd stdin_fd;        // our end of the child's stdin, non-blocking; closed once all written
+    std::string pending;      // payload bytes not yet written
+    SpawnedProcess process;   // its exec-error pipe
     bool killed = false;
   };
   int64_t NowMs() const;

@@ -2,11 +2,13 @@
 //
 //   daemon --fork--> intermediate --fork--> supervisor --fork--> job
 //                    (setsid; exits at once)   |                  (own process group;
-//                                              |                   waits at a barrier, then
-//   the daemon reaps the intermediate;         |                   setgid, initgroups, setuid,
-//   the supervisor is re-parented to init      |                   chdir, open log, find argv[0]
-//                                              |                   on the job's PATH, report
-//                                              |                   ready or why not, exec argv)
+//                                              |                   setgroups, setgid, setuid,
+//   the daemon reaps the intermediate;         |                   chdir, open log, find argv[0]
+//   the supervisor is re-parented to init      |                   on the job's PATH, report
+//                                              |                   ready or why not, wait at a
+//                                              |                   barrier, exec argv)
+// Both starts go through base/spawn.h: the first with `detached` (the double fork), the
+// second with a start barrier; Spawn reports each set-up step that fails.
 //   (or a subreaper), so it outlives the       waits for the job; SIGTERM = cancel;
 //   daemon.                                    time limit; writes the outcome to the db
 //
@@ -37,7 +39,11 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
+#include <utility>
+
+#include "base/posix_error.h"
+#include "base/spawn.h"
+#include "base/unique_fd.h"
 
 #include "sched/child_process.h"
 #include "sched/job_state.h"
@@ -83,63 +89,19 @@ bool WriteAll(int fd, const void* data, size_t n) {
   return true;
 }
 
-// What the job's process tells the supervisor over its report pipe (CLOEXEC, so a
-// successful exec closes it): 'R' once it is ready to run, or one of the kinds below and
-// a one-line reason, then EOF, when it cannot.
-constexpr char kReady = 'R';
+// Why the job's process could not start, as the job's failure kind and reason.
 constexpr char kNotFound = 'n';     // model::JobFailure::kCommandNotFound
 constexpr char kCannotExec = 'x';   // model::JobFailure::kCannotExecute
 constexpr char kCannotStart = 's';  // model::JobFailure::kCannotStart
 
-std::string Lower(std::string text) {
-  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return text;
-}
-
-[[noreturn]] void ReportAndExit(int report, char kind, const std::string& why, int code) {
-  std::string message(1, kind);
-  message += why;
-  WriteAll(report, message.data(), message.size());
-  // Into the log too, when it is open already (stderr is the log by then).
-  if (kind != kCannotStart) dprintf(2, "gpuman: %s\n", why.c_str());
-  _exit(code);
-}
-
-// In the job's process. First, before anything may run, everything that can fail is done
-// as the job's owner: drop privileges for good, enter the job's directory, open its log
-// (so it is theirs and cannot be used to write where they may not), find the program on
-// the job's own PATH. A failure is reported to the supervisor, which records it and never
-// lets the job start. Then wait until the supervisor has recorded us in the lease and the
-// job as running, and exec.
-[[noreturn]] void JobMain(const SupervisorSpec& spec, int gate_read, int report) {
+// The job's process, as Spawn starts it: in its own process group, as its owner (groups,
+// gid, uid dropped for good), in its directory, with its log opened as the owner (so it is
+// theirs and cannot be used to write where they may not) on stdout and stderr, its program
+// found on its own PATH; then held at the start barrier until the supervisor has recorded
+// it in the lease and the job as running. A failure of any step is reported back; a
+// missing or unrunnable program is also noted in the log.
+SpawnSpec JobSpawnSpec(const SupervisorSpec& spec, const std::vector<gid_t>& groups) {
   const model::Job& job = spec.job;
-  setpgid(0, 0);
-  signal(SIGTERM, SIG_DFL);
-  signal(SIGUSR1, SIG_DFL);
-  signal(SIGINT, SIG_DFL);
-  signal(SIGPIPE, SIG_DFL);
-  const std::string uid = std::to_string(job.uid);
-  if (getuid() == 0 && job.uid != 0) {
-    if (initgroups(job.user.c_str(), job.gid) != 0 || setgid(job.gid) != 0 || setuid(job.uid) != 0) {
-      ReportAndExit(report, kCannotStart, "could not become its owner (uid " + uid + "): " + Lower(strerror(errno)), 125);
-    }
-  } else if (getuid() != job.uid) {
-    ReportAndExit(report, kCannotStart, "this daemon runs as uid " + std::to_string(getuid()) +
-                                            " and cannot run a job of uid " + uid, 125);
-  }
-  if (job.uid != 0 && setuid(0) == 0) ReportAndExit(report, kCannotStart, "could not drop root privileges", 125);
-  if (!job.cwd.empty() && chdir(job.cwd.c_str()) != 0) {
-    ReportAndExit(report, kCannotStart, "cannot enter its working directory " + job.cwd + ": " + Lower(strerror(errno)), 125);
-  }
-  std::string log = job.output_path.empty() ? DefaultLogPath(job) : job.output_path;
-  int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
-  int out = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (out < 0) {
-    ReportAndExit(report, kCannotStart, "cannot open its output file " + log + ": " + Lower(strerror(errno)), 125);
-  }
-  if (in >= 0) dup2(in, 0);
-  dup2(out, 1);
-  dup2(out, 2);
   std::vector<std::string> env;
   for (const auto& [k, v] : job.env) env.push_back(k + "=" + v);
   for (const auto& e : spec.extra_env) {
@@ -147,34 +109,69 @@ std::string Lower(std::string text) {
     std::erase_if(env, [&](const std::string& x) { return x.compare(0, key.size() + 1, key + "=") == 0; });
     env.push_back(e);
   }
-  // The job's own PATH, in the job's directory, as its owner: what the owner's shell would run.
-  auto program = ResolveCommand(job.argv[0], EnvValue(env, "PATH"));
-  if (!program) {
-    bool missing = program.error().code == ErrorCode::kNotFound;
-    ReportAndExit(report, missing ? kNotFound : kCannotExec, program.error().message, missing ? 127 : 126);
+  SpawnSpec s;
+  s.argv = job.argv;
+  s.env = std::move(env);  // the job's own PATH, in the job's directory, as its owner
+  s.cwd = job.cwd;
+  s.group = SpawnSpec::Group::kNewProcessGroup;
+  s.default_signals = {SIGTERM, SIGUSR1, SIGINT, SIGPIPE};
+  if (getuid() == 0 && job.uid != 0) {
+    s.groups = groups;
+    s.gid = job.gid;
+    s.uid = job.uid;
   }
-  WriteAll(report, &kReady, 1);
+  const std::string log = job.output_path.empty() ? DefaultLogPath(job) : job.output_path;
+  s.stdin_fd = SpawnFd::Null();
+  s.stdout_fd = SpawnFd::File(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+  s.stderr_fd = SpawnFd::SameAsStdout();
+  s.start_barrier = true;
+  s.note_failure_on_stderr = true;
+  return s;
+}
 
-  char go = 0;
-  ssize_t got;
-  do {
-    got = read(gate_read, &go, 1);
-  } while (got < 0 && errno == EINTR);
-  if (got != 1) _exit(125);  // the supervisor is gone or gave up: never run unrecorded
-  close(gate_read);
-  sigset_t none;
-  sigemptyset(&none);
-  sigprocmask(SIG_SETMASK, &none, nullptr);
-  std::vector<char*> argv, envp;
-  for (const auto& a : job.argv) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  for (auto& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  execve(program->c_str(), argv.data(), envp.data());  // never through a shell
-  int err = errno;
-  ReportAndExit(report, err == ENOENT ? kNotFound : kCannotExec,
-                (err == ENOENT ? "command not found: " : "could not execute ") + *program + ": " + ExecErrorText(err),
-                err == ENOENT ? 127 : 126);
+// The supplementary groups of the job's owner (initgroups' list), looked up here: the
+// child may only make system calls.
+std::vector<gid_t> GroupsOf(const model::Job& job) {
+  std::vector<gid_t> groups(64);
+  for (int tries = 0; tries < 8; ++tries) {
+    int n = static_cast<int>(groups.size());
+    if (getgrouplist(job.user.c_str(), job.gid, groups.data(), &n) >= 0) {
+      groups.resize(static_cast<size_t>(n));
+      return groups;
+    }
+    groups.resize(static_cast<size_t>(n) > groups.size() ? static_cast<size_t>(n) : groups.size() * 2);
+  }
+  return {job.gid};
+}
+
+// A failed step of the job's start, in the words a job's reason uses.
+std::pair<char, std::string> WhyNotStarted(const model::Job& job, const SpawnFailure& failure) {
+  const std::string uid = std::to_string(job.uid);
+  switch (failure.step) {
+    case SpawnStep::kGroups:
+    case SpawnStep::kGid:
+    case SpawnStep::kUid:
+      return {kCannotStart, "could not become its owner (uid " + uid + "): " + PosixErrorText(failure.err)};
+    case SpawnStep::kKeepsRoot:
+      return {kCannotStart, "could not drop root privileges"};
+    case SpawnStep::kChdir:
+      return {kCannotStart, "cannot enter its working directory " + job.cwd + ": " + PosixErrorText(failure.err)};
+    case SpawnStep::kStdout:
+      if (!failure.subject.empty()) {
+        return {kCannotStart, "cannot open its output file " + failure.subject + ": " + PosixErrorText(failure.err)};
+      }
+      break;
+    case SpawnStep::kFindProgram:
+    case SpawnStep::kExec: {
+      Error error = failure.ToError();
+      return {error.code == ErrorCode::kNotFound ? kNotFound : kCannotExec, error.message};
+    }
+    case SpawnStep::kEnded:
+      return {kCannotStart, "the job's process ended before it started"};
+    default:
+      break;
+  }
+  return {kCannotStart, "could not start the job: " + failure.ToError().message};
 }
 
 model::JobFailure FailureOf(char kind) {
@@ -182,18 +179,6 @@ model::JobFailure FailureOf(char kind) {
     case kNotFound: return model::JobFailure::kCommandNotFound;
     case kCannotExec: return model::JobFailure::kCannotExecute;
     default: return model::JobFailure::kCannotStart;
-  }
-}
-
-// Reads what the job's process reported until EOF (its exec, or its exit).
-std::string ReadReport(int fd) {
-  std::string text;
-  char buf[4096];
-  while (true) {
-    ssize_t r = read(fd, buf, sizeof buf);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return text;
-    text.append(buf, static_cast<size_t>(r));
   }
 }
 
@@ -247,8 +232,9 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
   signal(SIGHUP, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
   int64_t lease_id = 0;
-  if (!ReadAll(go_read, &lease_id, sizeof lease_id)) _exit(0);  // the daemon gave up on us
-  close(go_read);
+  UniqueFd go(go_read);
+  if (!ReadAll(go.get(), &lease_id, sizeof lease_id)) _exit(0);  // the daemon gave up on us
+  go.reset();
 
   store::JobStoreOptions options;
   options.busy_timeout = std::chrono::milliseconds(60000);
@@ -280,53 +266,41 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
     _exit(1);
   };
 
-  // The job is forked first and held at its own barrier (`gate`) until its pid is in the
-  // lease and the job is running in the db. It must not inherit our cancel handler: hold
-  // SIGTERM across the fork; the job resets it to the default and unblocks it (a pending
+  // The job is started first and held at its own barrier until its pid is in the lease and
+  // the job is running in the db. It must not inherit our cancel handler: hold SIGTERM
+  // across the start; the job resets it to the default and unblocks it at exec (a pending
   // one then ends it, as it should).
-  int gate[2], report[2];
-  if (pipe2(gate, O_CLOEXEC) != 0) give_up(std::string("could not start the job: pipe: ") + strerror(errno));
-  if (pipe2(report, O_CLOEXEC) != 0) give_up(std::string("could not start the job: pipe: ") + strerror(errno));
+  if (getuid() != 0 && getuid() != job.uid) {
+    give_up("this daemon runs as uid " + std::to_string(getuid()) + " and cannot run a job of uid " +
+            std::to_string(job.uid));
+  }
+  const SpawnSpec job_spec = JobSpawnSpec(spec, getuid() == 0 && job.uid != 0 ? GroupsOf(job) : std::vector<gid_t>{});
   sigset_t term, old;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
   sigaddset(&term, SIGUSR1);
   sigprocmask(SIG_BLOCK, &term, &old);
-  pid_t child = fork();
-  if (child == 0) {
-    close(gate[1]);
-    close(report[0]);
-    JobMain(spec, gate[0], report[1]);
-  }
-  int fork_errno = errno;
+  auto spawned = Spawn(job_spec);
   sigprocmask(SIG_SETMASK, &old, nullptr);
-  close(gate[0]);
-  close(report[1]);
-  if (child < 0) {
-    close(gate[1]);
-    give_up(std::string("could not start the job: fork: ") + strerror(fork_errno));
-  }
+  if (!spawned) give_up("could not start the job: " + spawned.error().message);
+  SpawnedProcess& process = *spawned;
+  const pid_t child = process.pid();
   // SIGCHLD stays blocked so the wait below wakes the moment the job exits.
   sigset_t chld;
   sigemptyset(&chld);
   sigaddset(&chld, SIGCHLD);
   sigprocmask(SIG_BLOCK, &chld, nullptr);
-  setpgid(child, child);  // also done by the child; signals below go to the whole group
   auto abandon = [&]() {  // the job reads EOF at its barrier and exits without running
-    close(gate[1]);
+    process.Abandon();
     int ignored = 0;
     waitpid(child, &ignored, 0);
   };
   // The job's process does, as the owner, all that can fail before it may run.
-  char ready = 0;
-  if (!ReadAll(report[0], &ready, 1)) {
+  SpawnFailure failure;
+  if (!process.WaitReady(&failure)) {
     abandon();
-    give_up("the job's process ended before it started");
-  }
-  if (ready != kReady) {
-    std::string why = ReadReport(report[0]);
-    abandon();
-    give_up(why.empty() ? "the job could not start" : why, FailureOf(ready));
+    auto [kind, why] = WhyNotStarted(job, failure);
+    give_up(why, FailureOf(kind));
   }
   auto job_process = store::CurrentLeaseProcess(child);
   if (!job_process) {
@@ -355,18 +329,14 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
   // Usage is measured on the monotonic clock in microseconds: a job shorter than a
   // millisecond still ran, and wall time may step meanwhile.
   const auto started_steady = std::chrono::steady_clock::now();
-  const char go = 'g';
-  WriteAll(gate[1], &go, 1);  // if the job is gone already, the wait below says how it ended
-  close(gate[1]);
-  // EOF: exec'd (the pipe is CLOEXEC), or gone. A report: exec itself failed, so the
-  // command never ran.
-  if (std::string exec_report = ReadReport(report[0]); !exec_report.empty()) {
-    close(report[0]);
+  // Exec'd, or gone (then the wait below says how it ended). A failure: exec itself
+  // failed, so the command never ran.
+  if (Status exec = process.Release({}, &failure); !exec && failure.step != SpawnStep::kEnded) {
     int ignored = 0;
     waitpid(child, &ignored, 0);
-    give_up(exec_report.substr(1), FailureOf(exec_report[0]), model::JobState::kRunning);
+    auto [kind, why] = WhyNotStarted(job, failure);
+    give_up(why, FailureOf(kind), model::JobState::kRunning);
   }
-  close(report[0]);
   int status = 0;
   bool cancelled = false, timed_out = false, gpu_lost = false, signalled = false;
   int64_t kill_at = 0;
@@ -444,82 +414,41 @@ std::string DefaultLogPath(const model::Job& job) {
   return dir + "/gpuman-" + std::to_string(job.id) + ".log";
 }
 
-PendingSupervisor::~PendingSupervisor() {
-  if (go_fd_ >= 0) close(go_fd_);
-}
+PendingSupervisor::~PendingSupervisor() = default;  // closing the barrier ends a supervisor never let go
 
 Status PendingSupervisor::Go(int64_t lease_id) {
-  bool ok = WriteAll(go_fd_, &lease_id, sizeof lease_id);
-  close(go_fd_);
-  go_fd_ = -1;
+  bool ok = WriteAll(go_fd_.get(), &lease_id, sizeof lease_id);
+  go_fd_.reset();
   if (!ok) return MakeError(ErrorCode::kIo, "supervisor " + std::to_string(pid_) + " is gone");
   return {};
 }
 
 Result<std::unique_ptr<PendingSupervisor>> LaunchSupervisor(const SupervisorSpec& spec, const std::string& gpuman_exe) {
-  // Everything the exec'd supervisor needs, prepared before fork.
-  std::vector<std::string> args = {gpuman_exe, "__supervise", "--db", spec.state_db, "--job",
-                                   std::to_string(spec.job.id), "--grace-ms", std::to_string(spec.grace_ms),
-                                   "--go-fd", "3"};
+  SpawnSpec s;
+  s.argv = {gpuman_exe, "__supervise", "--db", spec.state_db, "--job", std::to_string(spec.job.id),
+            "--grace-ms", std::to_string(spec.grace_ms), "--go-fd", "3"};
   for (const auto& e : spec.extra_env) {
-    args.push_back("--env");
-    args.push_back(e);
+    s.argv.push_back("--env");
+    s.argv.push_back(e);
   }
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  int go[2], report[2];
-  if (pipe2(go, O_CLOEXEC) != 0) return MakeError(ErrorCode::kIo, std::string("pipe: ") + strerror(errno));
-  if (pipe2(report, O_CLOEXEC) != 0) {
-    close(go[0]);
-    close(go[1]);
-    return MakeError(ErrorCode::kIo, std::string("pipe: ") + strerror(errno));
-  }
-  pid_t intermediate = fork();
-  if (intermediate < 0) {
-    for (int fd : {go[0], go[1], report[0], report[1]}) close(fd);
-    return MakeError(ErrorCode::kIo, std::string("fork: ") + strerror(errno));
-  }
-  if (intermediate == 0) {
-    close(go[1]);
-    close(report[0]);
-    setsid();
-    pid_t supervisor = fork();
-    if (supervisor != 0) {
-      pid_t pid = supervisor;
-      WriteAll(report[1], &pid, sizeof pid);
-      _exit(0);
-    }
-    close(report[1]);
-    int devnull = open("/dev/null", O_RDWR);
-    dup2(devnull, 0);
-    dup2(devnull, 1);
-    dup2(devnull, 2);
-    dup2(go[0], 3);  // without CLOEXEC: the supervisor's barrier
-    // Everything else the daemon had open (listening socket, clients, db) is closed by exec
-    // (CLOEXEC) or here.
-    for (int fd = 4; fd < 1024; ++fd) close(fd);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGPIPE}) signal(sig, SIG_DFL);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  close(go[0]);
-  close(report[1]);
-  pid_t pid = -1;
-  bool got = ReadAll(report[0], &pid, sizeof pid);
-  close(report[0]);
-  int status = 0;
-  waitpid(intermediate, &status, 0);
-  if (!got || pid <= 0) {
-    close(go[1]);
-    return MakeError(ErrorCode::kIo, "supervisor did not start");
-  }
+  s.program = gpuman_exe;
+  auto go = MakePipe();
+  if (!go) return go.error();
+  s.stdin_fd = SpawnFd::Null();
+  s.stdout_fd = SpawnFd::Null();
+  s.stderr_fd = SpawnFd::Null();
+  s.keep_fds = {{3, go->read.get()}};  // the supervisor's barrier
+  // Everything else the daemon had open (listening socket, clients, db) stays here.
+  s.close_other_fds = true;
+  s.default_signals = {SIGTERM, SIGINT, SIGHUP, SIGCHLD, SIGPIPE};
+  s.detached = true;
+  auto process = Spawn(s);
+  if (!process) return process.error();
+  go->read.reset();
+  if (Status exec = process->ExecOutcome(); !exec) return MakeError(ErrorCode::kIo, "supervisor did not start: " + exec.error().message);
   std::unique_ptr<PendingSupervisor> pending(new PendingSupervisor());
-  pending->pid_ = pid;
-  pending->go_fd_ = go[1];
+  pending->pid_ = process->pid();
+  pending->go_fd_ = std::move(go->write);
   return pending;
 }
 

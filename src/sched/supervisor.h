@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "base/unique_fd.h"
 #include "model/job.h"
 
 namespace gpuman::sched {
@@ -40,7 +41,7 @@ class PendingSupervisor {
   friend Result<std::unique_ptr<PendingSupervisor>> LaunchSupervisor(const SupervisorSpec& spec,
                                                                      const std::string& gpuman_exe);
   pid_t pid_ = -1;
-  int go_fd_ = -1;
+  UniqueFd go_fd_;
 };
 
 /// Starts a detached supervisor for `spec.job` (which must be stored, in state starting) by

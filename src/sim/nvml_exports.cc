@@ -31,6 +31,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/unique_fd.h"  // header-only: this library links nothing of gpuman
 #include "nvml/nvml_abi.h"
 #include "sim/scenario.h"
 #include "sim/state.h"
@@ -867,10 +868,9 @@ __attribute__((destructor)) void AppendCallLog() {
   std::string line = "pid=" + std::to_string(getpid()) + " total=" + std::to_string(s.TotalCalls());
   for (const auto& [name, count] : s.call_counts) line += " " + name + "=" + std::to_string(count);
   line += "\n";
-  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) return;
-  [[maybe_unused]] ssize_t n = write(fd, line.data(), line.size());  // one write: lines do not interleave
-  close(fd);
+  gpuman::UniqueFd fd(open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd) return;
+  [[maybe_unused]] ssize_t n = write(fd.get(), line.data(), line.size());  // one write: lines do not interleave
 }
 
 }  // namespace

@@ -13,6 +13,8 @@
 #include <string_view>
 #include <type_traits>
 
+#include "base/posix_error.h"  // header-only use: this library links nothing of gpuman
+
 namespace gpuman::sim {
 namespace {
 
@@ -327,7 +329,7 @@ Scenario ParseScenario(const json& root) {
 std::optional<FileId> StatFile(const std::string& path, std::string* error) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
-    *error = std::strerror(errno);
+    *error = gpuman::ErrnoDescription(errno);
     return std::nullopt;
   }
   return FileId{st.st_dev, st.st_ino, st.st_size,
@@ -337,7 +339,7 @@ std::optional<FileId> StatFile(const std::string& path, std::string* error) {
 std::optional<Scenario> LoadScenario(const std::string& path, std::string* error) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) {
-    *error = std::strerror(errno);
+    *error = gpuman::ErrnoDescription(errno);
     return std::nullopt;
   }
   std::string text;

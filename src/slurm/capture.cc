@@ -1,6 +1,5 @@
 #include "slurm/capture.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <time.h>
@@ -9,9 +8,10 @@
 
 #include <cerrno>
 #include <algorithm>
-#include <cstring>
 
 #include "base/duration.h"
+#include "base/posix_error.h"
+#include "base/spawn.h"
 
 namespace gpuman::slurm {
 
@@ -29,33 +29,19 @@ Result<Captured> RunCapture(const std::vector<std::string>& argv) { return RunCa
 
 Result<Captured> RunCapture(const std::vector<std::string>& argv, int64_t timeout_ms) {
   if (argv.empty()) return MakeError(ErrorCode::kInvalidArgument, "nothing to run");
-  int out[2], err_pipe[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return MakeError(ErrorCode::kIo, std::string("pipe: ") + std::strerror(errno));
-  if (pipe2(err_pipe, O_CLOEXEC) != 0) {
-    close(out[0]);
-    close(out[1]);
-    return MakeError(ErrorCode::kIo, std::string("pipe: ") + std::strerror(errno));
-  }
-  std::vector<std::string> copy = argv;
-  std::vector<char*> args;
-  for (std::string& a : copy) args.push_back(a.data());
-  args.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid < 0) return MakeError(ErrorCode::kIo, std::string("fork: ") + std::strerror(errno));
-  if (pid == 0) {
-    if (timeout_ms >= 0) setpgid(0, 0);  // so that a timeout kills what the tool started too
-    const int devnull = open("/dev/null", O_RDONLY);
-    if (devnull >= 0) dup2(devnull, 0);
-    dup2(out[1], 1);
-    dup2(out[1], 2);
-    execvp(args[0], args.data());
-    const int e = errno;
-    (void)!write(err_pipe[1], &e, sizeof e);
-    _exit(127);
-  }
-  close(out[1]);
-  close(err_pipe[1]);
-  if (timeout_ms >= 0) setpgid(pid, pid);  // either side may run first
+  auto out = MakePipe();
+  if (!out) return out.error();
+  SpawnSpec spec;
+  spec.argv = argv;  // argv[0] found on this process's PATH (FindProgram's rule)
+  spec.stdin_fd = SpawnFd::Null();
+  spec.stdout_fd = SpawnFd::Fd(out->write.get());
+  spec.stderr_fd = SpawnFd::SameAsStdout();
+  // So that a timeout kills what the tool started too.
+  if (timeout_ms >= 0) spec.group = SpawnSpec::Group::kNewProcessGroup;
+  auto process = Spawn(spec);
+  if (!process) return process.error();
+  out->write.reset();
+  const pid_t pid = process->pid();
   Captured result;
   char buf[4096];
   const int64_t deadline = timeout_ms >= 0 ? MonotonicMs() + timeout_ms : -1;
@@ -63,7 +49,7 @@ Result<Captured> RunCapture(const std::vector<std::string>& argv, int64_t timeou
   for (;;) {
     if (deadline >= 0) {
       const int64_t left = deadline - MonotonicMs();
-      pollfd pfd{out[0], POLLIN, 0};
+      pollfd pfd{out->read.get(), POLLIN, 0};
       const int ready = left > 0 ? poll(&pfd, 1, static_cast<int>(std::min<int64_t>(left, 1 << 30))) : 0;
       if (ready < 0 && errno == EINTR) continue;
       if (ready == 0) {
@@ -73,7 +59,7 @@ Result<Captured> RunCapture(const std::vector<std::string>& argv, int64_t timeou
         break;
       }
     }
-    const ssize_t n = read(out[0], buf, sizeof buf);
+    const ssize_t n = read(out->read.get(), buf, sizeof buf);
     if (n == 0) break;
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -81,10 +67,9 @@ Result<Captured> RunCapture(const std::vector<std::string>& argv, int64_t timeou
     }
     if (result.output.size() < (1u << 20)) result.output.append(buf, static_cast<size_t>(n));
   }
-  close(out[0]);
-  int exec_errno = 0;
-  const bool exec_failed = read(err_pipe[0], &exec_errno, sizeof exec_errno) == sizeof exec_errno;
-  close(err_pipe[0]);
+  out->read.reset();
+  SpawnFailure failure;
+  const bool exec_failed = !process->ExecOutcome(&failure);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -92,10 +77,8 @@ Result<Captured> RunCapture(const std::vector<std::string>& argv, int64_t timeou
     return MakeError(ErrorCode::kUnavailable,
                      argv[0] + ": no answer within " + FormatDurationMs(timeout_ms) + " (killed)");
   }
-  if (exec_failed) {
-    return MakeError(exec_errno == ENOENT ? ErrorCode::kNotFound : ErrorCode::kIo,
-                     argv[0] + ": " + (exec_errno == ENOENT ? std::string("not found") : std::strerror(exec_errno)));
-  }
+  if (exec_failed && failure.err == ENOENT) return MakeError(ErrorCode::kNotFound, argv[0] + ": not found");
+  if (exec_failed) return MakeError(ErrorCode::kIo, argv[0] + ": " + ErrnoDescription(failure.err));
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
 }

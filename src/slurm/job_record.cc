@@ -12,17 +12,15 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "base/posix_error.h"
 #include "base/strings.h"
+#include "base/unique_fd.h"
 
 namespace gpuman::slurm {
 
 namespace {
 
 using nlohmann::json;
-
-Error Errno(ErrorCode code, const std::string& context, int err) {
-  return MakeError(code, context + ": " + ToLower(std::strerror(err)));
-}
 
 bool IsGpuUuid(const std::string& s) {
   return s.size() > 4 && s.size() <= 96 && (s.rfind("GPU-", 0) == 0 || s.rfind("MIG-", 0) == 0) &&
@@ -125,27 +123,24 @@ Status WriteJobRecord(const std::string& dir, const SlurmJobRecord& rec) {
   for (const auto& u : rec.gpu_uuids) {
     if (!IsGpuUuid(u)) return MakeError(ErrorCode::kInvalidArgument, "'" + EscapeControl(u) + "' is not a GPU UUID");
   }
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return Errno(ErrorCode::kIo, "create " + dir, errno);
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return PosixError(ErrorCode::kIo, "create " + dir, errno);
   const std::string path = JobRecordPath(dir, rec.job_id);
   const std::string tmp = dir + "/." + rec.job_id + ".json." + std::to_string(getpid()) + ".tmp";
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) return Errno(ErrorCode::kIo, "write " + tmp, errno);
-  fchmod(fd, 0644);  // whatever the umask
+  UniqueFd fd(open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644));
+  if (!fd) return PosixError(ErrorCode::kIo, "write " + tmp, errno);
+  fchmod(fd.get(), 0644);  // whatever the umask
   const std::string text = JobRecordToJson(rec) + "\n";
   int err = 0;
-  if (!WriteAll(fd, text)) err = errno;
-  if (err == 0 && fsync(fd) != 0) err = errno;
-  if (close(fd) != 0 && err == 0) err = errno;
+  if (!WriteAll(fd.get(), text)) err = errno;
+  if (err == 0 && fsync(fd.get()) != 0) err = errno;
+  if (int closed = fd.Close(); closed != 0 && err == 0) err = closed;
   if (err == 0 && rename(tmp.c_str(), path.c_str()) != 0) err = errno;
   if (err != 0) {
     unlink(tmp.c_str());
-    return Errno(ErrorCode::kIo, "write " + path, err);
+    return PosixError(ErrorCode::kIo, "write " + path, err);
   }
-  int dfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {  // make the rename durable; a failure here leaves a complete file either way
-    fsync(dfd);
-    close(dfd);
-  }
+  // Make the rename durable; a failure here leaves a complete file either way.
+  if (UniqueFd dfd(open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC)); dfd) fsync(dfd.get());
   return {};
 }
 
@@ -154,18 +149,16 @@ Result<SlurmJobRecord> ReadJobRecord(const std::string& dir, const std::string& 
     return MakeError(ErrorCode::kInvalidArgument, "slurm job id '" + EscapeControl(job_id) + "' is not valid");
   }
   const std::string path = JobRecordPath(dir, job_id);
-  int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) {
+  UniqueFd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd) {
     if (errno == ENOENT) return MakeError(ErrorCode::kNotFound, "no record of slurm job " + job_id + " in " + dir);
-    return Errno(ErrorCode::kIo, "read " + path, errno);
+    return PosixError(ErrorCode::kIo, "read " + path, errno);
   }
   struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
+  if (fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
     return MakeError(ErrorCode::kInvalidArgument, path + ": not a regular file");
   }
   if (static_cast<uint64_t>(st.st_size) > kMaxJobRecordBytes) {
-    close(fd);
     return MakeError(ErrorCode::kInvalidArgument, path + ": larger than " + std::to_string(kMaxJobRecordBytes) +
                                                       " bytes, not a job record");
   }
@@ -173,15 +166,15 @@ Result<SlurmJobRecord> ReadJobRecord(const std::string& dir, const std::string& 
   char buf[4096];
   int err = 0;
   for (;;) {
-    ssize_t n = read(fd, buf, sizeof buf);
+    ssize_t n = read(fd.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) err = errno;
     if (n <= 0) break;
     text.append(buf, static_cast<size_t>(n));
     if (text.size() > kMaxJobRecordBytes) break;
   }
-  close(fd);
-  if (err != 0) return Errno(ErrorCode::kIo, "read " + path, err);
+  fd.reset();
+  if (err != 0) return PosixError(ErrorCode::kIo, "read " + path, err);
   auto rec = JobRecordFromJson(text);
   if (!rec) return rec.error().WithContext(path);
   if (rec->job_id != job_id) {
@@ -196,7 +189,7 @@ Result<std::vector<SlurmJobRecord>> ListJobRecords(const std::string& dir, std::
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) {
     if (errno == ENOENT) return out;
-    return Errno(ErrorCode::kIo, "read " + dir, errno);
+    return PosixError(ErrorCode::kIo, "read " + dir, errno);
   }
   std::vector<std::string> ids;
   while (dirent* e = readdir(d)) {

@@ -1,113 +1,76 @@
 #include "slurm/slurm_tools.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <csignal>
-#include <cstring>
 
-#include "base/strings.h"
+#include "base/posix_error.h"
+#include "base/spawn.h"
+#include "base/unique_fd.h"
 
 namespace gpuman::slurm {
-namespace {
-
-Error Errno(const std::string& what, int err) {
-  return MakeError(ErrorCode::kIo, what + ": " + ToLower(std::strerror(err)));
-}
-
-// The PATH lookup of execvpe, done before fork so that the child only calls execve.
-std::string FindProgram(const std::string& name, const std::map<std::string, std::string>& env) {
-  if (name.find('/') != std::string::npos) return name;
-  auto it = env.find("PATH");
-  const std::string path = it != env.end() ? it->second : "/usr/local/bin:/usr/bin:/bin";
-  for (const std::string& dir : Split(path, ':')) {
-    const std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
-    if (access(candidate.c_str(), X_OK) == 0) return candidate;
-  }
-  return "";
-}
-
-}  // namespace
 
 Result<ToolOutput> ExecSlurmTools::Run(const std::vector<std::string>& argv, const std::string& input) {
   if (argv.empty()) return MakeError(ErrorCode::kInvalidArgument, "nothing to run");
-  const std::string program = FindProgram(argv[0], env_);
-  if (program.empty()) return MakeError(ErrorCode::kNotFound, argv[0] + ": not found (is Slurm's client installed and on PATH?)");
-  int in[2], out[2], err[2];
-  if (pipe2(in, O_CLOEXEC) != 0) return Errno("pipe", errno);
-  if (pipe2(out, O_CLOEXEC) != 0) {
-    close(in[0]), close(in[1]);
-    return Errno("pipe", errno);
+  // Looked up before the child starts (FindProgram's rule), on the PATH the command gets.
+  std::optional<std::string> path;
+  if (auto it = env_.find("PATH"); it != env_.end()) path = it->second;
+  ProgramSearch program = SearchProgram(argv[0], path);
+  if (program.err == ENOENT || program.err == ENOTDIR) {
+    return MakeError(ErrorCode::kNotFound, argv[0] + ": not found (is Slurm's client installed and on PATH?)");
   }
-  if (pipe2(err, O_CLOEXEC) != 0) {
-    close(in[0]), close(in[1]), close(out[0]), close(out[1]);
-    return Errno("pipe", errno);
-  }
-  std::vector<std::string> args_copy = argv;
-  std::vector<char*> args;
-  for (std::string& a : args_copy) args.push_back(a.data());
-  args.push_back(nullptr);
-  std::vector<std::string> env_strings;
-  for (const auto& [k, v] : env_) env_strings.push_back(k + "=" + v);
-  std::vector<char*> envp;
-  for (std::string& e : env_strings) envp.push_back(e.data());
-  envp.push_back(nullptr);
-
-  const pid_t pid = fork();
-  if (pid < 0) {
-    const int e = errno;
-    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]}) close(fd);
-    return Errno("fork", e);
-  }
-  if (pid == 0) {
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    dup2(err[1], 2);
-    execve(program.c_str(), args.data(), envp.data());
-    const char msg[] = "gpuman: could not execute the Slurm command\n";
-    (void)!write(2, msg, sizeof msg - 1);
-    _exit(127);
-  }
-  close(in[0]);
-  close(out[1]);
-  close(err[1]);
+  if (program.err != 0) return PosixError("could not execute " + program.path, program.err);
+  auto in = MakePipe();
+  if (!in) return in.error();
+  auto out = MakePipe();
+  if (!out) return out.error();
+  auto err = MakePipe();
+  if (!err) return err.error();
+  SpawnSpec spec;
+  spec.argv = argv;
+  spec.program = program.path;
+  spec.env.emplace();
+  for (const auto& [k, v] : env_) spec.env->push_back(k + "=" + v);
+  spec.stdin_fd = SpawnFd::Fd(in->read.get());
+  spec.stdout_fd = SpawnFd::Fd(out->write.get());
+  spec.stderr_fd = SpawnFd::Fd(err->write.get());
+  auto process = Spawn(spec);
+  if (!process) return process.error();
+  const pid_t pid = process->pid();
+  in->read.reset();
+  out->write.reset();
+  err->write.reset();
   // The command may write before it has read all of its input: feed and drain together.
   std::signal(SIGPIPE, SIG_IGN);
   ToolOutput result;
   size_t written = 0;
-  int in_fd = in[1];
-  if (input.empty()) {
-    close(in_fd);
-    in_fd = -1;
-  }
+  UniqueFd in_fd = std::move(in->write);
+  if (input.empty()) in_fd.reset();
   bool out_open = true, err_open = true;
   char buf[65536];
-  while (out_open || err_open || in_fd >= 0) {
+  while (out_open || err_open || in_fd) {
     pollfd fds[3];
     int n = 0;
-    if (out_open) fds[n++] = {out[0], POLLIN, 0};
-    if (err_open) fds[n++] = {err[0], POLLIN, 0};
-    if (in_fd >= 0) fds[n++] = {in_fd, POLLOUT, 0};
+    if (out_open) fds[n++] = {out->read.get(), POLLIN, 0};
+    if (err_open) fds[n++] = {err->read.get(), POLLIN, 0};
+    if (in_fd) fds[n++] = {in_fd.get(), POLLOUT, 0};
     if (poll(fds, static_cast<nfds_t>(n), -1) < 0) {
       if (errno == EINTR) continue;
       break;
     }
     for (int i = 0; i < n; ++i) {
       if (fds[i].revents == 0) continue;
-      if (fds[i].fd == in_fd) {
-        const ssize_t w = write(in_fd, input.data() + written, input.size() - written);
+      if (fds[i].fd == in_fd.get()) {
+        const ssize_t w = write(in_fd.get(), input.data() + written, input.size() - written);
         if (w > 0) written += static_cast<size_t>(w);
         if (w < 0 && errno != EINTR && errno != EAGAIN) written = input.size();  // the reader went away
-        if (written >= input.size()) {
-          close(in_fd);
-          in_fd = -1;
-        }
+        if (written >= input.size()) in_fd.reset();
         continue;
       }
-      const bool is_out = fds[i].fd == out[0];
+      const bool is_out = fds[i].fd == out->read.get();
       const ssize_t r = read(fds[i].fd, buf, sizeof buf);
       if (r > 0) {
         std::string& sink = is_out ? result.out : result.err;
@@ -117,12 +80,15 @@ Result<ToolOutput> ExecSlurmTools::Run(const std::vector<std::string>& argv, con
       }
     }
   }
-  if (in_fd >= 0) close(in_fd);
-  close(out[0]);
-  close(err[0]);
+  in_fd.reset();
+  out->read.reset();
+  err->read.reset();
+  SpawnFailure failure;
+  const bool exec_failed = !process->ExecOutcome(&failure);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
+  if (exec_failed) return failure.ToError();
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
 }

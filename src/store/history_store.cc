@@ -29,6 +29,8 @@
 // files exist; they do while the daemon has the file open, and stay afterwards because
 // the connection wrapper disables the checkpoint-on-close that would delete them. SQLite
 // creates them with the database file's mode, so 0644 here makes all three readable.
+#include "base/posix_error.h"
+#include "base/unique_fd.h"
 #include "store/history_store.h"
 
 #include <fcntl.h>
@@ -224,12 +226,6 @@ std::string ReadOnlyUri(const std::string& path) {
   return uri + "?mode=ro";
 }
 
-std::string ErrnoText(int err) {
-  std::string text = std::strerror(err);
-  for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return text;
-}
-
 // Creates the file with mode 0644 (whatever the umask), so that SQLite gives the -wal and
 // -shm files the same mode. An existing file we own is set back to 0644 too.
 Status PrepareWritableFile(const std::string& path) {
@@ -250,15 +246,14 @@ Status PrepareWritableFile(const std::string& path) {
     return MakeError(ErrorCode::kIo, context + ": create directory " + parent.string() + ": " +
                                          ec.message());
   }
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+  if (!fd) {
     int err = errno;
     if (err == EEXIST) return {};
     return MakeError(err == EACCES || err == EPERM ? ErrorCode::kPermissionDenied : ErrorCode::kIo,
-                     context + ": " + ErrnoText(err));
+                     context + ": " + PosixErrorText(err));
   }
-  ::fchmod(fd, 0644);
-  ::close(fd);
+  ::fchmod(fd.get(), 0644);
   return {};
 }
 
@@ -324,7 +319,7 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::Open(const std::string& path
       return MakeError(err == ENOENT ? ErrorCode::kNotFound
                        : err == EACCES ? ErrorCode::kPermissionDenied
                                        : ErrorCode::kIo,
-                       context + ": " + ErrnoText(err));
+                       context + ": " + PosixErrorText(err));
     }
   }
   DatabaseOptions options;

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/posix_error.h"
+
 namespace gpuman::store {
 namespace {
 
@@ -33,7 +35,7 @@ Status MakeDirs(const std::string& dir, mode_t parent_mode, mode_t mode) {
     if (errno == EEXIST) continue;
     int err = errno;
     return MakeError(err == EACCES ? ErrorCode::kPermissionDenied : ErrorCode::kIo,
-                     "create the lease table directory " + prefix + ": " + std::strerror(err));
+                     "create the lease table directory " + prefix + ": " + ErrnoDescription(err));
   }
   return {};
 }
@@ -48,7 +50,7 @@ Result<MachineLeaseTable> OpenMachineLeaseTable(const std::string& dir, uint32_t
   struct stat st {};
   if (::lstat(dir.c_str(), &st) != 0) {
     if (errno != ENOENT) {
-      return MakeError(ErrorCode::kIo, "lease table " + dir + ": " + std::strerror(errno));
+      return MakeError(ErrorCode::kIo, "lease table " + dir + ": " + ErrnoDescription(errno));
     }
     if (uid == 0) {
       if (auto made = MakeDirs(dir, 0755, 0755); !made) return made.error();
@@ -61,7 +63,7 @@ Result<MachineLeaseTable> OpenMachineLeaseTable(const std::string& dir, uint32_t
       if (auto made = MakeDirs(dir, 0700, 0700); !made) return made.error();
     }
     if (::lstat(dir.c_str(), &st) != 0) {
-      return MakeError(ErrorCode::kIo, "lease table " + dir + ": " + std::strerror(errno));
+      return MakeError(ErrorCode::kIo, "lease table " + dir + ": " + ErrnoDescription(errno));
     }
   }
   if (S_ISLNK(st.st_mode)) return Refuse("in " + dir, "it is a symbolic link");
@@ -94,7 +96,7 @@ Result<MachineLeaseTable> OpenMachineLeaseTable(const std::string& dir, uint32_t
                            "the machine lease table " + dir + " is not set up (" + path +
                                " is missing): run any gpuman command once as root (e.g. `sudo gpuman leases`)");
         }
-        return MakeError(ErrorCode::kIo, "lease table " + path + ": " + std::strerror(errno));
+        return MakeError(ErrorCode::kIo, "lease table " + path + ": " + ErrnoDescription(errno));
       }
       if (!S_ISREG(f.st_mode)) return Refuse(path, "it is not a regular file");
       if (f.st_uid != 0) return Refuse(path, "it belongs to " + OwnerName(f.st_uid) + ", not to root");

@@ -33,6 +33,8 @@
 #include <set>
 #include <string>
 
+#include "base/unique_fd.h"
+
 namespace gpuman::store {
 namespace {
 
@@ -239,9 +241,9 @@ Result<int> CheckFile(Database& db, const FileSchema& schema) {
   struct stat wal {};
   if (::stat((db.display_path() + "-wal").c_str(), &wal) != 0 && errno == ENOENT) {
     unsigned char h[100] = {};
-    int fd = ::open(db.display_path().c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    ssize_t got = fd >= 0 ? ::pread(fd, h, sizeof h, 0) : -1;
-    if (fd >= 0) ::close(fd);
+    UniqueFd fd(::open(db.display_path().c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    ssize_t got = fd ? ::pread(fd.get(), h, sizeof h, 0) : -1;
+    fd.reset();
     if (got == static_cast<ssize_t>(sizeof h)) {
       auto be = [&](int at) {
         return (uint32_t{h[at]} << 24) | (uint32_t{h[at + 1]} << 16) | (uint32_t{h[at + 2]} << 8) | h[at + 3];

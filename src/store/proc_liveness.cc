@@ -8,6 +8,8 @@
 #include <charconv>
 #include <string_view>
 
+#include "base/unique_fd.h"
+
 namespace gpuman::store {
 namespace {
 
@@ -16,17 +18,16 @@ namespace {
 std::optional<std::string> ReadStat(int pid, const std::string& proc_root) {
   if (pid <= 0) return std::nullopt;
   std::string path = proc_root + "/" + std::to_string(pid) + "/stat";
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return std::nullopt;
   std::string text;
   char buf[1024];
   while (true) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
+    ssize_t n = ::read(fd.get(), buf, sizeof buf);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     text.append(buf, static_cast<size_t>(n));
   }
-  ::close(fd);
   return text;
 }
 

@@ -10,6 +10,8 @@
 #include <optional>
 #include <utility>
 
+#include "base/posix_error.h"
+#include "base/unique_fd.h"
 #include "store/sqlite_library.h"
 
 namespace gpuman::store {
@@ -27,7 +29,7 @@ ErrorCode CodeForErrno(int err) {
 }
 
 Error ErrnoError(std::string context, int err) {
-  return MakeError(CodeForErrno(err), std::move(context) + ": " + Lower(std::strerror(err)));
+  return PosixError(CodeForErrno(err), context, err);
 }
 
 // mkdir -p with mode 0700 for the directories it creates; existing ones are left alone.
@@ -81,7 +83,7 @@ Error Translate(int rc, int sys_errno, const char* sqlite_msg, const std::string
     case SQLITE_IOERR:
       if (sys_errno == ENOSPC) return MakeError(ErrorCode::kIo, prefix + std::string(kNoSpace));
       if (sys_errno == EDQUOT) return MakeError(ErrorCode::kIo, prefix + std::string(kNoQuota));
-      if (sys_errno != 0) cause += ": " + Lower(std::strerror(sys_errno));
+      if (sys_errno != 0) cause += ": " + PosixErrorText(sys_errno);
       return MakeError(ErrorCode::kIo, prefix + cause);
     case SQLITE_CORRUPT:
     case SQLITE_NOTADB:
@@ -91,7 +93,7 @@ Error Translate(int rc, int sys_errno, const char* sqlite_msg, const std::string
     case SQLITE_CANTOPEN:
       if (sys_errno != 0) {
         return MakeError(CodeForErrno(sys_errno),
-                         prefix + Lower(std::strerror(sys_errno)));
+                         prefix + PosixErrorText(sys_errno));
       }
       return MakeError(ErrorCode::kIo, prefix + cause);
     case SQLITE_READONLY:
@@ -127,19 +129,19 @@ bool IsDiskFull(const Error& e) { return e.code == ErrorCode::kIo && IsDiskFullM
 Status CheckSqliteHeader(const std::string& path, const std::string& description) {
   static constexpr char kMagic[] = "SQLite format 3";  // and its NUL: 16 bytes
   const std::string aside = "; move it aside, with its -wal and -shm files, to start a new one";
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd) {
     if (errno == ENOENT) return {};
     if (errno == ELOOP) {  // a symlink: let SQLite follow it (as before); check its target
-      fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+      fd.reset(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
     }
-    if (fd < 0) return {};  // SQLite reports the same failure, with its own words
+    if (!fd) return {};  // SQLite reports the same failure, with its own words
   }
   struct stat st {};
   unsigned char h[100] = {};
   ssize_t got = -1;
-  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) got = ::pread(fd, h, sizeof h, 0);
-  ::close(fd);
+  if (::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode)) got = ::pread(fd.get(), h, sizeof h, 0);
+  fd.reset();
   if (!S_ISREG(st.st_mode)) {
     return MakeError(ErrorCode::kIo, path + " is not a " + description + " (not a regular file)");
   }
@@ -278,10 +280,10 @@ Status Database::CreateWalFile(const std::string& path, const DatabaseOptions& o
   ::unlink(staging.c_str());  // left over by an earlier crash of a process with our pid
   // Creating it ourselves with 0600 keeps the database private whatever the umask; SQLite
   // gives the -wal and -shm files the database file's mode.
-  int fd = ::open(staging.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, options.file_mode & 0666);
-  if (fd < 0) return ErrnoError("create " + path, errno);
-  (void)::fchmod(fd, options.file_mode & 0666);  // the umask does not decide
-  ::close(fd);
+  UniqueFd fd(::open(staging.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, options.file_mode & 0666));
+  if (!fd) return ErrnoError("create " + path, errno);
+  (void)::fchmod(fd.get(), options.file_mode & 0666);  // the umask does not decide
+  fd.reset();
   DatabaseOptions staging_options = options;
   staging_options.create = false;
   staging_options.display_path.clear();

@@ -7,6 +7,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "base/posix_error.h"
+#include "base/unique_fd.h"
+
 namespace gpuman::tui {
 
 KillDecision DecideKill(const Identity& me, const ProcessRow& target) {
@@ -33,9 +36,7 @@ std::string SignalName(int signal) {
 namespace {
 
 Error ErrnoError(const std::string& context, int err) {
-  ErrorCode code = err == ESRCH ? ErrorCode::kNotFound : err == EPERM ? ErrorCode::kPermissionDenied : ErrorCode::kInternal;
-  std::string cause = err == ESRCH ? "no such process" : err == EPERM ? "operation not permitted" : std::strerror(err);
-  return MakeError(code, context + ": " + cause);
+  return PosixError(err == ESRCH || err == EPERM ? ErrorCodeForErrno(err) : ErrorCode::kInternal, context, err);
 }
 
 // A descriptor for the process from before we check its identity, so the check and the
@@ -44,16 +45,11 @@ Error ErrnoError(const std::string& context, int err) {
 struct PidFd {
   explicit PidFd(pid_t pid) {
 #ifdef SYS_pidfd_open
-    fd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
-    if (fd < 0) err = errno;
+    fd.reset(static_cast<int>(syscall(SYS_pidfd_open, pid, 0)));
+    if (!fd) err = errno;
 #endif
   }
-  ~PidFd() {
-    if (fd >= 0) close(fd);
-  }
-  PidFd(const PidFd&) = delete;
-  PidFd& operator=(const PidFd&) = delete;
-  int fd = -1;
+  UniqueFd fd;
   int err = 0;
 };
 
@@ -64,15 +60,15 @@ Status SignalProcess(const ProcessRow& target, int signal, devices::ProcessInspe
   if (target.pid == 0) return MakeError(ErrorCode::kInvalidArgument, context + ": not a process");
   const auto pid = static_cast<pid_t>(target.pid);
   PidFd pidfd(pid);
-  if (pidfd.fd < 0 && pidfd.err == ESRCH) return ErrnoError(context, ESRCH);
+  if (!pidfd.fd && pidfd.err == ESRCH) return ErrnoError(context, ESRCH);
   auto now = procfs.Inspect(target.pid);
   if (!now) return ErrnoError(context, ESRCH);
   if ((target.uid && now->uid != *target.uid) || now->start_time_unix != target.start_time_unix) {
     return MakeError(ErrorCode::kConflict, context + ": is now a different process; not signalled");
   }
 #if defined(SYS_pidfd_send_signal)
-  if (pidfd.fd >= 0) {
-    if (syscall(SYS_pidfd_send_signal, pidfd.fd, signal, nullptr, 0) == 0) return {};
+  if (pidfd.fd) {
+    if (syscall(SYS_pidfd_send_signal, pidfd.fd.get(), signal, nullptr, 0) == 0) return {};
     if (errno != ENOSYS) return ErrnoError(context, errno);
   }
 #endif

@@ -14,17 +14,12 @@ Sampler::Sampler(Collect collect, std::chrono::milliseconds interval)
 
 Sampler::~Sampler() {
   Stop();
-  if (wake_read_ >= 0) close(wake_read_);
-  if (wake_write_ >= 0) close(wake_write_);
 }
 
 Status Sampler::Start(std::shared_ptr<const Frame> first) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC | O_NONBLOCK) != 0) {
-    return MakeError(ErrorCode::kInternal, std::string("sampler wake pipe: ") + std::strerror(errno));
-  }
-  wake_read_ = fds[0];
-  wake_write_ = fds[1];
+  auto wake = MakePipe(O_NONBLOCK);
+  if (!wake) return MakeError(ErrorCode::kInternal, "sampler wake " + wake.error().message);
+  wake_ = std::move(*wake);
   const bool have_first = first != nullptr;
   if (first) {
     auto copy = std::make_shared<Frame>(*first);
@@ -60,7 +55,7 @@ std::shared_ptr<const Frame> Sampler::Latest() const {
 
 void Sampler::DrainWake() {
   char buf[64];
-  while (wake_read_ >= 0 && read(wake_read_, buf, sizeof buf) > 0) {
+  while (wake_.read && read(wake_.read.get(), buf, sizeof buf) > 0) {
   }
 }
 
@@ -73,7 +68,7 @@ void Sampler::Publish(Frame frame) {
   }
   const char byte = 1;
   // A full pipe already says "something new"; nothing to do on EAGAIN.
-  [[maybe_unused]] ssize_t n = write(wake_write_, &byte, 1);
+  [[maybe_unused]] ssize_t n = write(wake_.write.get(), &byte, 1);
 }
 
 void Sampler::Loop(bool wait_first) {

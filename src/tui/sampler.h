@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "base/result.h"
+#include "base/unique_fd.h"
 #include "tui/top_model.h"
 
 namespace gpuman::tui {
@@ -37,7 +38,7 @@ class Sampler {
   /// The newest frame, or nullptr before the first. Any thread.
   std::shared_ptr<const Frame> Latest() const;
   /// Readable after each publication; the UI polls it. Any thread.
-  int wake_fd() const { return wake_read_; }
+  int wake_fd() const { return wake_.read.get(); }
   /// Empties the wake pipe.
   void DrainWake();
 
@@ -52,8 +53,7 @@ class Sampler {
   std::shared_ptr<const Frame> latest_;  // guarded by mu_
   bool stop_ = false;                    // guarded by mu_
   uint64_t sequence_ = 0;                // sampler thread (and Start) only
-  int wake_read_ = -1;
-  int wake_write_ = -1;
+  Pipe wake_;  // non-blocking; the sampler thread wakes the UI
   std::thread thread_;
 };
 
