@@ -72,7 +72,7 @@ class SlurmNodeTest : public ::testing::TestWithParam<bool> {
     options.monitor.slurm_node = [is_slurm]() -> std::optional<std::string> {
       return is_slurm ? std::optional<std::string>("slurmd runs (pid 812)") : std::nullopt;
     };
-    daemon_ = std::make_unique<Daemon>(options, devices_, clock_);
+    daemon_ = std::make_unique<Daemon>(options, devices_, clock_, supervisors_);
     ::testing::internal::CaptureStderr();
     Status started = daemon_->Start();
     start_log_ = ::testing::internal::GetCapturedStderr();
@@ -103,6 +103,7 @@ class SlurmNodeTest : public ::testing::TestWithParam<bool> {
   ::gpuman::testing::TempDir dir_;
   TwoGpus devices_;
   SettableClock clock_;
+  sched::SupervisorLauncher supervisors_{""};  // no job starts here
   std::unique_ptr<Daemon> daemon_;
   std::unique_ptr<store::JobStore> jobs_;
   std::unique_ptr<store::LeaseStore> leases_;
