@@ -27,6 +27,10 @@ std::optional<double> ParseFiniteDouble(std::string_view text);
 std::string EscapeControl(std::string_view text);
 /// Lower-cases ASCII letters.
 std::string ToLower(std::string_view text);
+/// `text` as one POSIX shell word: unchanged when it is not empty and holds only
+/// characters no shell treats specially (letters, digits, `_-.,:/@%+=`), else in single
+/// quotes with each ' written as '\''. For lines a shell evals (`select --format env`).
+std::string ShellWord(std::string_view text);
 /// ISO-8601 UTC with seconds, e.g. "2026-11-30T07:24:15Z".
 std::string FormatIsoUtc(int64_t unix_seconds);
 

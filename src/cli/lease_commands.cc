@@ -15,6 +15,7 @@
 #include "cli/lease_broker.h"
 #include "render/format.h"
 #include "store/proc_liveness.h"
+#include "visibility/child_env.h"
 #include "visibility/cuda_visible_devices.h"
 
 namespace gpuman::cli {
@@ -107,9 +108,11 @@ int RunSelect(const SelectArgs& args, Context& ctx) {
   } else if (args.format == "uuid") {
     out << uuids << "\n";
   } else if (args.format == "env") {
-    out << "export CUDA_VISIBLE_DEVICES=" << uuids << "\n"
-        << "export CUDA_DEVICE_ORDER=PCI_BUS_ID\n";
-    if (lease_id) out << "export GPUMAN_LEASE_ID=" << *lease_id << "\n";
+    // What `run` would give its child (visibility/child_env.h), for a shell to eval.
+    visibility::ChildGpuEnvRequest gpu_env;
+    gpu_env.uuids = selection.uuids;
+    gpu_env.lease_id = lease_id;
+    for (const auto& var : visibility::ChildGpuEnv(gpu_env)) out << "export " << var.name << "=" << ShellWord(var.value) << "\n";
   } else if (args.format == "docker") {
     out << "--gpus '\"device=" << uuids << "\"'\n";
   } else {

@@ -53,7 +53,6 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   options.socket_path = args.socket.value_or(ctx.env().Get("GPUMAN_SOCKET").value_or(
       daemon::DefaultSocketPath(system_mode, ctx.env().vars)));
   options.state_dir = args.state_dir.value_or(daemon::DefaultDaemonStateDir(system_mode, ctx.env().vars));
-  options.gpuman_exe = ctx.layout().exe;
   const DaemonConfig& dc = ctx.config().daemon;
   if (dc.admin_group) {
     group* g = getgrnam(dc.admin_group->c_str());
@@ -66,6 +65,7 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   options.scheduler.max_gpus_per_user = rules.max_gpus_per_user;
   options.machine_lease_dir = ctx.lease_dir();
   if (ctx.simulation()) options.scenario = ctx.simulation()->scenario_name;
+  if (ctx.simulation()) options.scenario_path = ctx.simulation()->scenario_path;
   options.max_connections = dc.max_connections;
   options.max_connections_per_user = dc.max_connections_per_user;
   options.admin_connection_reserve = std::min<size_t>(64, dc.max_connections / 4);
@@ -111,7 +111,9 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
       return std::unique_ptr<devices::XidEventSource>(std::move(*src));
     };
   }
-  daemon::Daemon d(options, *source, ctx.clock());
+  // each job runs under `gpuman __supervise` of this very binary
+  sched::SupervisorLauncher launcher(ctx.layout().exe);
+  daemon::Daemon d(options, *source, ctx.clock(), launcher);
   if (auto started = d.Start(); !started) return FailQueue(ctx, started.error());
   ctx.err() << "gpuman: daemon serving " << options.socket_path << " (state " << options.state_dir << ")\n";
   if (auto addr = d.collector()->metrics_address()) ctx.err() << "gpuman: metrics at http://" << *addr << "/metrics\n";

@@ -16,7 +16,7 @@
 #include "sched/child_process.h"
 #include "sched/process_group.h"
 #include "store/proc_liveness.h"
-#include "visibility/cuda_visible_devices.h"
+#include "visibility/child_env.h"
 
 namespace gpuman::cli {
 namespace {
@@ -116,20 +116,13 @@ int RunRun(const RunArgs& args, Context& ctx) {
   // What the job gets: its GPUs.
   const auto& sel = acquired->selection;
   sched::StartInfo start;
-  if (args.index) {
-    std::vector<int> sorted = sel.indices;  // NVML order is PCI bus order
-    std::sort(sorted.begin(), sorted.end());
-    std::vector<std::string> text;
-    for (int i : sorted) text.push_back(std::to_string(i));
-    start.env.push_back("CUDA_VISIBLE_DEVICES=" + Join(text, ","));
-  } else {
-    start.env.push_back("CUDA_VISIBLE_DEVICES=" + visibility::FormatCudaVisibleDevices(sel.uuids));
-  }
-  start.env.push_back("CUDA_DEVICE_ORDER=PCI_BUS_ID");
-  start.env.push_back("NVIDIA_VISIBLE_DEVICES=" + visibility::FormatCudaVisibleDevices(sel.uuids));
-  start.env.push_back("GPUMAN_LEASE_ID=" + std::to_string(lease_id));
-  // A nested gpuman sees the same simulated node.
-  if (ctx.simulation()) start.env.push_back("GPUMAN_SIMULATE=" + ctx.simulation()->scenario_path);
+  visibility::ChildGpuEnvRequest gpu_env;
+  gpu_env.uuids = sel.uuids;
+  gpu_env.indices = sel.indices;
+  gpu_env.numbering = args.index ? visibility::GpuNumbering::kPciIndices : visibility::GpuNumbering::kUuids;
+  gpu_env.lease_id = lease_id;
+  if (ctx.simulation()) gpu_env.simulated_scenario = ctx.simulation()->scenario_path;
+  for (const auto& var : visibility::ChildGpuEnv(gpu_env)) start.env.push_back(visibility::EnvEntry(var));
   if (args.bind_numa) PlanNumaBinding(*acquired, start, ctx);
 
   if (!args.quiet && isatty(STDERR_FILENO)) {

@@ -17,6 +17,7 @@
 #include "cli/queue_commands.h"
 #include "render/format.h"
 #include "slurm/sbatch.h"
+#include "visibility/child_env.h"
 
 namespace gpuman::cli {
 namespace {
@@ -299,7 +300,8 @@ int SlurmWaitExitCode(const std::string& s, std::optional<int> exit_code, std::o
 
 std::map<std::string, std::string> SbatchEnvironment(const std::map<std::string, std::string>& env) {
   std::map<std::string, std::string> out = env;
-  for (const char* k : {"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "GPUMAN_LEASE_ID", "GPUMAN_JOB_ID"}) out.erase(k);
+  // They name this machine's GPUs and lease; on the node, `gpuman run` sets its own.
+  for (std::string_view k : visibility::MachineBoundVariables()) out.erase(std::string(k));
   return out;
 }
 

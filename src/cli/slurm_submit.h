@@ -47,9 +47,9 @@ int RunSlurmQueueCommand(const std::string& name, const QueueArgs& args, Context
 int RunSlurmQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx);
 
 /// The environment sbatch gets (and, with its default --export=ALL, the job): the caller's,
-/// without what names the submitting machine's GPUs and leases (CUDA_VISIBLE_DEVICES,
-/// NVIDIA_VISIBLE_DEVICES, GPUMAN_LEASE_ID, GPUMAN_JOB_ID): a queued job is not
-/// confined by the submitting shell.
+/// without what names the submitting machine's GPUs and leases
+/// (visibility::MachineBoundVariables: CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES,
+/// GPUMAN_LEASE_ID, GPUMAN_JOB_ID): a queued job is not confined by the submitting shell.
 std::map<std::string, std::string> SbatchEnvironment(const std::map<std::string, std::string>& env);
 
 /// The exit code of `wait` for a finished Slurm job (docs/cli.md, "Exit codes of wait").

@@ -27,7 +27,7 @@
 #include "daemon/server.h"
 #include "sched/job_state.h"
 #include "sched/process_group.h"
-#include "sched/supervisor.h"
+#include "visibility/child_env.h"
 #include "store/machine_lease_table.h"
 #include "store/state_db.h"
 #include "store/proc_liveness.h"
@@ -146,8 +146,8 @@ std::string DefaultDaemonStateDir(bool system_mode, const std::map<std::string, 
   return (home != env.end() ? home->second : std::string("/tmp")) + "/.local/state/gpuman/daemon";
 }
 
-Daemon::Daemon(DaemonOptions options, devices::DeviceSource& devices, const Clock& clock)
-    : options_(std::move(options)), devices_(devices), clock_(clock) {}
+Daemon::Daemon(DaemonOptions options, devices::DeviceSource& devices, const Clock& clock, sched::JobLauncher& launcher)
+    : options_(std::move(options)), devices_(devices), clock_(clock), launcher_(launcher) {}
 
 Daemon::~Daemon() = default;  // the server closes its connections and removes the socket
 
@@ -462,13 +462,14 @@ Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& g
     return starting.error();
   }
 
-  sched::SupervisorSpec spec;
+  sched::JobLaunchSpec spec;
   spec.job = *starting;
   spec.state_db = options_.state_dir + "/state.db";
-  std::string list;
-  for (const auto& g : gpus) list += (list.empty() ? "" : ",") + g;
-  spec.extra_env = {"CUDA_VISIBLE_DEVICES=" + list, "NVIDIA_VISIBLE_DEVICES=" + list, "CUDA_DEVICE_ORDER=PCI_BUS_ID",
-                    "GPUMAN_JOB_ID=" + std::to_string(job.id)};
+  visibility::ChildGpuEnvRequest gpu_env;  // GPUMAN_LEASE_ID: the supervisor adds it at Go
+  gpu_env.uuids = gpus;
+  gpu_env.job_id = job.id;
+  gpu_env.simulated_scenario = options_.scenario_path;
+  for (const auto& var : visibility::ChildGpuEnv(gpu_env)) spec.gpu_env.push_back(visibility::EnvEntry(var));
   spec.grace_ms = options_.grace_ms;
   auto requeue = [&](const std::string& why) {
     store::JobStore::Update back;
@@ -476,7 +477,7 @@ Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& g
     back.reason = why;
     (void)jobs_->Transition(job.id, model::JobState::kStarting, model::JobState::kQueued, back);
   };
-  auto pending = sched::LaunchSupervisor(spec, options_.gpuman_exe);
+  auto pending = launcher_.Launch(spec);
   if (!pending) {
     requeue("could not start a supervisor: " + pending.error().message);
     return pending.error();

@@ -3,7 +3,7 @@
 // and leases), the device source, and scheduling passes. Requests go through one command
 // table {operation, who may call it, what it names, handler} (commands.cc), checked once
 // before any handler runs; the handlers live by family in *_handlers.cc. Jobs run
-// under detached supervisors (sched/supervisor.h), so the daemon can stop or crash
+// under detached supervisors (sched/supervisor.h, started through sched/job_launcher.h), so the daemon can stop or crash
 // without taking them along; on start it reconciles the db with what is still running.
 #pragma once
 
@@ -25,6 +25,7 @@
 #include "devices/device_source.h"
 #include "policy/lease_rules.h"
 #include "protocol/envelope.h"
+#include "sched/job_launcher.h"
 #include "sched/scheduler.h"
 #include "store/job_store.h"
 #include "store/lease_store.h"
@@ -35,7 +36,6 @@ struct DaemonOptions {
   std::string socket_path;
   std::string state_dir;
   bool system_mode = false;          // root: jobs run as their submitters
-  std::string gpuman_exe;            // started as `gpuman __supervise` for each job
   std::optional<uint32_t> admin_gid; // members may act on anyone's jobs and drain GPUs
   sched::SchedulerConfig scheduler;
   int grace_ms = 10000;              // SIGTERM -> SIGKILL for cancelled / over-time jobs
@@ -46,6 +46,9 @@ struct DaemonOptions {
   /// The scenario's name when the devices are the stand-in NVML (`--simulate`): clients of
   /// the snapshot op mark their output as simulated. Unset: real devices.
   std::optional<std::string> scenario;
+  /// Its file, given to every job as GPUMAN_SIMULATE (visibility/child_env.h), so that a
+  /// gpuman inside a job sees the GPUs its lease names.
+  std::optional<std::string> scenario_path;
   /// Connection caps (server.h, ServerLimits): everyone's together, of which the last
   /// `admin_connection_reserve` only root and the admin group may take, and one user's.
   size_t max_connections = 1024;
@@ -57,7 +60,9 @@ class Server;
 
 class Daemon {
  public:
-  Daemon(DaemonOptions options, devices::DeviceSource& devices, const Clock& clock);
+  /// Queued jobs are started through `launcher` (sched/job_launcher.h): the real one is
+  /// a sched::SupervisorLauncher; tests pass a recording fake.
+  Daemon(DaemonOptions options, devices::DeviceSource& devices, const Clock& clock, sched::JobLauncher& launcher);
   ~Daemon();
 
   /// Opens the state db, reconciles jobs left by an earlier daemon, and binds the socket
@@ -204,6 +209,7 @@ class Daemon {
   DaemonOptions options_;
   devices::DeviceSource& devices_;
   const Clock& clock_;
+  sched::JobLauncher& launcher_;
   std::unique_ptr<store::JobStore> jobs_;
   std::unique_ptr<store::LeaseStore> leases_;
   std::unique_ptr<store::LeaseStore> machine_leases_;  // read only; may be absent

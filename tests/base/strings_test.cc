@@ -54,6 +54,23 @@ TEST(TrimTest, StripsBothEnds) {
   EXPECT_EQ(Trim("   "), "");
 }
 
+TEST(ShellWordTest, QuotesOnlyWhatTheShellWouldRead) {
+  struct Case {
+    std::string_view text, want;
+  } cases[] = {
+      {"GPU-b7e6d5c4-3b2a,GPU-0a1b", "GPU-b7e6d5c4-3b2a,GPU-0a1b"},
+      {"PCI_BUS_ID", "PCI_BUS_ID"},
+      {"/opt/gpuman/share/a100-4.json", "/opt/gpuman/share/a100-4.json"},
+      {"", "''"},
+      {"/my scenarios/x.json", "'/my scenarios/x.json'"},
+      {"$(rm -rf ~)", "'$(rm -rf ~)'"},
+      {"it's", "'it'\\''s'"},
+      {"a;b", "'a;b'"},
+      {"*", "'*'"},
+  };
+  for (const Case& c : cases) EXPECT_EQ(ShellWord(c.text), c.want) << c.text;
+}
+
 TEST(FormatIsoUtcTest, FormatsEpochSeconds) {
   EXPECT_EQ(FormatIsoUtc(0), "1970-01-01T00:00:00Z");
   EXPECT_EQ(FormatIsoUtc(1764400000), "2025-11-29T07:06:40Z");

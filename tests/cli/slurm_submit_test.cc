@@ -198,8 +198,11 @@ TEST_F(SlurmSubmitTest, HoldAndResumeAreScontrols) {
 
 TEST_F(SlurmSubmitTest, SbatchEnvironmentDropsTheSubmittingMachinesGpus) {
   auto env = SbatchEnvironment({{"PATH", "/bin"}, {"CUDA_VISIBLE_DEVICES", "GPU-1"}, {"GPUMAN_LEASE_ID", "4"},
-                                {"NVIDIA_VISIBLE_DEVICES", "GPU-1"}, {"GPUMAN_JOB_ID", "2"}, {"HOME", "/h"}});
-  EXPECT_EQ(env, (std::map<std::string, std::string>{{"HOME", "/h"}, {"PATH", "/bin"}}));
+                                {"NVIDIA_VISIBLE_DEVICES", "GPU-1"}, {"GPUMAN_JOB_ID", "2"}, {"HOME", "/h"},
+                                {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"}});
+  // CUDA_DEVICE_ORDER names no GPU: a setting that holds on any machine, kept.
+  EXPECT_EQ(env, (std::map<std::string, std::string>{
+                     {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"}, {"HOME", "/h"}, {"PATH", "/bin"}}));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "daemon/daemon.h"
 #include "devices/device_source.h"
 #include "protocol/envelope.h"
+#include "sched/job_launcher.h"
 #include "store/lease_store.h"
 #include "store/proc_liveness.h"
 #include "support/fake_clock.h"
@@ -49,12 +50,17 @@ inline Peer PeerFor(Role role) {
 
 class World {
  public:
-  explicit World(bool system_mode = true) {
+  /// Jobs start through `launcher` when given (a FakeJobLauncher), else through the real
+  /// supervisor launcher (which no test here lets start a job). `scenario_path`: as a
+  /// simulated daemon's.
+  explicit World(bool system_mode = true, sched::JobLauncher* launcher = nullptr,
+                 std::optional<std::string> scenario_path = std::nullopt) {
     DaemonOptions options;
     options.system_mode = system_mode;
     options.state_dir = dir_.Join("state");
     options.socket_path = dir_.Join("gpuman.sock");
-    daemon_ = std::make_unique<Daemon>(options, devices_, clock_);
+    options.scenario_path = std::move(scenario_path);
+    daemon_ = std::make_unique<Daemon>(options, devices_, clock_, launcher ? *launcher : supervisors_);
     Status opened = daemon_->OpenState();
     EXPECT_TRUE(opened) << opened.error().message;
   }
@@ -127,6 +133,7 @@ class World {
   ::gpuman::testing::TempDir dir_;
   ::gpuman::testing::FakeDeviceSource devices_{TwoIdleGpus()};
   FakeClock clock_;
+  sched::SupervisorLauncher supervisors_{""};
   std::unique_ptr<Daemon> daemon_;
   std::unique_ptr<store::LeaseStore> leases_;
   int64_t request_id_ = 0;

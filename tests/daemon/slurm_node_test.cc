@@ -46,7 +46,7 @@ class SlurmNodeTest : public ::testing::TestWithParam<bool> {
     options.monitor.slurm_node = [is_slurm]() -> std::optional<std::string> {
       return is_slurm ? std::optional<std::string>("slurmd runs (pid 812)") : std::nullopt;
     };
-    daemon_ = std::make_unique<Daemon>(options, devices_, clock_);
+    daemon_ = std::make_unique<Daemon>(options, devices_, clock_, supervisors_);
     ::testing::internal::CaptureStderr();
     Status started = daemon_->Start();
     start_log_ = ::testing::internal::GetCapturedStderr();
@@ -79,6 +79,7 @@ class SlurmNodeTest : public ::testing::TestWithParam<bool> {
   ::gpuman::testing::FakeDeviceSource devices_{
       ::gpuman::testing::SnapshotBuilder().Uuids(::gpuman::testing::LongUuid).Add(2).Build()};
   FakeClock clock_;
+  sched::SupervisorLauncher supervisors_{""};  // no job starts here
   std::unique_ptr<Daemon> daemon_;
   std::unique_ptr<store::JobStore> jobs_;
   std::unique_ptr<store::LeaseStore> leases_;

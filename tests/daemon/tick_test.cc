@@ -47,10 +47,10 @@ class TickTest : public ::testing::Test {
     options.system_mode = true;
     options.state_dir = dir_.Join("state");
     options.socket_path = dir_.Join("gpuman.sock");
-    options.gpuman_exe = supervisor_;
     options.monitor.kernel_log = "";  // no /dev/kmsg, no history, no metrics
     options.monitor.sample_interval_ms = 1000;
-    daemon_ = std::make_unique<Daemon>(options, devices_, clock_);
+    launcher_ = std::make_unique<sched::SupervisorLauncher>(supervisor_);
+    daemon_ = std::make_unique<Daemon>(options, devices_, clock_, *launcher_);
     Status started = daemon_->Start();  // the collector too: the real tick
     ASSERT_TRUE(started) << started.error().message;
     auto jobs = store::JobStore::Open(dir_.Join("state") + "/state.db");
@@ -112,6 +112,7 @@ class TickTest : public ::testing::Test {
   std::string supervisor_;
   FakeDeviceSource devices_{TwoGpus()};
   FakeClock clock_;
+  std::unique_ptr<sched::SupervisorLauncher> launcher_;  // the real one, with a stand-in supervisor
   std::unique_ptr<Daemon> daemon_;
   std::unique_ptr<store::JobStore> jobs_;
   std::unique_ptr<store::LeaseStore> leases_;

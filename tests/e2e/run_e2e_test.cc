@@ -139,7 +139,8 @@ TEST_F(RunE2E, SelectFormats) {
       {{"--format", "index"}, "2,3\n"},
       {{}, "GPU-b7e6d5c4-3b2a-4190-8f7e-6d5c4b3a2918,GPU-0a1b2c3d-4e5f-4a6b-9c7d-8e9f0a1b2c3d\n"},
       {{"--format", "docker"}, "--gpus '\"device=GPU-b7e6d5c4-3b2a-4190-8f7e-6d5c4b3a2918,GPU-0a1b2c3d-4e5f-4a6b-9c7d-8e9f0a1b2c3d\"'\n"},
-      {{"--format", "env"}, "export CUDA_VISIBLE_DEVICES=GPU-b7e6d5c4-3b2a-4190-8f7e-6d5c4b3a2918,GPU-0a1b2c3d-4e5f-4a6b-9c7d-8e9f0a1b2c3d\nexport CUDA_DEVICE_ORDER=PCI_BUS_ID\n"},
+      {{"--format", "env"}, "export CUDA_VISIBLE_DEVICES=GPU-b7e6d5c4-3b2a-4190-8f7e-6d5c4b3a2918,GPU-0a1b2c3d-4e5f-4a6b-9c7d-8e9f0a1b2c3d\nexport CUDA_DEVICE_ORDER=PCI_BUS_ID\n"
+                            "export NVIDIA_VISIBLE_DEVICES=GPU-b7e6d5c4-3b2a-4190-8f7e-6d5c4b3a2918,GPU-0a1b2c3d-4e5f-4a6b-9c7d-8e9f0a1b2c3d\n"},
   };
   for (const auto& c : cases) {
     std::vector<std::string> args = {"--simulate", "a100-4", "select", "-n", "2"};

@@ -1,0 +1,49 @@
+// The GPU environment of a child: see child_env.h for the rules and why.
+#include "visibility/child_env.h"
+
+#include <algorithm>
+#include <array>
+
+#include "base/result.h"
+#include "visibility/cuda_visible_devices.h"
+
+namespace gpuman::visibility {
+namespace {
+
+std::string JoinInts(std::vector<int> values) {
+  std::sort(values.begin(), values.end());  // NVML index order is PCI bus order
+  std::string out;
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(values[i]);
+  }
+  return out;
+}
+
+constexpr std::array<std::string_view, 4> kMachineBound = {kCudaVisibleDevices, kNvidiaVisibleDevices,
+                                                           kLeaseIdVariable, kJobIdVariable};
+
+}  // namespace
+
+std::vector<EnvVar> ChildGpuEnv(const ChildGpuEnvRequest& request) {
+  const std::string uuids = FormatCudaVisibleDevices(request.uuids);
+  std::vector<EnvVar> env;
+  if (request.numbering == GpuNumbering::kPciIndices) {
+    GPUMAN_CHECK(request.indices.size() == request.uuids.size());
+    env.push_back({std::string(kCudaVisibleDevices), JoinInts(request.indices)});
+  } else {
+    env.push_back({std::string(kCudaVisibleDevices), uuids});
+  }
+  env.push_back({std::string(kCudaDeviceOrder), "PCI_BUS_ID"});
+  env.push_back({std::string(kNvidiaVisibleDevices), request.uuids.empty() ? std::string("none") : uuids});
+  if (request.lease_id) env.push_back({std::string(kLeaseIdVariable), std::to_string(*request.lease_id)});
+  if (request.job_id) env.push_back({std::string(kJobIdVariable), std::to_string(*request.job_id)});
+  if (request.simulated_scenario) env.push_back({std::string(kSimulateVariable), *request.simulated_scenario});
+  return env;
+}
+
+std::span<const std::string_view> MachineBoundVariables() { return kMachineBound; }
+
+std::string EnvEntry(const EnvVar& var) { return var.name + "=" + var.value; }
+
+}  // namespace gpuman::visibility

@@ -1,0 +1,87 @@
+// The GPU environment gpuman gives a process it hands GPUs to: one builder for every
+// caller (a queued job's supervisor, `run`'s child, the `export` lines of
+// `select --format env`, and the variables `submit --backend slurm` keeps away from sbatch).
+// It returns (name, value) pairs in a fixed order; each caller formats them (an env
+// vector, shell `export` lines). Pure: no I/O, no getenv.
+//
+// The rules (docs/visibility.md, "The environment gpuman gives a child"; reference
+// cuda-visible-devices.md section 6):
+// - Identity is the UUID. CUDA_VISIBLE_DEVICES holds the GPUs' full UUIDs, comma-separated,
+//   no spaces, in the order given (a selection is in index order). Only when the caller
+//   asks for indices (`run --index`) does it hold NVML indices instead, sorted (PCI bus
+//   order), and then only together with CUDA_DEVICE_ORDER=PCI_BUS_ID, which makes CUDA's
+//   numbering nvidia-smi's.
+// - CUDA_DEVICE_ORDER=PCI_BUS_ID always, in both modes: tools that print ordinals agree
+//   with nvidia-smi.
+// - NVIDIA_VISIBLE_DEVICES: the same UUIDs, always UUIDs (never indices: the container
+//   runtime reads host NVML indices, which are not stable), so that a container the child
+//   starts with the variable passed through (enroot, apptainer --nvccli, `docker run -e
+//   NVIDIA_VISIBLE_DEVICES`) gets the same GPUs. An empty set is "none", the toolkit's
+//   value for no GPU ("" would mean plain runc, and gpuman's resolver reads it as no
+//   restriction).
+// - GPUMAN_LEASE_ID: the lease the child lives in (for a nested `run`, the enclosing
+//   lease), when there is one. A queued job's lease exists only after its supervisor
+//   started (the lease holds the supervisor's pid), so for jobs the supervisor adds it at
+//   its go (sched/supervisor.cc); the daemon builds the rest here without it.
+// - GPUMAN_JOB_ID: a queued job's id; nothing else sets it (a `run` inside a job keeps the
+//   job's, inherited).
+// - GPUMAN_SIMULATE: the scenario file of a simulated node, so that a gpuman inside the
+//   child sees the same (simulated) GPUs its lease names.
+// Every variable set here replaces an inherited one of the same name. The ones that name
+// one machine's GPUs or lease (MachineBoundVariables) must not follow a job to another
+// machine (`submit --backend slurm` drops them from sbatch's environment); the
+// CUDA_DEVICE_ORDER and GPUMAN_SIMULATE settings are no machine's and stay.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpuman::visibility {
+
+/// One environment variable a child gets.
+struct EnvVar {
+  std::string name;
+  std::string value;
+  bool operator==(const EnvVar&) const = default;
+};
+
+/// How CUDA_VISIBLE_DEVICES names the GPUs.
+enum class GpuNumbering {
+  kUuids,       // full UUIDs (the default everywhere)
+  kPciIndices,  // NVML indices in PCI bus order, with CUDA_DEVICE_ORDER=PCI_BUS_ID (`run --index`)
+};
+
+struct ChildGpuEnvRequest {
+  std::vector<std::string> uuids;  // the child's GPUs; may be empty (a job with no GPU)
+  std::vector<int> indices;        // their NVML indices, same order; needed for kPciIndices only
+  GpuNumbering numbering = GpuNumbering::kUuids;
+  std::optional<int64_t> lease_id;                 // GPUMAN_LEASE_ID
+  std::optional<int64_t> job_id;                   // GPUMAN_JOB_ID
+  std::optional<std::string> simulated_scenario;   // GPUMAN_SIMULATE: a scenario file's path
+};
+
+inline constexpr std::string_view kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
+inline constexpr std::string_view kCudaDeviceOrder = "CUDA_DEVICE_ORDER";
+inline constexpr std::string_view kNvidiaVisibleDevices = "NVIDIA_VISIBLE_DEVICES";
+inline constexpr std::string_view kLeaseIdVariable = "GPUMAN_LEASE_ID";
+inline constexpr std::string_view kJobIdVariable = "GPUMAN_JOB_ID";
+inline constexpr std::string_view kSimulateVariable = "GPUMAN_SIMULATE";
+
+/// The variables, in this order: CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER,
+/// NVIDIA_VISIBLE_DEVICES, then GPUMAN_LEASE_ID, GPUMAN_JOB_ID and GPUMAN_SIMULATE when
+/// given. kPciIndices with `indices` not matching `uuids` in size is a broken invariant
+/// (GPUMAN_CHECK).
+std::vector<EnvVar> ChildGpuEnv(const ChildGpuEnvRequest& request);
+
+/// The variables that name the GPUs or the lease of the machine they were set on:
+/// CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, GPUMAN_LEASE_ID, GPUMAN_JOB_ID.
+std::span<const std::string_view> MachineBoundVariables();
+
+/// "NAME=VALUE", as execve's envp wants it.
+std::string EnvEntry(const EnvVar& var);
+
+}  // namespace gpuman::visibility

@@ -1,0 +1,111 @@
+// The GPU environment of a child (visibility/child_env.h): one table over what the four
+// callers ask for (a queued job, `run` with UUIDs or --index, a nested `run`, a
+// `select --format env` preview), and the variables that must not leave the machine.
+#include "visibility/child_env.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace gpuman::visibility {
+namespace {
+
+const std::string kA = "GPU-aaaaaaaa-0000-0000-0000-000000000000";
+const std::string kB = "GPU-bbbbbbbb-0000-0000-0000-000000000000";
+
+TEST(ChildGpuEnvTest, Table) {
+  struct Case {
+    const char* name;
+    ChildGpuEnvRequest request;
+    std::vector<EnvVar> want;
+  };
+  ChildGpuEnvRequest run_uuids{{kA, kB}, {0, 3}, GpuNumbering::kUuids, 12, std::nullopt, std::nullopt};
+  ChildGpuEnvRequest run_indices{{kB, kA}, {3, 0}, GpuNumbering::kPciIndices, 12, std::nullopt, std::nullopt};
+  // Inside lease 7 (GPUMAN_LEASE_ID of the caller): one GPU of it, the enclosing lease.
+  ChildGpuEnvRequest nested{{kB}, {3}, GpuNumbering::kUuids, 7, std::nullopt, std::nullopt};
+  // A queued job: its lease is added by the supervisor once it exists.
+  ChildGpuEnvRequest job{{kA, kB}, {}, GpuNumbering::kUuids, std::nullopt, 42, std::nullopt};
+  ChildGpuEnvRequest job_no_gpu{{}, {}, GpuNumbering::kUuids, std::nullopt, 43, std::nullopt};
+  ChildGpuEnvRequest simulated{{kA}, {0}, GpuNumbering::kUuids, 3, 44, "/s/a100-4.json"};
+  ChildGpuEnvRequest preview{{kA}, {0}, GpuNumbering::kUuids, std::nullopt, std::nullopt, std::nullopt};
+  const std::string both = kA + "," + kB;
+  const Case cases[] = {
+      {"run, UUIDs",
+       run_uuids,
+       {{"CUDA_VISIBLE_DEVICES", both},
+        {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
+        {"NVIDIA_VISIBLE_DEVICES", both},
+        {"GPUMAN_LEASE_ID", "12"}}},
+      {"run --index: sorted indices; the container variable keeps UUIDs",
+       run_indices,
+       {{"CUDA_VISIBLE_DEVICES", "0,3"},
+        {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
+        {"NVIDIA_VISIBLE_DEVICES", kB + "," + kA},
+        {"GPUMAN_LEASE_ID", "12"}}},
+      {"nested run: the enclosing lease",
+       nested,
+       {{"CUDA_VISIBLE_DEVICES", kB},
+        {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
+        {"NVIDIA_VISIBLE_DEVICES", kB},
+        {"GPUMAN_LEASE_ID", "7"}}},
+      {"queued job",
+       job,
+       {{"CUDA_VISIBLE_DEVICES", both},
+        {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
+        {"NVIDIA_VISIBLE_DEVICES", both},
+        {"GPUMAN_JOB_ID", "42"}}},
+      {"queued job without GPUs: none visible, container runtime too",
+       job_no_gpu,
+       {{"CUDA_VISIBLE_DEVICES", ""},
+        {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
+        {"NVIDIA_VISIBLE_DEVICES", "none"},
+        {"GPUMAN_JOB_ID", "43"}}},
+      {"simulated node",
+       simulated,
+       {{"CUDA_VISIBLE_DEVICES", kA},
+        {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"},
+        {"NVIDIA_VISIBLE_DEVICES", kA},
+        {"GPUMAN_LEASE_ID", "3"},
+        {"GPUMAN_JOB_ID", "44"},
+        {"GPUMAN_SIMULATE", "/s/a100-4.json"}}},
+      {"select preview: no lease, no job",
+       preview,
+       {{"CUDA_VISIBLE_DEVICES", kA}, {"CUDA_DEVICE_ORDER", "PCI_BUS_ID"}, {"NVIDIA_VISIBLE_DEVICES", kA}}},
+  };
+  for (const Case& c : cases) {
+    const std::vector<EnvVar> got = ChildGpuEnv(c.request);
+    ASSERT_EQ(got.size(), c.want.size()) << c.name;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].name, c.want[i].name) << c.name << " #" << i;
+      EXPECT_EQ(got[i].value, c.want[i].value) << c.name << " #" << i;
+    }
+  }
+}
+
+TEST(ChildGpuEnvTest, IndicesNeedOnePerGpu) {
+  ChildGpuEnvRequest bad{{kA, kB}, {0}, GpuNumbering::kPciIndices, std::nullopt, std::nullopt, std::nullopt};
+  EXPECT_DEATH((void)ChildGpuEnv(bad), "indices");
+}
+
+TEST(ChildGpuEnvTest, MachineBoundVariablesAreTheOnesNamingGpusOrALease) {
+  std::vector<std::string> names;
+  for (std::string_view n : MachineBoundVariables()) names.emplace_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "GPUMAN_LEASE_ID",
+                                             "GPUMAN_JOB_ID"}));
+  // Everything the builder can set is either machine-bound or a setting that travels.
+  ChildGpuEnvRequest all{{kA}, {0}, GpuNumbering::kUuids, 1, 2, "/s.json"};
+  for (const EnvVar& v : ChildGpuEnv(all)) {
+    const bool bound = std::find(names.begin(), names.end(), v.name) != names.end();
+    EXPECT_EQ(bound, v.name != "CUDA_DEVICE_ORDER" && v.name != "GPUMAN_SIMULATE") << v.name;
+  }
+}
+
+TEST(ChildGpuEnvTest, EnvEntry) {
+  EXPECT_EQ(EnvEntry({"CUDA_VISIBLE_DEVICES", kA}), "CUDA_VISIBLE_DEVICES=" + kA);
+  EXPECT_EQ(EnvEntry({"X", ""}), "X=");
+}
+
+}  // namespace
+}  // namespace gpuman::visibility
