@@ -1,11 +1,8 @@
 #include "store/lease_store.h"
 
-#include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <map>
 #include <set>
 #include <utility>
@@ -373,47 +370,7 @@ Result<std::vector<model::Lease>> LeaseStore::ListLive(const LivenessCheck& aliv
   return all;
 }
 
-namespace {
-
-// Inode, size and modification time of the database file and its WAL, when both are
-// settled: last modified more than two seconds before `now_ns` (realtime). A file modified
-// later, or one that cannot be stat()ed (a URI, ":memory:"), gives no stamps, and the rows
-// are read again. A missing WAL is a stamp of its own (zeros).
-std::vector<int64_t> FileStamps(const std::string& path, int64_t now_ns) {
-  std::vector<int64_t> out;
-  const std::string files[] = {path, path + "-wal"};
-  for (const std::string& file : files) {
-    struct stat st {};
-    if (::stat(file.c_str(), &st) != 0) {
-      if (errno == ENOENT && &file == &files[1]) {
-        out.insert(out.end(), {0, 0, 0, 0});
-        continue;
-      }
-      return {};
-    }
-    const int64_t mtime_ns = static_cast<int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-    if (mtime_ns > now_ns - 2000000000LL) return {};
-    out.insert(out.end(), {static_cast<int64_t>(st.st_dev), static_cast<int64_t>(st.st_ino),
-                           static_cast<int64_t>(st.st_size), mtime_ns});
-  }
-  return out;
-}
-
-int64_t RealtimeNs() {
-  timespec ts {};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1000000000 + ts.tv_nsec;
-}
-
-}  // namespace
-
 Result<std::vector<model::Lease>> LeaseStore::ListRecorded() {
-  // The stamps are taken before the read, so a write after them changes the next ones.
-  const std::vector<int64_t> stamps = FileStamps(db_->path(), RealtimeNs());
-  if (recorded_ && !stamps.empty() && recorded_->stamps == stamps && db_->TotalChanges() == recorded_->total_changes) {
-    return recorded_->leases;
-  }
-  ++reads_;
   auto tx = Transaction::BeginRead(*db_);
   if (!tx) return tx.error().WithContext("list leases");
   int64_t data_version = 0;
@@ -426,13 +383,12 @@ Result<std::vector<model::Lease>> LeaseStore::ListRecorded() {
   }
   const int64_t total_changes = db_->TotalChanges();
   if (recorded_ && recorded_->data_version == data_version && recorded_->total_changes == total_changes) {
-    recorded_->stamps = stamps;
     return recorded_->leases;
   }
   auto all = LoadLocked(std::nullopt);
   if (!all) return all.error().WithContext("list leases");
   if (auto s = tx->Commit(); !s) return s.error().WithContext("list leases");
-  recorded_ = Recorded{data_version, total_changes, *all, stamps};
+  recorded_ = Recorded{data_version, total_changes, *all};
   return all;
 }
 

@@ -86,13 +86,9 @@ class LeaseStore {
   Result<std::vector<model::Lease>> ListLive(const LivenessCheck& alive);
 
   /// Every recorded lease, stale or not, without writing (a read snapshot; never waits
-  /// for writers). When nothing was written since the last call the rows read then are
-  /// returned again, not read anew. Without even a read transaction when the database file
-  /// and its WAL have the same inode, size and modification time as then and were last
-  /// modified more than two seconds before that read (so that a write in the same clock
-  /// tick as the read cannot hide: git's "racily clean" rule); else inside one, by PRAGMA
-  /// data_version (other connections' commits) and the connection's own change count.
-  /// Errors: kIo.
+  /// for writers). When nothing was written since the last call (PRAGMA data_version for
+  /// other connections, the connection's own change count for this one) the rows read then
+  /// are returned again, not read anew. Errors: kIo.
   Result<std::vector<model::Lease>> ListRecorded();
 
   /// The recorded lease with this id (alive or not), or nullopt. Errors: kIo.
@@ -124,20 +120,13 @@ class LeaseStore {
   std::shared_ptr<Database> db_;       // shared with the job store of the same state db
   std::unique_ptr<Statements> stmts_;  // finalized before db_ closes (reverse order)
   std::string host_;                   // recorded in new leases; judges liveness of its own
-  // ListRecorded's last answer and the (data_version, total changes) it was read at, and
-  // the files' stamps then (FileStamps in lease_store.cc).
+  // ListRecorded's last answer and the (data_version, total changes) it was read at.
   struct Recorded {
     int64_t data_version = 0;
     int64_t total_changes = 0;
     std::vector<model::Lease> leases;
-    std::vector<int64_t> stamps;  // empty: not comparable (a special path, a failed stat)
   };
   std::optional<Recorded> recorded_;
-  int64_t reads_ = 0;  // read transactions ListRecorded started (ReadsForTesting)
-
- public:
-  /// How many times ListRecorded read the database rather than trusting its files' stamps.
-  int64_t ReadsForTesting() const { return reads_; }
 };
 
 }  // namespace gpuman::store

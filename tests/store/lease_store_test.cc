@@ -1,8 +1,6 @@
 #include "store/lease_store.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -356,33 +354,6 @@ TEST_F(LeaseStoreTest, ListSeesEveryWriteOfEitherConnection) {
   EXPECT_THAT(Ids(*store_->List(Alive())), ElementsAre(b->id));
   ASSERT_TRUE(store_->Release(b->id));
   EXPECT_TRUE(store_->List(Alive())->empty());
-}
-
-// Files last modified more than two seconds before a read are trusted: the next list with
-// the same stamps reads nothing. A write through another connection changes them.
-TEST_F(LeaseStoreTest, SettledFilesAreNotReadAgainAndAWriteIsStillSeen) {
-  auto a = AcquireFor(11, {"GPU-a"});
-  ASSERT_TRUE(a.has_value());
-  // Age the files as if the write had been three seconds ago.
-  timespec old[2] = {{0, UTIME_OMIT}, {0, 0}};
-  clock_gettime(CLOCK_REALTIME, &old[1]);
-  old[1].tv_sec -= 3;
-  for (const std::string& f : {path_, path_ + "-wal"}) ASSERT_EQ(utimensat(AT_FDCWD, f.c_str(), old, 0), 0) << f;
-  auto other = LeaseStore::Open(path_);
-  ASSERT_TRUE(other.has_value()) << other.error().message;
-  // Opening may have touched the files (WAL recovery); settle them again.
-  for (const std::string& f : {path_, path_ + "-wal"}) ASSERT_EQ(utimensat(AT_FDCWD, f.c_str(), old, 0), 0) << f;
-  EXPECT_THAT(Ids(*(*other)->ListRecorded()), ElementsAre(a->id));
-  const int64_t reads = (*other)->ReadsForTesting();
-  EXPECT_THAT(Ids(*(*other)->ListRecorded()), ElementsAre(a->id));
-  EXPECT_THAT(Ids(*(*other)->ListRecorded()), ElementsAre(a->id));
-  EXPECT_EQ((*other)->ReadsForTesting(), reads);  // the stamps held: no read transaction
-  auto b = AcquireFor(12, {"GPU-b"});  // another connection writes: the WAL's stamp moves
-  ASSERT_TRUE(b.has_value());
-  EXPECT_THAT(Ids(*(*other)->ListRecorded()), ElementsAre(a->id, b->id));
-  EXPECT_GT((*other)->ReadsForTesting(), reads);
-  ASSERT_TRUE((*other)->Release(a->id));  // and its own write, too
-  EXPECT_THAT(Ids(*(*other)->ListRecorded()), ElementsAre(b->id));
 }
 
 // List takes the write lock only to delete a stale lease: with another writer holding it,
