@@ -29,4 +29,14 @@ std::string EncodeUtf8(std::u32string_view text) {
   return out;
 }
 
+std::string CutText(std::string text, size_t max_bytes) {
+  static constexpr std::string_view kEllipsis = "\u2026";
+  if (text.size() <= max_bytes) return text;
+  size_t end = max_bytes > kEllipsis.size() ? max_bytes - kEllipsis.size() : 0;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;  // not inside a character
+  text.resize(end);
+  text += kEllipsis;
+  return text;
+}
+
 }  // namespace gpuman

@@ -62,14 +62,13 @@ Status ReleaseLease(Context& ctx, int64_t lease_id) {
   return (*broker)->Release(lease_id);
 }
 
-Result<Acquired> AcquireLease(Context& ctx, const SelectionArgs& args, model::Lease draft,
-                              const AcquireOptions& options) {
-  auto broker = ctx.Broker();
-  if (!broker) return broker.error();
+namespace {
+
+// The ask for the machine's authority: ids resolved once (indices and UUIDs do not change
+// while we wait) against a snapshot that also serves the broker's first attempt.
+Result<LeaseAsk> BuildAsk(Context& ctx, const SelectionArgs& args) {
   auto source = ctx.Devices();
   if (!source) return source.error();
-  // Ids are resolved once: indices and UUIDs do not change while we wait. The same
-  // snapshot serves the broker's first attempt.
   devices::SnapshotOptions full;
   full.topology = true;
   auto snap = (*source)->Snapshot(full);
@@ -78,28 +77,52 @@ Result<Acquired> AcquireLease(Context& ctx, const SelectionArgs& args, model::Le
   if (!req) return req.error();
   auto within = EnclosingLease(ctx);
   if (!within) return within.error();
-
   LeaseAsk ask;
   ask.request = std::move(*req);
-  ask.draft = std::move(draft);
   ask.within = *within;
   ask.snapshot = std::move(*snap);
+  return ask;
+}
+
+Acquired ToAcquired(model::Lease lease, Granted granted) {
+  Acquired out;
+  out.lease = std::move(lease);
+  out.lease.id = granted.lease_id;
+  out.lease.gpu_uuids = granted.uuids;
+  out.selection.uuids = std::move(granted.uuids);
+  out.selection.indices = std::move(granted.indices);
+  out.selection.placement = std::move(granted.placement);
+  out.snapshot = std::move(granted.snapshot);
+  out.nested = granted.nested;
+  return out;
+}
+
+}  // namespace
+
+Result<Acquired> AcquireLease(Context& ctx, const SelectionArgs& args, model::Lease draft,
+                              const AcquireOptions& options) {
+  auto broker = ctx.Broker();
+  if (!broker) return broker.error();
+  auto ask = BuildAsk(ctx, args);
+  if (!ask) return ask.error();
+  ask->draft = std::move(draft);
   WaitPolicy wait;
   wait.wait_ms = options.wait_ms;
   wait.waiting_for = options.waiting_for;
-  auto granted = AcquireWaiting(**broker, ask, wait, ctx.clock(),
+  auto granted = AcquireWaiting(**broker, *ask, wait, ctx.clock(),
                                 [&](const std::string& line) { ctx.err() << "gpuman: " << line << "\n"; });
   if (!granted) return granted.error();
-  Acquired out;
-  out.lease = ask.draft;
-  out.lease.id = granted->lease_id;
-  out.lease.gpu_uuids = granted->uuids;
-  out.selection.uuids = granted->uuids;
-  out.selection.indices = granted->indices;
-  out.selection.placement = granted->placement;
-  out.snapshot = std::move(granted->snapshot);
-  out.nested = granted->nested;
-  return out;
+  return ToAcquired(ask->draft, std::move(*granted));
+}
+
+Result<Acquired> PreviewLease(Context& ctx, const SelectionArgs& args) {
+  auto ask = BuildAsk(ctx, args);  // a bad request is reported before the authority is opened
+  if (!ask) return ask.error();
+  auto broker = ctx.Broker();
+  if (!broker) return broker.error();
+  auto previewed = (*broker)->Preview(*ask);
+  if (!previewed) return previewed.error();
+  return ToAcquired(model::Lease{}, std::move(*previewed));
 }
 
 }  // namespace gpuman::cli

@@ -1,7 +1,8 @@
 // Taking a lease from the command line: builds the request once (ids resolved against a
 // snapshot, the enclosing allocation and lease from the environment) and hands it to the
 // machine's one lease authority (cli/lease_broker.h), optionally waiting. Shared by
-// `select --lease` and `run`. Main thread only.
+// `select --lease` and `run`; plain `select` previews through the same authority.
+// Main thread only.
 #pragma once
 
 #include <optional>
@@ -33,6 +34,12 @@ struct Acquired {
 /// from NVML, the daemon or the lease table.
 Result<Acquired> AcquireLease(Context& ctx, const SelectionArgs& args, model::Lease draft,
                               const AcquireOptions& options);
+
+/// What AcquireLease would be granted now by the same authority (its rules, drains,
+/// leases and the enclosing lease), taking and writing nothing: plain `select`.
+/// `lease.id` is the enclosing lease when nested, else 0. Errors: as AcquireLease
+/// without waiting.
+Result<Acquired> PreviewLease(Context& ctx, const SelectionArgs& args);
 
 /// The live leases, from the machine's lease authority (daemon or machine lease table).
 Result<std::vector<model::Lease>> LiveLeases(Context& ctx);

@@ -167,7 +167,7 @@ Result<LeaseBroker*> Context::Broker() {
   auto table = Leases();
   if (!table) return table.error();
   const policy::Caller caller = CurrentCaller();
-  broker_ = MakeTableBroker(**table, devices, caller, MachineRulesFromConfig(config_), lease_dir_);
+  broker_ = MakeTableBroker(**table, devices, caller, MachineRulesFromConfig(config_), lease_dir_, clock_);
   return broker_.get();
 }
 

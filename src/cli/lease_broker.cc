@@ -14,6 +14,7 @@
 #include "cli/daemon_client.h"
 #include "cli/daemon_pages.h"
 #include "devices/device_source.h"
+#include "lease/acquire_step.h"
 #include "store/lease_store.h"
 #include "store/proc_liveness.h"
 
@@ -66,23 +67,11 @@ class DaemonBroker final : public LeaseBroker {
       : daemon_(daemon), devices_(std::move(devices)), socket_(std::move(socket)) {}
 
   Result<Granted> TryAcquire(const LeaseAsk& ask) override {
-    // The snapshot only maps UUIDs to indices and CPUs here (they do not change): one is enough.
-    if (!snapshot_ && ask.snapshot) snapshot_ = ask.snapshot;
-    if (!snapshot_) {
-      devices::SnapshotOptions options;
-      options.topology = true;
-      auto source = devices_();
-      if (!source) return source.error();
-      auto snap = (*source)->Snapshot(options);
-      if (!snap) return snap.error();
-      snapshot_ = std::move(*snap);
-    }
-    std::vector<std::string> machine;
-    for (const auto& g : snapshot_->gpus) {
-      if (g.uuid) machine.push_back(*g.uuid);
-    }
+    auto request = WireRequest(ask);
+    if (!request) return request.error();
     protocol::AcquireArgs a;
-    a.request = model::WithAllowedAsExclusions(ask.request, machine);  // the enclosing allocation travels as exclusions
+    a.request = std::move(*request);
+    a.kind = ask.draft.kind.empty() ? "run" : ask.draft.kind;
     a.command = ask.draft.command;
     a.pid = ask.draft.processes.front().pid;
     a.start_time_ticks = ask.draft.processes.front().start_time_ticks;
@@ -122,6 +111,28 @@ class DaemonBroker final : public LeaseBroker {
     return g;
   }
 
+  Result<Granted> Preview(const LeaseAsk& ask) override {
+    auto request = WireRequest(ask);
+    if (!request) return request.error();
+    // Reads only: safe to ask again across a restart.
+    auto got = daemon_.CallResuming<protocol::PreviewResult>(protocol::PreviewArgs{std::move(*request), ask.within});
+    if (!got) {
+      if (got.error().code == ErrorCode::kInvalidArgument && got.error().message.find("unknown op") != std::string::npos) {
+        return MakeError(ErrorCode::kUnavailable, Describe() + " is older than this gpuman (it cannot preview a "
+                                                  "selection): restart it");
+      }
+      return got.error();
+    }
+    Granted g;
+    g.lease_id = got->lease_id.value_or(0);
+    g.uuids = got->gpu_uuids;
+    g.nested = got->nested;
+    g.placement = got->placement;
+    g.snapshot = *snapshot_;
+    FillIndices(g);
+    return g;
+  }
+
   Status AddProcesses(int64_t lease_id, const std::vector<model::LeaseProcess>& processes) override {
     auto r = daemon_.Call<protocol::EmptyResult>(protocol::AddProcessesArgs{lease_id, processes});
     if (!r) return r.error();
@@ -144,6 +155,26 @@ class DaemonBroker final : public LeaseBroker {
   std::string Describe() const override { return "the daemon at " + socket_; }
 
  private:
+  // The request as the wire carries it. The snapshot only maps UUIDs to indices and CPUs
+  // here (they do not change): one is enough.
+  Result<model::GpuRequest> WireRequest(const LeaseAsk& ask) {
+    if (!snapshot_ && ask.snapshot) snapshot_ = ask.snapshot;
+    if (!snapshot_) {
+      devices::SnapshotOptions options;
+      options.topology = true;
+      auto source = devices_();
+      if (!source) return source.error();
+      auto snap = (*source)->Snapshot(options);
+      if (!snap) return snap.error();
+      snapshot_ = std::move(*snap);
+    }
+    std::vector<std::string> machine;
+    for (const auto& g : snapshot_->gpus) {
+      if (g.uuid) machine.push_back(*g.uuid);
+    }
+    return model::WithAllowedAsExclusions(ask.request, machine);  // the enclosing allocation travels as exclusions
+  }
+
   DaemonClient& daemon_;
   DeviceGetter devices_;
   std::string socket_;
@@ -181,23 +212,19 @@ class ChangeWaiter {
 class TableBroker final : public LeaseBroker {
  public:
   TableBroker(store::LeaseStore& table, DeviceGetter devices, policy::Caller caller, policy::MachineRules rules,
-              std::string dir)
+              std::string dir, const Clock& clock)
       : table_(table), devices_(std::move(devices)), caller_(std::move(caller)), rules_(std::move(rules)),
-        dir_(std::move(dir)), alive_(store::ProcLivenessCheck()), jitter_(static_cast<unsigned>(getpid())) {}
+        dir_(std::move(dir)), clock_(clock), alive_(store::ProcLivenessCheck()),
+        jitter_(static_cast<unsigned>(getpid())) {}
 
   Result<Granted> TryAcquire(const LeaseAsk& ask) override {
     // A read-only look at the leases first (WAL readers never wait for writers). When we
     // were woken only because someone else took GPUs, nothing got free for us: skip the
     // NVML snapshot and selection, except for a full look every second (a foreign
     // process may have exited, which the lease table does not tell us).
-    std::vector<model::Lease> live;
     std::set<std::string> leased_now;
-    if (auto recorded = table_.ListRecorded()) {
-      for (auto& l : *recorded) {
-        if (std::none_of(l.processes.begin(), l.processes.end(), alive_)) continue;
-        leased_now.insert(l.gpu_uuids.begin(), l.gpu_uuids.end());
-        live.push_back(std::move(l));
-      }
+    if (auto live = table_.ListLive(alive_)) {
+      for (const auto& l : *live) leased_now.insert(l.gpu_uuids.begin(), l.gpu_uuids.end());
     }
     const auto now = std::chrono::steady_clock::now();
     if (last_error_ && std::includes(leased_now.begin(), leased_now.end(), leased_before_.begin(), leased_before_.end()) &&
@@ -206,14 +233,19 @@ class TableBroker final : public LeaseBroker {
     }
     last_full_look_ = now;
     leased_before_ = leased_now;
-    auto result = Attempt(ask, live);
+    auto result = Attempt(ask, /*preview=*/false);
     if (result) last_error_.reset();
     else last_error_ = result.error();
     return result;
   }
 
+  Result<Granted> Preview(const LeaseAsk& ask) override { return Attempt(ask, /*preview=*/true); }
+
   Status AddProcesses(int64_t lease_id, const std::vector<model::LeaseProcess>& processes) override {
-    if (auto owned = CheckOwned(lease_id); !owned) return owned;
+    auto lease = table_.Get(lease_id);
+    if (!lease) return lease.error();
+    if (!*lease) return MakeError(ErrorCode::kNotFound, "no lease " + std::to_string(lease_id));
+    if (auto mine = policy::CheckYourLease(**lease, caller_, policy::LeaseAct::kManage); !mine) return mine;
     return table_.AddProcesses(lease_id, processes);
   }
 
@@ -241,70 +273,37 @@ class TableBroker final : public LeaseBroker {
   std::string Describe() const override { return "the machine lease table in " + dir_; }
 
  private:
-  Status CheckOwned(int64_t lease_id) {
-    auto lease = table_.Get(lease_id);
-    if (!lease) return lease.error();
-    if (!*lease) return MakeError(ErrorCode::kNotFound, "no lease " + std::to_string(lease_id));
-    if ((*lease)->uid != caller_.uid && !caller_.is_admin) {
-      return MakeError(ErrorCode::kPermissionDenied,
-                       "lease " + std::to_string(lease_id) + " belongs to " + (*lease)->user);
-    }
-    return {};
-  }
-
-  Result<Granted> Attempt(const LeaseAsk& ask, const std::vector<model::Lease>& live) {
+  // One attempt through the acquire step, on the ask's own snapshot the first time.
+  Result<Granted> Attempt(const LeaseAsk& ask, bool preview) {
     Result<model::MachineSnapshot> snap = MakeError(ErrorCode::kInternal, "no snapshot");
     if (!used_first_ && ask.snapshot && ask.snapshot->topology) {
       snap = *ask.snapshot;  // the one the request was built on, a moment ago
+      if (topology_) snap->topology = topology_;
+      else topology_ = snap->topology;
     } else {
-      devices::SnapshotOptions options;
-      // Even one GPU is placed by topology: it should come from a group already in use.
-      options.topology = !topology_.has_value();
       auto source = devices_();
       if (!source) return source.error();
-      snap = (*source)->Snapshot(options);
+      snap = lease::SnapshotWithTopology(**source, topology_);
       if (!snap) return snap.error();
     }
     used_first_ = true;
-    if (topology_) snap->topology = topology_;
-    else topology_ = snap->topology;
-    const int machine_gpus = static_cast<int>(snap->gpus.size());
-
-    auto ruled = policy::ApplyLeaseRules(ask.request, caller_, ask.within, live, rules_, machine_gpus);
-    if (!ruled) return ruled.error();
-    auto pre = policy::Select(*snap, ruled->leases, ruled->request);
-    if (!pre) return pre.error();
-
+    lease::AcquireAsk step;
+    step.request = ask.request;
+    step.kind = ask.draft.kind;
+    step.command = ask.draft.command;
+    step.processes = ask.draft.processes;
+    step.within = ask.within;
+    step.preview = preview;
+    const lease::Authority authority{table_, {}, rules_, alive_, clock_};
+    auto got = lease::AcquireStep(*snap, step, caller_, authority);
+    if (!got) return got.error();
     Granted g;
-    if (ruled->within) {
-      // Inside the caller's own lease: no new lease; our processes keep it alive too.
-      if (auto added = table_.AddProcesses(*ruled->within, ask.draft.processes); !added) return added.error();
-      g.lease_id = *ruled->within;
-      g.nested = true;
-      g.uuids = pre->uuids;
-      g.indices = pre->indices;
-      g.placement = pre->placement + ", inside lease " + std::to_string(*ruled->within);
-      g.snapshot = std::move(*snap);
-      return g;
-    }
-    // Only now ask for the write lock; the rules run again on what the lock shows.
-    std::optional<policy::Selection> chosen;
-    auto lease = table_.Acquire(
-        ask.draft,
-        [&](const std::vector<model::Lease>& current) -> Result<std::vector<std::string>> {
-          auto again = policy::ApplyLeaseRules(ask.request, caller_, std::nullopt, current, rules_, machine_gpus);
-          if (!again) return again.error();
-          auto selection = policy::Select(*snap, again->leases, again->request);
-          if (!selection) return selection.error();
-          chosen = *selection;
-          return selection->uuids;
-        },
-        alive_);
-    if (!lease) return lease.error();
-    g.lease_id = lease->id;
-    g.uuids = chosen->uuids;
-    g.indices = chosen->indices;
-    g.placement = chosen->placement;
+    g.lease_id = got->lease_id;
+    g.nested = got->nested;
+    g.uuids = got->selection.uuids;
+    g.indices = got->selection.indices;
+    g.placement = got->selection.placement;
+    if (got->nested && !preview) g.placement += ", inside lease " + std::to_string(got->lease_id);
     g.snapshot = std::move(*snap);
     return g;
   }
@@ -314,6 +313,7 @@ class TableBroker final : public LeaseBroker {
   policy::Caller caller_;
   policy::MachineRules rules_;
   std::string dir_;
+  const Clock& clock_;
   store::LivenessCheck alive_;
   std::mt19937 jitter_;
   std::unique_ptr<ChangeWaiter> waiter_;
@@ -331,9 +331,9 @@ std::unique_ptr<LeaseBroker> MakeDaemonBroker(DaemonClient& daemon, DeviceGetter
 }
 
 std::unique_ptr<LeaseBroker> MakeTableBroker(store::LeaseStore& table, DeviceGetter devices, policy::Caller caller,
-                                             policy::MachineRules rules, std::string table_dir) {
+                                             policy::MachineRules rules, std::string table_dir, const Clock& clock) {
   return std::make_unique<TableBroker>(table, std::move(devices), std::move(caller), std::move(rules),
-                                       std::move(table_dir));
+                                       std::move(table_dir), clock);
 }
 
 }  // namespace gpuman::cli

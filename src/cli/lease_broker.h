@@ -2,7 +2,8 @@
 // GPU leases. Two implementations: the machine's daemon (when one runs, it is the
 // authority: one table for interactive runs and queued jobs), and the machine lease
 // table (a shared SQLite file, store/machine_lease_table.h) when no daemon runs. Both
-// apply the same rules (policy/lease_rules.h) under their lock. The waiting loop is
+// run the one acquire step (lease/acquire_step.h): the daemon in its handler, the table
+// broker here. The waiting loop is
 // AcquireWaiting, written once against this interface with time passed in, so waits
 // are unit-testable with a fake broker and clock. Main thread only.
 #pragma once
@@ -56,6 +57,9 @@ class LeaseBroker {
   /// One attempt. Errors: kBusy (nothing fits now; the message says why), kNotFound
   /// (never: more than the machine or the cap allows), kPermissionDenied, others.
   virtual Result<Granted> TryAcquire(const LeaseAsk& ask) = 0;
+  /// What TryAcquire would grant now, taking nothing and writing nothing (plain `select`);
+  /// `placement` without the "inside lease N" of a nested grant. Errors: as TryAcquire.
+  virtual Result<Granted> Preview(const LeaseAsk& ask) = 0;
   virtual Status AddProcesses(int64_t lease_id, const std::vector<model::LeaseProcess>& processes) = 0;
   /// Errors: kNotFound, kPermissionDenied (another user's), kConflict (a job's lease).
   virtual Status Release(int64_t lease_id) = 0;
@@ -86,8 +90,9 @@ using DeviceGetter = std::function<Result<devices::DeviceSource*>()>;
 /// The daemon as broker. Rules are the daemon's; selection happens there.
 std::unique_ptr<LeaseBroker> MakeDaemonBroker(DaemonClient& daemon, DeviceGetter devices, std::string socket_path);
 
-/// The machine lease table as broker: `caller` from getuid(), `rules` from the config.
+/// The machine lease table as broker: `caller` from getuid(), `rules` from the config,
+/// `clock` for the creation time of its leases.
 std::unique_ptr<LeaseBroker> MakeTableBroker(store::LeaseStore& table, DeviceGetter devices, policy::Caller caller,
-                                             policy::MachineRules rules, std::string table_dir);
+                                             policy::MachineRules rules, std::string table_dir, const Clock& clock);
 
 }  // namespace gpuman::cli

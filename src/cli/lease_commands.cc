@@ -10,7 +10,6 @@
 #include "base/duration.h"
 #include "base/strings.h"
 #include "cli/acquire.h"
-#include "cli/drains.h"
 #include "cli/exit_codes.h"
 #include "cli/lease_broker.h"
 #include "render/format.h"
@@ -70,33 +69,13 @@ int RunSelect(const SelectArgs& args, Context& ctx) {
     lease_id = acquired->lease.id;
     snap = acquired->snapshot;
   } else {
-    auto source = ctx.Devices();
-    if (!source) return FailLease(ctx, source.error());
-    devices::SnapshotOptions options;
-    options.topology = true;
-    auto got = (*source)->Snapshot(options);
-    if (!got) return FailLease(ctx, got.error());
-    snap = *got;
-    auto req = BuildSelectionRequest(args.selection, snap, ctx.env().vars);
-    if (!req) return FailLease(ctx, req.error());
-    // The same rules a lease would meet (drains, the caller's cap, the enclosing lease of
-    // a nested select), so that what select prints is what `run` would get now.
-    policy::MachineRules rules = MachineRulesFromConfig(ctx.config());
-    // Drained GPUs are never picked; a daemon that cannot list them costs a warning.
-    if (auto drains = MachineDrains(ctx)) {
-      for (const auto& d : *drains) rules.drained[d.uuid] = d.reason;
-    } else {
-      ctx.err() << "gpuman: warning: " << drains.error().message << "\n";
-    }
-    auto live = LiveLeases(ctx);
-    if (!live) return FailLease(ctx, live.error());
-    auto within = EnclosingLease(ctx);
-    if (!within) return FailLease(ctx, within.error());
-    auto ruled = policy::ApplyLeaseRules(*req, CurrentCaller(), *within, *live, rules, static_cast<int>(snap.gpus.size()));
-    if (!ruled) return FailLease(ctx, ruled.error());
-    auto chosen = policy::Select(snap, ruled->leases, ruled->request);
-    if (!chosen) return FailLease(ctx, chosen.error());
-    selection = *chosen;
+    // A preview through the machine's lease authority (the daemon when one runs): the same
+    // step, rules, drains and leases a lease would meet (and the enclosing lease of a nested
+    // select), so that what select prints is what `run` would get now.
+    auto previewed = PreviewLease(ctx, args.selection);
+    if (!previewed) return FailLease(ctx, previewed.error());
+    selection = previewed->selection;
+    snap = previewed->snapshot;
   }
 
   std::vector<std::string> indices;

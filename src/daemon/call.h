@@ -10,6 +10,7 @@
 #include "daemon/daemon.h"
 #include "model/job.h"
 #include "model/lease.h"
+#include "base/utf8.h"
 #include "protocol/envelope.h"
 
 namespace gpuman::daemon {
@@ -35,11 +36,7 @@ struct Daemon::Call {
   }
 };
 
-/// `text` cut to at most `max_bytes` bytes at a UTF-8 character boundary, ending with
-/// "…" when something was cut; unchanged when it fits.
-std::string CutText(std::string text, size_t max_bytes);
-/// Leases' `command` (what `leases` and `top` show) is cut to this.
-inline constexpr size_t kMaxLeaseCommandBytes = 4096;
+using model::kMaxLeaseCommandBytes;  // CutText: base/utf8.h
 /// The user name of `uid`, or the uid as a string when it has none.
 std::string UserName(uint32_t uid);
 /// A process a client names must be its own (per the kernel; only root may name another

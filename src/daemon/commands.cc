@@ -66,6 +66,7 @@ std::span<const Daemon::Command> Daemon::Commands() {
       {Op::kDrains, Access::kAnyone, Target::kNone, "list drained GPUs", &Daemon::OnDrains},
       // others' processes: only what the caller's /proc shows it (proc_visibility.h)
       {Op::kSnapshot, Access::kAnyone, Target::kNone, "read the device snapshot", &Daemon::OnSnapshot},
+      {Op::kPreview, Access::kAnyone, Target::kNone, "preview an acquire", &Daemon::OnPreview},
   };
   return kTable;
 }
@@ -147,10 +148,10 @@ std::optional<Reply> Daemon::Resolve(const Command& row, Call& call) {
       auto lease = leases_->Get(lease_id);
       if (!lease) return Fail(id, lease.error());
       if (!*lease) return MakeErrorReply(id, WireError{WireCode::kNotFound, "no lease " + std::to_string(lease_id)});
-      if (!Permits(row.who, call.peer, (*lease)->uid, self)) {
-        const std::string& holder = (*lease)->user.empty() ? "another user" : (*lease)->user;
-        return MakeErrorReply(id, WireError{WireCode::kPermissionDenied,
-                                            "lease " + std::to_string(lease_id) + " belongs to " + holder});
+      // Every lease row is kOwner: the one "is this lease yours" rule (policy/lease_rules.h).
+      GPUMAN_CHECK(row.who == Access::kOwner);
+      if (auto mine = policy::CheckYourLease(**lease, CallerOf(call.peer), policy::LeaseAct::kManage); !mine) {
+        return Fail(id, mine.error());
       }
       call.lease = std::move(**lease);
       return std::nullopt;

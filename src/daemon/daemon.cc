@@ -40,16 +40,6 @@ std::string UserName(uint32_t uid) {
   return pw ? pw->pw_name : std::to_string(uid);
 }
 
-std::string CutText(std::string text, size_t max_bytes) {
-  static constexpr std::string_view kEllipsis = "\u2026";
-  if (text.size() <= max_bytes) return text;
-  size_t end = max_bytes > kEllipsis.size() ? max_bytes - kEllipsis.size() : 0;
-  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;  // not inside a character
-  text.resize(end);
-  text += kEllipsis;
-  return text;
-}
-
 std::optional<protocol::WireError> CheckOwnProcess(const Peer& peer, const model::LeaseProcess& p,
                                                    const DaemonIdentity& self) {
   using protocol::WireCode;
@@ -722,74 +712,47 @@ policy::MachineRules Daemon::Rules() const {
   return rules;
 }
 
-Result<std::vector<model::Lease>> Daemon::AllLiveLeases() {
-  const auto alive = store::ProcLivenessCheck();
-  auto live = leases_->List(alive);
-  if (!live) return live.error();
-  if (machine_leases_) {
-    // Read only: their holders (no daemon then) gave them back themselves, or they go stale.
-    if (auto recorded = machine_leases_->ListRecorded()) {
-      for (auto& l : *recorded) {
-        if (std::none_of(l.processes.begin(), l.processes.end(), alive)) continue;
-        l.command += " (taken without the daemon)";
-        l.id = -l.id;  // not a lease of this daemon's table: never released or joined here
-        live->push_back(std::move(l));
-      }
+std::vector<model::Lease> Daemon::MachineTableLeases() {
+  std::vector<model::Lease> out;
+  if (!machine_leases_) return out;
+  // Read only: their holders (no daemon then) gave them back themselves, or they go stale.
+  if (auto live = machine_leases_->ListLive(store::ProcLivenessCheck())) {
+    for (auto& l : *live) {
+      l.command += " (taken without the daemon)";
+      l.id = -l.id;  // not a lease of this daemon's table: never released or joined here
+      out.push_back(std::move(l));
     }
   }
+  return out;
+}
+
+Result<std::vector<model::Lease>> Daemon::AllLiveLeases() {
+  auto live = leases_->List(store::ProcLivenessCheck());
+  if (!live) return live.error();
+  auto foreign = MachineTableLeases();
+  live->insert(live->end(), std::make_move_iterator(foreign.begin()), std::make_move_iterator(foreign.end()));
   return live;
+}
+
+Result<lease::Grant> Daemon::AcquireStepFor(const Peer& peer, const lease::AcquireAsk& ask) {
+  auto snap = lease::SnapshotWithTopology(devices_, topology_);
+  if (!snap) return snap.error();
+  const lease::Authority authority{*leases_, MachineTableLeases(), Rules(), store::ProcLivenessCheck(), clock_};
+  return lease::AcquireStep(*snap, ask, CallerOf(peer), authority);
 }
 
 Result<protocol::AcquireResult> Daemon::AcquireFor(const Peer& peer, const protocol::AcquireArgs& a) {
   model::LeaseProcess holder{a.pid, a.start_time_ticks};
   if (auto bad = CheckOwnProcess(peer, holder, identity())) return MakeError(protocol::ToErrorCode(bad->code), bad->message);
-  devices::SnapshotOptions snap_options;
-  snap_options.topology = !topology_.has_value();
-  auto snap = devices_.Snapshot(snap_options);
-  if (!snap) return snap.error();
-  if (topology_) snap->topology = topology_;
-  else topology_ = snap->topology;
-  const model::GpuRequest& req = a.request;
-  const policy::MachineRules rules = Rules();
-  const policy::Caller caller = CallerOf(peer);
-  const int machine_gpus = static_cast<int>(snap->gpus.size());
-  auto live = AllLiveLeases();
-  if (!live) return live.error();
-  auto ruled = policy::ApplyLeaseRules(req, caller, a.within_lease_id, *live, rules, machine_gpus);
-  if (!ruled) return ruled.error();
-  if (ruled->within) {
-    // Inside the caller's own lease (a run in a `select --lease` shell or in a job): the
-    // runner joins it, so the lease lives as long as the runner too.
-    auto chosen = policy::Select(*snap, ruled->leases, ruled->request);
-    if (!chosen) return chosen.error();
-    if (auto added = leases_->AddProcesses(*ruled->within, {holder}); !added) return added.error();
-    return protocol::AcquireResult{*ruled->within, chosen->uuids, true};
-  }
-  std::vector<model::Lease> foreign;  // machine-table leases the store does not know of
-  for (const auto& l : *live) {
-    if (l.id < 0) foreign.push_back(l);
-  }
-  model::Lease draft;
-  draft.uid = peer.uid;
-  draft.user = peer.user;
-  draft.kind = "run";
-  draft.command = CutText(a.command, kMaxLeaseCommandBytes);  // every `leases` reply carries it
-  draft.created_unix_ms = clock_.NowUnixMs();
-  draft.processes = {holder};
-  auto lease = leases_->Acquire(
-      draft,
-      [&](const std::vector<model::Lease>& current) -> Result<std::vector<std::string>> {
-        std::vector<model::Lease> all = current;
-        all.insert(all.end(), foreign.begin(), foreign.end());
-        auto again = policy::ApplyLeaseRules(req, caller, std::nullopt, all, rules, machine_gpus);
-        if (!again) return again.error();
-        auto chosen = policy::Select(*snap, again->leases, again->request);
-        if (!chosen) return chosen.error();
-        return chosen->uuids;
-      },
-      store::ProcLivenessCheck());
-  if (!lease) return lease.error();
-  return protocol::AcquireResult{lease->id, lease->gpu_uuids, false};
+  lease::AcquireAsk ask;
+  ask.request = a.request;
+  ask.kind = a.kind;
+  ask.command = a.command;
+  ask.processes = {holder};  // the client adds the rest (add_processes)
+  ask.within = a.within_lease_id;
+  auto got = AcquireStepFor(peer, ask);
+  if (!got) return got.error();
+  return protocol::AcquireResult{got->lease_id, got->selection.uuids, got->nested};
 }
 
 Status Daemon::CheckReleaseFor(const Peer& peer, const model::Lease& lease) {

@@ -23,6 +23,7 @@
 #include "daemon/collector.h"
 #include "daemon/proc_visibility.h"
 #include "devices/device_source.h"
+#include "lease/acquire_step.h"
 #include "policy/lease_rules.h"
 #include "protocol/envelope.h"
 #include "sched/job_launcher.h"
@@ -166,6 +167,11 @@ class Daemon {
   static policy::Caller CallerOf(const Peer& peer);
   // Every live lease the daemon must respect: its own table and the machine lease table.
   Result<std::vector<model::Lease>> AllLiveLeases();
+  // The machine lease table's live leases (taken while no daemon ran), read only, with
+  // negative ids; none when there is no such table or it cannot be read.
+  std::vector<model::Lease> MachineTableLeases();
+  // The acquire step (lease/acquire_step.h) with this daemon's devices, table and rules.
+  Result<lease::Grant> AcquireStepFor(const Peer& peer, const lease::AcquireAsk& ask);
   Result<protocol::AcquireResult> AcquireFor(const Peer& peer, const protocol::AcquireArgs& args);
   Status CheckReleaseFor(const Peer& peer, const model::Lease& lease);
   Status CheckSubmitFor(const Peer& peer, const protocol::SubmitArgs& args);
@@ -196,6 +202,7 @@ class Daemon {
   protocol::Reply OnAcquire(const Call& call);
   protocol::Reply OnAddProcesses(const Call& call);
   protocol::Reply OnRelease(const Call& call);
+  protocol::Reply OnPreview(const Call& call);
 
   // The state directory cannot be written (its file system is full): an "episode" from
   // the first failed write (or the free space check) until a probe write succeeds again.

@@ -1,5 +1,5 @@
-// Handlers for the lease table: leases, acquire (`gpuman run` through the daemon),
-// add_processes, release. The command table has resolved the lease a request names and
+// Handlers for the lease table: leases, acquire (`gpuman run` through the daemon), preview
+// (plain `select`), add_processes, release. The command table has resolved the lease a request names and
 // checked its owner; here, every process a client names must be its own (CheckOwnProcess),
 // and the machine's lease rules apply (AcquireFor, CheckReleaseFor in daemon.cc).
 #include <algorithm>
@@ -57,6 +57,24 @@ Reply Daemon::OnAcquire(const Call& call) {
   auto got = AcquireFor(call.peer, call.args<protocol::AcquireArgs>());
   if (!got) return Fail(call.id(), got.error());
   return MakeReply(call.id(), *got);
+}
+
+Reply Daemon::OnPreview(const Call& call) {
+  // Plain `gpuman select`: the acquire step as a preview, so it answers what `run` would
+  // get from this daemon now (its rules, drains and leases), and writes nothing.
+  const auto& a = call.args<protocol::PreviewArgs>();
+  lease::AcquireAsk ask;
+  ask.request = a.request;
+  ask.within = a.within_lease_id;
+  ask.preview = true;
+  auto got = AcquireStepFor(call.peer, ask);
+  if (!got) return Fail(call.id(), got.error());
+  protocol::PreviewResult result;
+  result.gpu_uuids = got->selection.uuids;
+  result.placement = got->selection.placement;
+  if (got->nested) result.lease_id = got->lease_id;
+  result.nested = got->nested;
+  return MakeReply(call.id(), result);
 }
 
 Reply Daemon::OnAddProcesses(const Call& call) {

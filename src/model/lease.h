@@ -2,12 +2,17 @@
 // by the lease store, the selection policy and the CLI. No I/O.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace gpuman::model {
+
+/// A lease's `command` (what `leases` and `top` show) is cut to this when recorded, so that
+/// one lease always fits in a page of the daemon's `leases` reply.
+inline constexpr size_t kMaxLeaseCommandBytes = 4096;
 
 /// A process that keeps a lease alive. The start time disambiguates a recycled pid:
 /// a lease is alive while at least one of its processes exists with the same start time.

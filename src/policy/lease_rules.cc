@@ -20,6 +20,17 @@ std::optional<int> MachineRules::CapFor(uint32_t uid) const {
   return default_max_gpus_per_user;
 }
 
+bool IsYourLease(const model::Lease& lease, const Caller& caller, LeaseAct act) {
+  if (lease.uid == caller.uid) return true;
+  return act == LeaseAct::kManage && (caller.is_admin || caller.uid == 0);
+}
+
+Status CheckYourLease(const model::Lease& lease, const Caller& caller, LeaseAct act) {
+  if (IsYourLease(lease, caller, act)) return {};
+  return MakeError(ErrorCode::kPermissionDenied, "lease " + std::to_string(lease.id) + " belongs to " +
+                                                     (lease.user.empty() ? "another user" : lease.user));
+}
+
 int GpusHeldBy(uint32_t uid, const std::vector<model::Lease>& leases, std::optional<int64_t> except) {
   int held = 0;
   for (const auto& l : leases) {
@@ -43,7 +54,7 @@ Result<RuledRequest> ApplyLeaseRules(model::GpuRequest req, const Caller& caller
       return MakeError(ErrorCode::kInvalidArgument, "GPUMAN_LEASE_ID=" + std::to_string(*within_lease) +
                                                         ": no such lease (it ended?); unset it to lease new GPUs");
     }
-    if (it->uid != caller.uid) {
+    if (!IsYourLease(*it, caller, LeaseAct::kJoin)) {
       return MakeError(ErrorCode::kPermissionDenied, "GPUMAN_LEASE_ID=" + std::to_string(*within_lease) +
                                                          ": the lease belongs to " + it->user + ", not to you");
     }
@@ -123,10 +134,7 @@ Status CheckRelease(const model::Lease& lease, const Caller& caller, const std::
                                                ", which still runs on its GPUs: cancel the job with `gpuman cancel " +
                                                id + "`");
   }
-  if (lease.uid != caller.uid && !caller.is_admin) {
-    return MakeError(ErrorCode::kPermissionDenied, "lease " + std::to_string(lease.id) + " belongs to " + lease.user);
-  }
-  return {};
+  return CheckYourLease(lease, caller, LeaseAct::kManage);
 }
 
 }  // namespace gpuman::policy

@@ -45,6 +45,21 @@ struct RuledRequest {
   std::optional<int64_t> within;
 };
 
+/// What a caller wants to do with an existing lease.
+enum class LeaseAct {
+  kJoin,    // run inside it (GPUMAN_LEASE_ID, a nested `run`/`select`): its holder only
+  kManage,  // add processes to it, release it: its holder, root and the admin group
+};
+
+/// The one "is this lease yours" rule, for every path that acts on a lease (the daemon's
+/// command table, the machine lease table's broker, nested joins, release). Root counts as
+/// an admin whether or not `caller.is_admin` says so.
+bool IsYourLease(const model::Lease& lease, const Caller& caller, LeaseAct act);
+
+/// IsYourLease as a Status. Errors: kPermissionDenied "lease 12 belongs to bob" ("another
+/// user" when the lease names no user).
+Status CheckYourLease(const model::Lease& lease, const Caller& caller, LeaseAct act);
+
 /// GPUs held by `uid` in `leases`, leaving out the lease `except` (the enclosing one).
 int GpusHeldBy(uint32_t uid, const std::vector<model::Lease>& leases,
                std::optional<int64_t> except = std::nullopt);

@@ -20,7 +20,7 @@ constexpr std::pair<Op, const char*> kOpNames[] = {
     {Op::kUndrain, "undrain"}, {Op::kLeases, "leases"},
     {Op::kAcquire, "acquire"}, {Op::kAddProcesses, "add_processes"},
     {Op::kRelease, "release"}, {Op::kStatus, "status"}, {Op::kHealth, "health"},
-    {Op::kDrains, "drains"},   {Op::kSnapshot, "snapshot"},
+    {Op::kDrains, "drains"},   {Op::kSnapshot, "snapshot"}, {Op::kPreview, "preview"},
 };
 
 template <typename T>
@@ -186,7 +186,7 @@ json ToJson(const AcquireArgs& v) {
   return json{
       {"request", GpuRequestToJson(v.request)}, {"command", v.command},         {"pid", v.pid},
       {"start_time_ticks", v.start_time_ticks}, {"wait_ms", OrNull(v.wait_ms)},
-      {"within_lease_id", OrNull(v.within_lease_id)},
+      {"within_lease_id", OrNull(v.within_lease_id)}, {"kind", v.kind},
   };
 }
 json ToJson(const AcquireResult& v) {
@@ -230,6 +230,15 @@ json ToJson(const SnapshotResult& v) {
       {"jobs", std::move(jobs)},
       {"drains", ToJson(DrainsResult{v.drains})["drains"]},
   };
+}
+json ToJson(const PreviewArgs& v) {
+  return json{{"request", GpuRequestToJson(v.request)}, {"within_lease_id", OrNull(v.within_lease_id)}};
+}
+json ToJson(const PreviewResult& v) {
+  return json{{"gpu_uuids", v.gpu_uuids},
+              {"placement", v.placement},
+              {"lease_id", OrNull(v.lease_id)},
+              {"nested", v.nested}};
 }
 std::string EncodeSnapshotResult(const SnapshotResult& v, std::string_view snapshot_json) {
   json j = ToJson(v);
@@ -518,6 +527,8 @@ Result<AcquireArgs> FromJson<AcquireArgs>(const json& j) {
   f.Check(!v.wait_ms || *v.wait_ms >= 0, "wait_ms", "integer >= 0 or null");
   f.Optional("within_lease_id", v.within_lease_id);
   f.Check(!v.within_lease_id || *v.within_lease_id >= 1, "within_lease_id", "integer >= 1 or null");
+  f.Optional("kind", v.kind);
+  f.Check(v.kind == "run" || v.kind == "select", "kind", "\"run\" or \"select\"");
   return Done(f, std::move(v));
 }
 
@@ -639,6 +650,27 @@ Result<SnapshotResult> FromJson<SnapshotResult>(const json& j) {
       f.Fail("drains", drains.error().message);
     }
   }
+  return Done(f, std::move(v));
+}
+
+template <>
+Result<PreviewArgs> FromJson<PreviewArgs>(const json& j) {
+  PreviewArgs v;
+  FieldReader f(j, "args");
+  ReadRequest(f, v.request);
+  f.Optional("within_lease_id", v.within_lease_id);
+  f.Check(!v.within_lease_id || *v.within_lease_id >= 1, "within_lease_id", "integer >= 1 or null");
+  return Done(f, std::move(v));
+}
+
+template <>
+Result<PreviewResult> FromJson<PreviewResult>(const json& j) {
+  PreviewResult v;
+  FieldReader f(j, "result");
+  f.Required("gpu_uuids", v.gpu_uuids);
+  f.Optional("placement", v.placement);
+  f.Optional("lease_id", v.lease_id);
+  f.Optional("nested", v.nested);
   return Done(f, std::move(v));
 }
 

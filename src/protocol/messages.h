@@ -47,9 +47,11 @@ enum class Op {
   kHealth,
   kDrains,
   kSnapshot,
+  kPreview,
 };
 
-/// "hello", "submit", ..., "add_processes", "release", "status", "health", "drains", "snapshot".
+/// "hello", "submit", ..., "add_processes", "release", "status", "health", "drains", "snapshot",
+/// "preview".
 const char* OpName(Op op);
 /// The inverse of OpName; nullopt for an unknown name.
 std::optional<Op> ParseOp(std::string_view name);
@@ -183,6 +185,7 @@ struct AcquireArgs {
   int64_t start_time_ticks = 0;    // of `pid`, field 22 of /proc/<pid>/stat
   std::optional<int64_t> wait_ms;  // null: fail at once when busy; >= 0 otherwise
   std::optional<int64_t> within_lease_id;  // GPUMAN_LEASE_ID: choose inside this lease of the caller
+  std::string kind = "run";  // recorded with the lease: "run" or "select" (`select --lease`)
 };
 struct AcquireResult {
   int64_t lease_id = 0;
@@ -241,6 +244,19 @@ struct SnapshotResult {
   std::vector<model::GpuDrain> drains;  // as the drains op
 };
 
+// ---- preview: what an acquire would be granted now, without taking anything (plain
+// `gpuman select`): the same step as acquire, so the answer is the one `run` would get.
+struct PreviewArgs {
+  model::GpuRequest request;
+  std::optional<int64_t> within_lease_id;  // as acquire's
+};
+struct PreviewResult {
+  std::vector<std::string> gpu_uuids;  // in index order
+  std::string placement;               // "NVLink (NV12)", "single GPU", ...
+  std::optional<int64_t> lease_id;     // the enclosing lease when nested; else null
+  bool nested = false;
+};
+
 /// The text DumpJson(ToJson(v)) would write for `v` carrying a snapshot whose
 /// DumpJson(MachineSnapshotToJson(...)) text is `snapshot_json`; v.snapshot must be nullopt
 /// (it is not read). The daemon keeps the encoded snapshot of each sample per caller view.
@@ -281,6 +297,8 @@ nlohmann::json ToJson(const DrainsArgs& v);
 nlohmann::json ToJson(const DrainsResult& v);
 nlohmann::json ToJson(const SnapshotArgs& v);
 nlohmann::json ToJson(const SnapshotResult& v);
+nlohmann::json ToJson(const PreviewArgs& v);
+nlohmann::json ToJson(const PreviewResult& v);
 nlohmann::json ToJson(const WireError& v);
 
 /// Reads an "args" (paths start with "args") or "result" (paths start with "result")
@@ -358,6 +376,10 @@ template <>
 Result<SnapshotArgs> FromJson<SnapshotArgs>(const nlohmann::json& j);
 template <>
 Result<SnapshotResult> FromJson<SnapshotResult>(const nlohmann::json& j);
+template <>
+Result<PreviewArgs> FromJson<PreviewArgs>(const nlohmann::json& j);
+template <>
+Result<PreviewResult> FromJson<PreviewResult>(const nlohmann::json& j);
 template <>
 Result<WireError> FromJson<WireError>(const nlohmann::json& j);
 

@@ -179,16 +179,19 @@ Status LeaseStore::DeleteLocked(int64_t lease_id, const char* event_kind) {
   return stmts_->delete_lease.Run();  // lease_gpus and lease_processes cascade
 }
 
+bool LeaseStore::IsLive(const model::Lease& lease, const LivenessCheck& alive) const {
+  const bool is_foreign = !lease.host.empty() && lease.host != host_;
+  return is_foreign || std::any_of(lease.processes.begin(), lease.processes.end(),
+                                   [&alive](const model::LeaseProcess& p) { return alive(p); });
+}
+
 Result<std::vector<model::Lease>> LeaseStore::ReclaimLocked(
     const LivenessCheck& alive, std::vector<model::Lease>* reclaimed) {
   auto recorded = LoadLocked(std::nullopt);
   if (!recorded) return recorded.error();
   std::vector<model::Lease> live;
   for (model::Lease& lease : *recorded) {
-    // Another host's processes are not ours to look up: its lease stays.
-    const bool is_foreign = !lease.host.empty() && lease.host != host_;
-    if (is_foreign || std::any_of(lease.processes.begin(), lease.processes.end(),
-                                  [&alive](const model::LeaseProcess& p) { return alive(p); })) {
+    if (IsLive(lease, alive)) {
       live.push_back(std::move(lease));
       continue;
     }
@@ -338,19 +341,12 @@ Result<std::vector<model::Lease>> LeaseStore::List(const LivenessCheck& alive) {
   // the stale ones (a later writer reclaims them).
   auto read_only = [&](const Error& e) -> Result<std::vector<model::Lease>> {
     if (!IsDiskFull(e)) return e.WithContext("list leases");
-    auto all = ListRecorded();
-    if (!all) return all.error();
-    std::erase_if(*all, [&](const model::Lease& l) {
-      return std::none_of(l.processes.begin(), l.processes.end(), alive);
-    });
-    return all;
+    return ListLive(alive);
   };
   // Read first: most lists find nothing stale, and then need no write lock.
   if (auto recorded = ListRecorded()) {
-    const bool any_stale = std::any_of(recorded->begin(), recorded->end(), [&](const model::Lease& lease) {
-      const bool is_foreign = !lease.host.empty() && lease.host != host_;
-      return !is_foreign && std::none_of(lease.processes.begin(), lease.processes.end(), alive);
-    });
+    const bool any_stale = std::any_of(recorded->begin(), recorded->end(),
+                                       [&](const model::Lease& lease) { return !IsLive(lease, alive); });
     if (!any_stale) return recorded;
   }
   std::vector<model::Lease> reclaimed;
@@ -365,6 +361,13 @@ Result<std::vector<model::Lease>> LeaseStore::List(const LivenessCheck& alive) {
   }  // rolled back here unless committed
   if (!live) return read_only(live.error());
   return live;
+}
+
+Result<std::vector<model::Lease>> LeaseStore::ListLive(const LivenessCheck& alive) {
+  auto all = ListRecorded();
+  if (!all) return all.error();
+  std::erase_if(*all, [&](const model::Lease& l) { return !IsLive(l, alive); });
+  return all;
 }
 
 Result<std::vector<model::Lease>> LeaseStore::ListRecorded() {

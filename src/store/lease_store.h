@@ -79,6 +79,12 @@ class LeaseStore {
   /// waits for it. Errors: kBusy, kIo.
   Result<std::vector<model::Lease>> List(const LivenessCheck& alive);
 
+  /// The live leases as List() judges them (another host's lease counts as live), read
+  /// without writing: stale ones stay recorded for the next writer to reclaim. For a look
+  /// that must not take the write lock (a preview, the look before an acquire).
+  /// Errors: kIo.
+  Result<std::vector<model::Lease>> ListLive(const LivenessCheck& alive);
+
   /// Every recorded lease, stale or not, without writing (a read snapshot; never waits
   /// for writers). When nothing was written since the last call (PRAGMA data_version for
   /// other connections, the connection's own change count for this one) the rows read then
@@ -99,6 +105,9 @@ class LeaseStore {
   struct Statements;
   LeaseStore(std::shared_ptr<Database> db, std::unique_ptr<Statements> stmts, std::string host);
 
+  // Whether `lease` lives: another host's always does here (its processes are not ours
+  // to look up); ours while one of its processes runs.
+  bool IsLive(const model::Lease& lease, const LivenessCheck& alive) const;
   Result<std::vector<model::Lease>> LoadLocked(std::optional<int64_t> only_id);
   // Splits the recorded leases into live (returned) and stale (deleted, appended to
   // `reclaimed`). Must run inside a write transaction.

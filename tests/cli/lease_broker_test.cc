@@ -23,6 +23,7 @@ class ScriptedBroker final : public LeaseBroker {
     script.pop_front();
     return next;
   }
+  Result<Granted> Preview(const LeaseAsk&) override { return MakeError(ErrorCode::kBusy, "a script"); }
   Status AddProcesses(int64_t, const std::vector<model::LeaseProcess>&) override { return {}; }
   Status Release(int64_t) override { return {}; }
   Result<std::vector<model::Lease>> List() override { return std::vector<model::Lease>{}; }

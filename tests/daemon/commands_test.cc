@@ -83,6 +83,7 @@ std::map<Op, OpCase> Cases() {
   cases[Op::kHealth] = {[](World&) -> RequestArgs { return protocol::HealthArgs{}; }, std::nullopt};
   cases[Op::kDrains] = {[](World&) -> RequestArgs { return protocol::DrainsArgs{}; }, std::nullopt};
   cases[Op::kSnapshot] = {[](World&) -> RequestArgs { return protocol::SnapshotArgs{}; }, std::nullopt};
+  cases[Op::kPreview] = {[](World&) -> RequestArgs { return protocol::PreviewArgs{}; }, std::nullopt};
   return cases;
 }
 
@@ -140,6 +141,7 @@ TEST(CommandTableTest, TodaysRulesHold) {
       {Op::kHealth, "yyyy"},
       {Op::kDrains, "yyyy"},
       {Op::kSnapshot, "yyyy"},
+      {Op::kPreview, "yyyy"},
   };
   for (const Daemon::Command& row : Daemon::Commands()) {
     std::string got;

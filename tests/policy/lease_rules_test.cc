@@ -140,5 +140,29 @@ TEST(LeaseRulesTest, AnInteractiveLeaseIsReleasedByItsOwnerOrAnAdmin) {
   EXPECT_FALSE(JobIdOfLease(run));
 }
 
+// One rule for "is this lease yours": joining needs the holder; managing also lets root
+// and the admin group in.
+TEST(LeaseRulesTest, YourLeaseJoinIsTheHoldersManageAlsoAdmins) {
+  model::Lease run = LeaseOf(4, 1001, "alice", {"GPU-a"});
+  const Caller root{0, "root", false};  // root is an admin whatever the flag says
+  const Caller ops{1003, "ops", true};
+  struct Row {
+    const Caller& caller;
+    bool join, manage;
+  } rows[] = {{kAlice, true, true}, {kBob, false, false}, {ops, false, true}, {root, false, true}};
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.caller.user);
+    EXPECT_EQ(IsYourLease(run, r.caller, LeaseAct::kJoin), r.join);
+    EXPECT_EQ(IsYourLease(run, r.caller, LeaseAct::kManage), r.manage);
+    EXPECT_EQ(static_cast<bool>(CheckYourLease(run, r.caller, LeaseAct::kManage)), r.manage);
+  }
+  auto bob = CheckYourLease(run, kBob, LeaseAct::kManage);
+  ASSERT_FALSE(bob);
+  EXPECT_EQ(bob.error().code, ErrorCode::kPermissionDenied);
+  EXPECT_EQ(bob.error().message, "lease 4 belongs to alice");
+  run.user.clear();
+  EXPECT_EQ(CheckYourLease(run, kBob, LeaseAct::kJoin).error().message, "lease 4 belongs to another user");
+}
+
 }  // namespace
 }  // namespace gpuman::policy

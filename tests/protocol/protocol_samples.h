@@ -184,6 +184,7 @@ inline std::vector<Request> OneRequestPerOp() {
       Request{16, HealthArgs{}},
       Request{17, DrainsArgs{}},
       Request{18, SnapshotArgs{false}},
+      Request{19, PreviewArgs{FullGpuRequest(), 7}},
   };
 }
 

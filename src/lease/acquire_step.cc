@@ -1,0 +1,78 @@
+#include "lease/acquire_step.h"
+
+#include "base/utf8.h"
+#include "devices/device_source.h"
+#include "store/lease_store.h"
+
+namespace gpuman::lease {
+
+Result<Grant> AcquireStep(const model::MachineSnapshot& snap, const AcquireAsk& ask, const policy::Caller& caller,
+                          const Authority& authority) {
+  const int machine_gpus = static_cast<int>(snap.gpus.size());
+  auto live = authority.table.ListLive(authority.alive);
+  if (!live) return live.error();
+  live->insert(live->end(), authority.foreign.begin(), authority.foreign.end());
+
+  auto ruled = policy::ApplyLeaseRules(ask.request, caller, ask.within, *live, authority.rules, machine_gpus);
+  if (!ruled) return ruled.error();
+  auto chosen = policy::Select(snap, ruled->leases, ruled->request);
+  if (!chosen) return chosen.error();
+
+  Grant grant;
+  if (ruled->within) {
+    // Inside the caller's own lease (a run in a `select --lease` shell or in a job): no new
+    // lease; its processes join the enclosing one, so it lives as long as they do too.
+    if (!ask.preview) {
+      if (auto added = authority.table.AddProcesses(*ruled->within, ask.processes); !added) return added.error();
+    }
+    grant.lease_id = *ruled->within;
+    grant.nested = true;
+    grant.selection = std::move(*chosen);
+    return grant;
+  }
+  if (ask.preview) {
+    grant.selection = std::move(*chosen);
+    return grant;
+  }
+
+  // Only now the write lock; the rules run again on what it shows.
+  model::Lease draft;
+  draft.uid = caller.uid;
+  draft.user = caller.user;
+  draft.kind = ask.kind;
+  draft.command = CutText(ask.command, model::kMaxLeaseCommandBytes);  // every `leases` page carries it
+  draft.created_unix_ms = authority.clock.NowUnixMs();
+  draft.processes = ask.processes;
+  std::optional<policy::Selection> final_choice;
+  auto lease = authority.table.Acquire(
+      draft,
+      [&](const std::vector<model::Lease>& current) -> Result<std::vector<std::string>> {
+        std::vector<model::Lease> all = current;
+        all.insert(all.end(), authority.foreign.begin(), authority.foreign.end());
+        auto again = policy::ApplyLeaseRules(ask.request, caller, std::nullopt, all, authority.rules, machine_gpus);
+        if (!again) return again.error();
+        auto selection = policy::Select(snap, again->leases, again->request);
+        if (!selection) return selection.error();
+        final_choice = std::move(*selection);
+        return final_choice->uuids;
+      },
+      authority.alive);
+  if (!lease) return lease.error();
+  grant.lease_id = lease->id;
+  grant.selection = std::move(*final_choice);
+  return grant;
+}
+
+Result<model::MachineSnapshot> SnapshotWithTopology(devices::DeviceSource& source,
+                                                    std::optional<model::Topology>& topology) {
+  devices::SnapshotOptions options;
+  // Even one GPU is placed by topology: it should come from a group already in use.
+  options.topology = !topology.has_value();
+  auto snap = source.Snapshot(options);
+  if (!snap) return snap.error();
+  if (topology) snap->topology = topology;
+  else topology = snap->topology;
+  return snap;
+}
+
+}  // namespace gpuman::lease
