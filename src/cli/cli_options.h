@@ -1,7 +1,7 @@
 // The command line's one meeting with CLI11: cli_options.cc registers every command and
 // option into plain argument structs (cli/command_args.h), parses argv, words a parse error
 // as one line, and walks the tree for help, man pages and completion (cli/help_docs.h).
-// It is the only unit that includes CLI/CLI.hpp: the header is slow to compile and defines
+// It is the only unit that includes CLI11's header, which is slow to compile and defines
 // its validators as globals that each including unit constructs at start-up. Main thread.
 #pragma once
 

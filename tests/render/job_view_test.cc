@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "render/format.h"
+
 namespace gpuman::render {
 namespace {
 
@@ -45,7 +47,7 @@ TEST(QueueTableTest, HeaderAndOneLinePerJob) {
   model::Job waiting = queued;
   waiting.id = 13;
   waiting.reason = "waiting for 4 GPUs; 2 free";
-  const std::vector<std::string> lines = Lines(QueueTable({RunningJob(), queued, waiting}, kNow, 80));
+  const std::vector<std::string> lines = Lines(QueueTable({RunningJob(), queued, waiting}, kNow, 120));
   ASSERT_EQ(lines.size(), 4u);
   EXPECT_EQ(lines[0], "    ID  STATE       USER        GPUS   NAME              WHY / WHEN");
   EXPECT_EQ(lines[1], "     7  running     alice       2      train             running 1m 30s");
@@ -59,7 +61,7 @@ TEST(QueueTableTest, IdleRunningAndEndedJobs) {
   model::Job ended = RunningJob();
   ended.state = model::JobState::kSucceeded;
   ended.ended_unix_ms = kNow - 3'600'000;
-  const std::vector<std::string> lines = Lines(QueueTable({idle, ended}, kNow, 80));
+  const std::vector<std::string> lines = Lines(QueueTable({idle, ended}, kNow, 120));
   ASSERT_EQ(lines.size(), 3u);
   EXPECT_TRUE(lines[1].ends_with("running 1m 30s, IDLE 30s")) << lines[1];
   EXPECT_TRUE(lines[2].ends_with("ended 1h ago")) << lines[2];
@@ -75,7 +77,8 @@ TEST(QueueTableTest, LinesAreCutToTheWidthAndTextIsEscaped) {
   ASSERT_EQ(lines.size(), 2u);
   EXPECT_EQ(lines[1].find('\x1b'), std::string::npos);
   EXPECT_NE(lines[1].find("a\\x1b[2Jb"), std::string::npos) << lines[1];
-  EXPECT_LE(lines[1].size(), 100u);
+  EXPECT_EQ(DisplayWidth(lines[1]), 100) << lines[1];
+  EXPECT_TRUE(lines[1].ends_with("x\u2026")) << "cut with an ellipsis: " << lines[1];
 }
 
 TEST(JobDetailTextTest, EveryKnownField) {
