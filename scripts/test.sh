@@ -4,8 +4,9 @@
 # tests on, builds, and runs CTest. Modes:
 #   scripts/test.sh [CTEST ARGS]             build/: everything, every test (unit, e2e,
 #                                            fuzz corpus replays, install), e.g. -L e2e, -R Status
-#   scripts/test.sh --sanitize address [..]  build-asan/: ASan + UBSan, unit + e2e + fuzz replays
-#   scripts/test.sh --sanitize thread [..]   build-tsan/: TSan, the daemon, store and e2e tests
+#   scripts/test.sh --sanitize address [..]  build-asan/: ASan + UBSan over the tests of parsing
+#                                            and concurrency: label asan, fuzz replays, $ASAN_E2E
+#   scripts/test.sh --sanitize thread [..]   build-tsan/: TSan, the daemon and store tests, $TSAN_E2E
 #   scripts/test.sh --fuzz [SECONDS]         build-fuzz/ (clang): every libFuzzer target for
 #                                            SECONDS each (default 30), from its corpus
 # GPUMAN_SANITIZE=address|thread in the environment is the same as --sanitize. CTest
@@ -51,6 +52,13 @@ install_packages "${TEST_PACKAGES[@]}"
 
 jobs="$(nproc)"
 
+# The e2e suites each sanitizer stage runs beside its unit tests (tests/CMakeLists.txt lists
+# those, labels asan and tsan; docs/testing.md "What CI runs" says why these): input parsed
+# through the real binary, the daemon's protocol and its two-user rules, concurrent leases,
+# and the threaded parts (the collector, the metrics server, top's sampler).
+ASAN_E2E='^(BadInputE2E|DaemonE2E|TwoUsersE2E|AuthorityE2E|MetricsE2E|TopE2E)\.'
+TSAN_E2E='^(DaemonE2E|MetricsE2E|TopE2E)\.'
+
 # A sanitizer run's reports: one file per reporting process (log_path=DIR/KIND, with the
 # executable's name and pid appended), in a directory every test user may write to.
 sanitizer_logs() {
@@ -93,13 +101,13 @@ case "$mode" in
     ;;
 
   asan)
-    # One ASan + UBSan build for the unit, e2e and fuzz-replay tests: -O1 keeps the build and
-    # the run fast enough; undefined behaviour aborts (-fno-sanitize-recover, CMakeLists.txt);
-    # float-cast-overflow is not part of gcc's "undefined". Only what the tests run is built
-    # (target test_binaries: no benchmarks).
+    # One ASan + UBSan build for the tests of parsing and concurrency (label asan, the fuzz
+    # corpus replays, $ASAN_E2E): -O1 keeps the build and the run fast enough; undefined
+    # behaviour aborts (-fno-sanitize-recover, CMakeLists.txt); float-cast-overflow is not
+    # part of gcc's "undefined". Only what those tests run is built (target asan_binaries).
     cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
       -DGPUMAN_BUILD_TESTS=ON "-DGPUMAN_SANITIZE=address,undefined,float-cast-overflow" >/dev/null
-    cmake --build build-asan -j"$jobs" --target test_binaries
+    cmake --build build-asan -j"$jobs" --target asan_binaries
     logs="$(sanitizer_logs build-asan)"
     # LeakSanitizer checks every process that exits: the test binaries and every gpuman the
     # e2e tests start (clients, daemons, supervisors). Reports go to files in $logs, so
@@ -108,28 +116,36 @@ case "$mode" in
     export ASAN_OPTIONS="halt_on_error=1:abort_on_error=0:detect_leaks=1:strict_string_checks=1:log_path=$logs/asan:log_exe_name=1"
     export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:log_path=$logs/ubsan:log_exe_name=1"
     export LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp:print_suppressions=0"
-    (($#)) || set -- -L '^(unit|e2e|fuzz)$'
     # Several times slower than the release build: longer per-test limits.
     rc=0
-    ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900 "$@" || rc=$?
+    if (($#)); then
+      ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900 "$@" || rc=$?
+    else
+      ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900 -L '^(asan|fuzz)$' || rc=$?
+      ctest --test-dir build-asan --output-on-failure -j"$jobs" --timeout 900 -L '^e2e$' -R "$ASAN_E2E" || rc=$?
+    fi
     check_sanitizer_logs "$logs" || rc=1
     exit "$rc"
     ;;
 
   tsan)
     # Only what the threaded code's tests need: the product, the daemon and store tests
-    # (label `tsan`) and the end-to-end tests. CTest arguments replace that selection.
+    # (label `tsan`) and the e2e suites of the threaded parts ($TSAN_E2E). CTest arguments
+    # replace that selection.
     cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
       -DGPUMAN_BUILD_TESTS=ON -DGPUMAN_SANITIZE=thread >/dev/null
-    cmake --build build-tsan -j"$jobs" --target gpuman fake_nvml fake_nvml_legacy gpuman_metrics_http \
-      gpuman_tui_curses daemon_test store_test e2e_test
+    cmake --build build-tsan -j"$jobs" --target tsan_binaries
     logs="$(sanitizer_logs build-tsan)"
     # Third-party noise is suppressed in tests/tsan.supp (each entry says why); a report
     # fails the process (exit 66) and is kept in $logs, which fails the run.
     export TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:suppressions=$PWD/tests/tsan.supp:log_path=$logs/tsan:log_exe_name=1"
-    (($#)) || set -- -L '^(tsan|e2e)$'
     rc=0
-    ctest --test-dir build-tsan --output-on-failure -j"$jobs" --timeout 900 "$@" || rc=$?
+    if (($#)); then
+      ctest --test-dir build-tsan --output-on-failure -j"$jobs" --timeout 900 "$@" || rc=$?
+    else
+      ctest --test-dir build-tsan --output-on-failure -j"$jobs" --timeout 900 -L '^tsan$' || rc=$?
+      ctest --test-dir build-tsan --output-on-failure -j"$jobs" --timeout 900 -L '^e2e$' -R "$TSAN_E2E" || rc=$?
+    fi
     check_sanitizer_logs "$logs" || rc=1
     exit "$rc"
     ;;
