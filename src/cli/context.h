@@ -11,6 +11,7 @@
 #include "base/clock.h"
 #include "base/installed_layout.h"
 #include "cli/config.h"
+#include "cli/exit_codes.h"
 #include "cli/simulation.h"
 #include "devices/device_source.h"
 #include "devices/process_inspector.h"
@@ -81,6 +82,13 @@ class Context {
   std::ostream& out() { return out_; }
   std::ostream& err() { return err_; }
 
+  /// The exit policy of the command being run (its row in the command table, cli/app.h).
+  ExitPolicy exit_policy() const { return exit_policy_; }
+  void set_exit_policy(ExitPolicy policy) { exit_policy_ = policy; }
+  /// Prints `gpuman: error: <message>` on err() and returns the exit code the command's
+  /// policy gives it (ReportError).
+  int Fail(const Error& error) { return ReportError(err_, error, exit_policy_); }
+
  private:
   Environment env_;
   Config config_;
@@ -88,6 +96,7 @@ class Context {
   InstalledLayout layout_;
   std::ostream& out_;
   std::ostream& err_;
+  ExitPolicy exit_policy_ = ExitPolicy::kPlain;
   bool stdout_is_tty_ = false;
   SystemClock clock_;
   std::unique_ptr<nvml::NvmlLibrary> nvml_;

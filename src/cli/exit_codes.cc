@@ -1,5 +1,7 @@
 #include "cli/exit_codes.h"
 
+#include <ostream>
+
 namespace gpuman::cli {
 
 int ExitCodeFor(ErrorCode code) {
@@ -20,10 +22,25 @@ int ExitCodeFor(ErrorCode code) {
   return kExitError;
 }
 
-bool ExitsWithJobCode(std::string_view command) { return command == "run" || command == "wait"; }
+int ExitCodeFor(ErrorCode code, ExitPolicy policy) {
+  switch (policy) {
+    case ExitPolicy::kPlain:
+      break;
+    case ExitPolicy::kLease:
+      if (code == ErrorCode::kBusy || code == ErrorCode::kNotFound) return kExitNotEnoughGpus;
+      break;
+    case ExitPolicy::kHistory:
+      if (code == ErrorCode::kNotFound) return kExitError;
+      break;
+    case ExitPolicy::kJobCode:
+      return kJobGpumanFailed;
+  }
+  return ExitCodeFor(code);
+}
 
-int GpumanFailureExit(std::string_view command, int code) {
-  return ExitsWithJobCode(command) ? int{kJobGpumanFailed} : code;
+int ReportError(std::ostream& err, const Error& error, ExitPolicy policy) {
+  err << "gpuman: error: " << error.message << "\n";
+  return ExitCodeFor(error.code, policy);
 }
 
 bool EndedByItself(const model::Job& job) {

@@ -2,6 +2,7 @@
 // Documented in docs/cli.md; scripts depend on them, so numbers never change.
 #pragma once
 
+#include <iosfwd>
 #include <string_view>
 
 #include "base/result.h"
@@ -20,8 +21,23 @@ enum ExitCode : int {
   kExitHealthWarnings = 7,  // `health`: warnings only
 };
 
+/// How a command turns an error into its exit code: one per row of the command table
+/// (cli/app.cc), so the table, not each command, says which codes a command uses.
+enum class ExitPolicy {
+  kPlain,      // ExitCodeFor(code)
+  kLease,      // select, leases, release: busy and not found are kExitNotEnoughGpus
+  kHistory,    // history, report: a missing history is kExitError, not a usage mistake
+  kJobCode,    // run, wait: every failure of gpuman's own is kJobGpumanFailed
+};
+
 /// The exit code for an error that reached the CLI's edge.
 int ExitCodeFor(ErrorCode code);
+/// The same under `policy`.
+int ExitCodeFor(ErrorCode code, ExitPolicy policy);
+
+/// The one place the CLI reports an error: prints `gpuman: error: <message>` on `err` and
+/// returns the exit code `policy` gives it.
+int ReportError(std::ostream& err, const Error& error, ExitPolicy policy);
 
 // The codes of `wait` and `run` (docs/cli.md, "Exit codes of wait", and
 // the `run` section): the job's own
@@ -36,13 +52,6 @@ enum JobExitCode : int {
   kJobSignalBase = 128,     // 128+N: killed by signal N
   kJobCancelled = 193,      // `gpuman cancel`: 128+65, past every signal's 128+N (SIGRTMAX is 64)
 };
-
-/// Whether `command` exits with a job's exit code (`run`, `wait`): then every failure of
-/// gpuman's own, an argument error or a broken config included, is kJobGpumanFailed.
-bool ExitsWithJobCode(std::string_view command);
-/// The exit code for a failure of gpuman's own in `command`: kJobGpumanFailed for `run`
-/// and `wait`, `code` for every other command.
-int GpumanFailureExit(std::string_view command, int code);
 
 /// Whether a finished job ended by itself (exited, or was killed by a signal gpuman did
 /// not send): then `wait` exits with its own exit code.

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <map>
 
-#include <CLI/CLI.hpp>
 
 #include "base/duration.h"
 #include "cli/daemon_client.h"
@@ -92,16 +91,6 @@ Result<model::HealthReport> LocalReport(const HealthArgs& args, Context& ctx, in
 
 }  // namespace
 
-CLI::App* AddHealthCommand(CLI::App& app, HealthArgs& args) {
-  CLI::App* cmd = app.add_subcommand(
-      "health", "Check every GPU: Xid errors, ECC, retired pages, row remapping, throttling, lost GPUs");
-  cmd->add_flag("--json", args.json, "Print one JSON object");
-  cmd->add_flag("--no-color", args.no_color, "Never use colour");
-  cmd->add_flag("--local", args.local, "Check here and now, without asking the daemon");
-  cmd->add_option("--since", args.since, "Without the daemon: report kernel-log Xids this recent (default 24h)");
-  return cmd;
-}
-
 Result<HealthOutcome> CollectHealth(const HealthArgs& args, Context& ctx) {
   model::HealthReport report;
   int gpu_count = 0;
@@ -132,8 +121,7 @@ Result<HealthOutcome> CollectHealth(const HealthArgs& args, Context& ctx) {
 int RunHealth(const HealthArgs& args, Context& ctx) {
   auto outcome = CollectHealth(args, ctx);
   if (!outcome) {
-    ctx.err() << "gpuman: error: " << outcome.error().message << "\n";
-    return ExitCodeFor(outcome.error().code);
+    return ctx.Fail(outcome.error());
   }
   const model::HealthReport& report = outcome->report;
   const int gpu_count = outcome->gpu_count;

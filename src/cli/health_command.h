@@ -10,10 +10,6 @@
 #include "cli/context.h"
 #include "model/health.h"
 
-namespace CLI {
-class App;
-}
-
 namespace gpuman::cli {
 
 struct HealthArgs {
@@ -22,8 +18,6 @@ struct HealthArgs {
   bool local = false;                 // do not ask the daemon
   std::optional<std::string> since;  // kernel-log window, default the [health] xid_window
 };
-
-CLI::App* AddHealthCommand(CLI::App& app, HealthArgs& args);
 
 /// What `gpuman health` reports, without printing it: the daemon's report when one answers
 /// (and `args` does not ask for --local/--since), else one snapshot plus the kernel log.

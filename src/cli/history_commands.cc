@@ -12,7 +12,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <CLI/CLI.hpp>
 
 #include "base/posix_error.h"
 #include "base/duration.h"
@@ -31,11 +30,6 @@ namespace {
 constexpr const char* kNoHistory =
     "no history yet: the gpuman daemon records it; start it with `gpuman daemon`";
 
-int Fail(Context& ctx, const Error& e) {
-  ctx.err() << "gpuman: error: " << e.message << "\n";
-  // A missing history is not a usage mistake: exit 1, not the kNotFound usage code.
-  return e.code == ErrorCode::kNotFound ? kExitError : ExitCodeFor(e.code);
-}
 
 // Present, or present but hidden behind a directory we may not search (then opening it
 // reports the permission problem, which is more useful than "no history").
@@ -197,44 +191,28 @@ Result<int64_t> ParseTimeArg(std::string_view text, int64_t now_unix_ms) {
   return now_unix_ms - *ago;
 }
 
-CLI::App* AddHistoryCommand(CLI::App& app, HistoryArgs& args) {
-  CLI::App* cmd = app.add_subcommand("history", "GPU utilization, memory and holders over time, from the daemon's history");
-  cmd->add_option("--gpu", args.gpus, "Only these GPUs (index, UUID or UUID prefix; repeat or comma-separate)");
-  cmd->add_option("--since", args.since, "Start: a duration before now (1h, 30m, 7d) or an ISO time (default 1h)");
-  cmd->add_option("--until", args.until, "End: a duration before now or an ISO time (default now)");
-  cmd->add_option("--step", args.step, "Average samples over steps of this length (10s, 5m, 1h)");
-  cmd->add_option("--db", args.db, "History db to read (default $GPUMAN_HISTORY_DB, else the daemon's)");
-  cmd->add_option("--slurm-job", args.slurm_job, "Only this Slurm job: its GPUs over its time (docs/slurm.md)")
-      ->excludes("--since")
-      ->excludes("--until");
-  auto* json = cmd->add_flag("--json", args.json, "Print JSON (docs/history.md)");
-  cmd->add_flag("--csv", args.csv, "Print CSV, one line per sample")->excludes(json);
-  cmd->add_flag("--no-color", args.no_color, "Never use colour");
-  return cmd;
-}
-
 int RunHistory(const HistoryArgs& args, Context& ctx) {
   const int64_t now = ctx.clock().NowUnixMs();
   auto window = ParseWindow(args.since, args.until, now);
-  if (!window) return Fail(ctx, window.error());
+  if (!window) return ctx.Fail(window.error());
   std::optional<int64_t> step;
   if (!args.step.empty()) {
     auto parsed = ParseDurationMs(args.step);
     if (!parsed || *parsed <= 0) {
-      return Fail(ctx, MakeError(ErrorCode::kInvalidArgument,
+      return ctx.Fail(MakeError(ErrorCode::kInvalidArgument,
                                  "--step: '" + args.step + "' is not a positive duration"));
     }
     step = *parsed;
   }
   auto store = OpenHistory(args.db, ctx);
-  if (!store) return Fail(ctx, store.error());
+  if (!store) return ctx.Fail(store.error());
   auto gpus = ResolveGpus(args.gpus, **store);
-  if (!gpus) return Fail(ctx, gpus.error());
+  if (!gpus) return ctx.Fail(gpus.error());
   std::optional<SlurmJobHistory> job;
   std::vector<model::GpuSample> samples;
   if (!args.slurm_job.empty()) {
     auto rows = SlurmJobRows(args.slurm_job, **store, step, ctx);
-    if (!rows) return Fail(ctx, rows.error());
+    if (!rows) return ctx.Fail(rows.error());
     job = std::move(*rows);
     samples = std::move(job->samples);
     if (!gpus->empty()) {  // --gpu narrows it further
@@ -251,7 +229,7 @@ int RunHistory(const HistoryArgs& args, Context& ctx) {
     q.step_ms = step;
     q.gpu_uuids = *gpus;
     auto rows = (*store)->Samples(q);
-    if (!rows) return Fail(ctx, rows.error());
+    if (!rows) return ctx.Fail(rows.error());
     samples = std::move(*rows);
   }
 
@@ -279,24 +257,12 @@ int RunHistory(const HistoryArgs& args, Context& ctx) {
   return kExitOk;
 }
 
-CLI::App* AddReportCommand(CLI::App& app, ReportArgs& args) {
-  CLI::App* cmd = app.add_subcommand("report", "Write a self-contained HTML report of GPU usage from the daemon's history");
-  cmd->add_option("--html", args.html, "Output file ('-' for stdout)")->required();
-  cmd->add_option("--since", args.since, "Start: a duration before now or an ISO time (default 24h)");
-  cmd->add_option("--until", args.until, "End: a duration before now or an ISO time (default now)");
-  cmd->add_option("--db", args.db, "History db to read (default $GPUMAN_HISTORY_DB, else the daemon's)");
-  cmd->add_option("--slurm-job", args.slurm_job, "Only this Slurm job: its GPUs over its time (docs/slurm.md)")
-      ->excludes("--since")
-      ->excludes("--until");
-  return cmd;
-}
-
 int RunReport(const ReportArgs& args, Context& ctx) {
   const int64_t now = ctx.clock().NowUnixMs();
   auto window = ParseWindow(args.since, args.until, now);
-  if (!window) return Fail(ctx, window.error());
+  if (!window) return ctx.Fail(window.error());
   auto store = OpenHistory(args.db, ctx);
-  if (!store) return Fail(ctx, store.error());
+  if (!store) return ctx.Fail(store.error());
 
   render::ReportData data;
   data.generated_unix_ms = now;
@@ -309,13 +275,13 @@ int RunReport(const ReportArgs& args, Context& ctx) {
   if (!args.slurm_job.empty()) {
     // The job's GPUs over its time; GPU-hours are its user's (and free time) on them.
     auto first = SlurmJobRows(args.slurm_job, **store, std::nullopt, ctx);
-    if (!first) return Fail(ctx, first.error());
+    if (!first) return ctx.Fail(first.error());
     data.since_unix_ms = first->since_unix_ms;
     data.until_unix_ms = std::max(first->until_unix_ms, first->since_unix_ms + 1000);
     const int64_t step = ChartStep(data.until_unix_ms - data.since_unix_ms);
     data.step_ms = step;
     auto rows = step > 1000 ? SlurmJobRows(args.slurm_job, **store, step, ctx) : std::move(first);
-    if (!rows) return Fail(ctx, rows.error());
+    if (!rows) return ctx.Fail(rows.error());
     data.host += (data.host.empty() ? "" : ", ") + std::string("slurm job ") + rows->job_id + " of " + rows->user;
     data.gpu_hours_by_user = store::HeldMsByUser(rows->samples, data.until_unix_ms);
     for (auto& [who, ms] : data.gpu_hours_by_user) ms /= 3600000.0;
@@ -328,13 +294,13 @@ int RunReport(const ReportArgs& args, Context& ctx) {
     if (step > 1000) q.step_ms = step;
     data.step_ms = step;
     auto samples = (*store)->Samples(q);
-    if (!samples) return Fail(ctx, samples.error());
+    if (!samples) return ctx.Fail(samples.error());
     data.samples = std::move(*samples);
     auto hours = (*store)->GpuHoursByUser(data.since_unix_ms, data.until_unix_ms);
-    if (!hours) return Fail(ctx, hours.error());
+    if (!hours) return ctx.Fail(hours.error());
     data.gpu_hours_by_user = std::move(*hours);
     auto waits = (*store)->JobWaits(data.since_unix_ms);
-    if (!waits) return Fail(ctx, waits.error());
+    if (!waits) return ctx.Fail(waits.error());
     std::erase_if(*waits, [&](const model::JobWait& w) { return w.started_unix_ms > data.until_unix_ms; });
     data.waits = std::move(*waits);
   }
@@ -352,13 +318,13 @@ int RunReport(const ReportArgs& args, Context& ctx) {
     out.close();
     if (!out) {
       ::unlink(tmp.c_str());
-      return Fail(ctx, MakeError(ErrorCode::kIo, "write " + args.html + ": cannot write " + tmp));
+      return ctx.Fail(MakeError(ErrorCode::kIo, "write " + args.html + ": cannot write " + tmp));
     }
   }
   if (std::rename(tmp.c_str(), args.html.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmp.c_str());
-    return Fail(ctx, MakeError(ErrorCode::kIo, "write " + args.html + ": " + PosixErrorText(err)));
+    return ctx.Fail(MakeError(ErrorCode::kIo, "write " + args.html + ": " + PosixErrorText(err)));
   }
   ctx.err() << "gpuman: wrote " << args.html << " (" << data.samples.size() << " points, "
             << FormatDurationMs(data.until_unix_ms - data.since_unix_ms) << ")\n";

@@ -10,10 +10,6 @@
 
 #include "cli/context.h"
 
-namespace CLI {
-class App;
-}
-
 namespace gpuman::cli {
 
 struct HistoryArgs {
@@ -23,7 +19,6 @@ struct HistoryArgs {
   std::string slurm_job;  // --slurm-job: that job's GPUs over its time (docs/slurm.md)
   bool json = false, csv = false, no_color = false;
 };
-CLI::App* AddHistoryCommand(CLI::App& app, HistoryArgs& args);
 int RunHistory(const HistoryArgs& args, Context& ctx);
 
 struct ReportArgs {
@@ -32,7 +27,6 @@ struct ReportArgs {
   std::string since = "24h", until;
   std::string slurm_job;  // --slurm-job
 };
-CLI::App* AddReportCommand(CLI::App& app, ReportArgs& args);
 int RunReport(const ReportArgs& args, Context& ctx);
 
 /// The history db to read: `explicit_path` (--db), else $GPUMAN_HISTORY_DB, else

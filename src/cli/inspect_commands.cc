@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <sstream>
 
 #include "cli/acquire.h"
@@ -15,25 +14,16 @@
 
 namespace gpuman::cli {
 
-CLI::App* AddTopoCommand(CLI::App& app, TopoArgs& args) {
-  CLI::App* cmd = app.add_subcommand("topo", "GPU connection matrix (NVLink, PCIe) with CPU affinity and NUMA node");
-  cmd->add_flag("--json", args.json, "Print JSON");
-  cmd->add_flag("--no-color", args.no_color, "Never use colour");
-  return cmd;
-}
-
 int RunTopo(const TopoArgs& args, Context& ctx) {
   auto source = ctx.Devices();
   if (!source) {
-    ctx.err() << "gpuman: error: " << source.error().message << "\n";
-    return ExitCodeFor(source.error().code);
+    return ctx.Fail(source.error());
   }
   devices::SnapshotOptions options;
   options.topology = true;
   auto snap = (*source)->Snapshot(options);
   if (!snap) {
-    ctx.err() << "gpuman: error: " << snap.error().message << "\n";
-    return ExitCodeFor(snap.error().code);
+    return ctx.Fail(snap.error());
   }
   render::StatusOptions opts;
   opts.simulated = ctx.is_simulated();
@@ -59,15 +49,6 @@ Result<std::map<std::string, std::string>> ParseEnvAssignments(const std::vector
     }
   }
   return env;
-}
-
-CLI::App* AddExplainCommand(CLI::App& app, ExplainArgs& args) {
-  CLI::App* cmd = app.add_subcommand(
-      "explain", "What a CUDA process will see through container, Slurm, CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER");
-  cmd->add_flag("--json", args.json, "Print JSON");
-  cmd->add_flag("--no-color", args.no_color, "Never use colour");
-  cmd->add_option("--env", args.env, "Explain this environment instead of the current one: 'K=V K2=V2'");
-  return cmd;
 }
 
 int RunExplain(const ExplainArgs& args, Context& ctx) {

@@ -7,17 +7,12 @@
 
 #include "cli/context.h"
 
-namespace CLI {
-class App;
-}
-
 namespace gpuman::cli {
 
 struct TopoArgs {
   bool json = false;
   bool no_color = false;
 };
-CLI::App* AddTopoCommand(CLI::App& app, TopoArgs& args);
 int RunTopo(const TopoArgs& args, Context& ctx);
 
 struct ExplainArgs {
@@ -25,7 +20,6 @@ struct ExplainArgs {
   bool no_color = false;
   std::vector<std::string> env;  // "K=V K2=V2" strings; replaces the current environment
 };
-CLI::App* AddExplainCommand(CLI::App& app, ExplainArgs& args);
 int RunExplain(const ExplainArgs& args, Context& ctx);
 
 /// Parses `--env` values ("CUDA_VISIBLE_DEVICES=0,1 CUDA_DEVICE_ORDER=PCI_BUS_ID").

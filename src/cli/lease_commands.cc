@@ -3,7 +3,6 @@
 #include <pwd.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -22,11 +21,8 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-int FailLease(Context& ctx, const Error& error) {
-  ctx.err() << "gpuman: error: " << error.message << "\n";
-  if (error.code == ErrorCode::kBusy || error.code == ErrorCode::kNotFound) return kExitNotEnoughGpus;
-  return ExitCodeFor(error.code);
-}
+// Busy and not found are kExitNotEnoughGpus here (ExitPolicy::kLease, the command table).
+int FailLease(Context& ctx, const Error& error) { return ctx.Fail(error); }
 
 }  // namespace
 
@@ -36,18 +32,6 @@ Result<std::optional<int64_t>> ParseWait(const std::optional<std::string>& wait)
   auto ms = ParseDurationMs(*wait);
   if (!ms) return ms.error().WithContext("--wait");
   return std::optional<int64_t>(*ms);
-}
-
-CLI::App* AddSelectCommand(CLI::App& app, SelectArgs& args) {
-  CLI::App* cmd = app.add_subcommand("select", "Pick free GPUs and print them (leases only with --lease)");
-  AddSelectionOptions(*cmd, args.selection);
-  cmd->add_option("--format", args.format, "index | uuid | env | docker | json (default uuid)")
-      ->check(CLI::IsMember({"index", "uuid", "env", "docker", "json"}));
-  cmd->add_flag("--lease", args.lease,
-                "Also lease the GPUs, for as long as the calling shell lives (or until `gpuman release`)");
-  cmd->add_option("--wait", args.wait, "With --lease: wait until GPUs fit (optionally at most DURATION)")
-      ->expected(0, 1);
-  return cmd;
 }
 
 int RunSelect(const SelectArgs& args, Context& ctx) {
@@ -113,12 +97,6 @@ int RunSelect(const SelectArgs& args, Context& ctx) {
   return kExitOk;
 }
 
-CLI::App* AddLeasesCommand(CLI::App& app, LeasesArgs& args) {
-  CLI::App* cmd = app.add_subcommand("leases", "List the GPU leases on this machine");
-  cmd->add_flag("--json", args.json, "Print JSON");
-  return cmd;
-}
-
 int RunLeases(const LeasesArgs& args, Context& ctx) {
   auto live = LiveLeases(ctx);
   if (!live) return FailLease(ctx, live.error());
@@ -172,12 +150,6 @@ int RunLeases(const LeasesArgs& args, Context& ctx) {
     ctx.out() << render::TruncateToWidth(line, std::max(80, ctx.Terminal(true).width)) << "\n";
   }
   return kExitOk;
-}
-
-CLI::App* AddReleaseCommand(CLI::App& app, ReleaseArgs& args) {
-  CLI::App* cmd = app.add_subcommand("release", "Free a lease of yours, or a stale one");
-  cmd->add_option("ID", args.ids, "Lease id(s), as `gpuman leases` shows them")->required();
-  return cmd;
 }
 
 int RunRelease(const ReleaseArgs& args, Context& ctx) {

@@ -1,6 +1,6 @@
-// The queue commands: `gpuman daemon`, `submit`, `queue`, `show`, `cancel`, `logs`,
-// `wait`, `hold`, `resume`, `drain`, `undrain`. All but `daemon` talk to the daemon over
-// its socket (DaemonClient). Main thread only.
+// The queue commands: `gpuman submit`, `queue`, `show`, `cancel`, `logs`, `wait`, `hold`,
+// `resume`, `drain`, `undrain`, which talk to the daemon over its socket (DaemonClient), and
+// the arguments of `gpuman daemon` too (cli/daemon_command.h runs it). Main thread only.
 #pragma once
 
 #include <optional>
@@ -9,10 +9,6 @@
 
 #include "cli/context.h"
 #include "cli/selection_options.h"
-
-namespace CLI {
-class App;
-}
 
 namespace gpuman::cli {
 
@@ -45,10 +41,7 @@ struct QueueArgs {
   int slurm_after = 0;  // --after ids written slurm:N
 };
 
-/// Registers every queue command; returns them so app.cc can tell which one was chosen.
-std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args);
-
-/// Runs the chosen one (its name). Returns the exit code.
+/// Runs the chosen one (its name; not `daemon`). Returns the exit code.
 int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx);
 
 }  // namespace gpuman::cli

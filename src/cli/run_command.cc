@@ -3,7 +3,6 @@
 #include <sched.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <fstream>
 #include <set>
@@ -50,28 +49,11 @@ void PlanNumaBinding(const Acquired& acquired, sched::StartInfo& spec, Context& 
 
 }  // namespace
 
-CLI::App* AddRunCommand(CLI::App& app, RunArgs& args) {
-  CLI::App* cmd = app.add_subcommand("run", "Lease GPUs and run a command on them: gpuman run -n 2 -- CMD ARGS...");
-  AddSelectionOptions(*cmd, args.selection);
-  cmd->add_option("--wait", args.wait, "When no GPUs fit, wait (optionally at most DURATION, e.g. 30m)")
-      ->expected(0, 1);
-  cmd->add_flag("--index", args.index,
-                "Give the job PCI-ordered indices plus CUDA_DEVICE_ORDER=PCI_BUS_ID instead of UUIDs");
-  cmd->add_flag("--bind-numa", args.bind_numa, "Bind the job's CPUs and memory to the GPUs' NUMA node");
-  cmd->add_flag("-q,--quiet", args.quiet, "Do not say which GPUs were leased");
-  cmd->add_option("command", args.command, "The command and its arguments (after --)")->required();
-  cmd->positionals_at_end();
-  return cmd;
-}
-
 int RunRun(const RunArgs& args, Context& ctx) {
   // The exit code is the job's, so every failure of gpuman's own is one code no plausible
   // job returns, as under timeout(1) and env(1) (docs/cli.md, the `run`
   // section): 125, with one line saying why; 124 when --wait=DURATION ran out.
-  auto fail = [&](const Error& error) {
-    ctx.err() << "gpuman: error: " << error.message << "\n";
-    return int{kJobGpumanFailed};
-  };
+  auto fail = [&](const Error& error) { return ctx.Fail(error); };  // ExitPolicy::kJobCode
   if (args.selection.count < 1) return fail(MakeError(ErrorCode::kInvalidArgument, "run needs at least one GPU (-n 1 or more)"));
   auto wait = ParseWait(args.wait);
   if (!wait) return fail(wait.error());

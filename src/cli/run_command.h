@@ -9,10 +9,6 @@
 #include "cli/context.h"
 #include "cli/selection_options.h"
 
-namespace CLI {
-class App;
-}
-
 namespace gpuman::cli {
 
 struct RunArgs {
@@ -24,7 +20,6 @@ struct RunArgs {
   std::vector<std::string> command;
 };
 
-CLI::App* AddRunCommand(CLI::App& app, RunArgs& args);
 int RunRun(const RunArgs& args, Context& ctx);
 
 }  // namespace gpuman::cli

@@ -1,6 +1,5 @@
 #include "cli/selection_options.h"
 
-#include <CLI/CLI.hpp>
 
 #include "base/strings.h"
 #include "cli/slurm_node.h"
@@ -9,19 +8,6 @@
 #include "visibility/allocation.h"
 
 namespace gpuman::cli {
-
-void AddSelectionOptions(CLI::App& cmd, SelectionArgs& args) {
-  cmd.add_option("-n,--count", args.count, "Number of GPUs (default 1)")->check(CLI::Range(0, 4096));
-  cmd.add_option("--gpus", args.gpus, "Only these GPUs (indices or UUIDs, comma-separated), or 'none'");
-  cmd.add_option("--min-free-memory", args.min_free_memory, "Each GPU needs this much free memory, e.g. 20GiB");
-  cmd.add_option("--max-utilization", args.max_utilization, "Each GPU at most this busy (percent)")
-      ->check(CLI::Range(0, 100));
-  cmd.add_option("--model", args.model, "GPU name contains this (case-insensitive), e.g. A100");
-  cmd.add_option("--min-compute-capability", args.min_compute_capability, "e.g. 8.0");
-  cmd.add_option("--exclude", args.exclude, "Never these GPUs (indices or UUIDs)")->delimiter(',');
-  cmd.add_flag("--allow-shared", args.allow_shared,
-               "Count a GPU as free although processes not started by gpuman use it");
-}
 
 namespace {
 

@@ -11,10 +11,6 @@
 #include "policy/selection.h"
 #include "visibility/ids.h"
 
-namespace CLI {
-class App;
-}
-
 namespace gpuman::cli {
 
 struct SelectionArgs {
@@ -27,8 +23,6 @@ struct SelectionArgs {
   std::vector<std::string> exclude;             // indices/UUIDs (comma lists allowed)
   bool allow_shared = false;
 };
-
-void AddSelectionOptions(CLI::App& cmd, SelectionArgs& args);
 
 /// Resolves ids against `snap` and the enclosing allocation in `env` (Slurm, container,
 /// outer CUDA_VISIBLE_DEVICES). Errors: kInvalidArgument (unknown ids, bad sizes).

@@ -9,7 +9,6 @@
 #include <optional>
 #include <set>
 
-#include <CLI/CLI.hpp>
 
 #include "base/strings.h"
 #include "cli/exit_codes.h"
@@ -167,12 +166,6 @@ std::string SlurmJobSummaryLine(const slurm::SlurmJobRecord& rec, Context& ctx, 
   return SlurmAdminComment(rec, samples, now);
 }
 
-void AddSlurmJobSummaryCommand(CLI::App& slurm, std::string& job_id, CLI::App*& cmd) {
-  cmd = slurm.add_subcommand("job-summary",
-                             "Print a Slurm job's one-line JSON GPU summary (for AdminComment), from its record and the history");
-  cmd->add_option("job_id", job_id, "Slurm job id")->required();
-}
-
 std::optional<slurm::SlurmJobRecord> ReadJobRecordOrWarn(const std::string& dir, const std::string& job_id,
                                                          Context& ctx) {
   auto read = slurm::ReadJobRecord(dir, job_id);
@@ -182,10 +175,8 @@ std::optional<slurm::SlurmJobRecord> ReadJobRecordOrWarn(const std::string& dir,
 }
 
 int RunSlurmJobSummary(const std::string& job_id, Context& ctx) {
-  auto fail = [&](const Error& e) {
-    ctx.err() << "gpuman: error: " << e.message << "\n";
-    return e.code == ErrorCode::kNotFound ? kExitError : ExitCodeFor(e.code);
-  };
+  // A missing record is not a usage mistake: exit 1, as history's (the `slurm` row is plain).
+  auto fail = [&](const Error& e) { return ReportError(ctx.err(), e, ExitPolicy::kHistory); };
   if (!slurm::IsValidJobId(job_id)) {
     return fail(MakeError(ErrorCode::kInvalidArgument, "slurm job id '" + EscapeControl(job_id) + "' is not valid"));
   }

@@ -14,9 +14,6 @@
 #include "model/history.h"
 #include "slurm/job_record.h"
 
-namespace CLI {
-class App;
-}
 namespace gpuman::store {
 class HistoryStore;
 }
@@ -69,10 +66,6 @@ Result<SlurmJobHistory> ReadSlurmJobHistory(store::HistoryStore& store, const st
 /// when there is one, else from the record alone. What the epilog prints.
 std::string SlurmJobSummaryLine(const slurm::SlurmJobRecord& rec, Context& ctx, int64_t now_unix_ms);
 
-/// `gpuman slurm job-summary ID`: the AdminComment line of job ID, from its record and the
-/// history (either may be missing, not both). Exit 0; 1 when the job is unknown; 2 for an
-/// invalid ID.
-void AddSlurmJobSummaryCommand(CLI::App& slurm, std::string& job_id, CLI::App*& cmd);
 int RunSlurmJobSummary(const std::string& job_id, Context& ctx);
 
 }  // namespace gpuman::cli

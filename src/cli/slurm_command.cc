@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 
 #include "base/strings.h"
 #include "cli/exit_codes.h"
@@ -24,33 +23,18 @@ std::string ShortHostName() {
 
 }  // namespace
 
-CLI::App* AddSlurmCommand(CLI::App& app, SlurmArgs& args) {
-  CLI::App* cmd = app.add_subcommand("slurm", "Node-side tools for Slurm admins (docs/slurm.md)");
-  cmd->require_subcommand(1);
-  args.gres_conf = cmd->add_subcommand(
-      "gres-conf", "Print this node's gres.conf lines and slurm.conf Gres= value, from NVML");
-  args.gres_conf->add_flag("--check", args.check,
-                           "Compare what slurmd reports (slurmd -G: device files, Cores=, Links=) with NVML; exit 6 on a "
-                           "mismatch");
-  AddSlurmHookCommands(*cmd, args.hooks);
-  AddSlurmJobSummaryCommand(*cmd, args.summary_job_id, args.job_summary);
-  return cmd;
-}
-
 int RunSlurm(const SlurmArgs& args, Context& ctx) {
-  if (auto code = RunSlurmHooks(args.hooks, ctx)) return *code;
-  if (args.job_summary && *args.job_summary) return RunSlurmJobSummary(args.summary_job_id, ctx);
+  if (auto code = RunSlurmHooks(args.subcommand, args.hooks, ctx)) return *code;
+  if (args.subcommand == "job-summary") return RunSlurmJobSummary(args.summary_job_id, ctx);
   auto source = ctx.Devices();
   if (!source) {
-    ctx.err() << "gpuman: error: " << source.error().message << "\n";
-    return ExitCodeFor(source.error().code);
+    return ctx.Fail(source.error());
   }
   devices::SnapshotOptions options;
   options.topology = true;
   auto snap = (*source)->Snapshot(options);
   if (!snap) {
-    ctx.err() << "gpuman: error: " << snap.error().message << "\n";
-    return ExitCodeFor(snap.error().code);
+    return ctx.Fail(snap.error());
   }
   const std::string node = ctx.env().Get("SLURMD_NODENAME").value_or(ShortHostName());
   if (!args.check) {
@@ -63,8 +47,7 @@ int RunSlurm(const SlurmArgs& args, Context& ctx) {
   }
   auto captured = slurm::RunCapture({"slurmd", "-G"});
   if (!captured) {
-    ctx.err() << "gpuman: error: slurm gres-conf --check: " << captured.error().message << "\n";
-    return ExitCodeFor(captured.error().code);
+    return ctx.Fail(captured.error().WithContext("slurm gres-conf --check"));
   }
   if (captured->exit_code != 0) {
     std::string last = std::string(Trim(captured->output));

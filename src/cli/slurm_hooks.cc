@@ -8,7 +8,6 @@
 #include <future>
 #include <thread>
 
-#include <CLI/CLI.hpp>
 
 #include "base/duration.h"
 #include "base/strings.h"
@@ -319,28 +318,10 @@ int RunEpilog(const SlurmHookArgs& args, Context& ctx) {
 
 }  // namespace
 
-void AddSlurmHookCommands(CLI::App& slurm, SlurmHookArgs& args) {
-  args.healthcheck = slurm.add_subcommand(
-      "healthcheck", "Slurm HealthCheckProgram: drain the node on a fatal GPU finding, resume it when healthy again");
-  args.healthcheck->add_option("--node", args.node, "The Slurm node (default $SLURMD_NODENAME, else the host name)");
-  args.healthcheck->add_flag("--local", args.local, "Check here and now, without asking the daemon");
-  args.prolog = slurm.add_subcommand(
-      "prolog", "Slurm Prolog: refuse a job whose GPUs are unhealthy or still busy; record the job's GPUs");
-  args.prolog->add_option("--node", args.node, "The Slurm node (default $SLURMD_NODENAME, else the host name)");
-  args.prolog->add_option("--idle-memory", args.idle_memory,
-                          "Used memory a GPU without processes may show and still count as free (default 256MiB)");
-  args.epilog = slurm.add_subcommand(
-      "epilog", "Slurm Epilog: drain the node when the job left processes or memory on its GPUs; print its summary");
-  args.epilog->add_option("--node", args.node, "The Slurm node (default $SLURMD_NODENAME, else the host name)");
-  args.epilog->add_option("--grace", args.grace, "How long exiting processes get to leave the GPUs (default 10s)");
-  args.epilog->add_option("--idle-memory", args.idle_memory,
-                          "Used memory a GPU without processes may show and still count as free (default 256MiB)");
-}
-
-std::optional<int> RunSlurmHooks(const SlurmHookArgs& args, Context& ctx) {
-  if (args.healthcheck && *args.healthcheck) return RunHealthcheck(args, ctx);
-  if (args.prolog && *args.prolog) return RunProlog(args, ctx);
-  if (args.epilog && *args.epilog) return RunEpilog(args, ctx);
+std::optional<int> RunSlurmHooks(std::string_view subcommand, const SlurmHookArgs& args, Context& ctx) {
+  if (subcommand == "healthcheck") return RunHealthcheck(args, ctx);
+  if (subcommand == "prolog") return RunProlog(args, ctx);
+  if (subcommand == "epilog") return RunEpilog(args, ctx);
   return std::nullopt;
 }
 

@@ -8,12 +8,9 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "cli/context.h"
-
-namespace CLI {
-class App;
-}
 
 namespace gpuman::cli {
 
@@ -22,15 +19,10 @@ struct SlurmHookArgs {
   bool local = false;               // healthcheck --local: do not ask the daemon
   std::string grace = "10s";        // epilog --grace
   std::string idle_memory = "256MiB";  // prolog/epilog --idle-memory
-  CLI::App* healthcheck = nullptr;
-  CLI::App* prolog = nullptr;
-  CLI::App* epilog = nullptr;
 };
 
-/// Adds the three subcommands under `slurm`.
-void AddSlurmHookCommands(CLI::App& slurm, SlurmHookArgs& args);
-/// The exit code when one of them was chosen; nullopt otherwise.
-std::optional<int> RunSlurmHooks(const SlurmHookArgs& args, Context& ctx);
+/// The exit code when `subcommand` is one of them; nullopt otherwise.
+std::optional<int> RunSlurmHooks(std::string_view subcommand, const SlurmHookArgs& args, Context& ctx);
 
 // Deadlines (docs/slurm.md): NVML work (snapshot and health findings) gets this long, each
 // scontrol call kScontrolTimeoutMs; a healthcheck makes at most two calls, so it ends within

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -22,13 +21,10 @@
 namespace gpuman::cli {
 namespace {
 
-constexpr std::string_view kPrefix = "slurm:";
+constexpr std::string_view kPrefix = kSlurmIdPrefix;
 constexpr int64_t kPollMs = 1000;
 
-int FailSubmit(Context& ctx, const Error& e) {
-  ctx.err() << "gpuman: error: " << EscapeControl(e.message) << "\n";
-  return ExitCodeFor(e.code);
-}
+int FailSubmit(Context& ctx, const Error& e) { return ctx.Fail(MakeError(e.code, EscapeControl(e.message))); }
 
 std::string Shown(const std::string& id) { return std::string(kPrefix) + id; }
 
@@ -238,33 +234,6 @@ int WaitForSlurm(const std::string& id, bool json, Context& ctx, const SlurmCliD
 }
 
 }  // namespace
-
-void AddSlurmBackendOptions(const std::vector<CLI::App*>& cmds, QueueArgs& args) {
-  auto strip = [](int* counter) {
-    return CLI::Validator(
-        [counter](std::string& value) {
-          if (value.rfind(kPrefix, 0) == 0) {
-            value = value.substr(kPrefix.size());
-            ++*counter;
-          }
-          return std::string();
-        },
-        "", "slurm:ID");
-  };
-  for (CLI::App* cmd : cmds) {
-    const std::string name = cmd->get_name();
-    if (name == "daemon" || name == "drain" || name == "undrain") continue;
-    cmd->add_option("--backend", args.backend,
-                    name == "submit" ? "gpuman (the machine's daemon) or slurm (sbatch); default from [submit] backend"
-                                     : "gpuman or slurm (default from [submit] backend; slurm:ID ids are Slurm's)")
-        ->check(CLI::IsMember({"gpuman", "slurm"}));
-    if (name == "submit") {
-      if (CLI::Option* after = cmd->get_option_no_throw("--after")) after->transform(strip(&args.slurm_after));
-    } else if (CLI::Option* id = cmd->get_option_no_throw("ID")) {
-      id->transform(strip(&args.slurm_ids));
-    }
-  }
-}
 
 Result<bool> UsesSlurm(const std::string& name, const QueueArgs& args, const Config& config) {
   if (name == "daemon" || name == "drain" || name == "undrain") return false;

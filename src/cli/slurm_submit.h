@@ -9,23 +9,18 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "cli/context.h"
 #include "slurm/slurm_tools.h"
 
-namespace CLI {
-class App;
-}
-
 namespace gpuman::cli {
 
 struct QueueArgs;
 
-/// Adds `--backend gpuman|slurm` to the queue commands in `cmds` that have a Slurm path
-/// and lets their job ids (and submit's --after) be written `slurm:ID`: the prefix is
-/// taken off and counted in `args` (slurm_ids, slurm_after).
-void AddSlurmBackendOptions(const std::vector<CLI::App*>& cmds, QueueArgs& args);
+/// How a Slurm job's id is written where a gpuman job id could be: `slurm:ID`.
+inline constexpr std::string_view kSlurmIdPrefix = "slurm:";
 
 /// Whether command `name` goes to Slurm: `--backend`, else `slurm:` ids, else the
 /// config's [submit] backend. Errors: kInvalidArgument for `slurm:` ids with

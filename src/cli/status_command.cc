@@ -6,12 +6,10 @@
 #include <csignal>
 #include <thread>
 
-#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "base/strings.h"
 
-#include "cli/option_checks.h"
 #include "cli/acquire.h"
 #include "cli/drains.h"
 #include "cli/exit_codes.h"
@@ -142,21 +140,6 @@ std::string StatusJson(const MachineView& view, const render::StatusOptions& opt
 
 }  // namespace
 
-CLI::App* AddStatusCommand(CLI::App& app, StatusArgs& args) {
-  CLI::App* cmd = app.add_subcommand("status", "Show every GPU: memory, load, health and who holds it");
-  cmd->add_flag("--json", args.json, "Print one JSON object (with --watch: one per line)");
-  cmd->add_option("--watch", args.watch_seconds, "Refresh every SECONDS until interrupted")
-      ->check(SecondsIn(0.1, 86400.0, "0.1..86400"));
-  cmd->add_option("--iterations", args.iterations, "With --watch: stop after N refreshes")
-      ->check(CLI::Range(1, 1000000000));
-  cmd->add_option("--gpus", args.gpus, "Only these GPUs: indices or UUIDs, comma-separated");
-  cmd->add_flag("--no-processes", args.no_processes, "Do not list processes");
-  cmd->add_flag("--no-color", args.no_color, "Never use colour");
-  cmd->add_flag("--allocation", args.allocation,
-                "Only the GPUs of the allocation gpuman runs inside (Slurm job, container, CUDA_VISIBLE_DEVICES)");
-  return cmd;
-}
-
 int RunStatus(const StatusArgs& args, Context& ctx) {
   render::StatusOptions opts;
   opts.show_processes = !args.no_processes;
@@ -165,8 +148,7 @@ int RunStatus(const StatusArgs& args, Context& ctx) {
   if (args.watch_seconds <= 0) {
     auto view = Collect(args, ctx, opts.allocation);
     if (!view) {
-      ctx.err() << "gpuman: error: " << view.error().message << "\n";
-      return ExitCodeFor(view.error().code);
+      return ctx.Fail(view.error());
     }
     SetSimulated(*view, ctx, opts);
     SetHolders(*view, true, ctx, opts);
@@ -191,8 +173,7 @@ int RunStatus(const StatusArgs& args, Context& ctx) {
     if (!view) {
       // Bad arguments will not get better; a driver hiccup might.
       if (view.error().code == ErrorCode::kInvalidArgument || n == 0) {
-        ctx.err() << "gpuman: error: " << view.error().message << "\n";
-        return ExitCodeFor(view.error().code);
+        return ctx.Fail(view.error());
       }
       ctx.err() << "gpuman: warning: " << view.error().message << "\n";
       last_error_exit = ExitCodeFor(view.error().code);

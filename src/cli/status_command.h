@@ -1,15 +1,11 @@
 // `gpuman status`: one snapshot (or a stream of them with --watch), rendered as text or
-// JSON. Registered into the CLI11 app by app.cc; runs on the main thread.
+// JSON. Registered with CLI11 by cli_options.cc; runs on the main thread.
 #pragma once
 
 #include <optional>
 #include <string>
 
 #include "cli/context.h"
-
-namespace CLI {
-class App;
-}
 
 namespace gpuman::cli {
 
@@ -22,9 +18,6 @@ struct StatusArgs {
   bool no_color = false;
   bool allocation = false;  // --allocation: only the GPUs of the enclosing allocation
 };
-
-/// Adds the `status` subcommand; `args` is filled when it is parsed.
-CLI::App* AddStatusCommand(CLI::App& app, StatusArgs& args);
 
 /// Runs it. Returns the process exit code; prints errors itself as one line.
 int RunStatus(const StatusArgs& args, Context& ctx);

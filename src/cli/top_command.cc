@@ -7,11 +7,9 @@
 #include <cstring>
 #include <filesystem>
 
-#include <CLI/CLI.hpp>
 
 #include "base/strings.h"
 
-#include "cli/option_checks.h"
 #include "cli/acquire.h"
 #include "cli/daemon_client.h"
 #include "cli/daemon_pages.h"
@@ -146,16 +144,6 @@ bool Utf8Locale() {
 
 }  // namespace
 
-CLI::App* AddTopCommand(CLI::App& app, TopArgs& args) {
-  CLI::App* cmd = app.add_subcommand("top", "Full-screen monitor: GPUs, their processes, leases and jobs");
-  cmd->add_option("--interval", args.interval_seconds, "Seconds between samples (default 1; fractions allowed)")
-      ->check(SecondsIn(0.1, 3600.0, "0.1..3600"));
-  cmd->add_flag("--once", args.once, "Print one screen as text and exit (no terminal needed)");
-  cmd->add_flag("--no-color", args.no_color, "Never use colour (also $NO_COLOR)");
-  cmd->add_flag("--ascii", args.ascii, "ASCII bars and history, even in a UTF-8 locale");
-  return cmd;
-}
-
 int RunTop(const TopArgs& args, Context& ctx) {
   // The first sample on this thread, so a missing driver is one line and exit 3, as in status.
   DaemonPart daemon(ctx);
@@ -164,8 +152,7 @@ int RunTop(const TopArgs& args, Context& ctx) {
   if (!first.snapshot) {
     auto source = ctx.Devices();
     const ErrorCode code = source ? ErrorCode::kUnavailable : source.error().code;
-    ctx.err() << "gpuman: error: " << first.snapshot_error << "\n";
-    return ExitCodeFor(code);
+    return ctx.Fail(MakeError(code, first.snapshot_error));
   }
   const bool unicode = !args.ascii && Utf8Locale();
   tui::Identity me{static_cast<uint32_t>(geteuid()), geteuid() == 0};
@@ -208,8 +195,7 @@ int RunTop(const TopArgs& args, Context& ctx) {
   const auto interval = std::chrono::milliseconds(static_cast<int64_t>(args.interval_seconds * 1000));
   tui::Sampler sampler([&ctx, &daemon] { return CollectFrame(ctx, daemon); }, interval);
   if (Status started = sampler.Start(std::make_shared<const tui::Frame>(std::move(first))); !started) {
-    ctx.err() << "gpuman: error: " << started.error().message << "\n";
-    return ExitCodeFor(started.error().code);
+    return ctx.Fail(started.error());
   }
   tui::TopAppOptions options;
   options.me = me;

@@ -1,14 +1,10 @@
 // `gpuman top`: the full-screen monitor. Parses its options, checks that a driver (or the
 // simulator) answers and that there is a terminal, then hands the Context to a sampler
 // thread (tui::Sampler) and runs the UI loop (tui::RunTopApp) on the main thread. From
-// then on only the sampler thread touches the Context. Registered by app.cc.
+// then on only the sampler thread touches the Context. Registered by cli_options.cc.
 #pragma once
 
 #include "cli/context.h"
-
-namespace CLI {
-class App;
-}
 
 namespace gpuman::cli {
 
@@ -18,9 +14,6 @@ struct TopArgs {
   bool no_color = false;
   bool ascii = false;      // ASCII bars even in a UTF-8 locale
 };
-
-/// Adds the `top` subcommand; `args` is filled when it is parsed.
-CLI::App* AddTopCommand(CLI::App& app, TopArgs& args);
 
 /// Runs it. Exit codes: 0 after q; 3 without a driver (the same one line as `status`);
 /// 2 when stdin/stdout is not a terminal (without --once).

@@ -8,6 +8,7 @@
 #include <CLI/CLI.hpp>
 #include <sstream>
 
+#include "cli/cli_options.h"
 #include "cli/exit_codes.h"
 #include "cli/queue_commands.h"
 #include "support/fake_slurm_tools.h"

@@ -1,0 +1,111 @@
+// `gpuman daemon`: the wiring of the machine's daemon. Turns the config, the command line
+// and the environment into daemon::DaemonOptions, picks the device source (NVML, the
+// stand-in, or none), starts the socket server and runs it until SIGTERM or SIGINT.
+#include "cli/daemon_command.h"
+
+#include <grp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <csignal>
+#include <filesystem>
+
+#include "cli/slurm_accounting.h"
+#include "daemon/daemon.h"
+#include "metrics/listen_address.h"
+#include "nvml/nvml_event_source.h"
+#include "sched/job_launcher.h"
+#include "slurm/node_facts.h"
+
+namespace gpuman::cli {
+namespace {
+
+volatile std::sig_atomic_t g_daemon_stop = 0;
+void OnStop(int) { g_daemon_stop = 1; }
+
+// A device source for a machine without NVML: the daemon still serves, with no GPUs.
+class NoGpus final : public devices::DeviceSource {
+ public:
+  Result<model::MachineSnapshot> Snapshot(const devices::SnapshotOptions&) override { return model::MachineSnapshot{}; }
+};
+
+}  // namespace
+
+int RunDaemon(const QueueArgs& args, Context& ctx) {
+  const bool system_mode = getuid() == 0;
+  daemon::DaemonOptions options;
+  options.system_mode = system_mode;
+  options.socket_path = args.socket.value_or(ctx.env().Get("GPUMAN_SOCKET").value_or(
+      daemon::DefaultSocketPath(system_mode, ctx.env().vars)));
+  options.state_dir = args.state_dir.value_or(daemon::DefaultDaemonStateDir(system_mode, ctx.env().vars));
+  const DaemonConfig& dc = ctx.config().daemon;
+  if (dc.admin_group) {
+    group* g = getgrnam(dc.admin_group->c_str());
+    if (!g) return ctx.Fail(MakeError(ErrorCode::kInvalidArgument, "config: admin group '" + *dc.admin_group + "' does not exist"));
+    options.admin_gid = g->gr_gid;
+  }
+  if (dc.default_time_limit_ms) options.scheduler.default_time_limit_ms = *dc.default_time_limit_ms;
+  const policy::MachineRules rules = MachineRulesFromConfig(ctx.config());
+  options.scheduler.default_max_gpus_per_user = rules.default_max_gpus_per_user;
+  options.scheduler.max_gpus_per_user = rules.max_gpus_per_user;
+  options.machine_lease_dir = ctx.lease_dir();
+  if (ctx.simulation()) options.scenario = ctx.simulation()->scenario_name;
+  if (ctx.simulation()) options.scenario_path = ctx.simulation()->scenario_path;
+  options.max_connections = dc.max_connections;
+  options.max_connections_per_user = dc.max_connections_per_user;
+  options.admin_connection_reserve = std::min<size_t>(64, dc.max_connections / 4);
+  NoGpus no_gpus;
+  devices::DeviceSource* source = &no_gpus;
+  if (auto devices = ctx.Devices()) {
+    source = *devices;
+  } else if (devices.error().code == ErrorCode::kInvalidArgument) {
+    // A mistake in the command (a scenario the stand-in cannot load), not a driver that
+    // may come later: refused, as any bad argument.
+    return ctx.Fail(devices.error());
+  } else {
+    ctx.err() << "gpuman: warning: serving without GPUs: " << devices.error().message << "\n";
+  }
+  daemon::CollectorOptions& mon = options.monitor;
+  mon.sample_interval_ms = dc.sample_interval_ms;
+  mon.kernel_log = ctx.config().kernel_log;
+  mon.health = ctx.config().health;
+  mon.idle = ctx.config().idle;
+  mon.alerts = ctx.config().alerts;
+  mon.metrics_address = dc.metrics;
+  mon.layout = ctx.layout();
+  if (args.metrics) mon.metrics_address = args.metrics->empty() ? std::string(metrics::kDefaultMetricsAddress) : *args.metrics;
+  mon.history_path = options.state_dir + "/history.db";
+  mon.slurm_state_dir = SlurmStateDirOf(ctx);
+  mon.retention.fine_keep_ms = dc.history_fine_keep_ms;
+  mon.retention.coarse_keep_ms = dc.history_coarse_keep_ms;
+  mon.inspector = &ctx.Inspector();
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) == 0) mon.hostname = host;
+  // Simulated GPUs are none that slurmd hands out: `auto` says no under --simulate.
+  mon.slurm_node = [mode = ctx.config().slurm.node, env = ctx.env().vars, host = mon.hostname,
+                    simulated = ctx.simulation().has_value()]() -> std::optional<std::string> {
+    if (simulated && mode == slurm::SlurmNodeMode::kAuto) return std::nullopt;
+    const slurm::SlurmNodeVerdict v = slurm::DetectSlurmNode(mode, env, host);
+    return v.is_node ? std::optional<std::string>(v.reason) : std::nullopt;
+  };
+  if (const nvml::NvmlLibrary* lib = ctx.nvml_library()) {
+    const Clock& clock = ctx.clock();
+    mon.xid_source_factory = [lib, &clock]() -> Result<std::unique_ptr<devices::XidEventSource>> {
+      auto src = nvml::NvmlXidEventSource::Create(*lib, clock);
+      if (!src) return src.error();
+      return std::unique_ptr<devices::XidEventSource>(std::move(*src));
+    };
+  }
+  // each job runs under `gpuman __supervise` of this very binary
+  sched::SupervisorLauncher launcher(ctx.layout().exe);
+  daemon::Daemon d(options, *source, ctx.clock(), launcher);
+  if (auto started = d.Start(); !started) return ctx.Fail(started.error());
+  ctx.err() << "gpuman: daemon serving " << options.socket_path << " (state " << options.state_dir << ")\n";
+  if (auto addr = d.collector()->metrics_address()) ctx.err() << "gpuman: metrics at http://" << *addr << "/metrics\n";
+  std::signal(SIGTERM, OnStop);
+  std::signal(SIGINT, OnStop);
+  std::signal(SIGPIPE, SIG_IGN);
+  return d.Run(&g_daemon_stop);
+}
+
+}  // namespace gpuman::cli

@@ -1,0 +1,26 @@
+// The queue's jobs as text: `gpuman queue`'s table and `gpuman show`'s detail. Pure (jobs
+// and the time in, text out). Names, commands, users and reasons are other users' text:
+// control characters and terminal escapes in them are shown escaped, never sent (the
+// JSON forms, in protocol/model_json.h, carry them exactly). Any thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/job.h"
+
+namespace gpuman::render {
+
+/// The selection options a job was submitted with, as `submit` flags ("-n 2 --model A100").
+std::string DescribeRequest(const model::GpuRequest& request);
+
+/// `gpuman show ID`: the job, one field a line.
+std::string JobDetailText(const model::Job& job);
+
+/// `gpuman queue`: a header and one line per job (why it waits, or how long it ran or has
+/// been queued, relative to `now_unix_ms`), each cut to `width` columns; "no jobs" when
+/// there are none.
+std::string QueueTable(const std::vector<model::Job>& jobs, int64_t now_unix_ms, int width);
+
+}  // namespace gpuman::render
