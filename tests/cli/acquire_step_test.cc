@@ -21,6 +21,8 @@
 #include "protocol/error_codes.h"
 #include "store/lease_store.h"
 #include "store/proc_liveness.h"
+#include "support/fake_clock.h"
+#include "support/fake_launcher.h"
 #include "support/temp_dir.h"
 
 namespace gpuman {
@@ -31,11 +33,7 @@ constexpr int64_t kStartMs = 1'700'000'000'000;
 
 std::string Uuid(int i) { return "GPU-0000000" + std::to_string(i) + "-0000-0000-0000-000000000000"; }
 
-class FakeClock final : public Clock {
- public:
-  int64_t NowUnixMs() const override { return now; }
-  int64_t now = kStartMs;
-};
+using ::gpuman::testing::FakeClock;
 
 // Four idle, healthy GPUs; counts its reads.
 class FakeDevices final : public devices::DeviceSource {
@@ -93,7 +91,7 @@ class World {
     options.state_dir = dir_.Join("state");
     options.socket_path = dir_.Join("gpuman.sock");
     options.scheduler.default_max_gpus_per_user = rules.cap;
-    daemon_ = std::make_unique<daemon::Daemon>(options, devices_, clock_);
+    daemon_ = std::make_unique<daemon::Daemon>(options, devices_, clock_, launcher_);
     Status opened = daemon_->OpenState();
     EXPECT_TRUE(opened) << opened.error().message;
     auto store = store::LeaseStore::Open(options.state_dir + "/state.db");
@@ -227,7 +225,8 @@ class World {
   Rules rules_;
   testing::TempDir dir_;
   FakeDevices devices_;
-  FakeClock clock_;
+  FakeClock clock_{kStartMs};
+  ::gpuman::testing::FakeJobLauncher launcher_;  // no job starts here
   std::unique_ptr<daemon::Daemon> daemon_;
   std::unique_ptr<store::LeaseStore> store_;
   std::unique_ptr<cli::LeaseBroker> broker_;
