@@ -6,9 +6,9 @@
 
 namespace gpuman::cli {
 
-/// The layout around this process's binary (/proc/self/exe), with the source tree's
-/// scenarios/ as the build tree's last scenario folder. The only reader of the compiled-in
-/// GPUMAN_DEFAULT_SCENARIO_DIR.
+/// The layout around this process's binary (/proc/self/exe), with <exe_dir>/scenarios (the
+/// build tree's link to the source tree's scenarios/) as the last scenario folder. No path
+/// is compiled in.
 InstalledLayout ThisInstallation();
 
 }  // namespace gpuman::cli

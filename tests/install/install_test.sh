@@ -56,6 +56,9 @@ for f in bin/gpuman lib/gpuman/gpuman-metrics-http.so lib/gpuman/gpuman-tui-curs
   [ -e "$T/prefix/$f" ] || fail "cmake --install did not install $f"
 done
 [ ! -e "$T/prefix/lib/gpuman/sim-legacy" ] || fail "the test-only legacy stand-in was installed"
+# Reproducible and relocatable: no installed file names the source or build tree (issue 22;
+# -ffile-prefix-map, no compiled-in scenario folder), debug info included.
+if grep -rl -e "$B" -e "$S" "$T/prefix"; then fail "an installed file names $B or $S (above)"; fi
 # Moved after installing: the binary finds its pieces relative to itself, not the prefix.
 mv "$T/prefix" "$T/moved"
 G="$T/moved/bin/gpuman"
@@ -116,7 +119,7 @@ if command -v cpack >/dev/null && command -v dpkg-deb >/dev/null; then
   mkdir "$T/root" "$T/control"
   dpkg-deb -x "$deb" "$T/root"
   dpkg-deb -e "$deb" "$T/control"
-  if grep -rl -- "$B" "$T/root" "$T/control"; then fail "build-tree path $B inside the package"; fi
+  if grep -rl -e "$B" -e "$S" "$T/root" "$T/control"; then fail "build-tree path $B or source path $S inside the package"; fi
   check_status "$T/root/usr/bin/gpuman"
 
   # postinst + tmpfiles.d, over empty /var/lib and /run in the namespace.
