@@ -432,23 +432,15 @@ std::string Encode(const LateStart& late) {
   return out;
 }
 
-// Writes to a pipe whose reader may be gone without taking SIGPIPE: the signal is blocked
-// for this thread during the write, and one the write raised is consumed.
-bool WriteNoSigpipe(int fd, const std::string& data) {
-  sigset_t pipe_set, old_set, pending;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  sigpending(&pending);
-  const bool was_pending = sigismember(&pending, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
-  const bool ok = WriteAll(fd, data.data(), data.size());
-  const int err = errno;
-  if (!ok && err == EPIPE && !was_pending) {
-    timespec zero = {0, 0};
-    sigtimedwait(&pipe_set, nullptr, &zero);
+// All of `data` through WriteNoSigpipe (the barrier's message; its reader may be gone).
+bool WriteAllNoSigpipe(int fd, const std::string& data) {
+  size_t off = 0;
+  while (off < data.size()) {
+    const ssize_t w = WriteNoSigpipe(fd, data.data() + off, data.size() - off);
+    if (w <= 0) return false;
+    off += static_cast<size_t>(w);
   }
-  pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
-  return ok;
+  return true;
 }
 
 Error Failed(SpawnFailure f, SpawnFailure* out) {
@@ -458,6 +450,27 @@ Error Failed(SpawnFailure f, SpawnFailure* out) {
 }
 
 }  // namespace
+
+ssize_t WriteNoSigpipe(int fd, const char* data, size_t n) {
+  sigset_t pipe_set, old_set, pending;
+  sigemptyset(&pipe_set);
+  sigaddset(&pipe_set, SIGPIPE);
+  sigpending(&pending);
+  const bool was_pending = sigismember(&pending, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
+  ssize_t w;
+  do {
+    w = ::write(fd, data, n);
+  } while (w < 0 && errno == EINTR);
+  const int err = errno;
+  if (w < 0 && err == EPIPE && !was_pending) {
+    timespec zero = {0, 0};
+    sigtimedwait(&pipe_set, nullptr, &zero);
+  }
+  pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
+  errno = err;
+  return w;
+}
 
 ProgramSearch SearchProgram(const std::string& name, const std::optional<std::string>& search_path) {
   char out[PATH_MAX];
@@ -549,7 +562,7 @@ Status SpawnedProcess::Release(const LateStart& late, SpawnFailure* failure) {
     return MakeError(ErrorCode::kInvalidArgument, "too much to hand a starting process (" +
                                                       std::to_string(message.size()) + " bytes)");
   }
-  const bool sent = barrier_ && WriteNoSigpipe(barrier_.get(), message);
+  const bool sent = barrier_ && WriteAllNoSigpipe(barrier_.get(), message);
   barrier_.reset();
   Status outcome = ReadReports(false, failure);
   if (outcome && !sent) return Failed(SpawnFailure{SpawnStep::kEnded, 0, name_, {}}, failure);

@@ -65,6 +65,11 @@ struct ProgramSearch {
 /// the caller's credentials and working directory.
 ProgramSearch SearchProgram(const std::string& name, const std::optional<std::string>& search_path);
 
+/// One write(2) (retried on EINTR) to a pipe whose reader may be gone, without taking
+/// SIGPIPE: the signal is blocked for this thread during the write, and a SIGPIPE the
+/// write raised is consumed. Returns write's result; errno is write's.
+ssize_t WriteNoSigpipe(int fd, const char* data, size_t n);
+
 /// SearchProgram with the messages users see. Errors: kNotFound "command not found: NAME
 /// (not in PATH P)", "command not found: NAME: no such file" (a name with a '/'), "command
 /// not found: the command is empty"; kPermissionDenied "could not execute FILE: permission

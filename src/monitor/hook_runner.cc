@@ -32,28 +32,6 @@ Result<std::string> Resolve(const std::string& program, const std::string& searc
   return PosixError("hook " + search.path, search.err);
 }
 
-// Writes to a pipe whose reader may be gone without taking SIGPIPE: the signal is blocked
-// for this thread during the write, and a SIGPIPE the write raised is consumed.
-ssize_t WriteNoSigpipe(int fd, const char* data, size_t n) {
-  sigset_t pipe_set, old_set, pending;
-  sigemptyset(&pipe_set);
-  sigaddset(&pipe_set, SIGPIPE);
-  sigpending(&pending);
-  const bool was_pending = sigismember(&pending, SIGPIPE);
-  pthread_sigmask(SIG_BLOCK, &pipe_set, &old_set);
-  ssize_t w;
-  do {
-    w = write(fd, data, n);
-  } while (w < 0 && errno == EINTR);
-  int err = errno;
-  if (w < 0 && err == EPIPE && !was_pending) {
-    struct timespec zero = {0, 0};
-    sigtimedwait(&pipe_set, nullptr, &zero);
-  }
-  pthread_sigmask(SIG_SETMASK, &old_set, nullptr);
-  errno = err;
-  return w;
-}
 
 }  // namespace
 
