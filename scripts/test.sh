@@ -50,6 +50,22 @@ fi
 source scripts/install_packages.sh
 install_packages "${TEST_PACKAGES[@]}"
 
+# The tests must leave the machine as they found it. /tmp's mode is checked because a daemon
+# once changed it (to 0755: every other user's temporary files, and MariaDB under the Slurm
+# tests, then failed with EACCES). A changed mode is restored and fails the run.
+tmp_mode="$(stat -c %a /tmp)"
+check_tmp_mode() {
+  local rc=$? now
+  now="$(stat -c %a /tmp)"
+  if [[ "$now" != "$tmp_mode" ]]; then
+    echo "test.sh: the tests changed /tmp's mode from $tmp_mode to $now (restored): the run fails" >&2
+    chmod "$tmp_mode" /tmp 2>/dev/null || true
+    rc=1
+  fi
+  exit "$rc"
+}
+trap check_tmp_mode EXIT
+
 jobs="$(nproc)"
 
 # The e2e suites each sanitizer stage runs beside its unit tests (tests/CMakeLists.txt lists

@@ -159,6 +159,14 @@ Peer Daemon::MakePeer(uint32_t uid, uint32_t gid, int32_t pid) const {
 Status Daemon::OpenState() {
   std::error_code ec;
   std::filesystem::create_directories(options_.state_dir, ec);
+  // A directory others may write (/tmp) is shared, never the daemon's own: refused rather
+  // than narrowed, which would take /tmp away from every other user of the machine.
+  struct stat st {};
+  if (stat(options_.state_dir.c_str(), &st) == 0 && (st.st_mode & S_IWOTH) != 0) {
+    return MakeError(ErrorCode::kPermissionDenied,
+                     "refusing the state directory " + options_.state_dir +
+                         ": others may write to it; give the daemon a directory of its own");
+  }
   // 0711 in system mode: users may reach history.db (0644, read by `gpuman history`) by
   // name but not list the directory; state.db and its WAL files are 0600.
   chmod(options_.state_dir.c_str(), options_.system_mode ? 0711 : 0700);

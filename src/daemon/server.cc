@@ -135,10 +135,14 @@ Status Server::Listen(const std::string& path, bool shared) {
   if (path.size() >= sizeof(sockaddr_un::sun_path)) {
     return MakeError(ErrorCode::kInvalidArgument, "socket path " + path + " is too long");
   }
+  // The socket's directory gets the socket's reach only when the daemon made it: an existing
+  // one (/tmp, /run, a user's runtime directory) keeps its owner's mode. Changing it once
+  // turned a root daemon given --socket /tmp/x.sock into a machine whose /tmp was 0755.
   std::error_code ec;
   auto parent = std::filesystem::path(path).parent_path();
-  std::filesystem::create_directories(parent, ec);
-  chmod(parent.c_str(), shared ? 0755 : 0700);
+  if (!parent.empty() && std::filesystem::create_directories(parent, ec)) {
+    chmod(parent.c_str(), shared ? 0755 : 0700);
+  }
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::strncpy(addr.sun_path, path.c_str(), sizeof addr.sun_path - 1);

@@ -5,11 +5,13 @@
 
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -409,6 +411,31 @@ TEST_F(ServerTest, ListenRefusesASocketThatStillAnswers) {
   server_.reset();  // removes its socket file
   EXPECT_NE(access(path.c_str(), F_OK), 0);
   rmdir(dir);
+}
+
+// The socket's directory: one the daemon makes gets the socket's reach (0700 private, 0755
+// shared); one that exists keeps its mode (a daemon given --socket /tmp/x.sock once left the
+// machine's /tmp 0755, and every other user's temporary files failed).
+TEST_F(ServerTest, ListenChangesOnlyTheModeOfADirectoryItMade) {
+  char dir[] = "/tmp/gpuman-server-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  ASSERT_EQ(chmod(dir, 01777), 0);
+  ASSERT_TRUE(server_->Listen(std::string(dir) + "/s.sock", true));
+  struct stat st {};
+  ASSERT_EQ(stat(dir, &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 01777u) << "an existing directory's mode was changed";
+  server_.reset();
+
+  for (bool shared : {false, true}) {
+    const std::string made = std::string(dir) + (shared ? "/shared" : "/private");
+    Server server([](uint32_t, uint32_t, int32_t) { return Peer{}; },
+                  [](const Peer&, const protocol::Request& r) { return protocol::MakeReply(r.id, protocol::EmptyResult{}); },
+                  clock_);
+    ASSERT_TRUE(server.Listen(made + "/s.sock", shared));
+    ASSERT_EQ(stat(made.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, shared ? 0755u : 0700u) << made;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // Socket activation (sd_listen_fds protocol): with $LISTEN_PID == getpid() and

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <sys/un.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 
@@ -24,14 +25,18 @@ using testing::TempDir;
 class PlantedListener {
  public:
   PlantedListener(const passwd& owner, const std::string& dir) : socket_path_(dir + "/gpuman.sock") {
+    // The directory is made here, as root, then given to `owner`: the state it would have
+    // had `owner` made it in a world-writable /tmp (CI's /tmp is 0755, so `owner` cannot).
+    if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return;
+    if (chown(dir.c_str(), owner.pw_uid, owner.pw_gid) != 0 || chmod(dir.c_str(), 0755) != 0) return;
     int ready[2];
     if (pipe(ready) != 0 || pipe(stop_) != 0 || pipe(report_) != 0) return;
     pid_ = fork();
     if (pid_ == 0) {
       close(ready[0]);
+      close(stop_[1]);
+      close(report_[0]);
       if (setgid(owner.pw_gid) != 0 || setuid(owner.pw_uid) != 0) _exit(2);
-      mkdir(dir.c_str(), 0755);
-      chmod(dir.c_str(), 0755);
       int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
       sockaddr_un addr{};
       addr.sun_family = AF_UNIX;
@@ -59,20 +64,26 @@ class PlantedListener {
       (void)!write(report_[1], counts, sizeof counts);
       _exit(0);
     }
+    // The parent keeps only its ends, so a child that died reads as end-of-file, not a hang.
     close(ready[1]);
+    close(stop_[0]);
+    close(report_[1]);
+    stop_[0] = report_[1] = -1;
     char c;
     ready_ = read(ready[0], &c, 1) == 1;
     close(ready[0]);
   }
   ~PlantedListener() {
     if (pid_ > 0 && !stopped_) Stop();
-    for (int fd : {stop_[0], stop_[1], report_[0], report_[1]}) close(fd);
+    for (int fd : {stop_[0], stop_[1], report_[0], report_[1]})
+      if (fd >= 0) close(fd);
   }
   bool ready() const { return ready_; }
   // {connections, bytes} seen.
   std::pair<int64_t, int64_t> Stop() {
     stopped_ = true;
     int64_t counts[2] = {-1, -1};
+    if (pid_ <= 0) return {counts[0], counts[1]};
     (void)!write(stop_[1], "s", 1);
     if (read(report_[0], counts, sizeof counts) != static_cast<ssize_t>(sizeof counts)) counts[0] = counts[1] = -1;
     int status = 0;
@@ -177,6 +188,10 @@ TEST_F(SocketTrustE2E, TheUsersOwnDaemonAtTheDefaultPathIsUsed) {
   const std::string scenario = IdleScenario(scenario_dir, "a100-4");
   chmod(scenario.c_str(), 0644);
   const std::string socket = planted_dir_ + "/gpuman.sock";
+  // The victim's own 0700 directory, made as root: CI's /tmp is 0755, where the victim's
+  // daemon could not make it (it then exits 1 saying so).
+  ASSERT_EQ(mkdir(planted_dir_.c_str(), 0700), 0) << planted_dir_;
+  ASSERT_EQ(chown(planted_dir_.c_str(), victim_->pw_uid, victim_->pw_gid), 0);
   PrivateDaemon daemon;
   ASSERT_TRUE(daemon.Start({.scenario = scenario,
                             .socket = socket,
