@@ -3,6 +3,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include "base/interrupts.h"
 #include "base/strings.h"
 #include "cli/lease_broker.h"
 #include "store/proc_liveness.h"
@@ -109,9 +110,21 @@ Result<Acquired> AcquireLease(Context& ctx, const SelectionArgs& args, model::Le
   WaitPolicy wait;
   wait.wait_ms = options.wait_ms;
   wait.waiting_for = options.waiting_for;
+  int interrupted = 0;
+  wait.interrupted = [&] { return interrupted = TakePendingInterrupt(); };
   auto granted = AcquireWaiting(**broker, *ask, wait, ctx.clock(),
                                 [&](const std::string& line) { ctx.err() << "gpuman: " << line << "\n"; });
-  if (!granted) return granted.error();
+  if (!granted) {
+    if (options.interrupted_by) *options.interrupted_by = interrupted;
+    return granted.error();
+  }
+  // Interrupted while the grant was on its way: it goes back, nothing starts.
+  if (int sig = TakePendingInterrupt()) {
+    if (!granted->nested) (void)(*broker)->Release(granted->lease_id);
+    if (options.interrupted_by) *options.interrupted_by = sig;
+    return MakeError(ErrorCode::kBusy, std::string("interrupted by ") + InterruptName(sig) + " while waiting for " +
+                                           options.waiting_for + "; the lease was given back");
+  }
   return ToAcquired(ask->draft, std::move(*granted));
 }
 

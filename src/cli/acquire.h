@@ -19,6 +19,10 @@ namespace gpuman::cli {
 struct AcquireOptions {
   std::optional<int64_t> wait_ms;  // nullopt: do not wait; <0: wait forever
   std::string waiting_for;         // "2 GPUs for 'python train.py'" for the stderr notes
+  /// Set to the signal (SIGINT, SIGTERM, SIGHUP) that ended the wait, if one did. The
+  /// caller holds those signals blocked (BlockInterrupts, or sched::ChildProcess) so they
+  /// reach the wait as pending; one that arrives as the lease is granted gives it back.
+  int* interrupted_by = nullptr;
 };
 
 struct Acquired {
@@ -31,7 +35,8 @@ struct Acquired {
 /// Errors: kBusy when nothing fits and we may not wait (or the wait ran out; the message
 /// says why); kNotFound when the request can never be met here (machine size, the user's
 /// cap); kUnavailable when the machine's daemon is expected but does not answer; others
-/// from NVML, the daemon or the lease table.
+/// from NVML, the daemon or the lease table; kBusy "interrupted by SIGINT ..." when a
+/// signal ended the wait (options.interrupted_by says which).
 Result<Acquired> AcquireLease(Context& ctx, const SelectionArgs& args, model::Lease draft,
                               const AcquireOptions& options);
 

@@ -118,6 +118,7 @@ int Dispatch(const Command& command, const CommandArgs& args) {
   auto fail = [&](const Error& e) { return ReportError(std::cerr, e, command.exit_policy); };
   auto config = LoadConfig(env, args.global.config_path);
   if (!config) return fail(config.error());
+  for (const auto& line : config->warnings) std::cerr << "gpuman: warning: " << line << "\n";
   if (!args.global.nvml_library.empty()) config->nvml_library = args.global.nvml_library;
 
   InstalledLayout layout = ThisInstallation();

@@ -305,6 +305,7 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
   static const std::set<std::string> kKnown = {"nvml_library", "kernel_log", "lease_dir", "daemon", "client", "submit", "health", "idle", "alert", "slurm"};
   for (const auto& [key, value] : table) {
     std::string k(key.str());
+    config.keys.push_back(k);
     if (!kKnown.count(k)) {
       return MakeError(ErrorCode::kInvalidArgument,
                        "config " + origin + ": unknown key '" + k +
@@ -489,47 +490,97 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
   return config;
 }
 
+namespace {
+
+// Reads and parses one config file. nullopt: a default location with nothing there.
+Result<std::optional<Config>> ReadConfigFile(const std::string& path, bool must_exist) {
+  // A directory opens as an empty stream on Linux and would read as an empty config.
+  struct stat st{};
+  // /dev/null is the usual way to say "no config file" (it reads as empty).
+  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && path != "/dev/null") {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "config " + path + (S_ISDIR(st.st_mode) ? ": is a directory, not a file" : ": not a regular file"));
+  }
+  std::ifstream in(path);
+  if (!in) {
+    if (must_exist || access(path.c_str(), F_OK) == 0) {
+      return MakeError(ErrorCode::kInvalidArgument, "config " + path + ": cannot read file");
+    }
+    return std::optional<Config>();
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  auto parsed = ParseConfig(ss.str(), path);
+  if (!parsed) return parsed.error();
+  return std::optional<Config>(std::move(*parsed));
+}
+
+// Whether a file named with --config or $GPUMAN_CONFIG may set the machine's rules: root
+// reads what it chose; anyone else only a file root owns and only root may write (what
+// the daemon was started with, a packaged one). Any other is the caller's own: personal.
+bool MaySetMachineRules(const std::string& path, uint32_t caller_uid) {
+  if (caller_uid == 0 || path == "/dev/null") return true;
+  struct stat st{};
+  return stat(path.c_str(), &st) == 0 && st.st_uid == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+}
+
+// The tables a user's own file may set: how their own client behaves.
+bool IsPersonalKey(const std::string& key) { return key == "client" || key == "submit"; }
+
+}  // namespace
+
 Result<Config> LoadConfig(const Environment& env, const std::optional<std::string>& explicit_path) {
-  std::optional<std::string> path = explicit_path;
-  bool must_exist = path.has_value();
-  if (!path) {
-    if (auto p = env.Get("GPUMAN_CONFIG"); p && !p->empty()) {
-      path = *p;
-      must_exist = true;
-    }
+  return LoadConfigFrom(env, explicit_path, kMachineConfigPath, geteuid());
+}
+
+Result<Config> LoadConfigFrom(const Environment& env, const std::optional<std::string>& explicit_path,
+                              const std::string& machine_path, uint32_t caller_uid) {
+  std::optional<std::string> named = explicit_path;
+  if (!named) {
+    if (auto p = env.Get("GPUMAN_CONFIG"); p && !p->empty()) named = *p;
   }
-  if (!path) {
-    std::string base;
-    if (auto x = env.Get("XDG_CONFIG_HOME"); x && !x->empty()) base = *x;
-    else if (auto h = env.Get("HOME"); h && !h->empty()) base = *h + "/.config";
-    for (const std::string& candidate :
-         {base.empty() ? std::string() : base + "/gpuman/config.toml", std::string("/etc/gpuman/config.toml")}) {
-      if (!candidate.empty() && access(candidate.c_str(), F_OK) == 0) {
-        path = candidate;
-        break;
-      }
-    }
-  }
+  std::optional<std::string> personal_path;
   Config config;
-  if (path) {
-    // A directory opens as an empty stream on Linux and would read as an empty config.
-    struct stat st{};
-    // /dev/null is the usual way to say "no config file" (it reads as empty).
-    if (stat(path->c_str(), &st) == 0 && !S_ISREG(st.st_mode) && *path != "/dev/null") {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       "config " + *path + (S_ISDIR(st.st_mode) ? ": is a directory, not a file" : ": not a regular file"));
-    }
-    std::ifstream in(*path);
-    if (!in) {
-      if (must_exist || access(path->c_str(), F_OK) == 0) {
-        return MakeError(ErrorCode::kInvalidArgument, "config " + *path + ": cannot read file");
-      }
+  if (named && MaySetMachineRules(*named, caller_uid)) {
+    // The whole configuration, in place of the machine's file.
+    auto read = ReadConfigFile(*named, true);
+    if (!read) return read.error();
+    if (*read) config = std::move(**read);
+  } else {
+    auto machine = ReadConfigFile(machine_path, false);
+    if (!machine) return machine.error();
+    if (*machine) config = std::move(**machine);
+    if (named) {
+      personal_path = *named;
     } else {
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      auto parsed = ParseConfig(ss.str(), *path);
-      if (!parsed) return parsed.error();
-      config = *parsed;
+      std::string base;
+      if (auto x = env.Get("XDG_CONFIG_HOME"); x && !x->empty()) base = *x;
+      else if (auto h = env.Get("HOME"); h && !h->empty()) base = *h + "/.config";
+      if (!base.empty()) personal_path = base + "/gpuman/config.toml";
+    }
+  }
+  if (personal_path) {
+    auto personal = ReadConfigFile(*personal_path, named.has_value());
+    if (!personal) return personal.error();
+    if (*personal) {
+      // Over the machine's file: its own preferences only. The machine's rules (lease_dir,
+      // caps, [daemon], [health], [slurm], ...) come from the machine, whatever a user writes.
+      for (const std::string& key : (*personal)->keys) {
+        if (key == "client") config.client = (*personal)->client;
+        else if (key == "submit") config.submit = (*personal)->submit;
+      }
+      std::vector<std::string> ignored;
+      for (const std::string& key : (*personal)->keys) {
+        if (!IsPersonalKey(key)) ignored.push_back(key);
+      }
+      if (!ignored.empty()) {
+        std::string list;
+        for (const auto& k : ignored) list += (list.empty() ? "" : ", ") + k;
+        config.warnings.push_back("config " + *personal_path + ": " + list + (ignored.size() == 1 ? " is" : " are") +
+                                  " the machine's to set (" + machine_path +
+                                  "); ignored here, where only [client] and [submit] count");
+      }
+      config.personal_config_path = *personal_path;
     }
   }
   if (auto lib = env.Get("GPUMAN_NVML_LIBRARY"); lib && !lib->empty()) config.nvml_library = *lib;

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
 #include "health/watch.h"
@@ -60,7 +61,14 @@ struct Config {
   monitor::IdlePolicy idle;     // [idle]
   std::vector<monitor::AlertRule> alerts;  // [[alert]]
   SlurmConfig slurm;                       // [slurm]
+  std::vector<std::string> keys;           // the top-level keys the file set, sorted
+  std::string personal_config_path;        // the user's own file read over it, "" if none
+  /// One line each, for stderr: machine settings a user's own file tried to set.
+  std::vector<std::string> warnings;
 };
+
+/// The machine's config file: the one place its rules come from (docs/cli.md, "Configuration").
+inline constexpr const char kMachineConfigPath[] = "/etc/gpuman/config.toml";
 
 /// The environment variables gpuman reads, captured once in main.
 struct Environment {
@@ -69,13 +77,22 @@ struct Environment {
   static Environment FromProcess();
 };
 
-/// Where the config file is looked for, first match wins: `explicit_path` (--config),
-/// $GPUMAN_CONFIG, $XDG_CONFIG_HOME/gpuman/config.toml (or ~/.config/...),
-/// /etc/gpuman/config.toml. Explicit paths must exist; the defaults may be absent.
-/// Then $GPUMAN_NVML_LIBRARY overrides the file's nvml_library.
-/// Errors: kInvalidArgument for an unreadable explicit file, TOML syntax errors (with
-/// file, line and column), unknown keys, or values of the wrong type.
+/// The configuration, in two layers (issue 23: the machine's rules come from the machine):
+/// - the machine's file, /etc/gpuman/config.toml, or in its place a file named with
+///   `explicit_path` (--config) or $GPUMAN_CONFIG when root names it or root owns it and
+///   only root may write it;
+/// - over it, the user's own file: a named file that is not the machine's, else
+///   $XDG_CONFIG_HOME/gpuman/config.toml (or ~/.config/...). Only its [client] and
+///   [submit] count; any other key is ignored with one line in `warnings`.
+/// Named files must exist; the default locations may be absent. Then $GPUMAN_NVML_LIBRARY,
+/// $GPUMAN_KERNEL_LOG and $GPUMAN_RECONNECT_TIMEOUT override the files.
+/// Errors: kInvalidArgument for an unreadable named file, TOML syntax errors (with file,
+/// line and column), unknown keys, or values of the wrong type, in either file.
 Result<Config> LoadConfig(const Environment& env, const std::optional<std::string>& explicit_path);
+
+/// LoadConfig with the machine's file and the caller's uid given (for tests).
+Result<Config> LoadConfigFrom(const Environment& env, const std::optional<std::string>& explicit_path,
+                              const std::string& machine_path, uint32_t caller_uid);
 
 /// The machine's lease rules from [daemon] (caps by uid; user names that do not exist are
 /// left out). Drains are the daemon's and are not part of the config.

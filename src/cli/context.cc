@@ -59,9 +59,11 @@ Context::Context(Environment env, Config config, std::optional<Simulation> sim, 
 
 Context::~Context() = default;
 
+std::string Context::NvmlLibraryPath() const { return sim_ ? sim_->library_path : config_.nvml_library; }
+
 Result<devices::DeviceSource*> Context::Devices() {
   if (source_) return source_.get();
-  std::string path = sim_ ? sim_->library_path : config_.nvml_library;
+  std::string path = NvmlLibraryPath();
   auto lib = nvml::NvmlLibrary::Load(path);
   if (!lib) {
     if (sim_) return lib.error();
@@ -74,10 +76,19 @@ Result<devices::DeviceSource*> Context::Devices() {
   return source_.get();
 }
 
+const std::string& Context::DaemonSocketPath() {
+  if (!daemon_socket_) {
+    std::string skipped;
+    daemon_socket_ = FindDaemonSocket(env_.vars, &skipped);
+    if (!skipped.empty()) err_ << "gpuman: warning: " << skipped << "\n";
+  }
+  return *daemon_socket_;
+}
+
 DaemonClient* Context::Daemon() {
   if (!daemon_tried_) {
     daemon_tried_ = true;
-    std::string socket = FindDaemonSocket(env_.vars);
+    std::string socket = DaemonSocketPath();
     auto explicit_socket = env_.Get("GPUMAN_SOCKET");
     bool expected = access(socket.c_str(), F_OK) == 0 || (explicit_socket && !explicit_socket->empty());
     if (expected) {
@@ -161,7 +172,7 @@ Result<LeaseBroker*> Context::Broker() {
   if (!daemon) return daemon.error();
   DeviceGetter devices = [this] { return Devices(); };
   if (*daemon) {
-    broker_ = MakeDaemonBroker(**daemon, devices, FindDaemonSocket(env_.vars));
+    broker_ = MakeDaemonBroker(**daemon, devices, DaemonSocketPath());
     return broker_.get();
   }
   auto table = Leases();

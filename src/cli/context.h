@@ -34,9 +34,14 @@ class Context {
   devices::ProcessInspector& Inspector();
   /// The NVML library behind Devices(), once that succeeded; else nullptr.
   const nvml::NvmlLibrary* nvml_library() const { return nvml_.get(); }
+  /// The NVML library Devices() loads: the stand-in under --simulate, else the config's.
+  std::string NvmlLibraryPath() const;
 
   /// A connection to the machine's daemon when one answers (first use tries once), else
   /// nullptr.
+  /// FindDaemonSocket's answer, found once; a default socket it skipped (not trusted) is
+  /// said once on stderr as a warning.
+  const std::string& DaemonSocketPath();
   class DaemonClient* Daemon();
   /// Like Daemon(), but an expected daemon that does not answer (its socket exists, or
   /// GPUMAN_SOCKET names one) is an error, not nullptr: commands that take or list leases
@@ -109,6 +114,7 @@ class Context {
   std::unique_ptr<class DaemonClient> daemon_;
   std::optional<Error> daemon_error_;  // the daemon is expected but did not answer
   bool daemon_tried_ = false;
+  std::optional<std::string> daemon_socket_;
   std::unique_ptr<class LeaseBroker> broker_;
 };
 

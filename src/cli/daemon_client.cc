@@ -17,12 +17,20 @@
 
 namespace gpuman::cli {
 
-std::string FindDaemonSocket(const std::map<std::string, std::string>& env) {
+std::string FindDaemonSocket(const std::map<std::string, std::string>& env, std::string* skipped) {
   auto it = env.find("GPUMAN_SOCKET");
   if (it != env.end() && !it->second.empty()) return it->second;
   if (getuid() != 0) {
     std::string user = daemon::DefaultSocketPath(false, env);
-    if (access(user.c_str(), F_OK) == 0) return user;
+    if (access(user.c_str(), F_OK) == 0) {
+      auto trusted = CheckSocketTrust(user, getuid());
+      if (trusted) return user;
+      if (skipped) {
+        std::string why = trusted.error().message;
+        if (why.rfind("refusing ", 0) == 0) why = "skipping " + why.substr(9);
+        *skipped = why + "; using the machine's daemon or lease table instead";
+      }
+    }
   }
   return daemon::DefaultSocketPath(true, env);
 }
@@ -40,7 +48,7 @@ Result<std::unique_ptr<DaemonClient>> DaemonClient::Connect(const std::string& s
   std::strncpy(addr.sun_path, socket_path.c_str(), sizeof addr.sun_path - 1);
   if (!client->fd_ || connect(client->fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
     return MakeError(ErrorCode::kUnavailable, "no gpuman daemon at " + socket_path + ": " + ErrnoDescription(errno) +
-                                                  " (start one with `gpuman daemon`, or set GPUMAN_SOCKET)");
+                                                  " (" + NoDaemonAdvice() + ")");
   }
   // And who answers: the kernel's word for the listening process, not the hello's.
   ucred peer{};

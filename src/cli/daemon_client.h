@@ -135,9 +135,11 @@ class DaemonClient {
 };
 
 /// Where the daemon's socket is: $GPUMAN_SOCKET, else the user daemon's socket when it
-/// exists, else the system daemon's /run/gpuman/gpuman.sock. Whether to trust it is
-/// Connect's business: a user socket that exists but is not trusted is returned, so the
-/// refusal is said rather than silently passed over.
-std::string FindDaemonSocket(const std::map<std::string, std::string>& env);
+/// exists and is trusted (CheckSocketTrust), else the system daemon's
+/// /run/gpuman/gpuman.sock. A named socket is returned whatever it is: Connect refuses an
+/// untrusted one hard. A default one that is not trusted (planted at /tmp/gpuman-<uid> by
+/// another user) is skipped, and `skipped` gets the line that says so (issue 23): the
+/// machine's daemon or lease table is used, not nothing.
+std::string FindDaemonSocket(const std::map<std::string, std::string>& env, std::string* skipped = nullptr);
 
 }  // namespace gpuman::cli

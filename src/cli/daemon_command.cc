@@ -1,6 +1,6 @@
 // `gpuman daemon`: the wiring of the machine's daemon. Turns the config, the command line
 // and the environment into daemon::DaemonOptions, picks the device source (NVML, the
-// stand-in, or none), starts the socket server and runs it until SIGTERM or SIGINT.
+// stand-in, or NVML retried until the driver loads), starts the socket server and runs it until SIGTERM or SIGINT.
 #include "cli/daemon_command.h"
 
 #include <grp.h>
@@ -9,10 +9,12 @@
 #include <algorithm>
 #include <csignal>
 #include <filesystem>
+#include <memory>
 
 #include "cli/slurm_accounting.h"
 #include "daemon/daemon.h"
 #include "metrics/listen_address.h"
+#include "nvml/late_source.h"
 #include "nvml/nvml_event_source.h"
 #include "sched/job_launcher.h"
 #include "slurm/node_facts.h"
@@ -23,12 +25,6 @@ namespace {
 volatile std::sig_atomic_t g_daemon_stop = 0;
 void OnStop(int) { g_daemon_stop = 1; }
 
-// A device source for a machine without NVML: the daemon still serves, with no GPUs.
-class NoGpus final : public devices::DeviceSource {
- public:
-  Result<model::MachineSnapshot> Snapshot(const devices::SnapshotOptions&) override { return model::MachineSnapshot{}; }
-};
-
 }  // namespace
 
 int RunDaemon(const QueueArgs& args, Context& ctx) {
@@ -38,6 +34,11 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   options.socket_path = args.socket.value_or(ctx.env().Get("GPUMAN_SOCKET").value_or(
       daemon::DefaultSocketPath(system_mode, ctx.env().vars)));
   options.state_dir = args.state_dir.value_or(daemon::DefaultDaemonStateDir(system_mode, ctx.env().vars));
+  if (options.state_dir.empty()) {
+    return ctx.Fail(MakeError(ErrorCode::kInvalidArgument,
+                              "a user daemon keeps its state under $XDG_STATE_HOME or $HOME, and neither is set: "
+                              "set one, or give --state-dir"));
+  }
   const DaemonConfig& dc = ctx.config().daemon;
   if (dc.admin_group) {
     group* g = getgrnam(dc.admin_group->c_str());
@@ -54,8 +55,8 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   options.max_connections = dc.max_connections;
   options.max_connections_per_user = dc.max_connections_per_user;
   options.admin_connection_reserve = std::min<size_t>(64, dc.max_connections / 4);
-  NoGpus no_gpus;
-  devices::DeviceSource* source = &no_gpus;
+  std::unique_ptr<nvml::LateNvmlSource> late;
+  devices::DeviceSource* source = nullptr;
   if (auto devices = ctx.Devices()) {
     source = *devices;
   } else if (devices.error().code == ErrorCode::kInvalidArgument) {
@@ -63,7 +64,12 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
     // may come later: refused, as any bad argument.
     return ctx.Fail(devices.error());
   } else {
-    ctx.err() << "gpuman: warning: serving without GPUs: " << devices.error().message << "\n";
+    // No driver yet: served anyway (leases, the queue, the driver finding `health` reports),
+    // and NVML is tried again until it loads.
+    ctx.err() << "gpuman: warning: serving without GPUs until the driver loads (retried at growing intervals up to "
+              << nvml::LateNvmlSource::kMaxRetryMs / 1000 << " s): " << devices.error().message << "\n";
+    late = std::make_unique<nvml::LateNvmlSource>(ctx.NvmlLibraryPath(), ctx.clock(), devices.error());
+    source = late.get();
   }
   daemon::CollectorOptions& mon = options.monitor;
   mon.sample_interval_ms = dc.sample_interval_ms;

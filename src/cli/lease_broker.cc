@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "base/duration.h"
+#include "base/interrupts.h"
 #include "base/unique_fd.h"
 #include "cli/daemon_client.h"
 #include "cli/daemon_pages.h"
@@ -25,6 +26,12 @@ Result<Granted> AcquireWaiting(LeaseBroker& broker, const LeaseAsk& ask, const W
   const int64_t started = clock.NowUnixMs();
   int64_t next_note = started;
   while (true) {
+    if (policy.interrupted) {
+      if (int sig = policy.interrupted()) {
+        return MakeError(ErrorCode::kBusy, std::string("interrupted by ") + InterruptName(sig) + " while waiting for " +
+                                               policy.waiting_for + "; no lease was taken");
+      }
+    }
     auto got = broker.TryAcquire(ask);
     if (got) return got;
     const Error& err = got.error();
@@ -254,9 +261,13 @@ class TableBroker final : public LeaseBroker {
     if (!lease) return lease.error();
     if (!*lease) return MakeError(ErrorCode::kNotFound, "no lease " + std::to_string(lease_id));
     // A stale lease (none of its processes lives) may be cleared by anyone.
-    const auto& ps = (*lease)->processes;
-    if (std::any_of(ps.begin(), ps.end(), alive_)) {
-      if (auto ok = policy::CheckRelease(**lease, caller_, std::nullopt); !ok) return ok;
+    std::vector<model::LeaseProcess> live;
+    for (const auto& p : (*lease)->processes) {
+      // The holder giving its own lease back (`run` once its command ended) is not in the way.
+      if (p.pid != getpid() && alive_(p)) live.push_back(p);
+    }
+    if (!live.empty()) {
+      if (auto ok = policy::CheckRelease(**lease, caller_, std::nullopt, live); !ok) return ok;
     }
     return table_.Release(lease_id);
   }

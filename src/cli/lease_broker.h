@@ -75,12 +75,16 @@ struct WaitPolicy {
   std::optional<int64_t> wait_ms;  // nullopt: one attempt; < 0: wait forever
   std::string waiting_for;         // "2 GPUs for 'python train.py'" for the notes
   int64_t note_every_ms = 10000;   // how often a waiter says it still waits
+  /// Asked before every attempt: a signal number ends the wait (SIGINT: Ctrl-C), 0 goes
+  /// on. Unset: nothing interrupts but the process's own signal handling.
+  std::function<int()> interrupted;
 };
 
 /// Tries until granted, a lasting refusal, or the wait runs out; says on `note` (one
 /// line each, at most every note_every_ms) what it waits for. kBusy and kConflict are
 /// retried; anything else ends the wait. Errors: the broker's; kBusy "gave up after 30s:
-/// ..." when the wait ran out.
+/// ..." when the wait ran out; kBusy "interrupted by SIGINT while waiting for ..." when
+/// policy.interrupted said so (within a second of the signal: one wait for a change).
 Result<Granted> AcquireWaiting(LeaseBroker& broker, const LeaseAsk& ask, const WaitPolicy& policy,
                                const Clock& clock, const std::function<void(const std::string&)>& note);
 

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/duration.h"
+#include "base/interrupts.h"
 #include "base/strings.h"
 #include "cli/acquire.h"
 #include "cli/exit_codes.h"
@@ -40,14 +41,24 @@ int RunSelect(const SelectArgs& args, Context& ctx) {
   policy::Selection selection;
   std::optional<int64_t> lease_id;
   model::MachineSnapshot snap;
+  std::optional<BlockInterrupts> interrupts;  // held until the lease's id is printed
   if (args.lease) {
     // The lease lives as long as the shell that ran us (our parent), like an exported variable.
     auto draft = DraftLease(ctx, getppid(), "select", "gpuman select --lease");
     if (!draft) return FailLease(ctx, draft.error());
+    // Ctrl-C or SIGTERM while waiting ends the wait (128 + N) and takes no lease; one that
+    // comes once the lease is ours is not acted on: what it is is printed.
+    interrupts.emplace();
+    int interrupted = 0;
     AcquireOptions options;
     options.wait_ms = *wait;
     options.waiting_for = std::to_string(args.selection.count) + " GPU(s)";
+    options.interrupted_by = &interrupted;
     auto acquired = AcquireLease(ctx, args.selection, *draft, options);
+    if (!acquired && interrupted) {
+      ctx.err() << "gpuman: " << acquired.error().message << "\n";
+      return 128 + interrupted;
+    }
     if (!acquired) return FailLease(ctx, acquired.error());
     selection = acquired->selection;
     lease_id = acquired->lease.id;

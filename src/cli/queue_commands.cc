@@ -154,7 +154,7 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
   }
   // Commands that follow a job ride out a daemon that is restarting as they start, too.
   const bool follows = name == "wait" || (name == "logs" && args.follow) || (name == "queue" && args.watch);
-  const std::string socket_path = FindDaemonSocket(ctx.env().vars);
+  const std::string socket_path = ctx.DaemonSocketPath();
   auto client = follows ? ctx.ConnectFollowing(socket_path) : DaemonClient::Connect(socket_path);
   if (!client) return ctx.Fail(client.error());
   DaemonClient& c = **client;

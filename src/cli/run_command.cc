@@ -78,7 +78,14 @@ int RunRun(const RunArgs& args, Context& ctx) {
   options.wait_ms = *wait;
   options.waiting_for = std::to_string(args.selection.count) + " GPU(s) for '" +
                         render::TruncateToWidth(command_text, 40) + "'";
+  int interrupted = 0;
+  options.interrupted_by = &interrupted;
   auto acquired = AcquireLease(ctx, args.selection, *draft, options);
+  if (!acquired && interrupted) {
+    // Ctrl-C (or timeout(1)'s SIGTERM) while waiting: nothing ran, as a shell's 128 + N.
+    ctx.err() << "gpuman: " << acquired.error().message << "\n";
+    return 128 + interrupted;
+  }
   if (!acquired) {
     // The child sees the barrier close and exits. A wait with a limit that ran out is
     // kBusy ("gave up after 30m: ..."): AcquireWaiting retries every other kBusy.

@@ -11,6 +11,7 @@
 
 #include <pwd.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -39,8 +40,8 @@ std::string Octal(uint32_t mode) {
 }
 
 Error NoDaemon(const std::string& socket_path, int err) {
-  return MakeError(ErrorCode::kUnavailable, "no gpuman daemon at " + socket_path + ": " + ErrnoDescription(err) +
-                                                " (start one with `gpuman daemon`, or set GPUMAN_SOCKET)");
+  return MakeError(ErrorCode::kUnavailable, "no gpuman daemon at " + socket_path + ": " + ErrnoDescription(err) + " (" +
+                                                NoDaemonAdvice() + ")");
 }
 
 Status JudgeDirectory(const std::string& socket_path, const std::string& dir_path, const FileFacts& dir,
@@ -106,6 +107,17 @@ Status CheckSocketTrust(const std::string& socket_path, uint32_t my_uid, const U
 Status CheckPeerTrust(const std::string& socket_path, uint32_t peer_uid, uint32_t my_uid, const UserNamer& name_of) {
   if (Trusted(peer_uid, my_uid)) return {};
   return Refuse(socket_path, "the daemon on it runs as " + Who(peer_uid, name_of) + ", not as you or root");
+}
+
+}  // namespace gpuman::cli
+
+namespace gpuman::cli {
+
+std::string NoDaemonAdvice() {
+  // The machine's daemon is the admin's to start: a user's own daemon would be a second
+  // lease table beside the machine's (issue 23).
+  if (getuid() == 0) return "start the machine's daemon: `systemctl start gpuman.socket`, or `gpuman daemon`";
+  return "the machine's daemon is not running: ask your admin to start it (`systemctl start gpuman.socket`)";
 }
 
 }  // namespace gpuman::cli

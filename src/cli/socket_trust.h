@@ -36,6 +36,10 @@ Status JudgeSocketTrust(const std::string& socket_path, const std::string& dir_p
 /// path's parent ("." for a bare name). Errors: kUnavailable when the directory or the
 /// socket does not exist (no daemon there), with the message DaemonClient::Connect
 /// gives; kPermissionDenied as JudgeSocketTrust; kIo when lstat fails otherwise.
+/// What to do when no daemon answers, for the error line: root is told how to start the
+/// machine's daemon, anyone else to ask their admin (never to start one of their own).
+std::string NoDaemonAdvice();
+
 Status CheckSocketTrust(const std::string& socket_path, uint32_t my_uid,
                         const UserNamer& name_of = PasswdUserName);
 

@@ -133,7 +133,9 @@ std::string DefaultDaemonStateDir(bool system_mode, const std::map<std::string, 
   auto it = env.find("XDG_STATE_HOME");
   if (it != env.end() && !it->second.empty()) return it->second + "/gpuman/daemon";
   auto home = env.find("HOME");
-  return (home != env.end() ? home->second : std::string("/tmp")) + "/.local/state/gpuman/daemon";
+  // No home: no default (once /tmp/.local/..., shared with whoever made it first).
+  if (home == env.end() || home->second.empty() || home->second[0] != '/') return "";
+  return home->second + "/.local/state/gpuman/daemon";
 }
 
 Daemon::Daemon(DaemonOptions options, devices::DeviceSource& devices, const Clock& clock, sched::JobLauncher& launcher)
@@ -770,19 +772,38 @@ Status Daemon::CheckReleaseFor(const Peer& peer, const model::Lease& lease) {
       if (j.lease_id == lease.id) job = policy::LeaseJob{j.id, j.name};
     }
   }
-  return policy::CheckRelease(lease, CallerOf(peer), job);
+  std::vector<model::LeaseProcess> live;
+  for (const auto& p : lease.processes) {
+    // The holder giving its own lease back (`run` once its command ended) is not in the way.
+    if (static_cast<int32_t>(p.pid) != peer.pid && store::IsProcessAlive(p)) live.push_back(p);
+  }
+  return policy::CheckRelease(lease, CallerOf(peer), job, live);
 }
 
 Status Daemon::CheckSubmitFor(const Peer& peer, const protocol::SubmitArgs& args) {
   int machine_gpus = std::numeric_limits<int>::max();  // unknown when NVML does not answer now
+  std::optional<model::MachineSnapshot> fresh;
+  const model::MachineSnapshot* snap = nullptr;
   if (latest_ && latest_->snapshot) {
-    machine_gpus = static_cast<int>(latest_->snapshot->gpus.size());
-  } else {
-    devices::SnapshotOptions who;
-    who.processes_only = true;
-    if (auto snap = devices_.Snapshot(who)) machine_gpus = static_cast<int>(snap->gpus.size());
+    snap = &*latest_->snapshot;
+  } else if (auto got = devices_.Snapshot()) {
+    fresh = std::move(*got);
+    snap = &*fresh;
   }
-  return policy::CheckSatisfiable(args.request.count, args.request.gpus, CallerOf(peer), Rules(), machine_gpus);
+  if (snap) machine_gpus = static_cast<int>(snap->gpus.size());
+  if (auto ok = policy::CheckSatisfiable(args.request.count, args.request.gpus, CallerOf(peer), Rules(), machine_gpus); !ok) {
+    return ok;
+  }
+  // The filters no wait changes (model, --exclude, --gpus, compute capability, total memory
+  // below --min-free-memory, the enclosing allocation): judged as `run` judges them, with no
+  // lease or process counted, so only "can never" refuses. A job they refuse would queue
+  // forever with a reason that is not the real one.
+  if (snap && args.request.count > 0) {
+    if (auto never = policy::Select(*snap, {}, args.request); !never && never.error().code == ErrorCode::kNotFound) {
+      return never.error();
+    }
+  }
+  return {};
 }
 
 }  // namespace gpuman::daemon

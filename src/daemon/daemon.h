@@ -237,7 +237,8 @@ class Daemon {
 };
 
 /// The default socket and state locations: /run/gpuman/gpuman.sock and /var/lib/gpuman
-/// for root; $XDG_RUNTIME_DIR/gpuman/gpuman.sock and $XDG_STATE_HOME/gpuman/daemon otherwise.
+/// for root; $XDG_RUNTIME_DIR/gpuman/gpuman.sock and $XDG_STATE_HOME/gpuman/daemon otherwise
+/// (~/.local/state/gpuman/daemon; "" when neither XDG_STATE_HOME nor an absolute HOME is set).
 std::string DefaultSocketPath(bool system_mode, const std::map<std::string, std::string>& env);
 std::string DefaultDaemonStateDir(bool system_mode, const std::map<std::string, std::string>& env);
 

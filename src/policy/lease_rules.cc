@@ -126,7 +126,8 @@ std::optional<int64_t> JobIdOfLease(const model::Lease& lease) {
   return id;
 }
 
-Status CheckRelease(const model::Lease& lease, const Caller& caller, const std::optional<LeaseJob>& job) {
+Status CheckRelease(const model::Lease& lease, const Caller& caller, const std::optional<LeaseJob>& job,
+                    const std::vector<model::LeaseProcess>& live) {
   if (job || lease.kind == "job") {
     std::string id = job ? std::to_string(job->id) : std::to_string(JobIdOfLease(lease).value_or(0));
     std::string name = job && !job->name.empty() ? " (" + job->name + ")" : "";
@@ -134,7 +135,15 @@ Status CheckRelease(const model::Lease& lease, const Caller& caller, const std::
                                                ", which still runs on its GPUs: cancel the job with `gpuman cancel " +
                                                id + "`");
   }
-  return CheckYourLease(lease, caller, LeaseAct::kManage);
+  if (auto mine = CheckYourLease(lease, caller, LeaseAct::kManage); !mine) return mine;
+  if (lease.kind == "run" && !live.empty()) {
+    const std::string pid = std::to_string(live.front().pid);
+    return MakeError(ErrorCode::kConflict, "lease " + std::to_string(lease.id) + " belongs to `gpuman run` (pid " + pid +
+                                               (lease.command.empty() ? "" : ": " + lease.command) +
+                                               "), which still runs on its GPUs: end it (Ctrl-C where it runs, or kill " +
+                                               pid + ") and its lease ends with it");
+  }
+  return {};
 }
 
 }  // namespace gpuman::policy

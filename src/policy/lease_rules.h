@@ -95,9 +95,13 @@ struct LeaseJob {
 /// Whether `caller` may release `lease`. A queue job's lease belongs to the job: nobody
 /// releases it (cancel the job instead). Otherwise the holder, root and the admin group.
 /// Errors: kConflict (a job's lease: "lease 12 belongs to job 7 (train), which is still
-/// running: cancel the job with `gpuman cancel 7`"), kPermissionDenied (another user's).
+/// running: cancel the job with `gpuman cancel 7`"), kPermissionDenied (another user's),
+/// kConflict for a `run` lease whose command still runs (`live`: its processes the caller
+/// found alive): its GPUs would go to the next user under a command that still uses them.
+/// A `select --lease` lease (held by a shell) is released while the shell lives: that is
+/// how it is given back.
 Status CheckRelease(const model::Lease& lease, const Caller& caller,
-                    const std::optional<LeaseJob>& job);
+                    const std::optional<LeaseJob>& job, const std::vector<model::LeaseProcess>& live = {});
 
 /// The job id a lease of kind "job" was taken for ("job 7 (train)"), or nullopt.
 std::optional<int64_t> JobIdOfLease(const model::Lease& lease);

@@ -58,14 +58,17 @@ Result<std::unique_ptr<ChildProcess>> ChildProcess::Fork(const JobSpec& spec) {
   std::unique_ptr<ChildProcess> child(new ChildProcess());
   child->pid_ = process->pid();
   child->process_ = std::move(*process);
-  if (take_terminal) {
-    signal(SIGTTOU, SIG_IGN);
-    child->took_terminal_ = tcsetpgrp(STDIN_FILENO, child->pid_) == 0;
-  }
+  // The terminal goes to the child only at Start(): while it waits at its barrier (for GPUs,
+  // maybe for hours), Ctrl-C must reach us, who hold it blocked and end the wait.
+  child->take_terminal_ = take_terminal;
   return child;
 }
 
 Status ChildProcess::Start(const StartInfo& info) {
+  if (take_terminal_) {
+    signal(SIGTTOU, SIG_IGN);
+    took_terminal_ = tcsetpgrp(STDIN_FILENO, pid_) == 0;
+  }
   SpawnFailure failure;
   Status started = process_.Release(info, &failure);
   started_ = true;

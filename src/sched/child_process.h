@@ -29,7 +29,10 @@ class ChildProcess {
  public:
   /// Starts the child (base/spawn.h). It puts itself in a new process group and blocks at
   /// its start barrier until Start(), so it can be recorded in a lease before it may run.
-  /// If the parent dies first, the child exits without running the job.
+  /// If the parent dies first, the child exits without running the job. From here on this
+  /// process holds SIGINT, SIGTERM and SIGHUP blocked: before Start() they stay pending
+  /// (TakePendingInterrupt, base/interrupts.h, ends a wait for GPUs), after it they are
+  /// forwarded. With spec.foreground_tty the child gets the terminal at Start(), not here.
   /// Errors: kInvalidArgument for an empty argv; kIo when fork or pipe fails.
   static Result<std::unique_ptr<ChildProcess>> Fork(const JobSpec& spec);
 
@@ -56,6 +59,7 @@ class ChildProcess {
   SpawnedProcess process_;  // the barrier and the exec-error pipe
   bool started_ = false;
   bool reaped_ = false;
+  bool take_terminal_ = false;  // foreground_tty, and ours to give
   bool took_terminal_ = false;
 };
 

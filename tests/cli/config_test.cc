@@ -1,6 +1,8 @@
 #include "cli/config.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "support/temp_dir.h"
 
@@ -215,19 +217,70 @@ TEST(ParseConfigTest, GpuCapsThatWouldWrapAreRefused) {
   EXPECT_EQ(got.error().message, "config x.toml: daemon.user_limits.bob must be a number from 0 to 1000000");
 }
 
-TEST(LoadConfigTest, PrecedenceFlagThenEnvThenXdg) {
+TEST(LoadConfigTest, PrecedenceFlagThenEnvThenTheMachinesFile) {
   TempDir dir;
-  std::string xdg = dir.Write("xdg/gpuman/config.toml", "nvml_library = \"from-xdg\"\n");
+  const std::string machine = dir.Write("etc/config.toml", "nvml_library = \"from-machine\"\n");
+  std::string xdg = dir.Write("xdg/gpuman/config.toml", "nvml_library = \"from-xdg\"\n[client]\nreconnect_timeout = \"30s\"\n");
   std::string env_file = dir.Write("env.toml", "nvml_library = \"from-env-file\"\n");
   std::string flag_file = dir.Write("flag.toml", "nvml_library = \"from-flag\"\n");
   Environment env;
   env.vars["XDG_CONFIG_HOME"] = dir.Join("xdg");
-  EXPECT_EQ(LoadConfig(env, std::nullopt)->nvml_library, "from-xdg");
-  env.vars["GPUMAN_CONFIG"] = env_file;
-  EXPECT_EQ(LoadConfig(env, std::nullopt)->nvml_library, "from-env-file");
-  EXPECT_EQ(LoadConfig(env, flag_file)->nvml_library, "from-flag");
+  auto layered = LoadConfigFrom(env, std::nullopt, machine, 0);
+  ASSERT_TRUE(layered) << layered.error().message;
+  EXPECT_EQ(layered->nvml_library, "from-machine") << "a user's own file does not set the machine's library";
+  EXPECT_EQ(layered->client.reconnect_timeout_ms, 30000) << "but its [client] counts";
+  ASSERT_EQ(layered->warnings.size(), 1u);
+  EXPECT_EQ(layered->warnings[0], "config " + xdg + ": nvml_library is the machine's to set (" + machine +
+                                      "); ignored here, where only [client] and [submit] count");
+  env.vars["GPUMAN_CONFIG"] = env_file;  // named by root: the whole configuration
+  EXPECT_EQ(LoadConfigFrom(env, std::nullopt, machine, 0)->nvml_library, "from-env-file");
+  EXPECT_EQ(LoadConfigFrom(env, flag_file, machine, 0)->nvml_library, "from-flag");
   env.vars["GPUMAN_NVML_LIBRARY"] = "from-env-var";
-  EXPECT_EQ(LoadConfig(env, flag_file)->nvml_library, "from-env-var");
+  EXPECT_EQ(LoadConfigFrom(env, flag_file, machine, 0)->nvml_library, "from-env-var");
+}
+
+// Issue 23: a personal config with only [client] kept the user out of the machine's
+// lease_dir and cap (the first file found won). Now the machine's rules hold whatever a
+// user writes or names; a root-owned file only root may write (the daemon's) is the machine's.
+TEST(LoadConfigTest, AUsersOwnFileCannotSetTheMachinesRules) {
+  TempDir dir;
+  const std::string machine =
+      dir.Write("etc/config.toml", "lease_dir = \"/run/machine-leases\"\n[daemon]\nmax_gpus_per_user = 2\n");
+  dir.Write("home/.config/gpuman/config.toml", "[client]\nreconnect_timeout = \"30s\"\n");
+  Environment env;
+  env.vars["HOME"] = dir.Join("home");
+  constexpr uint32_t kBob = 1001;
+  auto c = LoadConfigFrom(env, std::nullopt, machine, kBob);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->lease_dir, "/run/machine-leases");
+  EXPECT_EQ(c->daemon.max_gpus_per_user, 2);
+  EXPECT_EQ(c->client.reconnect_timeout_ms, 30000);
+  EXPECT_TRUE(c->warnings.empty());
+
+  const std::string own = dir.Write("home/.config/gpuman/config.toml",
+                                    "lease_dir = \"/tmp/mine\"\n[daemon]\nmax_gpus_per_user = 8\n");
+  c = LoadConfigFrom(env, std::nullopt, machine, kBob);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->lease_dir, "/run/machine-leases");
+  EXPECT_EQ(c->daemon.max_gpus_per_user, 2);
+  ASSERT_EQ(c->warnings.size(), 1u);
+  EXPECT_NE(c->warnings[0].find("daemon, lease_dir are the machine's to set"), std::string::npos) << c->warnings[0];
+
+  if (geteuid() != 0) GTEST_SKIP() << "the rest needs root to give files away";
+  // Named with --config or GPUMAN_CONFIG: bob's own file is personal too...
+  ASSERT_EQ(chown(own.c_str(), kBob, kBob), 0);
+  c = LoadConfigFrom(env, own, machine, kBob);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->lease_dir, "/run/machine-leases");
+  EXPECT_EQ(c->daemon.max_gpus_per_user, 2);
+  // ...as is a root-owned one others may write...
+  const std::string loose = dir.Write("loose.toml", "lease_dir = \"/tmp/loose\"\n");
+  ASSERT_EQ(chmod(loose.c_str(), 0666), 0);
+  EXPECT_EQ(LoadConfigFrom(env, loose, machine, kBob)->lease_dir, "/run/machine-leases");
+  // ...while a root-owned file only root may write is the whole configuration.
+  const std::string daemons = dir.Write("daemon.toml", "lease_dir = \"/run/other\"\n");
+  ASSERT_EQ(chmod(daemons.c_str(), 0644), 0);
+  EXPECT_EQ(LoadConfigFrom(env, daemons, machine, kBob)->lease_dir, "/run/other");
 }
 
 TEST(LoadConfigTest, MissingDefaultIsFineMissingExplicitIsNot) {

@@ -2,9 +2,12 @@
 
 #include <gtest/gtest.h>
 
+#include <csignal>
 #include <deque>
+#include <functional>
 
 #include "base/duration.h"
+#include "base/interrupts.h"
 #include "support/fake_clock.h"
 
 namespace gpuman::cli {
@@ -54,10 +57,12 @@ struct Fixture {
   FakeClock clock{1'000'000};
   ScriptedBroker broker{clock};
   std::vector<std::string> notes;
+  std::function<int()> interrupted;
   Result<Granted> Acquire(std::optional<int64_t> wait_ms) {
     WaitPolicy policy;
     policy.wait_ms = wait_ms;
     policy.waiting_for = "1 GPU(s) for 'train'";
+    policy.interrupted = interrupted;
     return AcquireWaiting(broker, LeaseAsk{}, policy, clock, [&](const std::string& n) { notes.push_back(n); });
   }
 };
@@ -118,6 +123,28 @@ TEST(AcquireWaitingTest, ALostRaceIsRetried) {
   auto r = f.Acquire(1000);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->lease_id, 5);
+}
+
+// Ctrl-C while waiting (issue 23): the wait ends before the next attempt, with no lease.
+TEST(AcquireWaitingTest, AnInterruptEndsTheWaitBeforeTheNextAttempt) {
+  Fixture f;
+  int asked = 0;
+  f.interrupted = [&] { return ++asked == 3 ? SIGINT : 0; };
+  f.broker.script = {Busy(), Busy(), Lease(7)};
+  auto r = f.Acquire(-1);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, "interrupted by SIGINT while waiting for 1 GPU(s) for 'train'; no lease was taken");
+  EXPECT_EQ(f.broker.tries, 2) << "the lease that was free by then was not taken";
+}
+
+// The real signal path: a blocked SIGTERM is pending, taken once, then gone.
+TEST(InterruptsTest, ABlockedSignalIsTakenOnce) {
+  BlockInterrupts blocked;
+  EXPECT_EQ(TakePendingInterrupt(), 0);
+  ASSERT_EQ(raise(SIGTERM), 0);
+  EXPECT_EQ(TakePendingInterrupt(), SIGTERM);
+  EXPECT_EQ(TakePendingInterrupt(), 0) << "taken, so never delivered";
+  EXPECT_STREQ(InterruptName(SIGINT), "SIGINT");
 }
 
 }  // namespace

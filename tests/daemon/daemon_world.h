@@ -106,7 +106,9 @@ class World {
     model::Lease draft;
     draft.uid = kOwnerUid;
     draft.user = "alice";
-    draft.kind = "run";
+    // A select --lease shell's lease, held by this live process: who may release it is
+    // ownership alone (a `run` lease is not released while its command runs, by anyone).
+    draft.kind = "select";
     draft.command = "test";
     auto me = store::CurrentLeaseProcess(getpid());
     EXPECT_TRUE(me.has_value());

@@ -246,6 +246,45 @@ TEST_F(AuthorityE2E, ReleaseOfARunningJobsLeaseIsRefused) {
   EXPECT_EQ(Gpuman({"cancel", std::to_string(job)}, d).exit_code, 0);
 }
 
+// Issue 23: `release` of a lease whose `run` still runs is refused, through the daemon and
+// through the machine lease table alike, and the next user does not get its GPUs; the
+// lease ends with the command.
+TEST_F(AuthorityE2E, ReleaseOfALiveRunIsRefusedOnBothPaths) {
+  for (bool through_daemon : {false, true}) {
+    SCOPED_TRACE(through_daemon ? "through the daemon" : "the machine lease table");
+    std::map<std::string, std::string> d;
+    if (through_daemon) {
+      StartDaemon();
+      d = {{"GPUMAN_SOCKET", socket_}};
+    }
+    const std::string go = dir_.Join(through_daemon ? "go-daemon" : "go-table");
+    testing::RunResult run;
+    std::thread runner([&] {
+      run = Gpuman({"run", "-n", "8", "--", "/bin/sh", "-c", "while [ ! -e \"$0\" ]; do sleep 0.05; done", go}, d);
+    });
+    json leases;
+    for (int i = 0; i < 600; ++i) {
+      leases = json::parse(Gpuman({"leases", "--json"}, d).out)["leases"];
+      if (leases.size() == 1) break;
+      usleep(50 * 1000);
+    }
+    EXPECT_EQ(leases.size(), 1u);
+    if (leases.size() == 1) {
+      const std::string id = std::to_string(leases[0]["id"].get<int64_t>());
+      auto r = Gpuman({"release", id}, d);
+      EXPECT_EQ(r.exit_code, 1) << r.err;
+      EXPECT_NE(r.err.find("belongs to `gpuman run` (pid "), std::string::npos) << r.err;
+      EXPECT_NE(r.err.find("which still runs on its GPUs"), std::string::npos) << r.err;
+      EXPECT_EQ(Gpuman({"run", "-n", "1", "--", "true"}, d).exit_code, 125) << "its GPUs are still the run's";
+    }
+    std::ofstream(go) << "go";  // the thread is joined whatever failed above
+    runner.join();
+    EXPECT_EQ(run.exit_code, 0) << run.err;
+    EXPECT_EQ(json::parse(Gpuman({"leases", "--json"}, d).out)["leases"].size(), 0u) << "the lease ended with it";
+    if (through_daemon) StopDaemon();
+  }
+}
+
 // Inside a queue job, `gpuman run` works within the job's GPUs (GPUMAN_LEASE_ID of the job).
 TEST_F(AuthorityE2E, NestedRunInsideAJob) {
   StartDaemon();
@@ -294,6 +333,27 @@ TEST_F(AuthorityE2E, SubmitHonoursGpusAndExclude) {
   auto never = Gpuman({"submit", "-n", "9", "--", "true"}, d);
   EXPECT_EQ(never.exit_code, 2) << never.err;
   EXPECT_NE(never.err.find("this machine has 8 GPUs"), std::string::npos) << never.err;
+  // Requests no wait can ever meet on these H100s are refused at submit as `run` refuses
+  // them (issue 23), instead of queueing forever with a reason that is not the real one.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> impossible = {
+      {{"--model", "A100"}, "model"},
+      {{"--exclude", "0,1,2,3,4,5,6,7"}, "exclude"},
+      {{"--min-free-memory", "100GiB"}, "memory"},
+  };
+  for (const auto& [options, word] : impossible) {
+    std::vector<std::string> submit = {"submit"};
+    submit.insert(submit.end(), options.begin(), options.end());
+    submit.insert(submit.end(), {"--", "true"});
+    auto refused = Gpuman(submit, d);
+    EXPECT_EQ(refused.exit_code, 2) << options[0] << ": " << refused.err;
+    EXPECT_NE(refused.err.find("can ever be eligible"), std::string::npos) << refused.err;
+    EXPECT_NE(refused.err.find(word), std::string::npos) << refused.err;
+    EXPECT_EQ(refused.out, "") << "no job id: nothing was queued";
+    std::vector<std::string> run = {"run"};
+    run.insert(run.end(), options.begin(), options.end());
+    run.insert(run.end(), {"--", "true"});
+    EXPECT_EQ(Gpuman(run, d).exit_code, 125) << "run refuses the same request";
+  }
 }
 
 // A daemon that is expected (its socket exists) but does not answer: lease commands fail

@@ -95,7 +95,7 @@ inline std::string IdleScenario(const testing::TempDir& dir, const std::string& 
 /// How to start a private daemon: `gpuman --simulate SCENARIO daemon --socket SOCKET
 /// --state-dir STATE_DIR ARGS...`.
 struct DaemonSpec {
-  std::string scenario{};   // --simulate
+  std::string scenario{};   // --simulate, unless empty (then NVML is GPUMAN_NVML_LIBRARY's)
   std::string socket{};     // waited for; also passed as --socket unless default_socket
   std::string state_dir{};  // --state-dir, unless empty
   /// The daemon finds its socket itself (the default path); `socket` is where it will be.
@@ -137,7 +137,9 @@ class PrivateDaemon {
     if (pid_ > 0) return ::testing::AssertionFailure() << "a daemon already runs (pid " << pid_ << ")";
     spec_ = spec;
     exit_code_.reset();
-    std::vector<std::string> argv = {kGpuman, "--simulate", spec.scenario, "daemon"};
+    std::vector<std::string> argv = {kGpuman};
+    if (!spec.scenario.empty()) argv.insert(argv.end(), {"--simulate", spec.scenario});
+    argv.push_back("daemon");
     if (!spec.default_socket) argv.insert(argv.end(), {"--socket", spec.socket});
     if (!spec.state_dir.empty()) argv.insert(argv.end(), {"--state-dir", spec.state_dir});
     argv.insert(argv.end(), spec.args.begin(), spec.args.end());

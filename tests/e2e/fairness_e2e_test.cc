@@ -217,17 +217,24 @@ TEST_F(FairnessE2E, AClientThatHalfClosesAfterItsRequestGetsItsReply) {
 TEST_F(FairnessE2E, QueueAllPrintsEveryJobOfMoreThanOneFrame) {
   // 2,000 jobs with names of the most submit takes (256 bytes): about 1.6 MB of
   // summaries, more than the frame limit. (Names of 1 kB are refused at submit now; the
-  // unit test queue_paging_test has such rows.) They stay queued (no GPU has that much
-  // free memory). Submitted over one connection, in batches of pipelined requests.
+  // unit test queue_paging_test has such rows.) They stay queued: each waits for a first
+  // job that sleeps (an impossible request is refused at submit now, issue 23).
+  // Submitted over one connection, in batches of pipelined requests.
   constexpr int kJobs = 2000;
   const std::string pad(240, 'n');
   int fd = Hello();
   ASSERT_GE(fd, 0);
+  ASSERT_TRUE(WriteAll(fd, Frame(Request(9, "submit", {{"name", "blocker"}, {"argv", {"sleep", "600"}},
+                                                        {"cwd", dir_.path()}, {"output", dir_.Join("blocker.log")}}))));
+  auto blocker = ReadReply(fd);
+  ASSERT_TRUE(blocker);
+  ASSERT_EQ((*blocker)["ok"], true) << blocker->dump();
+  const int64_t blocker_id = (*blocker)["result"]["id"].get<int64_t>();
   for (int start = 0; start < kJobs; start += 25) {
     std::string batch;
     for (int i = start; i < start + 25; ++i) {
       json args = {{"name", "job" + std::to_string(i) + "-" + pad}, {"argv", {"true"}}, {"cwd", dir_.path()},
-                   {"output", dir_.Join("never.log")}, {"request", {{"min_free_memory_bytes", int64_t{1} << 62}}}};
+                   {"output", dir_.Join("never.log")}, {"after", {blocker_id}}};
       batch += Frame(Request(10 + i, "submit", args));
     }
     ASSERT_TRUE(WriteAll(fd, batch));
@@ -251,13 +258,14 @@ TEST_F(FairnessE2E, QueueAllPrintsEveryJobOfMoreThanOneFrame) {
   auto listed = Gpuman({"queue", "--all", "--json"});
   ASSERT_EQ(listed.exit_code, 0) << listed.err.substr(0, 500);
   json jobs = json::parse(listed.out)["jobs"];
-  ASSERT_EQ(jobs.size(), static_cast<size_t>(kJobs));
+  ASSERT_EQ(jobs.size(), static_cast<size_t>(kJobs) + 1) << "the blocker and every job";
+  EXPECT_EQ(jobs[0]["name"], "blocker");
   for (int i = 0; i < kJobs; ++i) {
-    ASSERT_EQ(jobs[static_cast<size_t>(i)]["name"], "job" + std::to_string(i) + "-" + pad) << i;
+    ASSERT_EQ(jobs[static_cast<size_t>(i) + 1]["name"], "job" + std::to_string(i) + "-" + pad) << i;
   }
   auto table = Gpuman({"queue", "--all"});
   ASSERT_EQ(table.exit_code, 0) << table.err.substr(0, 500);
-  EXPECT_EQ(std::count(table.out.begin(), table.out.end(), '\n'), kJobs + 1) << "a header and one line per job";
+  EXPECT_EQ(std::count(table.out.begin(), table.out.end(), '\n'), kJobs + 2) << "a header and one line per job";
   EXPECT_NE(table.out.find("job1999-"), std::string::npos);
 }
 

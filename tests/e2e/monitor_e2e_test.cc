@@ -126,6 +126,50 @@ TEST_F(HealthLocalE2E, NoDriverIsOneClearLine) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
+// A daemon started before the driver (issue 23): `health` says the driver is missing
+// (fatal, exit 6) instead of "all 0 GPUs passed", `status` says why it shows no GPUs, and
+// the GPUs appear once the library loads, without a restart.
+TEST_F(HealthLocalE2E, ADaemonWithoutADriverSaysSoAndPicksItUpLater) {
+  const std::string lib_dir = dir_.Join("driver");
+  ASSERT_EQ(mkdir(lib_dir.c_str(), 0755), 0);
+  const std::string lib = lib_dir + "/libnvidia-ml.so.1";
+  const std::string socket = dir_.Join("gpuman.sock");
+  auto env = CleanEnv(dir_.Join("leases"));
+  env["GPUMAN_NVML_LIBRARY"] = lib;  // not there yet
+  env["GPUMAN_FAKE_NVML_SCENARIO"] = kScenarios + "/a100-4.json";
+  env["GPUMAN_SOCKET"] = socket;
+  PrivateDaemon daemon;
+  ASSERT_TRUE(daemon.Start({.socket = socket, .state_dir = dir_.Join("daemon"), .env = env, .stderr_path = dir_.Join("log")}));
+
+  auto health = RunGpuman(dir_.Join("state"), {"health"}, env);
+  EXPECT_EQ(health.exit_code, 6) << health.out << health.err;
+  EXPECT_EQ(health.out.find("healthy: all 0"), std::string::npos) << health.out;
+  EXPECT_NE(health.out.find("driver"), std::string::npos) << health.out;
+  auto health_json = RunGpuman(dir_.Join("state"), {"health", "--json"}, env);
+  EXPECT_EQ(health_json.exit_code, 6);
+  EXPECT_NE(health_json.out.find(lib), std::string::npos) << "the finding names the library: " << health_json.out;
+  auto status = RunGpuman(dir_.Join("state"), {"status"}, env);
+  EXPECT_NE((status.out + status.err).find(lib), std::string::npos)
+      << "status says why there are no GPUs: " << status.out << status.err;
+
+  ASSERT_EQ(symlink(GPUMAN_TEST_FAKE_NVML, lib.c_str()), 0);  // the driver comes
+  bool seen = false;
+  for (int i = 0; i < 200 && !seen; ++i) {  // retried at 1, 2, 4, 8 s: within 20 s
+    auto j = RunGpuman(dir_.Join("state"), {"status", "--json"}, env);
+    seen = j.exit_code == 0 && j.out.find("\"index\": 3") != std::string::npos;
+    if (!seen) usleep(100 * 1000);
+  }
+  EXPECT_TRUE(seen) << "the daemon never loaded NVML: " << Slurp(dir_.Join("log"));
+  // The watch judges the next sample (within a second): the driver finding goes.
+  testing::RunResult healthy;
+  for (int i = 0; i < 50; ++i) {
+    healthy = RunGpuman(dir_.Join("state"), {"health"}, env);
+    if (healthy.exit_code != 6) break;
+    usleep(100 * 1000);
+  }
+  EXPECT_NE(healthy.exit_code, 6) << healthy.out;
+}
+
 // The daemon side: Xid events, drains and lifts, idle leases, alert hooks.
 class MonitorE2E : public ::testing::Test {
  protected:

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "e2e/e2e_util.h"
+#include "e2e/tmux.h"
 
 namespace gpuman::e2e {
 namespace {
@@ -230,6 +231,43 @@ TEST_F(RunE2E, SecondRunWaitsForTheFirst) {
   auto gave_up = Gpuman({"--simulate", "a100-4", "run", "-n", "4", "--wait", "1s", "--", "true"});
   EXPECT_EQ(gave_up.exit_code, 124) << "--wait=DURATION ran out, as timeout(1) says it";
   EXPECT_NE(gave_up.err.find("gave up after"), std::string::npos) << gave_up.err;
+}
+
+// Issue 23: a wait for GPUs ends at once on SIGTERM (what timeout(1) sends) and on Ctrl-C at
+// a terminal (where the waiting job's process group must not own the terminal yet): 143 and
+// 130, no lease taken, the command never ran.
+TEST_F(RunE2E, SigtermAndCtrlCEndAWaitAndStartNothing) {
+  std::string release = work_.Join("release");
+  pid_t holder = Spawn({"--simulate", "a100-4", "run", "-n", "3", "--", "sh", "-c",
+                        "while [ ! -e \"$1\" ]; do sleep 0.02; done", "sh", release});
+  ASSERT_TRUE(WaitFor([&] { return Leases().size() == 1; }));
+  const std::string marker = work_.Join("ran");
+
+  pid_t waiter = Spawn({"--simulate", "a100-4", "run", "-n", "1", "--wait", "--", "touch", marker});
+  usleep(1200 * 1000);  // well into the wait
+  ASSERT_EQ(kill(waiter, SIGTERM), 0);
+  const auto sent = std::chrono::steady_clock::now();
+  int status = 0;
+  ASSERT_TRUE(WaitFor([&] { return waitpid(waiter, &status, WNOHANG) == waiter; }, 5000)) << "SIGTERM was ignored";
+  EXPECT_LT(std::chrono::steady_clock::now() - sent, std::chrono::milliseconds(2500));
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
+
+  if (access(kTmux, X_OK) == 0) {
+    Tmux tmux(state_.path());
+    tmux.Start({kGpuman, "--simulate", "a100-4", "run", "-n", "1", "--wait", "--", "touch", marker}, 100, 10);
+    const std::string waiting = tmux.WaitForText("waiting for 1 GPU(s)");
+    ASSERT_NE(waiting.find("waiting for 1 GPU(s)"), std::string::npos) << waiting;
+    tmux.Keys({"C-c"});
+    EXPECT_EQ(tmux.WaitForExit(), "1 130\n") << tmux.Screen();
+    EXPECT_NE(tmux.Screen().find("gpuman: interrupted by SIGINT while waiting for 1 GPU(s)"), std::string::npos)
+        << tmux.Screen();
+  }
+
+  EXPECT_NE(access(marker.c_str(), F_OK), 0) << "the command ran";
+  EXPECT_EQ(Leases().size(), 1u) << "only the holder's lease";
+  std::ofstream(release) << "go";
+  waitpid(holder, &status, 0);
 }
 
 // kill -9 of the runner: the job goes on and keeps its lease; when the job ends the lease

@@ -124,37 +124,39 @@ class SocketTrustE2E : public ::testing::Test {
   std::string planted_dir_;
 };
 
-TEST_F(SocketTrustE2E, APlantedUserSocketIsRefusedAndGetsNothing) {
+// Issue 23: a socket planted at the victim's default path is skipped with one warning, and
+// the machine's authority is used (the machine lease table here, no daemon runs): the plant
+// gets nothing and blocks nothing. Named explicitly (GPUMAN_SOCKET), it is refused hard.
+TEST_F(SocketTrustE2E, APlantedUserSocketIsSkippedAndGetsNothing) {
   PlantedListener planted(*mallory_, planted_dir_);
   ASSERT_TRUE(planted.ready());
-  const std::string expected = "gpuman: error: refusing the daemon socket " + planted_dir_ +
-                               "/gpuman.sock: its directory belongs to gpumanmal (uid " +
-                               std::to_string(mallory_->pw_uid) + "), not to you or root\n";
+  const std::string why = " the daemon socket " + planted_dir_ + "/gpuman.sock: its directory belongs to gpumanmal (uid " +
+                          std::to_string(mallory_->pw_uid) + "), not to you or root";
+  const std::string warning =
+      "gpuman: warning: skipping" + why + "; using the machine's daemon or lease table instead\n";
+  // Queue commands need a daemon: the machine's is not running, and they say whom to ask.
   auto queue = RunAsUser(*victim_, {kGpuman, "queue"}, Env());
-  EXPECT_EQ(queue.exit_code, 5) << queue.err;
-  EXPECT_EQ(queue.err, expected);
+  EXPECT_EQ(queue.exit_code, 3) << queue.err;
+  EXPECT_EQ(queue.err.rfind(warning, 0), 0u) << queue.err;
+  EXPECT_NE(queue.err.find("no gpuman daemon at /run/gpuman/gpuman.sock"), std::string::npos) << queue.err;
+  EXPECT_NE(queue.err.find("ask your admin"), std::string::npos) << queue.err;
   auto submit = RunAsUser(*victim_, {kGpuman, "submit", "--", "true"}, Env());
-  EXPECT_EQ(submit.exit_code, 5) << submit.err;
-  EXPECT_EQ(submit.err, expected);
+  EXPECT_EQ(submit.exit_code, 3) << submit.err;
   EXPECT_EQ(submit.out, "") << "no job id: nothing was submitted";
-  // Named explicitly, the same socket gets the same checks.
+  // Named explicitly, the same socket is refused hard.
   auto env = Env();
   env["GPUMAN_SOCKET"] = planted_dir_ + "/gpuman.sock";
   auto named = RunAsUser(*victim_, {kGpuman, "submit", "--", "true"}, env);
   EXPECT_EQ(named.exit_code, 5) << named.err;
-  EXPECT_EQ(named.err, expected);
-  // Lease commands refuse too (the machine's daemon is expected there: no other table).
+  EXPECT_EQ(named.err, "gpuman: error: refusing" + why + "\n");
+  // Lease commands go on through the machine lease table, with the warning.
   auto run = RunAsUser(*victim_, {kGpuman, "--simulate", "a100-4", "run", "--", "true"}, Env());
-  EXPECT_EQ(run.exit_code, 125) << run.err;  // run: every failure of its own is 125
-  EXPECT_EQ(run.err.rfind(expected.substr(0, expected.size() - 1), 0), 0u) << run.err;
-  // explain never fails for it: the leases it could not read are one note.
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(run.err.rfind(warning, 0), 0u) << run.err;
   auto explain = RunAsUser(*victim_, {kGpuman, "--simulate", "a100-4", "explain", "--json"}, Env());
   EXPECT_EQ(explain.exit_code, 0) << explain.err;
-  auto doc = nlohmann::json::parse(explain.out, nullptr, false);
-  ASSERT_FALSE(doc.is_discarded()) << explain.out;
-  ASSERT_EQ(doc["notes"].size(), 1u) << explain.out;
-  EXPECT_NE(doc["notes"][0].get<std::string>().find("refusing the daemon socket " + planted_dir_), std::string::npos)
-      << explain.out;
+  EXPECT_FALSE(nlohmann::json::parse(explain.out, nullptr, false).is_discarded()) << explain.out;
+  EXPECT_EQ(explain.err, warning);
   auto [connections, bytes] = planted.Stop();
   EXPECT_EQ(connections, 0) << "the victim's client never connected to mallory's socket";
   EXPECT_EQ(bytes, 0);

@@ -140,6 +140,30 @@ TEST(LeaseRulesTest, AnInteractiveLeaseIsReleasedByItsOwnerOrAnAdmin) {
   EXPECT_FALSE(JobIdOfLease(run));
 }
 
+// Issue 23: `release` of a `run` whose command still runs is refused for everyone (the
+// GPUs would go to the next user under it); a select --lease shell's lease is released
+// while the shell lives (that is how it is given back); a stale one by its owner.
+TEST(LeaseRulesTest, ARunLeaseWhoseCommandStillRunsIsNotReleased) {
+  model::Lease run = LeaseOf(4, 1001, "alice", {"GPU-a"});
+  run.kind = "run";
+  run.command = "python train.py";
+  const std::vector<model::LeaseProcess> live = {{4242, 99}};
+  for (const Caller& who : {kAlice, Caller{0, "root", true}}) {
+    auto refused = CheckRelease(run, who, std::nullopt, live);
+    ASSERT_FALSE(refused);
+    EXPECT_EQ(refused.error().code, ErrorCode::kConflict);
+    EXPECT_EQ(refused.error().message,
+              "lease 4 belongs to `gpuman run` (pid 4242: python train.py), which still runs on its GPUs: end it "
+              "(Ctrl-C where it runs, or kill 4242) and its lease ends with it");
+  }
+  EXPECT_EQ(CheckRelease(run, kBob, std::nullopt, live).error().code, ErrorCode::kPermissionDenied)
+      << "another user's: ownership is said first";
+  EXPECT_TRUE(CheckRelease(run, kAlice, std::nullopt, {})) << "nothing of it runs";
+  model::Lease shell = run;
+  shell.kind = "select";
+  EXPECT_TRUE(CheckRelease(shell, kAlice, std::nullopt, live));
+}
+
 // One rule for "is this lease yours": joining needs the holder; managing also lets root
 // and the admin group in.
 TEST(LeaseRulesTest, YourLeaseJoinIsTheHoldersManageAlsoAdmins) {
