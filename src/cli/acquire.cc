@@ -122,8 +122,7 @@ Result<Acquired> AcquireLease(Context& ctx, const SelectionArgs& args, model::Le
   if (int sig = TakePendingInterrupt()) {
     if (!granted->nested) (void)(*broker)->Release(granted->lease_id);
     if (options.interrupted_by) *options.interrupted_by = sig;
-    return MakeError(ErrorCode::kBusy, std::string("interrupted by ") + InterruptName(sig) + " while waiting for " +
-                                           options.waiting_for + "; the lease was given back");
+    return InterruptedWait(sig, options.waiting_for, "the lease was given back");
   }
   return ToAcquired(ask->draft, std::move(*granted));
 }

@@ -21,6 +21,11 @@
 
 namespace gpuman::cli {
 
+Error InterruptedWait(int signal, const std::string& waiting_for, const std::string& outcome) {
+  return MakeError(ErrorCode::kBusy,
+                   std::string("interrupted by ") + InterruptName(signal) + " while waiting for " + waiting_for + "; " + outcome);
+}
+
 Result<Granted> AcquireWaiting(LeaseBroker& broker, const LeaseAsk& ask, const WaitPolicy& policy,
                                const Clock& clock, const std::function<void(const std::string&)>& note) {
   const int64_t started = clock.NowUnixMs();
@@ -28,8 +33,7 @@ Result<Granted> AcquireWaiting(LeaseBroker& broker, const LeaseAsk& ask, const W
   while (true) {
     if (policy.interrupted) {
       if (int sig = policy.interrupted()) {
-        return MakeError(ErrorCode::kBusy, std::string("interrupted by ") + InterruptName(sig) + " while waiting for " +
-                                               policy.waiting_for + "; no lease was taken");
+        return InterruptedWait(sig, policy.waiting_for, "no lease was taken");
       }
     }
     auto got = broker.TryAcquire(ask);

@@ -80,6 +80,10 @@ struct WaitPolicy {
   std::function<int()> interrupted;
 };
 
+/// The one line for a wait a signal ended: "interrupted by SIGINT while waiting for
+/// WAITING_FOR; OUTCOME" (kBusy), OUTCOME saying what became of the lease.
+Error InterruptedWait(int signal, const std::string& waiting_for, const std::string& outcome);
+
 /// Tries until granted, a lasting refusal, or the wait runs out; says on `note` (one
 /// line each, at most every note_every_ms) what it waits for. kBusy and kConflict are
 /// retried; anything else ends the wait. Errors: the broker's; kBusy "gave up after 30s:
