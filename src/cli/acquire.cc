@@ -95,6 +95,7 @@ Acquired ToAcquired(model::Lease lease, Granted granted) {
   out.selection.placement = std::move(granted.placement);
   out.snapshot = std::move(granted.snapshot);
   out.nested = granted.nested;
+  out.cgroup = std::move(granted.cgroup);
   return out;
 }
 

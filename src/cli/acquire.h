@@ -30,6 +30,7 @@ struct Acquired {
   policy::Selection selection;
   model::MachineSnapshot snapshot;  // the snapshot the choice was made on
   bool nested = false;              // joined the enclosing lease (GPUMAN_LEASE_ID): never release it
+  std::string cgroup;               // where the daemon confined the command (docs/enforce.md); "": not
 };
 
 /// Errors: kBusy when nothing fits and we may not wait (or the wait ran out; the message

@@ -1,5 +1,7 @@
 #include "cli/config.h"
 
+#include "confine/cgroup.h"
+
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -302,14 +304,14 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
                          std::to_string(where.column) + ": " + Unshadow(err.description()));
   }
   UnshadowTable(table);
-  static const std::set<std::string> kKnown = {"nvml_library", "kernel_log", "lease_dir", "daemon", "client", "submit", "health", "idle", "alert", "slurm"};
+  static const std::set<std::string> kKnown = {"nvml_library", "kernel_log", "lease_dir", "daemon", "client", "submit", "health", "idle", "alert", "slurm", "enforce"};
   for (const auto& [key, value] : table) {
     std::string k(key.str());
     config.keys.push_back(k);
     if (!kKnown.count(k)) {
       return MakeError(ErrorCode::kInvalidArgument,
                        "config " + origin + ": unknown key '" + k +
-                           "' (known: nvml_library, kernel_log, lease_dir, [daemon], [client], [submit], [health], [idle], [[alert]], [slurm])");
+                           "' (known: nvml_library, kernel_log, lease_dir, [daemon], [client], [submit], [health], [idle], [[alert]], [slurm], [enforce])");
     }
   }
   if (auto* node = table.get("daemon")) {
@@ -462,6 +464,24 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
       } else {
         return MakeError(ErrorCode::kInvalidArgument,
                          "config " + origin + ": slurm: unknown key '" + k + "' (known: state_dir, node)");
+      }
+    }
+  }
+  if (auto* node = table.get("enforce")) {
+    auto* t = node->as_table();
+    if (!t) return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": enforce must be a table");
+    for (const auto& [key, value] : *t) {
+      std::string k(key.str());
+      if (k == "devices") {
+        const auto v = value.value<std::string>();
+        auto setting = confine::ParseDevicesSetting(v.value_or(""));
+        if (!v || !setting) {
+          return MakeError(ErrorCode::kInvalidArgument,
+                           "config " + origin + ": enforce." + (v ? setting.error().message : "devices must be a string"));
+        }
+        config.enforce.devices = *setting;
+      } else {
+        return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": enforce: unknown key '" + k + "' (known: devices)");
       }
     }
   }

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "confine/cgroup.h"
 #include "health/watch.h"
 #include "monitor/alerts.h"
 #include "monitor/idle.h"
@@ -49,6 +50,13 @@ struct SlurmConfig {
   slurm::SlurmNodeMode node = slurm::SlurmNodeMode::kAuto;
 };
 
+/// The [enforce] table (docs/enforce.md).
+struct EnforceConfig {
+  /// Device confinement of leases the daemon grants: "cgroup" (v2, else v1), "cgroup-v2",
+  /// "cgroup-v1", "off". On by default; it takes effect only when the daemon runs as root.
+  confine::DevicesSetting devices = confine::DevicesSetting::kCgroup;
+};
+
 struct Config {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string kernel_log = "/dev/kmsg";  // where Xid lines are read from ($GPUMAN_KERNEL_LOG)
@@ -61,6 +69,7 @@ struct Config {
   monitor::IdlePolicy idle;     // [idle]
   std::vector<monitor::AlertRule> alerts;  // [[alert]]
   SlurmConfig slurm;                       // [slurm]
+  EnforceConfig enforce;                   // [enforce]
   std::vector<std::string> keys;           // the top-level keys the file set, sorted
   std::string personal_config_path;        // the user's own file read over it, "" if none
   /// One line each, for stderr: machine settings a user's own file tried to set.

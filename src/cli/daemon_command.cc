@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "cli/slurm_accounting.h"
+#include "confine/cgroup.h"
 #include "daemon/daemon.h"
 #include "metrics/listen_address.h"
 #include "nvml/late_source.h"
@@ -102,16 +103,25 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
       return std::unique_ptr<devices::XidEventSource>(std::move(*src));
     };
   }
+  options.devices = ctx.config().enforce.devices;
   // each job runs under `gpuman __supervise` of this very binary
   sched::SupervisorLauncher launcher(ctx.layout().exe);
   daemon::Daemon d(options, *source, ctx.clock(), launcher);
   if (auto started = d.Start(); !started) return ctx.Fail(started.error());
   ctx.err() << "gpuman: daemon serving " << options.socket_path << " (state " << options.state_dir << ")\n";
+  // Device confinement (docs/enforce.md): one line either way for the machine's daemon, so
+  // that an admin sees at start whether jobs are held to their GPUs.
+  if (geteuid() == 0) {
+    ctx.err() << "gpuman: device confinement " << d.confinement().Describe()
+              << (d.confinement().on ? "" : " (jobs and runs are not confined)") << "\n";
+  }
   if (auto addr = d.collector()->metrics_address()) ctx.err() << "gpuman: metrics at http://" << *addr << "/metrics\n";
   std::signal(SIGTERM, OnStop);
   std::signal(SIGINT, OnStop);
   std::signal(SIGPIPE, SIG_IGN);
-  return d.Run(&g_daemon_stop);
+  const int code = d.Run(&g_daemon_stop);
+  confine::RemoveEmptyCgroups(d.confinement());
+  return code;
 }
 
 }  // namespace gpuman::cli

@@ -105,14 +105,16 @@ class DaemonBroker final : public LeaseBroker {
       got = daemon_.Call<protocol::AcquireResult>(a);
     }
     if (!got) return got.error();
+    Granted g;
     if (ask.draft.processes.size() > 1) {
       std::vector<model::LeaseProcess> rest(ask.draft.processes.begin() + 1, ask.draft.processes.end());
-      if (auto added = AddProcesses(got->lease_id, rest); !added) {
+      auto added = daemon_.Call<protocol::AddProcessesResult>(protocol::AddProcessesArgs{got->lease_id, rest});
+      if (!added) {
         if (!got->nested) (void)Release(got->lease_id);
         return added.error();
       }
+      g.cgroup = added->cgroup.value_or("");
     }
-    Granted g;
     g.lease_id = got->lease_id;
     g.uuids = got->gpu_uuids;
     g.nested = got->nested;

@@ -49,6 +49,7 @@ struct Granted {
   std::string placement;              // "NVLink (NV12)", "chosen by the daemon", ...
   bool nested = false;                // joined the enclosing lease: do not release it
   model::MachineSnapshot snapshot;    // the snapshot the choice was made on (or looked up)
+  std::string cgroup;                 // the daemon confined the processes added here (docs/enforce.md)
 };
 
 class LeaseBroker {

@@ -1,5 +1,7 @@
 #include "cli/run_command.h"
 
+#include "confine/cgroup.h"
+
 #include <sched.h>
 #include <unistd.h>
 
@@ -127,6 +129,16 @@ int RunRun(const RunArgs& args, Context& ctx) {
   const pid_t job_pid = (*child)->pid();
   int exit_code = (*child)->WaitForwardingSignals();
   child->reset();
+  // Confined by the daemon: whatever the command left in its cgroup (a setsid'ed or
+  // double-forked child) ends before the GPUs go back (TERM, 5 s, KILL: the grace the process group gets), as
+  // the supervisor does for a job. A nested run shares its enclosing lease's cgroup, which
+  // is not its to empty.
+  if (!nested && !acquired->cgroup.empty()) {
+    if (!confine::EndCgroupProcesses(acquired->cgroup, 5000)) {
+      ctx.err() << "gpuman: warning: processes of the command are still running in " << acquired->cgroup
+                << "; lease " << lease_id << " ends when they do\n";
+    }
+  }
   release();
 
   // Did the GPUs come back? Processes of the job's group that still hold GPU memory.

@@ -300,6 +300,14 @@ Status Daemon::Start() {
     return listening.error();
   }
 
+  // Device confinement (docs/enforce.md), once this daemon is the one serving.
+  confinement_ = confine::PrepareConfinement(options_.devices, geteuid(), options_.state_dir);
+  if (confinement_.on) {
+    // A confined lease lives while its cgroup has processes, recorded or not (a daemonized
+    // child of the job).
+    leases_->SetHeld([this](int64_t id) { return confine::CgroupHasProcesses(confine::LeaseCgroup(confinement_, id)); });
+  }
+
   // Supervisors write job outcomes into the db: its directory changing wakes us.
   inotify_fd_.reset(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
   if (inotify_fd_) {
@@ -503,12 +511,24 @@ Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& g
     requeue("GPUs were taken meanwhile: " + lease.error().message);
     return lease.error();  // the pending supervisor exits when its barrier closes
   }
+  // Confined: the job's processes go into the lease's cgroup before it runs
+  // (docs/enforce.md). A cgroup that cannot be made keeps the job queued, with why.
+  std::string cgroup;
+  if (confinement_.on) {
+    auto made = ConfineLease(lease->id, gpus);
+    if (!made) {
+      (void)leases_->Release(lease->id);
+      requeue("could not confine it to its GPUs: " + made.error().message);
+      return made.error();
+    }
+    cgroup = *made;
+  }
   store::JobStore::Update with_lease;
   with_lease.lease_id = lease->id;
   with_lease.supervisor_pid = holder->pid;
   with_lease.supervisor_start_ticks = holder->start_time_ticks;
   (void)jobs_->Transition(job.id, model::JobState::kStarting, model::JobState::kStarting, with_lease);
-  Status go = (*pending)->Go(lease->id);
+  Status go = (*pending)->Go(lease->id, cgroup);
   if (go && collector_) collector_->OnJobStarted(*starting, clock_.NowUnixMs());
   return go;
 }
@@ -553,6 +573,46 @@ void Daemon::Tick(int64_t now) {
   if (dirty_ || now - last_pass_ms_ >= 1000) {
     last_pass_ms_ = now;
     SchedulePass();
+  }
+  SweepLeaseCgroups(now);
+}
+
+Result<std::string> Daemon::ConfineLease(int64_t lease_id, const std::vector<std::string>& gpus) {
+  // The GPUs' minor numbers (/dev/nvidiaN) from the latest sample, or a fresh read.
+  std::optional<model::MachineSnapshot> fresh;
+  const model::MachineSnapshot* snap = latest_ && latest_->snapshot ? &*latest_->snapshot : nullptr;
+  if (!snap) {
+    auto got = devices_.Snapshot();
+    if (!got) return got.error();
+    fresh = std::move(*got);
+    snap = &*fresh;
+  }
+  confine::DeviceRule rule;
+  for (const auto& uuid : gpus) {
+    auto g = std::find_if(snap->gpus.begin(), snap->gpus.end(), [&](const model::DeviceSnapshot& x) { return x.uuid == uuid; });
+    if (g == snap->gpus.end() || !g->minor_number) {
+      return MakeError(ErrorCode::kUnavailable, "the device node of GPU " + uuid + " is not known (NVML gave no minor number)");
+    }
+    rule.gpu_minors.push_back(static_cast<uint32_t>(*g->minor_number));
+  }
+  return confine::CreateLeaseCgroup(confinement_, lease_id, rule);
+}
+
+std::vector<pid_t> Daemon::LeaseCgroupProcesses(int64_t lease_id) const {
+  if (!confinement_.on) return {};
+  return confine::CgroupProcesses(confine::LeaseCgroup(confinement_, lease_id));
+}
+
+void Daemon::SweepLeaseCgroups(int64_t now) {
+  if (!confinement_.on || now < next_cgroup_sweep_ms_) return;
+  next_cgroup_sweep_ms_ = now + 5000;
+  const auto ids = confine::LeaseCgroupIds(confinement_);
+  if (ids.empty()) return;
+  auto live = leases_->List(store::ProcLivenessCheck());
+  if (!live) return;
+  for (int64_t id : ids) {
+    const bool leased = std::any_of(live->begin(), live->end(), [&](const model::Lease& l) { return l.id == id; });
+    if (!leased) (void)confine::RemoveCgroup(confine::LeaseCgroup(confinement_, id));
   }
 }
 
@@ -776,6 +836,10 @@ Status Daemon::CheckReleaseFor(const Peer& peer, const model::Lease& lease) {
   for (const auto& p : lease.processes) {
     // The holder giving its own lease back (`run` once its command ended) is not in the way.
     if (static_cast<int32_t>(p.pid) != peer.pid && store::IsProcessAlive(p)) live.push_back(p);
+  }
+  // Nor is anything else left in its cgroup: a confined lease ends when that is empty.
+  for (pid_t pid : LeaseCgroupProcesses(lease.id)) {
+    if (pid != peer.pid) live.push_back(model::LeaseProcess{static_cast<int32_t>(pid), 0});
   }
   return policy::CheckRelease(lease, CallerOf(peer), job, live);
 }

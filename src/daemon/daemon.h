@@ -22,6 +22,7 @@
 #include "daemon/access.h"
 #include "daemon/collector.h"
 #include "daemon/proc_visibility.h"
+#include "confine/cgroup.h"
 #include "devices/device_source.h"
 #include "lease/acquire_step.h"
 #include "policy/lease_rules.h"
@@ -55,6 +56,10 @@ struct DaemonOptions {
   size_t max_connections = 1024;
   size_t admin_connection_reserve = 64;
   size_t max_connections_per_user = 64;
+  /// Device confinement (confine/cgroup.h, docs/enforce.md): `[enforce] devices`, prepared
+  /// by Start() once the socket is bound; it takes effect only when the daemon is root and
+  /// the host allows it. Off here by default (tests that build a Daemon).
+  confine::DevicesSetting devices = confine::DevicesSetting::kOff;
 };
 
 class Server;
@@ -112,6 +117,8 @@ class Daemon {
 
   /// The monitoring side, once Start() succeeded.
   const Collector* collector() const { return collector_.get(); }
+  /// Where jobs and `run` leases are confined, or why not (status).
+  const confine::Confinement& confinement() const { return confinement_; }
 
   /// Fills user name and admin flag for a uid/gid/pid triple from the kernel.
   Peer MakePeer(uint32_t uid, uint32_t gid, int32_t pid) const;
@@ -162,6 +169,16 @@ class Daemon {
   const Sample& TakeSample(int64_t now, bool fresh);
   void WatchRunningJobs();  // a GPU of a running job failed in the latest sample: tell its supervisor
   Status StartJob(const model::Job& job, const std::vector<std::string>& gpus);
+  // Device confinement (docs/enforce.md). The cgroup of lease `lease_id`, made with the
+  // device rule of `gpus` (their minor numbers from the latest sample).
+  Result<std::string> ConfineLease(int64_t lease_id, const std::vector<std::string>& gpus);
+  // The processes in a confined lease's cgroup (none when unconfined).
+  std::vector<pid_t> LeaseCgroupProcesses(int64_t lease_id) const;
+  // Removes the cgroups of leases that are gone and empty (after a release, a reclaim, a
+  // job's end); at most every few seconds.
+  void SweepLeaseCgroups(int64_t now);
+  confine::Confinement confinement_;  // Start() prepares it
+  int64_t next_cgroup_sweep_ms_ = 0;
   // The machine's rules (policy/lease_rules.h) as the daemon applies them.
   policy::MachineRules Rules() const;
   static policy::Caller CallerOf(const Peer& peer);

@@ -31,6 +31,12 @@ Reply Daemon::OnStatus(const Call& call) {
     }
   }
   result.status = {{"queued", queued}, {"running", running}, {"system_mode", options_.system_mode}};
+  // Device confinement (docs/enforce.md): where leases are confined, or why they are not.
+  const confine::Confinement& c = confinement_;
+  result.status["confinement"] = {
+      {"on", c.on},
+      {"mechanism", c.on ? (c.version == confine::CgroupVersion::kV2 ? "cgroup-v2" : "cgroup-v1") : "off"},
+      {"description", c.Describe()}};
   return MakeReply(call.id(), result);
 }
 

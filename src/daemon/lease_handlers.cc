@@ -2,6 +2,8 @@
 // (plain `select`), add_processes, release. The command table has resolved the lease a request names and
 // checked its owner; here, every process a client names must be its own (CheckOwnProcess),
 // and the machine's lease rules apply (AcquireFor, CheckReleaseFor in daemon.cc).
+#include <unistd.h>
+
 #include <algorithm>
 
 #include "daemon/call.h"
@@ -82,8 +84,26 @@ Reply Daemon::OnAddProcesses(const Call& call) {
   for (const auto& p : a.processes) {
     if (auto bad = CheckOwnProcess(call.peer, p, identity())) return MakeErrorReply(call.id(), *bad);
   }
+  protocol::AddProcessesResult result;
+  // Confined (docs/enforce.md): the processes a `run` adds (its command, held at its start
+  // barrier) go into the lease's cgroup before they may run; the caller itself does not.
+  // A job's lease has its cgroup from the start, and what joins it runs inside it already.
+  const model::Lease& lease = *call.lease;
+  if (confinement_.on && lease.kind != "job") {
+    const std::string why = "could not confine the command to its GPUs";
+    std::string dir = confine::LeaseCgroup(confinement_, lease.id);
+    if (access(dir.c_str(), F_OK) != 0) {
+      auto made = ConfineLease(lease.id, lease.gpu_uuids);
+      if (!made) return Fail(call.id(), made.error().WithContext(why));
+    }
+    for (const auto& p : a.processes) {
+      if (p.pid == call.peer.pid) continue;
+      if (Status moved = confine::MoveIntoCgroup(dir, p.pid); !moved) return Fail(call.id(), moved.error().WithContext(why));
+    }
+    result.cgroup = dir;
+  }
   if (auto r = leases_->AddProcesses(a.lease_id, a.processes); !r) return Fail(call.id(), r.error());
-  return MakeReply(call.id(), protocol::EmptyResult{});
+  return MakeReply(call.id(), result);
 }
 
 Reply Daemon::OnRelease(const Call& call) {

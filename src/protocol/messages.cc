@@ -199,6 +199,11 @@ json ToJson(const AddProcessesArgs& v) {
 }
 json ToJson(const ReleaseArgs& v) { return json{{"lease_id", v.lease_id}}; }
 json ToJson(const EmptyResult&) { return json::object(); }
+json ToJson(const AddProcessesResult& v) {
+  json j = json::object();
+  if (v.cgroup) j["cgroup"] = *v.cgroup;
+  return j;
+}
 json ToJson(const StatusArgs& v) { return v.options.is_object() ? v.options : json::object(); }
 json ToJson(const StatusResult& v) { return v.status.is_object() ? v.status : json::object(); }
 json ToJson(const HealthArgs&) { return json::object(); }
@@ -566,6 +571,16 @@ template <>
 Result<EmptyResult> FromJson<EmptyResult>(const json& j) {
   FieldReader f(j, "result");
   return Done(f, EmptyResult{});
+}
+
+template <>
+Result<AddProcessesResult> FromJson<AddProcessesResult>(const json& j) {
+  AddProcessesResult v;
+  FieldReader f(j, "result");
+  std::string cgroup;
+  f.Optional("cgroup", cgroup);
+  if (!cgroup.empty()) v.cgroup = std::move(cgroup);
+  return Done(f, std::move(v));
 }
 
 template <>

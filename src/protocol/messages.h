@@ -198,11 +198,16 @@ struct AddProcessesArgs {
   int64_t lease_id = 0;
   std::vector<model::LeaseProcess> processes;  // non-empty
 };
+/// The result of add_processes: where the daemon confined them (docs/enforce.md), so
+/// that `run` can end what its command leaves there; unset when it did not.
+struct AddProcessesResult {
+  std::optional<std::string> cgroup;  // the lease's cgroup directory
+};
 // ---- release: give a lease back.
 struct ReleaseArgs {
   int64_t lease_id = 0;
 };
-/// The result of add_processes and release: {}.
+/// The result of release: {}.
 struct EmptyResult {};
 
 // ---- status: free-form, passed through as a JSON object each way.
@@ -289,6 +294,7 @@ nlohmann::json ToJson(const AcquireResult& v);
 nlohmann::json ToJson(const AddProcessesArgs& v);
 nlohmann::json ToJson(const ReleaseArgs& v);
 nlohmann::json ToJson(const EmptyResult& v);
+nlohmann::json ToJson(const AddProcessesResult& v);
 nlohmann::json ToJson(const StatusArgs& v);
 nlohmann::json ToJson(const StatusResult& v);
 nlohmann::json ToJson(const HealthArgs& v);
@@ -360,6 +366,8 @@ template <>
 Result<ReleaseArgs> FromJson<ReleaseArgs>(const nlohmann::json& j);
 template <>
 Result<EmptyResult> FromJson<EmptyResult>(const nlohmann::json& j);
+template <>
+Result<AddProcessesResult> FromJson<AddProcessesResult>(const nlohmann::json& j);
 template <>
 Result<StatusArgs> FromJson<StatusArgs>(const nlohmann::json& j);
 template <>

@@ -9,7 +9,7 @@ class LaunchedSupervisor final : public LaunchedJob {
  public:
   explicit LaunchedSupervisor(std::unique_ptr<PendingSupervisor> pending) : pending_(std::move(pending)) {}
   pid_t pid() const override { return pending_->pid(); }
-  Status Go(int64_t lease_id) override { return pending_->Go(lease_id); }
+  Status Go(int64_t lease_id, const std::string& cgroup) override { return pending_->Go(lease_id, cgroup); }
 
  private:
   std::unique_ptr<PendingSupervisor> pending_;

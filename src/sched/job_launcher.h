@@ -39,8 +39,10 @@ class LaunchedJob {
   virtual ~LaunchedJob() = default;  // without Go(): the job never starts
   /// The process to hold the job's lease until the job's own process joins it.
   virtual pid_t pid() const = 0;
-  /// Lets the job start, inside lease `lease_id`. Errors: kIo when the process is gone.
-  virtual Status Go(int64_t lease_id) = 0;
+  /// Lets the job start, inside lease `lease_id`, its processes in `cgroup` (the lease's
+  /// device cgroup, confine/cgroup.h; empty: not confined). Errors: kIo when the process
+  /// is gone.
+  virtual Status Go(int64_t lease_id, const std::string& cgroup) = 0;
 };
 
 class JobLauncher {

@@ -33,6 +33,7 @@
 #include <grp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -44,6 +45,7 @@
 #include "base/posix_error.h"
 #include "base/spawn.h"
 #include "base/unique_fd.h"
+#include "confine/cgroup.h"
 
 #include "sched/child_process.h"
 #include "sched/job_state.h"
@@ -231,9 +233,16 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
   signal(SIGINT, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
   signal(SIGPIPE, SIG_IGN);
+  // What the job leaves behind (a double-forked server) is re-parented to us, so that we
+  // can end it with the job and reap it (confine::EndCgroupProcesses).
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
   int64_t lease_id = 0;
   UniqueFd go(go_read);
   if (!ReadAll(go.get(), &lease_id, sizeof lease_id)) _exit(0);  // the daemon gave up on us
+  uint32_t cgroup_length = 0;
+  if (!ReadAll(go.get(), &cgroup_length, sizeof cgroup_length) || cgroup_length > 4096) _exit(0);
+  std::string cgroup(cgroup_length, '\0');
+  if (cgroup_length > 0 && !ReadAll(go.get(), cgroup.data(), cgroup_length)) _exit(0);
   go.reset();
 
   store::JobStoreOptions options;
@@ -302,6 +311,14 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
     auto [kind, why] = WhyNotStarted(job, failure);
     give_up(why, FailureOf(kind));
   }
+  // Confined (docs/enforce.md): the job goes into its lease's cgroup before it may run, so
+  // it and everything it starts can open only its GPUs' device nodes.
+  if (!cgroup.empty()) {
+    if (Status moved = confine::MoveIntoCgroup(cgroup, child); !moved) {
+      abandon();
+      give_up("could not confine the job to its GPUs: " + moved.error().message);
+    }
+  }
   auto job_process = store::CurrentLeaseProcess(child);
   if (!job_process) {
     abandon();
@@ -368,6 +385,12 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
     sigtimedwait(&chld, &info, &ts);  // SIGCHLD, or 20 ms to look at cancel/time limit again
   }
   kill(-child, SIGKILL);  // what is left of the job's process group ends with it
+  // And whatever else it left in its cgroup (a setsid'ed or double-forked child): TERM, the
+  // grace period, KILL. The lease's GPUs go back only once it is empty.
+  if (!cgroup.empty()) {
+    confine::EndCgroupProcesses(cgroup, spec.grace_ms);
+    (void)confine::RemoveCgroup(cgroup);
+  }
   const int64_t ended = NowMs();
   store::JobStore::Update outcome;
   outcome.ended_unix_ms = ended;
@@ -416,8 +439,11 @@ std::string DefaultLogPath(const model::Job& job) {
 
 PendingSupervisor::~PendingSupervisor() = default;  // closing the barrier ends a supervisor never let go
 
-Status PendingSupervisor::Go(int64_t lease_id) {
-  bool ok = WriteAll(go_fd_.get(), &lease_id, sizeof lease_id);
+Status PendingSupervisor::Go(int64_t lease_id, const std::string& cgroup) {
+  // The go: the lease id, then the cgroup's path (its length first; 0: none).
+  const uint32_t length = static_cast<uint32_t>(cgroup.size());
+  bool ok = WriteAll(go_fd_.get(), &lease_id, sizeof lease_id) && WriteAll(go_fd_.get(), &length, sizeof length) &&
+            WriteAll(go_fd_.get(), cgroup.data(), cgroup.size());
   go_fd_.reset();
   if (!ok) return MakeError(ErrorCode::kIo, "supervisor " + std::to_string(pid_) + " is gone");
   return {};

@@ -34,8 +34,9 @@ class PendingSupervisor {
  public:
   ~PendingSupervisor();  // without Go(): the supervisor exits, the job never starts
   pid_t pid() const { return pid_; }
-  /// Lets the supervisor record `lease_id` and the running state and start the job.
-  Status Go(int64_t lease_id);
+  /// Lets the supervisor record `lease_id` and the running state and start the job, moved
+  /// into `cgroup` first unless it is empty.
+  Status Go(int64_t lease_id, const std::string& cgroup);
 
  private:
   friend Result<std::unique_ptr<PendingSupervisor>> LaunchSupervisor(const SupervisorSpec& spec,

@@ -181,8 +181,10 @@ Status LeaseStore::DeleteLocked(int64_t lease_id, const char* event_kind) {
 
 bool LeaseStore::IsLive(const model::Lease& lease, const LivenessCheck& alive) const {
   const bool is_foreign = !lease.host.empty() && lease.host != host_;
-  return is_foreign || std::any_of(lease.processes.begin(), lease.processes.end(),
-                                   [&alive](const model::LeaseProcess& p) { return alive(p); });
+  return is_foreign ||
+         std::any_of(lease.processes.begin(), lease.processes.end(),
+                     [&alive](const model::LeaseProcess& p) { return alive(p); }) ||
+         (held_ && held_(lease.id));
 }
 
 Result<std::vector<model::Lease>> LeaseStore::ReclaimLocked(

@@ -97,6 +97,11 @@ class LeaseStore {
   /// Deletes the stale leases and returns them (callers may log them). Errors: kBusy, kIo.
   Result<std::vector<model::Lease>> ReclaimStale(const LivenessCheck& alive);
 
+  /// A second reason a lease lives, asked by lease id when none of its recorded processes
+  /// runs: the daemon's "its cgroup still has processes" (confine/cgroup.h), so that a
+  /// confined lease ends only when everything in it has. Unset: processes only.
+  void SetHeld(std::function<bool(int64_t lease_id)> held) { held_ = std::move(held); }
+
   /// The connection, for tests that need to reach below the API (e.g. to simulate a full
   /// disk with PRAGMA max_page_count).
   Database& DatabaseForTesting() { return *db_; }
@@ -120,6 +125,7 @@ class LeaseStore {
   std::shared_ptr<Database> db_;       // shared with the job store of the same state db
   std::unique_ptr<Statements> stmts_;  // finalized before db_ closes (reverse order)
   std::string host_;                   // recorded in new leases; judges liveness of its own
+  std::function<bool(int64_t)> held_;  // SetHeld
   // ListRecorded's last answer and the (data_version, total changes) it was read at.
   struct Recorded {
     int64_t data_version = 0;

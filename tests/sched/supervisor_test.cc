@@ -87,7 +87,7 @@ class SupervisorTest : public ::testing::Test {
         },
         [](const model::LeaseProcess&) { return true; });
     EXPECT_TRUE(lease.has_value()) << lease.error().message;
-    EXPECT_TRUE((*pending)->Go(lease->id).has_value());
+    EXPECT_TRUE((*pending)->Go(lease->id, "").has_value());
     return std::move(*pending);
   }
 

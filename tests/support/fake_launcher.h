@@ -25,6 +25,7 @@ class FakeJobLauncher final : public sched::JobLauncher {
     sched::JobLaunchSpec spec;
     std::optional<int64_t> went_with_lease;  // Go(lease id) was called
     bool dropped = false;                    // destroyed at its barrier, never let go
+    std::string cgroup;                      // the cgroup Go was given ("": unconfined)
   };
 
   /// Every launch, in order (including the failed ones: their spec was asked for).
@@ -54,8 +55,9 @@ class FakeJobLauncher final : public sched::JobLauncher {
       if (!owner_.launches[index_].went_with_lease) owner_.launches[index_].dropped = true;
     }
     pid_t pid() const override { return owner_.pid; }
-    Status Go(int64_t lease_id) override {
+    Status Go(int64_t lease_id, const std::string& cgroup) override {
       owner_.launches[index_].went_with_lease = lease_id;
+      owner_.launches[index_].cgroup = cgroup;
       return owner_.go_result;
     }
 
