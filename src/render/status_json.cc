@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/intruders.h"
 #include "render/format.h"
 #include "render/json_text.h"
 #include "render/status_view.h"
@@ -30,7 +31,9 @@ void Strings(JsonWriter& w, const std::vector<std::string>& list) {
   w.EndArray();
 }
 
-void WriteProcess(JsonWriter& w, const model::GpuProcess& p) {
+// `intruded`: the lease it intrudes on (model/intruders.h); null when none or the leases
+// are unknown.
+void WriteProcess(JsonWriter& w, const model::GpuProcess& p, const model::Lease* intruded) {
   w.BeginObject();
   w.Key("pid").UInt(p.pid);
   Put(w.Key("user"), p.user);
@@ -44,6 +47,15 @@ void WriteProcess(JsonWriter& w, const model::GpuProcess& p) {
   Put(w.Key("gpu_instance_id"), p.gpu_instance_id);
   Put(w.Key("compute_instance_id"), p.compute_instance_id);
   Put(w.Key("sm_util_percent"), p.sm_util_percent);
+  w.Key("intrudes_on_lease");
+  if (intruded) {
+    w.BeginObject();
+    w.Key("id").Int(intruded->id);
+    w.Key("user").String(intruded->user);
+    w.EndObject();
+  } else {
+    w.Null();
+  }
   w.EndObject();
 }
 
@@ -153,7 +165,9 @@ void WriteGpu(JsonWriter& w, const model::DeviceSnapshot& d, const StatusOptions
   }
   if (opts.show_processes) {
     w.Key("processes").BeginArray();
-    for (const model::GpuProcess& p : d.processes) WriteProcess(w, p);
+    for (const model::GpuProcess& p : d.processes) {
+      WriteProcess(w, p, opts.leases ? model::IntrudedLease(d, p, *opts.leases) : nullptr);
+    }
     w.EndArray();
   }
   w.EndObject();

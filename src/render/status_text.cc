@@ -20,6 +20,7 @@
 
 #include <fmt/format.h>
 
+#include "model/intruders.h"
 #include "render/format.h"
 #include "render/status_view.h"
 
@@ -368,7 +369,7 @@ ProcessWidths MeasureProcesses(const model::MachineSnapshot& snap, int avail) {
 }
 
 std::string ProcessLine(const model::GpuProcess& p, const ProcessWidths& w, int64_t now,
-                        bool use_color, int avail) {
+                        bool use_color, int avail, const model::Lease* intruded) {
   const std::string sep(kSeparator, ' ');
   std::string line(kIndent);
   line += PadRight(TruncateToWidth(ProcessUser(p), w.user), w.user) + sep;
@@ -379,6 +380,11 @@ std::string ProcessLine(const model::GpuProcess& p, const ProcessWidths& w, int6
           sep;
   line += PadRight(ShortProcessType(p.type), w.type) + sep;
   if (w.elapsed > 0) line += PadLeft(FormatElapsed(p, now), w.elapsed) + sep;
+  // On a GPU leased to someone else (model/intruders.h): said before the command.
+  if (intruded) {
+    const std::string mark = "INTRUDER on lease " + std::to_string(intruded->id) + " (" + EscapeControl(intruded->user) + "): ";
+    line += Colorize(TruncateToWidth(mark, std::max(0, avail - DisplayWidth(line))), Color::kRed, use_color);
+  }
   const int room = avail - DisplayWidth(line);
   if (!p.is_visible) {
     return line + Colorize(TruncateToWidth("(not in this PID namespace)", room), Color::kDim,
@@ -445,7 +451,8 @@ std::string RenderStatusText(const model::MachineSnapshot& snap, const StatusOpt
       }
       if (opts.show_processes) {
         for (const model::GpuProcess& p : d.processes) {
-          lines.push_back(ProcessLine(p, pw, now, color, avail));
+          lines.push_back(ProcessLine(p, pw, now, color, avail,
+                                      opts.leases ? model::IntrudedLease(d, p, *opts.leases) : nullptr));
         }
       }
     }

@@ -404,3 +404,71 @@ TEST_F(AuthorityE2E, DaemonRespectsLeasesTakenWithoutIt) {
 
 }  // namespace
 }  // namespace gpuman::e2e
+
+namespace gpuman::e2e {
+namespace {
+
+// Issue 23: another user's process on a GPU leased to someone (here: started outside
+// gpuman with the GPU picked by hand) is marked as an intruder in `status`, text and JSON.
+TEST_F(AuthorityE2E, AnotherUsersProcessOnALeasedGpuIsMarkedAnIntruder) {
+  if (getuid() != 0) GTEST_SKIP() << "needs root to create users";
+  auto alice = EnsureTestUser("gpumanta");
+  auto bob = EnsureTestUser("gpumantb");
+  if (!alice || !bob) GTEST_SKIP() << "useradd is not available";
+  ASSERT_EQ(Gpuman({"leases"}).exit_code, 0);  // root sets the table up
+  // Bob's process, which the stand-in will report on GPU 2.
+  pid_t intruder = fork();
+  if (intruder == 0) {
+    if (setgid(bob->pw_gid) != 0 || setuid(bob->pw_uid) != 0) _exit(126);
+    execl("/bin/sleep", "sleep", "60", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const std::string go = dir_.Join("go");
+  testing::RunResult run;
+  std::thread runner([&] {
+    run = RunAsUser(*alice, {kGpuman, "run", "-q", "--gpus", "2", "--", "/bin/sh", "-c",
+                             "while [ ! -e \"$0\" ]; do sleep 0.05; done", go},
+                    Env());
+  });
+  json leases;
+  for (int i = 0; i < 600 && leases.size() != 1; ++i) {
+    leases = json::parse(Gpuman({"leases", "--json"}).out)["leases"];
+    if (leases.size() != 1) usleep(50 * 1000);
+  }
+  ASSERT_EQ(leases.size(), 1u);
+  const int64_t lease = leases[0]["id"].get<int64_t>();
+  // The GPU now shows bob's process (the scenario is read anew by each command).
+  json scenario = json::parse(Slurp(scenario_));
+  scenario["gpus"][2]["processes"] = json::array({{{"pid", intruder}, {"used_memory", 1 << 30}, {"type", "compute"}}});
+  dir_.Write("h100-8-idle.json", scenario.dump(2));
+  chmod(scenario_.c_str(), 0644);
+  auto status = Gpuman({"status", "--json"});
+  auto text = Gpuman({"status"});
+  std::ofstream(go) << "go";
+  runner.join();
+  kill(intruder, SIGKILL);
+  waitpid(intruder, nullptr, 0);
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  const json gpus = json::parse(status.out)["gpus"];
+  int marked = 0;
+  for (const auto& g : gpus) {
+    for (const auto& p : g["processes"]) {
+      if (g["index"] == 2 && p["pid"] == intruder) {
+        ASSERT_TRUE(p["intrudes_on_lease"].is_object()) << p.dump();
+        EXPECT_EQ(p["intrudes_on_lease"]["id"], lease);
+        EXPECT_EQ(p["intrudes_on_lease"]["user"], "gpumanta");
+        EXPECT_EQ(p["user"], "gpumantb");
+        ++marked;
+      } else {
+        EXPECT_TRUE(p["intrudes_on_lease"].is_null()) << p.dump();
+      }
+    }
+  }
+  EXPECT_EQ(marked, 1) << status.out;
+  EXPECT_NE(text.out.find("INTRUDER on lease " + std::to_string(lease) + " (gpumanta): sleep 60"), std::string::npos)
+      << text.out;
+  EXPECT_EQ(run.exit_code, 0) << run.err;
+}
+
+}  // namespace
+}  // namespace gpuman::e2e

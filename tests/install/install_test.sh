@@ -52,7 +52,7 @@ cmake --install "$B" --prefix "$T/prefix" >/dev/null
 for f in bin/gpuman lib/gpuman/gpuman-metrics-http.so lib/gpuman/gpuman-tui-curses.so lib/gpuman/sim/libnvidia-ml.so.1 \
          share/gpuman/scenarios/a100-4.json lib/systemd/system/gpuman.service \
          lib/systemd/system/gpuman.socket lib/systemd/system/gpuman-leases.service \
-         lib/tmpfiles.d/gpuman.conf share/doc/gpuman/config.toml.example; do
+         lib/tmpfiles.d/gpuman.conf share/doc/gpuman/config.toml.example share/doc/gpuman/enforce.md; do
   [ -e "$T/prefix/$f" ] || fail "cmake --install did not install $f"
 done
 [ ! -e "$T/prefix/lib/gpuman/sim-legacy" ] || fail "the test-only legacy stand-in was installed"
