@@ -42,7 +42,11 @@ class ConfineE2E : public ::testing::Test {
     const std::string err = dir_.Join("daemon.err");
     ASSERT_TRUE(daemon_.Start({.scenario = scenario_, .socket = socket_, .state_dir = dir_.Join("state"), .env = env,
                                .stderr_path = err}));
-    const std::string said = Slurp(err);
+    std::string said = Slurp(err);  // the line follows the socket's first answer
+    for (int i = 0; i < 100 && said.find("gpuman: device confinement ") == std::string::npos; ++i) {
+      usleep(50 * 1000);
+      said = Slurp(err);
+    }
     ASSERT_NE(said.find("gpuman: device confinement "), std::string::npos) << said;
     if (said.find("device confinement off:") != std::string::npos) GTEST_SKIP() << "this host cannot: " << said;
   }
