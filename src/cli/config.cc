@@ -480,8 +480,21 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
                            "config " + origin + ": enforce." + (v ? setting.error().message : "devices must be a string"));
         }
         config.enforce.devices = *setting;
+      } else if (k == "foreign_processes") {
+        const auto v = value.value<std::string>();
+        if (v && *v == "report") config.enforce.intruders.kill = false;
+        else if (v && *v == "kill") config.enforce.intruders.kill = true;
+        else return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": enforce.foreign_processes must be \"report\" or \"kill\"");
+      } else if (k == "grace") {
+        const auto v = value.value<std::string>();
+        auto ms = v ? ParseDurationMs(*v) : Result<int64_t>(MakeError(ErrorCode::kInvalidArgument, "not a string"));
+        if (!ms) {
+          return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": enforce.grace must be a duration such as \"10s\"");
+        }
+        config.enforce.intruders.grace_ms = *ms;
       } else {
-        return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": enforce: unknown key '" + k + "' (known: devices)");
+        return MakeError(ErrorCode::kInvalidArgument,
+                         "config " + origin + ": enforce: unknown key '" + k + "' (known: devices, foreign_processes, grace)");
       }
     }
   }

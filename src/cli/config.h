@@ -13,6 +13,7 @@
 #include "health/watch.h"
 #include "monitor/alerts.h"
 #include "monitor/idle.h"
+#include "monitor/intruders.h"
 #include "policy/lease_rules.h"
 #include "slurm/node_facts.h"
 
@@ -55,6 +56,9 @@ struct EnforceConfig {
   /// Device confinement of leases the daemon grants: "cgroup" (v2, else v1), "cgroup-v2",
   /// "cgroup-v1", "off". On by default; it takes effect only when the daemon runs as root.
   confine::DevicesSetting devices = confine::DevicesSetting::kCgroup;
+  /// Processes on a GPU leased to someone else (docs/enforce.md, "Intruders"):
+  /// foreign_processes = "report" (default) | "kill", grace = "10s" before SIGKILL.
+  monitor::IntruderPolicy intruders;
 };
 
 struct Config {

@@ -77,6 +77,7 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   mon.kernel_log = ctx.config().kernel_log;
   mon.health = ctx.config().health;
   mon.idle = ctx.config().idle;
+  mon.intruders = ctx.config().enforce.intruders;
   mon.alerts = ctx.config().alerts;
   mon.metrics_address = dc.metrics;
   mon.layout = ctx.layout();

@@ -1,5 +1,8 @@
 #include "daemon/collector.h"
 
+#include "devices/process_inspector.h"
+
+#include <signal.h>
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -27,6 +30,7 @@ Collector::Collector(CollectorOptions options, store::JobStore& jobs, store::Lea
       health_(options_.health),
       idle_(options_.idle, options_.hostname),
       alerts_(options_.alerts, options_.hostname),
+      intruders_(options_.intruders),
       job_waits_(metrics::Histogram::DefaultWaitBuckets()) {}
 
 Collector::~Collector() {
@@ -155,6 +159,38 @@ std::vector<model::GpuSample> Collector::Samples(const model::MachineSnapshot& s
   return out;
 }
 
+// The intruder watch's steps (monitor/intruders.h): a log line for each, and the signals
+// of `[enforce] foreign_processes = "kill"`. A signal goes only to a process that is still
+// the one reported: the same owner in /proc now (a pid reused meanwhile, or one the
+// stand-in made up, is left alone).
+void Collector::WatchIntruders(const model::MachineSnapshot& snap, const std::vector<model::Lease>& leases, int64_t now) {
+  for (const auto& step : intruders_.Update(snap, leases, now)) {
+    const std::string who = "process " + std::to_string(step.pid) + (step.user.empty() ? "" : " of " + step.user) +
+                            (step.command.empty() ? "" : " (" + step.command + ")");
+    const std::string where = "GPU " + std::to_string(step.gpu_index) + ", leased to " + step.lease_user + " (lease " +
+                              std::to_string(step.lease_id) + ")";
+    switch (step.kind) {
+      case monitor::IntruderStep::kSeen:
+        Log("intruder: " + who + " on " + where + (step.spared.empty() ? "" : "; not ended: " + step.spared));
+        break;
+      case monitor::IntruderStep::kTerm:
+      case monitor::IntruderStep::kKill: {
+        const int sig = step.kind == monitor::IntruderStep::kTerm ? SIGTERM : SIGKILL;
+        devices::ProcfsInspector procfs;  // the real /proc, also under --simulate
+        const auto details = procfs.Inspect(step.pid);
+        if (!details || details->user != step.user) break;
+        if (kill(static_cast<pid_t>(step.pid), sig) == 0) {
+          Log(std::string(sig == SIGTERM ? "sent SIGTERM to intruder " : "sent SIGKILL to intruder ") + who + " on " + where);
+        }
+        break;
+      }
+      case monitor::IntruderStep::kGone:
+        Log("intruder gone: " + who + " from " + where);
+        break;
+    }
+  }
+}
+
 bool Collector::GatherXids(int64_t now) {
   // Xids: NVML events from the event thread, then new kernel log lines.
   std::vector<model::XidEvent> events;
@@ -262,8 +298,12 @@ bool Collector::Tick(int64_t now, const model::MachineSnapshot* sample, const st
   }
   idle_.Annotate(leases);
   idle_.Annotate(jobs);
+  if (current) WatchIntruders(*current, leases, now);
   const model::HealthReport report = health_.Report();
-  for (const auto& ev : alerts_.Evaluate(current, report.findings, leases, jobs, now)) {
+  // Intruders are findings for the alert rules only (`code = "intruder"`), not for health.
+  std::vector<model::Finding> alerting = report.findings;
+  for (auto& f : intruders_.Findings()) alerting.push_back(std::move(f));
+  for (const auto& ev : alerts_.Evaluate(current, alerting, leases, jobs, now)) {
     RunHook(ev.command, ev.payload, "alert '" + ev.rule + "'");
   }
 

@@ -30,6 +30,7 @@
 #include "monitor/alerts.h"
 #include "monitor/hook_runner.h"
 #include "monitor/idle.h"
+#include "monitor/intruders.h"
 #include "slurm/job_record.h"
 #include "store/history_store.h"
 #include "store/job_store.h"
@@ -46,6 +47,7 @@ struct CollectorOptions {
   std::string history_path;                      // "" = no history
   store::HistoryRetention retention;
   monitor::IdlePolicy idle;
+  monitor::IntruderPolicy intruders;  // [enforce] foreign_processes, grace (docs/enforce.md)
   std::vector<monitor::AlertRule> alerts;
   /// Creates the Xid event source on the event thread; unset = no NVML events.
   std::function<Result<std::unique_ptr<devices::XidEventSource>>()> xid_source_factory;
@@ -106,6 +108,7 @@ class Collector {
   std::optional<std::string> metrics_address() const;
 
  private:
+  void WatchIntruders(const model::MachineSnapshot& snap, const std::vector<model::Lease>& leases, int64_t now);
   void EventThread();
   void RunHook(const std::vector<std::string>& argv, const nlohmann::json& payload, const std::string& what);
   std::vector<model::GpuSample> Samples(const model::MachineSnapshot& snap, const std::vector<model::Lease>& leases,
@@ -119,6 +122,7 @@ class Collector {
   health::HealthWatch health_;
   monitor::IdleWatch idle_;
   monitor::AlertEngine alerts_;
+  monitor::IntruderWatch intruders_;
   monitor::HookRunner hooks_;
   metrics::Histogram job_waits_;
   std::unique_ptr<metrics::MetricsServer> metrics_;

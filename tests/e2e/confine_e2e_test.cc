@@ -6,8 +6,10 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <thread>
 
 #include "base/strings.h"
@@ -22,7 +24,7 @@ using testing::TempDir;
 
 class ConfineE2E : public ::testing::Test {
  protected:
-  void Prepare(const std::string& devices) {
+  void Prepare(const std::string& devices, const std::string& more_config = "") {
     if (getuid() != 0) GTEST_SKIP() << "needs root: cgroups, device nodes, a system daemon";
     chmod(dir_.path().c_str(), 0755);
     scenario_ = IdleScenario(dir_, "h100-8");
@@ -33,13 +35,13 @@ class ConfineE2E : public ::testing::Test {
       const std::string node = dev_ + "/nvidia" + std::to_string(i);
       ASSERT_EQ(mknod(node.c_str(), S_IFCHR | 0666, makedev(195, static_cast<unsigned>(i))), 0) << node;
     }
-    config_ = dir_.Write("config.toml", "[enforce]\ndevices = \"" + devices + "\"\n");
+    config_ = dir_.Write("config.toml", "[enforce]\ndevices = \"" + devices + "\"\n" + more_config);
     chmod(config_.c_str(), 0644);
     socket_ = dir_.Join("gpuman.sock");
     auto env = CleanEnv(dir_.Join("leases"));
     env["GPUMAN_CONFIG"] = config_;
     env["PATH"] = "/usr/bin:/bin";
-    const std::string err = dir_.Join("daemon.err");
+    const std::string err = daemon_err_ = dir_.Join("daemon.err");
     ASSERT_TRUE(daemon_.Start({.scenario = scenario_, .socket = socket_, .state_dir = dir_.Join("state"), .env = env,
                                .stderr_path = err}));
     std::string said = Slurp(err);  // the line follows the socket's first answer
@@ -96,7 +98,7 @@ class ConfineE2E : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::string scenario_, dev_, config_, socket_;
+  std::string scenario_, dev_, config_, socket_, daemon_err_;
   PrivateDaemon daemon_;
 };
 
@@ -192,6 +194,72 @@ TEST_F(ConfineE2E, ARunsLeaseLastsUntilItsCgroupIsEmpty) {
   EXPECT_EQ(run.exit_code, 0) << run.err;
   if (stubborn > 0) EXPECT_FALSE(Alive(stubborn)) << "the run's leftover child outlived it";
   EXPECT_EQ(LeaseCount(), 0u);
+}
+
+// Issue 23: with `foreign_processes = "kill"`, another user's process on a GPU leased to
+// someone is told to go (SIGTERM) and, still there after the grace period, killed; root's
+// is reported and left alone. Both are in the daemon's log.
+TEST_F(ConfineE2E, IntrudersAreEndedUnderTheKillPolicyAndRootsAreSpared) {
+  Prepare("cgroup", "foreign_processes = \"kill\"\ngrace = \"1s\"\n");
+  auto alice = EnsureTestUser("gpumanta");
+  auto bob = EnsureTestUser("gpumantb");
+  if (!alice || !bob) GTEST_SKIP() << "useradd is not available";
+  const std::string go = dir_.Join("go");
+  testing::RunResult run;
+  std::thread runner([&] {
+    run = RunAsUser(*alice, {kGpuman, "run", "-q", "--gpus", "2", "--", "/bin/sh", "-c",
+                             "while [ ! -e \"$0\" ]; do sleep 0.05; done", go},
+                    Env());
+  });
+  for (int i = 0; i < 600 && LeaseCount() != 1; ++i) usleep(50 * 1000);
+  // Bob's process ignores SIGTERM, so only the SIGKILL after the grace period ends it.
+  pid_t bobs = fork();
+  if (bobs == 0) {
+    signal(SIGTERM, SIG_IGN);
+    if (setgid(bob->pw_gid) != 0 || setuid(bob->pw_uid) != 0) _exit(126);
+    execl("/bin/sleep", "sleep", "60", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  pid_t roots = fork();
+  if (roots == 0) {
+    execl("/bin/sleep", "sleep", "60", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  json scenario = json::parse(Slurp(scenario_));
+  scenario["gpus"][2]["processes"] = json::array({{{"pid", bobs}, {"used_memory", 1 << 30}, {"type", "compute"}},
+                                                  {{"pid", roots}, {"used_memory", 1 << 30}, {"type", "compute"}}});
+  dir_.Write("h100-8-idle.json", scenario.dump(2));
+  chmod(scenario_.c_str(), 0644);
+  const auto start = std::chrono::steady_clock::now();
+  int status = 0;
+  bool ended = false;
+  for (int i = 0; i < 300 && !ended; ++i) {
+    ended = waitpid(bobs, &status, WNOHANG) == bobs;
+    if (!ended) usleep(50 * 1000);
+  }
+  const auto took = std::chrono::steady_clock::now() - start;
+  const bool root_alive = waitpid(roots, nullptr, WNOHANG) == 0;
+  std::ofstream(go) << "go";
+  runner.join();
+  kill(roots, SIGKILL);
+  waitpid(roots, nullptr, 0);
+  if (!ended) {
+    kill(bobs, SIGKILL);
+    waitpid(bobs, nullptr, 0);
+  }
+  ASSERT_TRUE(ended) << "the intruder was not ended; the daemon said:\n" << Slurp(daemon_err_);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << status;
+  EXPECT_GE(took, std::chrono::milliseconds(900)) << "killed before the grace period";
+  EXPECT_TRUE(root_alive) << "root's process was ended";
+  const std::string log = Slurp(daemon_err_);
+  EXPECT_NE(log.find("intruder: process " + std::to_string(bobs) + " of gpumantb (sleep 60) on GPU 2, leased to gpumanta"),
+            std::string::npos) << log;
+  EXPECT_NE(log.find("sent SIGTERM to intruder process " + std::to_string(bobs)), std::string::npos) << log;
+  EXPECT_NE(log.find("sent SIGKILL to intruder process " + std::to_string(bobs)), std::string::npos) << log;
+  EXPECT_NE(log.find("intruder: process " + std::to_string(roots) + " of root (sleep 60) on GPU 2, leased to gpumanta"),
+            std::string::npos) << log;
+  EXPECT_NE(log.find("not ended: it is root's"), std::string::npos) << log;
+  EXPECT_EQ(run.exit_code, 0) << run.err;
 }
 
 }  // namespace
