@@ -57,8 +57,9 @@ for f in bin/gpuman lib/gpuman/gpuman-metrics-http.so lib/gpuman/gpuman-tui-curs
 done
 [ ! -e "$T/prefix/lib/gpuman/sim-legacy" ] || fail "the test-only legacy stand-in was installed"
 # Reproducible and relocatable: no installed file names the source or build tree (issue 22;
-# -ffile-prefix-map, no compiled-in scenario folder), debug info included.
-if grep -rl -e "$B" -e "$S" "$T/prefix"; then fail "an installed file names $B or $S (above)"; fi
+# -ffile-prefix-map, no compiled-in scenario folder), debug info included. The documents
+# (*.md) are text written by people, free to name any path (a clone in /tmp/ci).
+if grep -rl --exclude="*.md" -e "$B" -e "$S" "$T/prefix"; then fail "an installed file names $B or $S (above)"; fi
 # Moved after installing: the binary finds its pieces relative to itself, not the prefix.
 mv "$T/prefix" "$T/moved"
 G="$T/moved/bin/gpuman"
@@ -113,13 +114,13 @@ if command -v cpack >/dev/null && command -v dpkg-deb >/dev/null; then
   for f in ./usr/bin/gpuman ./usr/lib/gpuman/gpuman-metrics-http.so ./usr/lib/gpuman/gpuman-tui-curses.so ./usr/lib/gpuman/sim/libnvidia-ml.so.1 \
            ./usr/share/gpuman/scenarios/a100-4.json ./usr/lib/systemd/system/gpuman.socket \
            ./usr/lib/systemd/system/gpuman.service ./usr/lib/tmpfiles.d/gpuman.conf \
-           ./usr/share/doc/gpuman/copyright; do
+           ./usr/share/doc/gpuman/copyright ./usr/share/doc/gpuman/enforce.md; do
     grep -q " $f\$" <<<"$files" || fail "the .deb lacks $f"
   done
   mkdir "$T/root" "$T/control"
   dpkg-deb -x "$deb" "$T/root"
   dpkg-deb -e "$deb" "$T/control"
-  if grep -rl -e "$B" -e "$S" "$T/root" "$T/control"; then fail "build-tree path $B or source path $S inside the package"; fi
+  if grep -rl --exclude="*.md" -e "$B" -e "$S" "$T/root" "$T/control"; then fail "build-tree path $B or source path $S inside the package"; fi
   check_status "$T/root/usr/bin/gpuman"
 
   # postinst + tmpfiles.d, over empty /var/lib and /run in the namespace.
@@ -132,6 +133,32 @@ if command -v cpack >/dev/null && command -v dpkg-deb >/dev/null; then
   [ "$modes" = "711 root /var/lib/gpuman
 755 root /run/gpuman
 755 root /run/gpuman/leases" ] || fail "state directories after postinst: $modes"
+
+  # postinst enables gpuman.socket (issue 23: the daemon is the authority from boot), and an
+  # upgrade keeps an admin's `disable`; remove masks it, purge forgets it. Over empty unit
+  # directories in the namespace, with the package's units in place.
+  if command -v deb-systemd-helper >/dev/null; then
+    # (dpkg names the package to its scripts; deb-systemd-helper does nothing without it.)
+    enabled=$(unshare -m --propagation private env R="$T/root" C="$T/control" DPKG_MAINTSCRIPT_PACKAGE=gpuman bash -c '
+      set -e
+      for d in /var/lib /run /etc/systemd/system /usr/lib/systemd/system; do mount -t tmpfs none "$d"; done
+      cp "$R"/usr/lib/systemd/system/gpuman.* /usr/lib/systemd/system/
+      sh "$C/postinst" configure
+      echo "install: $(readlink /etc/systemd/system/sockets.target.wants/gpuman.socket || echo none)"
+      deb-systemd-helper disable gpuman.socket
+      sh "$C/postinst" configure 2.0
+      echo "upgrade after disable: $(readlink /etc/systemd/system/sockets.target.wants/gpuman.socket || echo none)"
+      sh "$C/prerm" remove; sh "$C/postrm" remove
+      echo "remove: $(readlink /etc/systemd/system/gpuman.socket || echo none)"
+      sh "$C/postrm" purge
+      echo "purge: $(readlink /etc/systemd/system/gpuman.socket || echo none)"') || fail "postinst (units): $enabled"
+    [ "$enabled" = "install: /lib/systemd/system/gpuman.socket
+upgrade after disable: none
+remove: /dev/null
+purge: none" ] || fail "gpuman.socket enablement: $enabled"
+  else
+    note "deb-systemd-helper missing: the unit enablement not checked"
+  fi
 
   if command -v lintian >/dev/null; then
     lintian --no-tag-display-limit "$deb" >"$T/lintian.log" 2>&1 || true
