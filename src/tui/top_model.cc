@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "model/intruders.h"
 #include "base/duration.h"
 
 namespace gpuman::tui {
@@ -78,7 +79,8 @@ std::vector<ProcessRow> BuildProcessRows(const model::MachineSnapshot& snap, con
       r.start_time_unix = p.start_time_unix;
       r.memory_bytes = p.used_memory_bytes;
       r.sm_percent = p.sm_util_percent;
-      r.held_by = HeldBy(r.gpu_uuid, p.pid, leases, jobs);
+      // On a GPU leased to someone else (model/intruders.h): nobody's, and said so.
+      r.held_by = model::IntrudedLease(gpu, p, leases) ? "INTRUDER" : HeldBy(r.gpu_uuid, p.pid, leases, jobs);
       rows.push_back(std::move(r));
     }
   }

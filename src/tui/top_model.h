@@ -59,7 +59,7 @@ struct ProcessRow {
   std::optional<int64_t> start_time_unix;
   std::optional<int64_t> memory_bytes;
   std::optional<int> sm_percent;
-  std::string held_by;      // "job 12", "lease 7" or ""
+  std::string held_by;      // "job 12", "lease 7", "INTRUDER" (on someone else's lease) or ""
 };
 
 /// The lease or job holding `gpu_uuid` for process `pid`: a lease listing the pid first,

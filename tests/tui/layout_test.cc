@@ -191,6 +191,7 @@ TEST(LayoutTest, LeasesPanelShowsHolderSinceAndIdle) {
   Screen s;
   model::Lease l;
   l.id = 7;
+  l.uid = 1001;
   l.user = "alice";
   l.command = "python train.py";
   l.gpu_uuids = {"GPU-00000001-aaaa-bbbb-cccc-dddddddddddd"};

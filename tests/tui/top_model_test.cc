@@ -54,6 +54,8 @@ TEST(HistoryTest, SparklineIsRightAlignedAndScaled) {
 TEST(TopModelTest, RowsCarryOwnersMemoryAndHolders) {
   model::Lease lease;
   lease.id = 7;
+  lease.uid = 1001;  // alice's
+  lease.user = "alice";
   lease.gpu_uuids = {"GPU-00000001-aaaa-bbbb-cccc-dddddddddddd"};
   lease.processes = {{4243, 0}};
   model::Job job;
@@ -71,6 +73,20 @@ TEST(TopModelTest, RowsCarryOwnersMemoryAndHolders) {
   EXPECT_EQ(rows[2].held_by, "job 12");
   EXPECT_EQ(rows[3].held_by, "");
   EXPECT_FALSE(rows[3].is_visible);
+}
+
+// Issue 23: a process on a GPU leased to someone else is no holder's: the table says so.
+TEST(TopModelTest, AnotherUsersProcessOnALeasedGpuIsAnIntruder) {
+  model::Lease lease;
+  lease.id = 7;
+  lease.uid = 1002;  // bob holds GPU 1, where alice's processes run
+  lease.user = "bob";
+  lease.gpu_uuids = {"GPU-00000001-aaaa-bbbb-cccc-dddddddddddd"};
+  auto rows = BuildProcessRows(Machine(), {lease}, {});
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0].held_by, "INTRUDER");
+  EXPECT_EQ(rows[1].held_by, "INTRUDER");
+  EXPECT_EQ(rows[2].held_by, "");  // bob's own process on a GPU nobody leased
 }
 
 TEST(TopModelTest, HeldByPrefersTheLeaseListingThePidThenAJobOfTheLease) {
