@@ -385,13 +385,13 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
     sigtimedwait(&chld, &info, &ts);  // SIGCHLD, or 20 ms to look at cancel/time limit again
   }
   kill(-child, SIGKILL);  // what is left of the job's process group ends with it
+  const int64_t ended = NowMs();  // the job's end: its main command's
   // And whatever else it left in its cgroup (a setsid'ed or double-forked child): TERM, the
-  // grace period, KILL. The lease's GPUs go back only once it is empty.
+  // grace period, KILL. The outcome is recorded and the GPUs go back only once it is empty.
   if (!cgroup.empty()) {
     confine::EndCgroupProcesses(cgroup, spec.grace_ms);
     (void)confine::RemoveCgroup(cgroup);
   }
-  const int64_t ended = NowMs();
   store::JobStore::Update outcome;
   outcome.ended_unix_ms = ended;
   model::JobState final_state;
