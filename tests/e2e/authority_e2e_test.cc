@@ -417,12 +417,7 @@ TEST_F(AuthorityE2E, AnotherUsersProcessOnALeasedGpuIsMarkedAnIntruder) {
   if (!alice || !bob) GTEST_SKIP() << "useradd is not available";
   ASSERT_EQ(Gpuman({"leases"}).exit_code, 0);  // root sets the table up
   // Bob's process, which the stand-in will report on GPU 2.
-  pid_t intruder = fork();
-  if (intruder == 0) {
-    if (setgid(bob->pw_gid) != 0 || setuid(bob->pw_uid) != 0) _exit(126);
-    execl("/bin/sleep", "sleep", "60", static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  const pid_t intruder = SleepAs(&*bob);
   const std::string go = dir_.Join("go");
   testing::RunResult run;
   std::thread runner([&] {

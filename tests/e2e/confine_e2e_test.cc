@@ -213,18 +213,8 @@ TEST_F(ConfineE2E, IntrudersAreEndedUnderTheKillPolicyAndRootsAreSpared) {
   });
   for (int i = 0; i < 600 && LeaseCount() != 1; ++i) usleep(50 * 1000);
   // Bob's process ignores SIGTERM, so only the SIGKILL after the grace period ends it.
-  pid_t bobs = fork();
-  if (bobs == 0) {
-    signal(SIGTERM, SIG_IGN);
-    if (setgid(bob->pw_gid) != 0 || setuid(bob->pw_uid) != 0) _exit(126);
-    execl("/bin/sleep", "sleep", "60", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  pid_t roots = fork();
-  if (roots == 0) {
-    execl("/bin/sleep", "sleep", "60", static_cast<char*>(nullptr));
-    _exit(127);
-  }
+  const pid_t bobs = SleepAs(&*bob, /*ignore_term=*/true);
+  const pid_t roots = SleepAs(nullptr);
   json scenario = json::parse(Slurp(scenario_));
   scenario["gpus"][2]["processes"] = json::array({{{"pid", bobs}, {"used_memory", 1 << 30}, {"type", "compute"}},
                                                   {{"pid", roots}, {"used_memory", 1 << 30}, {"type", "compute"}}});

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,6 +27,20 @@ inline std::optional<passwd> EnsureTestUser(const std::string& name) {
   passwd* pw = getpwnam(name.c_str());
   if (!pw) return std::nullopt;
   return *pw;
+}
+
+/// Starts `sleep 60` as `user` (nullptr: as ourselves) and returns its pid, for tests that
+/// need a real process of someone's (an intruder the stand-in reports on a GPU). With
+/// `ignore_term`, SIGTERM does not end it. The caller kills and reaps it.
+inline pid_t SleepAs(const passwd* user, bool ignore_term = false) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (ignore_term) signal(SIGTERM, SIG_IGN);
+    if (user && (setgid(user->pw_gid) != 0 || setuid(user->pw_uid) != 0)) _exit(126);
+    execl("/bin/sleep", "sleep", "60", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
 }
 
 /// Runs argv as `user` (fork, initgroups, setgid, setuid, exec) in `cwd`, with exactly
