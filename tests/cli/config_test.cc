@@ -217,6 +217,47 @@ TEST(ParseConfigTest, GpuCapsThatWouldWrapAreRefused) {
   EXPECT_EQ(got.error().message, "config x.toml: daemon.user_limits.bob must be a number from 0 to 1000000");
 }
 
+// Issue 23: [enforce], the machine's confinement and intruder policy.
+TEST(ParseConfigTest, EnforceTable) {
+  auto defaults = ParseConfig("", "x.toml");
+  ASSERT_TRUE(defaults);
+  EXPECT_EQ(defaults->enforce.devices, confine::DevicesSetting::kCgroup) << "on by default";
+  EXPECT_FALSE(defaults->enforce.intruders.kill) << "report by default";
+  EXPECT_EQ(defaults->enforce.intruders.grace_ms, 10000);
+  auto c = ParseConfig("[enforce]\ndevices = \"cgroup-v1\"\nforeign_processes = \"kill\"\ngrace = \"30s\"\n", "x.toml");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->enforce.devices, confine::DevicesSetting::kCgroupV1);
+  EXPECT_TRUE(c->enforce.intruders.kill);
+  EXPECT_EQ(c->enforce.intruders.grace_ms, 30000);
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {"[enforce]\ndevices = \"yes\"\n",
+            "config x.toml: enforce.devices must be \"cgroup\", \"cgroup-v2\", \"cgroup-v1\" or \"off\", not \"yes\""},
+           {"[enforce]\nforeign_processes = \"shoot\"\n",
+            "config x.toml: enforce.foreign_processes must be \"report\" or \"kill\""},
+           {"[enforce]\ngrace = \"soon\"\n", "config x.toml: enforce.grace must be a duration such as \"10s\""},
+           {"[enforce]\nmode = 1\n",
+            "config x.toml: enforce: unknown key 'mode' (known: devices, foreign_processes, grace)"}}) {
+    auto bad = ParseConfig(text, "x.toml");
+    ASSERT_FALSE(bad) << text;
+    EXPECT_EQ(bad.error().message, message);
+  }
+}
+
+// A user's own file cannot switch the machine's confinement off.
+TEST(LoadConfigTest, APersonalFileCannotSetEnforce) {
+  TempDir dir;
+  const std::string machine = dir.Write("etc/config.toml", "[enforce]\nforeign_processes = \"kill\"\n");
+  const std::string xdg = dir.Write("xdg/gpuman/config.toml", "[enforce]\ndevices = \"off\"\nforeign_processes = \"report\"\n");
+  Environment env;
+  env.vars["XDG_CONFIG_HOME"] = dir.Join("xdg");
+  auto c = LoadConfigFrom(env, std::nullopt, machine, 1000);
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->enforce.devices, confine::DevicesSetting::kCgroup);
+  EXPECT_TRUE(c->enforce.intruders.kill);
+  ASSERT_EQ(c->warnings.size(), 1u);
+  EXPECT_NE(c->warnings[0].find("enforce is the machine's to set"), std::string::npos) << c->warnings[0];
+}
+
 TEST(LoadConfigTest, PrecedenceFlagThenEnvThenTheMachinesFile) {
   TempDir dir;
   const std::string machine = dir.Write("etc/config.toml", "nvml_library = \"from-machine\"\n");
