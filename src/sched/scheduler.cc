@@ -135,7 +135,12 @@ class Pass {
   bool Reserve(const Job& job);
   void Start(const Item& item, std::vector<std::string> uuids, bool backfilled);
   void Wait(const Item& item, std::string reason, std::optional<int64_t> estimate = {});
-  std::string NotEnough(const Item& item, int64_t available) const;
+  std::string NotEnough(const Item& item, int64_t available);
+  struct FilterWhy {
+    std::optional<std::string> text;  // nullopt: Select would grant it
+    bool never = false;               // no GPU of this machine can ever pass the filters
+  };
+  const FilterWhy& FilterReason(const Item& item);
   std::vector<int> DrainedFor(const Item& item) const;
   std::string DrainedNames(const std::vector<int>& positions) const;
 
@@ -158,6 +163,8 @@ class Pass {
   int machine_gpus_ = 0;                   // GPUs with a UUID
   int not_drained_gpus_ = 0;
   std::vector<int> drained_positions_;     // ascending
+  // policy::Select's reason for a request with filters, per request: sweeps repeat one.
+  std::unordered_map<std::string, FilterWhy> filter_reasons_;
 
   // Open GPUs: usable, not occupied, not given; split by foreign processes and
   // by whether the head's reservation holds them.
@@ -463,6 +470,9 @@ void Pass::Visit(const Item& item) {
 
   if (!head_) {
     if (auto uuids = TryPlace(item, Mode::kAll)) return Start(item, std::move(*uuids), false);
+    // A job no GPU here can ever serve (the machine changed since its submit) is not the
+    // head: reserving for it would hold GPUs for nothing.
+    if (item.has_filters && FilterReason(item).never) return Wait(item, NotEnough(item, 0));
     if (Reserve(job)) {
       return Wait(item,
                   NotEnough(item, AvailableCount(item, Mode::kAll)) + "; next to start, " +
@@ -486,14 +496,49 @@ void Pass::Visit(const Item& item) {
   Wait(item, NotEnough(item, available));
 }
 
-std::string Pass::NotEnough(const Item& item, int64_t available) const {
+std::string Pass::NotEnough(const Item& item, int64_t available) {
   std::string what = Gpus(item.count);
   if (item.has_filters) what += " matching its filters";
+  // With filters, "N free" is not why: say what `run` would say of the same request.
+  if (item.has_filters) {
+    if (const FilterWhy& why = FilterReason(item); why.text) return "waiting for " + what + "; " + *why.text;
+  }
   std::string text = "waiting for " + what + "; " + std::to_string(available) + " free";
   // Drains are part of why: say so, so nobody waits on a GPU that an admin must undrain.
   std::vector<int> drained = DrainedFor(item);
   if (!drained.empty()) text += ", " + std::to_string(drained.size()) + " drained (" + DrainedNames(drained) + ")";
   return text;
+}
+
+// policy::Select's refusal of the job's request on the whole machine, its live leases and
+// its drains: "only 1 of 8 can ever be eligible: GPU 0-6 not model \"A100\"" (the machine
+// changed since the submit check) or "1 eligible: GPU 2-7 free memory below 40 GiB".
+// Nullopt when Select would grant it (what blocks it is this pass's own starts).
+const Pass::FilterWhy& Pass::FilterReason(const Item& item) {
+  const model::GpuRequest& r = item.job->request;
+  std::string key = std::to_string(r.count) + '|' + (r.allow_shared ? 's' : '-') + '|' + r.model.value_or("") +
+                    '|' + r.min_compute_capability.value_or("") + '|' +
+                    std::to_string(r.min_free_memory_bytes.value_or(-1)) + '|' +
+                    std::to_string(r.max_utilization_percent.value_or(-1)) + '|';
+  if (r.gpus) {
+    for (const auto& u : *r.gpus) key += u + ',';
+  }
+  key += '|';
+  for (const auto& u : r.exclude) key += u + ',';
+  auto [it, fresh] = filter_reasons_.try_emplace(key);
+  if (!fresh) return it->second;
+  model::GpuRequest req = r;
+  for (const auto& uuid : in_.drained) req.drained.emplace(uuid, "");
+  Result<policy::Selection> selection = policy::Select(in_.snapshot, in_.leases, req);
+  if (selection) return it->second;
+  it->second.never = selection.error().code == ErrorCode::kNotFound;
+  std::string why = selection.error().message;
+  // "need 2 GPUs, 1 eligible: ...": the need is already said.
+  if (why.rfind("need ", 0) == 0) {
+    if (size_t comma = why.find(", "); comma != std::string::npos) why.erase(0, comma + 2);
+  }
+  it->second.text = why;
+  return it->second;
 }
 
 // "GPU-3f2a9c1d, GPU-8e0b7a42, GPU-c0ffee00, ...": UUID prefixes, enough to tell GPUs apart.

@@ -508,7 +508,23 @@ TEST(SchedulerTest, FiltersGoThroughSelect) {
   SchedulerOutput out = Schedule(in);
   ASSERT_THAT(Started(out), ElementsAre(1));
   EXPECT_THAT(out.start[0].gpu_uuids, ElementsAre(Uuid(1)));
-  EXPECT_THAT(ReasonOf(out, 2), StartsWith("waiting for 2 GPUs matching its filters; 1 free"));
+  // The true reason, as `run` would give it, not a count of free GPUs.
+  EXPECT_EQ(ReasonOf(out, 2),
+            "waiting for 2 GPUs matching its filters; only 1 of 2 can ever be eligible: GPU 0 not model \"H100\"");
+}
+
+TEST(SchedulerTest, AFilterThatRejectsFreeGpusIsTheReason) {
+  SchedulerInput in = Given(Plain(3));
+  for (auto& gpu : in.snapshot.gpus) {
+    gpu.memory_total_bytes = int64_t{80} << 30;
+    gpu.memory_free_bytes = int64_t{10} << 30;
+  }
+  Job roomy = Queued(1, 1000, 2);
+  roomy.request.min_free_memory_bytes = int64_t{40} << 30;
+  in.jobs.push_back(roomy);
+  SchedulerOutput out = Schedule(in);
+  EXPECT_THAT(Started(out), ElementsAre());
+  EXPECT_THAT(ReasonOf(out, 1), StartsWith("waiting for 2 GPUs matching its filters; 0 eligible: GPU 0-2 free memory"));
 }
 
 // --- reasons and edge cases ----------------------------------------------------------
