@@ -35,10 +35,20 @@ Context::Context(Environment env, Config config, std::optional<Simulation> sim, 
   } else {
     state_dir_ = env_.Get("HOME").value_or("/tmp") + "/.local/state/gpuman";
   }
-  if (auto d = env_.Get("GPUMAN_LEASE_DIR"); d && !d->empty()) {
-    lease_dir_ = *d;
-  } else if (config_.lease_dir) {
+  // The machine's file (only it may set lease_dir) wins over the environment: a variable
+  // anyone may set must not move anyone to a table of their own (issue 23).
+  const std::optional<std::string> env_lease_dir = env_.Get("GPUMAN_LEASE_DIR");
+  if (config_.lease_dir) {
     lease_dir_ = *config_.lease_dir;
+    for (const char* name : {"GPUMAN_LEASE_DIR", "GPUMAN_STATE_DIR"}) {
+      if (auto d = env_.Get(name); d && !d->empty() && *d != lease_dir_) {
+        err_ << "gpuman: warning: the machine's lease table is " << lease_dir_ << " (config lease_dir); " << name
+             << " does not move it\n";
+        break;
+      }
+    }
+  } else if (env_lease_dir && !env_lease_dir->empty()) {
+    lease_dir_ = *env_lease_dir;
   } else if (auto state = env_.Get("GPUMAN_STATE_DIR"); state && !state->empty()) {
     lease_dir_ = *state;
   } else {

@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "cli/slurm_accounting.h"
+#include "cli/socket_trust.h"
 #include "confine/cgroup.h"
 #include "daemon/daemon.h"
 #include "metrics/listen_address.h"
@@ -39,6 +40,20 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
     return ctx.Fail(MakeError(ErrorCode::kInvalidArgument,
                               "a user daemon keeps its state under $XDG_STATE_HOME or $HOME, and neither is set: "
                               "set one, or give --state-dir"));
+  }
+  if (!system_mode) {
+    // One authority per machine (issue 23): beside root's daemon, a user's own would be a
+    // second lease table that cannot see root's leases. It yields, at start and later.
+    const std::string machine_socket = daemon::DefaultSocketPath(/*system_mode=*/true, ctx.env().vars);
+    if (RootDaemonServes(machine_socket)) {
+      return ctx.Fail(MakeError(ErrorCode::kConflict, "the machine's daemon serves at " + machine_socket +
+                                                          ": a daemon of yours would be a second authority beside it; "
+                                                          "use that one (`gpuman submit`, `gpuman run`)"));
+    }
+    options.machine_daemon = [machine_socket]() -> std::optional<std::string> {
+      if (!RootDaemonServes(machine_socket)) return std::nullopt;
+      return "the machine's daemon serves at " + machine_socket;
+    };
   }
   const DaemonConfig& dc = ctx.config().daemon;
   if (dc.admin_group) {

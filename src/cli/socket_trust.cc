@@ -10,7 +10,9 @@
 #include "cli/socket_trust.h"
 
 #include <pwd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -18,6 +20,8 @@
 #include <cstring>
 #include <filesystem>
 #include <vector>
+
+#include "base/unique_fd.h"
 
 namespace gpuman::cli {
 namespace {
@@ -118,6 +122,22 @@ std::string NoDaemonAdvice() {
   // lease table beside the machine's (issue 23).
   if (getuid() == 0) return "start the machine's daemon: `systemctl start gpuman.socket`, or `gpuman daemon`";
   return "the machine's daemon is not running: ask your admin to start it (`systemctl start gpuman.socket`)";
+}
+
+bool RootDaemonServes(const std::string& socket_path) {
+  struct stat st {};
+  if (lstat(socket_path.c_str(), &st) != 0 || !S_ISSOCK(st.st_mode) || st.st_uid != 0) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (socket_path.size() >= sizeof addr.sun_path) return false;
+  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size());
+  // Non-blocking: a listener whose backlog is full still listens, and nobody waits on it.
+  UniqueFd fd(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
+  if (!fd) return false;
+  if (connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) return errno == EAGAIN;
+  ucred cred{};
+  socklen_t len = sizeof cred;
+  return getsockopt(fd.get(), SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.uid == 0;
 }
 
 }  // namespace gpuman::cli

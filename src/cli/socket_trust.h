@@ -40,6 +40,11 @@ Status JudgeSocketTrust(const std::string& socket_path, const std::string& dir_p
 /// machine's daemon, anyone else to ask their admin (never to start one of their own).
 std::string NoDaemonAdvice();
 
+/// Whether root's daemon serves at `socket_path` now: a socket root owns, on which a
+/// connection is accepted by a root process (SO_PEERCRED; systemd's when the socket is
+/// activated). Sends nothing. Used by a user's daemon, which yields to it (docs/cli.md).
+bool RootDaemonServes(const std::string& socket_path);
+
 Status CheckSocketTrust(const std::string& socket_path, uint32_t my_uid,
                         const UserNamer& name_of = PasswdUserName);
 

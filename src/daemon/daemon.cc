@@ -187,8 +187,15 @@ Status Daemon::OpenState() {
   if (!options_.machine_lease_dir.empty()) {
     // Leases taken while no daemon ran stay respected; as root this also sets the table up.
     auto table = store::OpenMachineLeaseTable(options_.machine_lease_dir, getuid(), lease_options);
-    if (table) {
+    if (table && !options_.system_mode) {
+      // A user's daemon is never a lease table of its own (issue 23): it takes its GPUs in
+      // the machine's table, where every `run` without a daemon, and the machine's daemon
+      // when it starts, see them, and it sees theirs. docs/design.md ("One authority").
+      leases_ = std::move(table->store);
+    } else if (table) {
       machine_leases_ = std::move(table->store);
+    } else if (!options_.system_mode) {
+      return table.error().WithContext("a daemon of yours takes its GPUs from the machine lease table");
     } else if (table.error().code == ErrorCode::kIo && !store::IsDiskFull(table.error())) {
       // A file there that is not a lease table (corrupt, another program's, newer): its
       // leases cannot be respected, and guessing could hand out GPUs that are in use.
@@ -686,6 +693,13 @@ void Daemon::SchedulePass() {
                                 [](const model::Job& j) { return j.state == model::JobState::kQueued; });
   waiting_.clear();
   if (!any_queued) return;
+  if (auto why = Superseded()) {
+    int position = 0;
+    for (const auto& j : *active) {
+      if (j.state == model::JobState::kQueued) waiting_[j.id] = sched::WaitReason{j.id, *why, ++position, std::nullopt};
+    }
+    return;
+  }
   if (unwritable_) return;  // a job started now could not record its outcome
 
   if (!latest_->snapshot) return;  // the devices cannot be read: place nothing
@@ -804,7 +818,19 @@ Result<std::vector<model::Lease>> Daemon::AllLiveLeases() {
   return live;
 }
 
+std::optional<std::string> Daemon::Superseded() {
+  if (!options_.machine_daemon) return std::nullopt;
+  const int64_t now = clock_.NowUnixMs();
+  if (superseded_at_ms_ < 0 || now - superseded_at_ms_ >= 2000 || now < superseded_at_ms_) {
+    superseded_at_ms_ = now;
+    superseded_ = options_.machine_daemon();
+    if (superseded_) *superseded_ += ": this daemon of yours grants nothing beside it (stop it and use that one)";
+  }
+  return superseded_;
+}
+
 Result<lease::Grant> Daemon::AcquireStepFor(const Peer& peer, const lease::AcquireAsk& ask) {
+  if (auto why = Superseded()) return MakeError(ErrorCode::kUnavailable, *why);
   auto snap = lease::SnapshotWithTopology(devices_, topology_);
   if (!snap) return snap.error();
   const lease::Authority authority{*leases_, MachineTableLeases(), Rules(), store::ProcLivenessCheck(), clock_};

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <csignal>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -60,6 +61,10 @@ struct DaemonOptions {
   /// by Start() once the socket is bound; it takes effect only when the daemon is root and
   /// the host allows it. Off here by default (tests that build a Daemon).
   confine::DevicesSetting devices = confine::DevicesSetting::kOff;
+  /// A user's daemon only: says so ("the machine's daemon serves at PATH") while root's
+  /// daemon serves the machine, and this daemon then grants no lease and starts no job
+  /// (docs/cli.md, "User mode"). Asked at most every 2 s. Unset: never asked.
+  std::function<std::optional<std::string>()> machine_daemon;
 };
 
 class Server;
@@ -187,6 +192,8 @@ class Daemon {
   // The machine lease table's live leases (taken while no daemon ran), read only, with
   // negative ids; none when there is no such table or it cannot be read.
   std::vector<model::Lease> MachineTableLeases();
+  /// options_.machine_daemon's answer, kept for 2 s, turned into the refusal's text.
+  std::optional<std::string> Superseded();
   // The acquire step (lease/acquire_step.h) with this daemon's devices, table and rules.
   Result<lease::Grant> AcquireStepFor(const Peer& peer, const lease::AcquireAsk& ask);
   Result<protocol::AcquireResult> AcquireFor(const Peer& peer, const protocol::AcquireArgs& args);
@@ -237,6 +244,8 @@ class Daemon {
   std::unique_ptr<store::JobStore> jobs_;
   std::unique_ptr<store::LeaseStore> leases_;
   std::unique_ptr<store::LeaseStore> machine_leases_;  // read only; may be absent
+  std::optional<std::string> superseded_;              // Superseded()'s last answer
+  int64_t superseded_at_ms_ = -1;
   std::optional<model::Topology> topology_;
   std::map<int64_t, sched::WaitReason> waiting_;  // from the last pass, for `queue`
   std::unique_ptr<Server> server_;

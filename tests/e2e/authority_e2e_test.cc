@@ -226,6 +226,34 @@ $G run -n 1 -- true; echo second=$?
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }
 
+// Issue 23: the machine's lease_dir holds whatever the environment says: a user who points
+// GPUMAN_LEASE_DIR at a table of their own still meets everyone else's leases.
+TEST_F(AuthorityE2E, TheMachinesLeaseDirWinsOverTheEnvironment) {
+  const std::string config = dir_.Write("config.toml", "lease_dir = \"" + lease_dir_ + "\"\n");
+  const std::string go = dir_.Join("go");
+  testing::RunResult holder;
+  std::thread runner([&] {
+    holder = Gpuman({"run", "-q", "-n", "8", "--", "/bin/sh", "-c", "while [ ! -e \"$0\" ]; do sleep 0.05; done", go},
+                    {{"GPUMAN_CONFIG", config}});
+  });
+  json leases;
+  for (int i = 0; i < 600 && leases.size() != 1; ++i) {
+    leases = json::parse(Gpuman({"leases", "--json"}).out)["leases"];
+    if (leases.size() != 1) usleep(50 * 1000);
+  }
+  EXPECT_EQ(leases.size(), 1u);
+  const std::string own = dir_.Join("my-own-table");
+  auto r = Gpuman({"run", "-n", "1", "--", "true"}, {{"GPUMAN_CONFIG", config}, {"GPUMAN_LEASE_DIR", own}});
+  std::ofstream(go) << "go";
+  runner.join();
+  EXPECT_EQ(r.exit_code, 125) << "every GPU is leased in the machine's table: " << r.err;
+  EXPECT_NE(r.err.find("gpuman: warning: the machine's lease table is " + lease_dir_ +
+                       " (config lease_dir); GPUMAN_LEASE_DIR does not move it\n"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(holder.exit_code, 0) << holder.err;
+}
+
 // A running queue job's lease is the job's: `release` is refused and names the job.
 TEST_F(AuthorityE2E, ReleaseOfARunningJobsLeaseIsRefused) {
   StartDaemon();
@@ -463,6 +491,68 @@ TEST_F(AuthorityE2E, AnotherUsersProcessOnALeasedGpuIsMarkedAnIntruder) {
   EXPECT_NE(text.out.find("INTRUDER on lease " + std::to_string(lease) + " (gpumanta): sleep 60"), std::string::npos)
       << text.out;
   EXPECT_EQ(run.exit_code, 0) << run.err;
+}
+
+// Issue 23: a daemon an ordinary user starts is never a lease table of its own. Its leases
+// are taken in the machine's table, so alice (no daemon) sees bob's lease and cannot get
+// its GPUs, and bob's daemon does not hand out the GPUs alice holds.
+TEST_F(AuthorityE2E, AUsersOwnDaemonTakesItsGpusInTheMachineTable) {
+  if (getuid() != 0) GTEST_SKIP() << "needs root to create users";
+  auto alice = EnsureTestUser("gpumanta");
+  auto bob = EnsureTestUser("gpumantb");
+  if (!alice || !bob) GTEST_SKIP() << "useradd is not available";
+  ASSERT_EQ(Gpuman({"leases"}).exit_code, 0);  // root sets the table up
+  const std::string bobs = dir_.Join("bob");
+  ASSERT_EQ(mkdir(bobs.c_str(), 0700), 0);
+  ASSERT_EQ(chown(bobs.c_str(), bob->pw_uid, bob->pw_gid), 0);
+  auto env = Env();
+  env["GPUMAN_SIMULATE"] = "";
+  PrivateDaemon bobs_daemon;
+  ASSERT_TRUE(bobs_daemon.Start({.scenario = scenario_,
+                                 .socket = bobs + "/gpuman.sock",
+                                 .state_dir = bobs + "/state",
+                                 .env = env,
+                                 .user = &*bob}));
+  const std::map<std::string, std::string> via_bobs = {{"GPUMAN_SOCKET", bobs + "/gpuman.sock"}};
+  // Alice holds 6 GPUs without a daemon.
+  const std::string go = dir_.Join("go");
+  testing::RunResult alices_run;
+  std::thread alice_runs([&] {
+    alices_run = RunAsUser(*alice, {kGpuman, "run", "-q", "-n", "6", "--", "/bin/sh", "-c",
+                                    "while [ ! -e \"$0\" ]; do sleep 0.05; done", go},
+                           Env());
+  });
+  json leases;
+  for (int i = 0; i < 600 && leases.size() != 1; ++i) {
+    leases = json::parse(Gpuman({"leases", "--json"}).out)["leases"];
+    if (leases.size() != 1) usleep(50 * 1000);
+  }
+  ASSERT_EQ(leases.size(), 1u);
+  // Bob's daemon sees them: 3 GPUs are more than are left.
+  auto more = RunAsUser(*bob, {kGpuman, "run", "-q", "-n", "3", "--", "true"}, Env(via_bobs));
+  EXPECT_EQ(more.exit_code, 125) << more.err;
+  // Bob takes the other 2 through his daemon; alice sees that lease in the machine table.
+  const std::string go2 = dir_.Join("go2");
+  testing::RunResult bobs_run;
+  std::thread bob_runs([&] {
+    bobs_run = RunAsUser(*bob, {kGpuman, "run", "-q", "-n", "2", "--", "/bin/sh", "-c",
+                                "while [ ! -e \"$0\" ]; do sleep 0.05; done", go2},
+                         Env(via_bobs));
+  });
+  for (int i = 0; i < 600 && leases.size() != 2; ++i) {
+    leases = json::parse(RunAsUser(*alice, {kGpuman, "leases", "--json"}, Env()).out)["leases"];
+    if (leases.size() != 2) usleep(50 * 1000);
+  }
+  EXPECT_EQ(leases.size(), 2u) << "bob's daemon's lease is in the machine table";
+  auto none_left = RunAsUser(*alice, {kGpuman, "run", "-q", "-n", "1", "--", "true"}, Env());
+  EXPECT_EQ(none_left.exit_code, 125) << none_left.err;
+  std::ofstream(go) << "go";
+  std::ofstream(go2) << "go";
+  alice_runs.join();
+  bob_runs.join();
+  EXPECT_EQ(alices_run.exit_code, 0) << alices_run.err;
+  EXPECT_EQ(bobs_run.exit_code, 0) << bobs_run.err;
+  EXPECT_EQ(json::parse(Gpuman({"leases", "--json"}).out)["leases"].size(), 0u);
 }
 
 }  // namespace

@@ -38,7 +38,7 @@ class FakeJobLauncher final : public sched::JobLauncher {
   pid_t pid = getpid();
 
   Result<std::unique_ptr<sched::LaunchedJob>> Launch(const sched::JobLaunchSpec& spec) override {
-    launches.push_back({spec, std::nullopt, false});
+    launches.push_back({spec, std::nullopt, false, {}});
     if (!fail_next.empty()) {
       Error e = fail_next.front();
       fail_next.pop_front();
