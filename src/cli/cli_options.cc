@@ -121,6 +121,8 @@ CLI::App* AddLeasesCommand(CLI::App& app, LeasesArgs& args) {
 CLI::App* AddReleaseCommand(CLI::App& app, ReleaseArgs& args) {
   CLI::App* cmd = app.add_subcommand("release", "Free a lease of yours, or a stale one");
   cmd->add_option("ID", args.ids, "Lease id(s), as `gpuman leases` shows them")->required();
+  cmd->add_flag("--force", args.force,
+                "Root and the admin group: end what still runs on the lease (SIGTERM, SIGKILL after 5 s), then free it");
   return cmd;
 }
 

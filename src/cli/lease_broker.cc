@@ -16,6 +16,7 @@
 #include "cli/daemon_pages.h"
 #include "devices/device_source.h"
 #include "lease/acquire_step.h"
+#include "lease/force_release.h"
 #include "store/lease_store.h"
 #include "store/proc_liveness.h"
 
@@ -154,10 +155,16 @@ class DaemonBroker final : public LeaseBroker {
 
   Status Release(int64_t lease_id) override {
     // Giving back is safe to repeat (a lease already gone is kNotFound): across a restart too.
-    auto r = daemon_.CallResuming<protocol::EmptyResult>(protocol::ReleaseArgs{lease_id});
+    auto r = daemon_.CallResuming<protocol::ReleaseResult>(protocol::ReleaseArgs{lease_id});
     if (!r) return r.error();
     return {};
   }
+  Result<int64_t> ForceReleaseStep(int64_t lease_id) override {
+    auto r = daemon_.CallResuming<protocol::ReleaseResult>(protocol::ReleaseArgs{lease_id, /*force=*/true});
+    if (!r) return r.error();
+    return r->ending;
+  }
+
 
   // Every page (docs/protocol.md, "leases"), across a restart too.
   Result<std::vector<model::Lease>> List() override { return FetchAllLeases(daemon_, /*resuming=*/true); }
@@ -278,6 +285,27 @@ class TableBroker final : public LeaseBroker {
     return table_.Release(lease_id);
   }
 
+  Result<int64_t> ForceReleaseStep(int64_t lease_id) override {
+    auto lease = table_.Get(lease_id);
+    if (!lease) return lease.error();
+    if (!*lease) return MakeError(ErrorCode::kNotFound, "no lease " + std::to_string(lease_id));
+    // The daemon checks ownership first (every lease op); so does this path.
+    if (auto mine = policy::CheckYourLease(**lease, caller_, policy::LeaseAct::kManage); !mine) return mine.error();
+    if (auto ok = policy::CheckForceRelease(**lease, caller_, std::nullopt); !ok) return ok.error();
+    if (geteuid() != 0) {
+      return MakeError(ErrorCode::kPermissionDenied,
+                       "without the daemon only root may end another user's processes: run `release --force` as root");
+    }
+    std::vector<pid_t> live;
+    for (const auto& p : (*lease)->processes) {
+      if (p.pid != getpid() && alive_(p)) live.push_back(p.pid);
+    }
+    const int64_t left = lease::ForceEndStep(lease_id, live, clock_.NowUnixMs(), ending_);
+    if (left > 0) return left;
+    if (auto r = table_.Release(lease_id); !r) return r.error();
+    return 0;
+  }
+
   Result<std::vector<model::Lease>> List() override { return table_.List(alive_); }
 
   void WaitForChange(int ms) override {
@@ -333,6 +361,7 @@ class TableBroker final : public LeaseBroker {
   const Clock& clock_;
   store::LivenessCheck alive_;
   std::mt19937 jitter_;
+  lease::ForceEnding ending_;  // release --force in progress
   std::unique_ptr<ChangeWaiter> waiter_;
   std::optional<model::Topology> topology_;  // does not change while we wait
   std::set<std::string> leased_before_;      // GPUs leased at our last full look

@@ -64,6 +64,11 @@ class LeaseBroker {
   virtual Status AddProcesses(int64_t lease_id, const std::vector<model::LeaseProcess>& processes) = 0;
   /// Errors: kNotFound, kPermissionDenied (another user's), kConflict (a job's lease).
   virtual Status Release(int64_t lease_id) = 0;
+  /// One step of `release --force` (lease/force_release.h): signals what still runs on the
+  /// lease and returns how many of its processes live; 0 once the lease is freed.
+  /// Errors: those of Release, and kPermissionDenied (not root or the admin group; without
+  /// a daemon, not root: nobody else may signal another user's processes).
+  virtual Result<int64_t> ForceReleaseStep(int64_t lease_id) = 0;
   /// The live leases of the machine.
   virtual Result<std::vector<model::Lease>> List() = 0;
   /// Returns when something may have changed (a lease given back), or after `ms`.

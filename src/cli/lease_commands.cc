@@ -12,6 +12,7 @@
 #include "cli/acquire.h"
 #include "cli/exit_codes.h"
 #include "cli/lease_broker.h"
+#include "lease/force_release.h"
 #include "render/format.h"
 #include "store/proc_liveness.h"
 #include "visibility/child_env.h"
@@ -163,13 +164,41 @@ int RunLeases(const LeasesArgs& args, Context& ctx) {
   return kExitOk;
 }
 
+namespace {
+
+// `release --force`: steps until nothing runs on the lease and it is freed. The authority
+// signals (SIGTERM, then SIGKILL after lease::kForceReleaseGraceMs); we only ask again.
+Status ForceRelease(LeaseBroker& broker, int64_t id, Context& ctx) {
+  constexpr int kStepMs = 100;
+  constexpr int64_t kGiveUpMs = lease::kForceReleaseGraceMs + 10000;
+  bool said = false;
+  for (int64_t waited = 0;; waited += kStepMs) {
+    auto left = broker.ForceReleaseStep(id);
+    if (!left) return left.error();
+    if (*left == 0) return {};
+    if (!said) {
+      ctx.err() << "gpuman: ending " << *left << (*left == 1 ? " process" : " processes") << " of lease " << id
+                << " (SIGTERM, SIGKILL after " << lease::kForceReleaseGraceMs / 1000 << " s)\n";
+      said = true;
+    }
+    if (waited >= kGiveUpMs) {
+      return MakeError(ErrorCode::kBusy, "lease " + std::to_string(id) + ": " + std::to_string(*left) +
+                                             " of its processes still live after SIGKILL (uninterruptible?); not freed");
+    }
+    usleep(kStepMs * 1000);
+  }
+}
+
+}  // namespace
+
 int RunRelease(const ReleaseArgs& args, Context& ctx) {
   // The lease authority (daemon or machine lease table) checks who may release what.
   auto broker = ctx.Broker();
   if (!broker) return FailLease(ctx, broker.error());
   int rc = kExitOk;
   for (int64_t id : args.ids) {
-    if (auto r = (*broker)->Release(id); !r) {
+    Status r = args.force ? ForceRelease(**broker, id, ctx) : (*broker)->Release(id);
+    if (!r) {
       ctx.err() << "gpuman: error: " << r.error().message
                 << (r.error().code == ErrorCode::kNotFound ? " (see `gpuman leases`)" : "") << "\n";
       rc = r.error().code == ErrorCode::kNotFound ? int{kExitUsage} : ExitCodeFor(r.error().code);

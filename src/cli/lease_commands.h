@@ -26,6 +26,7 @@ int RunLeases(const LeasesArgs& args, Context& ctx);
 
 struct ReleaseArgs {
   std::vector<int64_t> ids;
+  bool force = false;  // root and the admin group: end what still runs on it first
 };
 int RunRelease(const ReleaseArgs& args, Context& ctx);
 

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -21,6 +22,7 @@
 #include "base/strings.h"
 #include "base/unique_fd.h"
 #include "devices/gpu_ids.h"
+#include "lease/force_release.h"
 #include "policy/selection.h"
 #include "protocol/framing.h"
 #include "daemon/call.h"
@@ -851,13 +853,16 @@ Result<protocol::AcquireResult> Daemon::AcquireFor(const Peer& peer, const proto
   return protocol::AcquireResult{got->lease_id, got->selection.uuids, got->nested};
 }
 
-Status Daemon::CheckReleaseFor(const Peer& peer, const model::Lease& lease) {
-  std::optional<policy::LeaseJob> job;
+std::optional<policy::LeaseJob> Daemon::JobOfLease(const model::Lease& lease) {
   if (auto active = jobs_->Active()) {
     for (const auto& j : *active) {
-      if (j.lease_id == lease.id) job = policy::LeaseJob{j.id, j.name};
+      if (j.lease_id == lease.id) return policy::LeaseJob{j.id, j.name};
     }
   }
+  return std::nullopt;
+}
+
+std::vector<model::LeaseProcess> Daemon::LiveProcessesOf(const model::Lease& lease, const Peer& peer) {
   std::vector<model::LeaseProcess> live;
   for (const auto& p : lease.processes) {
     // The holder giving its own lease back (`run` once its command ended) is not in the way.
@@ -865,9 +870,27 @@ Status Daemon::CheckReleaseFor(const Peer& peer, const model::Lease& lease) {
   }
   // Nor is anything else left in its cgroup: a confined lease ends when that is empty.
   for (pid_t pid : LeaseCgroupProcesses(lease.id)) {
-    if (pid != peer.pid) live.push_back(model::LeaseProcess{static_cast<int32_t>(pid), 0});
+    const bool known = std::any_of(live.begin(), live.end(), [&](const auto& p) { return p.pid == pid; });
+    if (pid != peer.pid && !known) live.push_back(model::LeaseProcess{static_cast<int32_t>(pid), 0});
   }
-  return policy::CheckRelease(lease, CallerOf(peer), job, live);
+  return live;
+}
+
+Status Daemon::CheckReleaseFor(const Peer& peer, const model::Lease& lease) {
+  return policy::CheckRelease(lease, CallerOf(peer), JobOfLease(lease), LiveProcessesOf(lease, peer));
+}
+
+Result<int64_t> Daemon::ForceEndFor(const Peer& peer, const model::Lease& lease) {
+  if (auto ok = policy::CheckForceRelease(lease, CallerOf(peer), JobOfLease(lease)); !ok) return ok.error();
+  std::vector<pid_t> pids;
+  for (const auto& p : LiveProcessesOf(lease, peer)) pids.push_back(p.pid);
+  const int64_t before = static_cast<int64_t>(force_ending_.count(lease.id));
+  const int64_t left = lease::ForceEndStep(lease.id, pids, clock_.NowUnixMs(), force_ending_);
+  if (left > 0 && before == 0) {
+    std::fprintf(stderr, "gpuman: release --force of lease %lld (%s) by uid %u: ending %lld processes\n",
+                 static_cast<long long>(lease.id), lease.user.c_str(), peer.uid, static_cast<long long>(left));
+  }
+  return left;
 }
 
 Status Daemon::CheckSubmitFor(const Peer& peer, const protocol::SubmitArgs& args) {

@@ -198,6 +198,12 @@ class Daemon {
   Result<lease::Grant> AcquireStepFor(const Peer& peer, const lease::AcquireAsk& ask);
   Result<protocol::AcquireResult> AcquireFor(const Peer& peer, const protocol::AcquireArgs& args);
   Status CheckReleaseFor(const Peer& peer, const model::Lease& lease);
+  /// One step of `release --force` (lease/force_release.h): how many of its processes
+  /// still live (0: free it now). Errors: those of policy::CheckForceRelease.
+  Result<int64_t> ForceEndFor(const Peer& peer, const model::Lease& lease);
+  std::optional<policy::LeaseJob> JobOfLease(const model::Lease& lease);
+  /// What still runs on `lease`: its live processes and its cgroup's, the caller's left out.
+  std::vector<model::LeaseProcess> LiveProcessesOf(const model::Lease& lease, const Peer& peer);
   Status CheckSubmitFor(const Peer& peer, const protocol::SubmitArgs& args);
   model::Job WithWaitInfo(model::Job job) const;
   DaemonIdentity identity() const;
@@ -245,6 +251,7 @@ class Daemon {
   std::unique_ptr<store::LeaseStore> leases_;
   std::unique_ptr<store::LeaseStore> machine_leases_;  // read only; may be absent
   std::optional<std::string> superseded_;              // Superseded()'s last answer
+  std::map<int64_t, int64_t> force_ending_;            // lease::ForceEnding of `release --force`
   int64_t superseded_at_ms_ = -1;
   std::optional<model::Topology> topology_;
   std::map<int64_t, sched::WaitReason> waiting_;  // from the last pass, for `queue`

@@ -107,10 +107,19 @@ Reply Daemon::OnAddProcesses(const Call& call) {
 }
 
 Reply Daemon::OnRelease(const Call& call) {
-  if (auto ok = CheckReleaseFor(call.peer, *call.lease); !ok) return Fail(call.id(), ok.error());
+  const auto& a = call.args<protocol::ReleaseArgs>();
+  if (a.force) {
+    // Root and the admin group: end what still runs on it, one step per request (the
+    // client asks again), so that the daemon never waits for a process to die.
+    auto left = ForceEndFor(call.peer, *call.lease);
+    if (!left) return Fail(call.id(), left.error());
+    if (*left > 0) return MakeReply(call.id(), protocol::ReleaseResult{*left});
+  } else if (auto ok = CheckReleaseFor(call.peer, *call.lease); !ok) {
+    return Fail(call.id(), ok.error());
+  }
   if (auto r = leases_->Release(call.lease->id); !r) return Fail(call.id(), r.error());
   dirty_ = true;
-  return MakeReply(call.id(), protocol::EmptyResult{});
+  return MakeReply(call.id(), protocol::ReleaseResult{});
 }
 
 }  // namespace gpuman::daemon

@@ -126,8 +126,9 @@ std::optional<int64_t> JobIdOfLease(const model::Lease& lease) {
   return id;
 }
 
-Status CheckRelease(const model::Lease& lease, const Caller& caller, const std::optional<LeaseJob>& job,
-                    const std::vector<model::LeaseProcess>& live) {
+namespace {
+
+Status RefuseJobLease(const model::Lease& lease, const std::optional<LeaseJob>& job) {
   if (job || lease.kind == "job") {
     std::string id = job ? std::to_string(job->id) : std::to_string(JobIdOfLease(lease).value_or(0));
     std::string name = job && !job->name.empty() ? " (" + job->name + ")" : "";
@@ -135,6 +136,24 @@ Status CheckRelease(const model::Lease& lease, const Caller& caller, const std::
                                                ", which still runs on its GPUs: cancel the job with `gpuman cancel " +
                                                id + "`");
   }
+  return {};
+}
+
+}  // namespace
+
+Status CheckForceRelease(const model::Lease& lease, const Caller& caller, const std::optional<LeaseJob>& job) {
+  if (auto refused = RefuseJobLease(lease, job); !refused) return refused;
+  if (!caller.is_admin) {
+    return MakeError(ErrorCode::kPermissionDenied,
+                     "release --force is for root and the admin group: end the command that holds lease " +
+                         std::to_string(lease.id) + " (Ctrl-C where it runs) and its lease ends with it");
+  }
+  return {};
+}
+
+Status CheckRelease(const model::Lease& lease, const Caller& caller, const std::optional<LeaseJob>& job,
+                    const std::vector<model::LeaseProcess>& live) {
+  if (auto refused = RefuseJobLease(lease, job); !refused) return refused;
   if (auto mine = CheckYourLease(lease, caller, LeaseAct::kManage); !mine) return mine;
   if (lease.kind == "run" && !live.empty()) {
     const std::string pid = std::to_string(live.front().pid);

@@ -103,6 +103,13 @@ struct LeaseJob {
 Status CheckRelease(const model::Lease& lease, const Caller& caller,
                     const std::optional<LeaseJob>& job, const std::vector<model::LeaseProcess>& live = {});
 
+/// Whether `caller` may `release --force` `lease`: end what still runs on it, then free it.
+/// Root and the admin group only (ending another user's processes is theirs to do; a
+/// holder ends their own command with Ctrl-C). A job's lease stays the job's: cancel it.
+/// Errors: kConflict (a job's lease, as CheckRelease), kPermissionDenied ("release --force
+/// is for root and the admin group ...").
+Status CheckForceRelease(const model::Lease& lease, const Caller& caller, const std::optional<LeaseJob>& job);
+
 /// The job id a lease of kind "job" was taken for ("job 7 (train)"), or nullopt.
 std::optional<int64_t> JobIdOfLease(const model::Lease& lease);
 

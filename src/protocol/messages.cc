@@ -197,7 +197,15 @@ json ToJson(const AddProcessesArgs& v) {
   for (const auto& p : v.processes) processes.push_back(LeaseProcessToJson(p));
   return json{{"lease_id", v.lease_id}, {"processes", std::move(processes)}};
 }
-json ToJson(const ReleaseArgs& v) { return json{{"lease_id", v.lease_id}}; }
+json ToJson(const ReleaseArgs& v) {
+  json j{{"lease_id", v.lease_id}};
+  if (v.force) j["force"] = true;
+  return j;
+}
+json ToJson(const ReleaseResult& v) {
+  if (v.ending == 0) return json::object();
+  return json{{"ending", v.ending}};
+}
 json ToJson(const EmptyResult&) { return json::object(); }
 json ToJson(const AddProcessesResult& v) {
   json j = json::object();
@@ -564,6 +572,15 @@ Result<ReleaseArgs> FromJson<ReleaseArgs>(const json& j) {
   ReleaseArgs v;
   FieldReader f(j, "args");
   ReadId(f, "lease_id", v.lease_id);
+  f.Optional("force", v.force);
+  return Done(f, v);
+}
+
+template <>
+Result<ReleaseResult> FromJson<ReleaseResult>(const json& j) {
+  ReleaseResult v;
+  FieldReader f(j, "result");
+  f.Optional("ending", v.ending);
   return Done(f, v);
 }
 

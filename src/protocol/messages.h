@@ -206,6 +206,13 @@ struct AddProcessesResult {
 // ---- release: give a lease back.
 struct ReleaseArgs {
   int64_t lease_id = 0;
+  /// `release --force` (root and the admin group): end what still runs on it first.
+  bool force = false;
+};
+/// The result of release: {} once it is freed; with force, {"ending": N} while N of its
+/// processes still live (they were signalled; ask again).
+struct ReleaseResult {
+  int64_t ending = 0;
 };
 /// The result of release: {}.
 struct EmptyResult {};
@@ -294,6 +301,7 @@ nlohmann::json ToJson(const AcquireResult& v);
 nlohmann::json ToJson(const AddProcessesArgs& v);
 nlohmann::json ToJson(const ReleaseArgs& v);
 nlohmann::json ToJson(const EmptyResult& v);
+nlohmann::json ToJson(const ReleaseResult& v);
 nlohmann::json ToJson(const AddProcessesResult& v);
 nlohmann::json ToJson(const StatusArgs& v);
 nlohmann::json ToJson(const StatusResult& v);
@@ -366,6 +374,8 @@ template <>
 Result<ReleaseArgs> FromJson<ReleaseArgs>(const nlohmann::json& j);
 template <>
 Result<EmptyResult> FromJson<EmptyResult>(const nlohmann::json& j);
+template <>
+Result<ReleaseResult> FromJson<ReleaseResult>(const nlohmann::json& j);
 template <>
 Result<AddProcessesResult> FromJson<AddProcessesResult>(const nlohmann::json& j);
 template <>

@@ -29,6 +29,7 @@ class ScriptedBroker final : public LeaseBroker {
   Result<Granted> Preview(const LeaseAsk&) override { return MakeError(ErrorCode::kBusy, "a script"); }
   Status AddProcesses(int64_t, const std::vector<model::LeaseProcess>&) override { return {}; }
   Status Release(int64_t) override { return {}; }
+  Result<int64_t> ForceReleaseStep(int64_t) override { return 0; }
   Result<std::vector<model::Lease>> List() override { return std::vector<model::Lease>{}; }
   void WaitForChange(int ms) override {
     waits.push_back(ms);

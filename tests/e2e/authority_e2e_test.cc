@@ -313,6 +313,54 @@ TEST_F(AuthorityE2E, ReleaseOfALiveRunIsRefusedOnBothPaths) {
   }
 }
 
+// Issue 23: `release --force` is root's and the admin group's: it ends what still runs on a
+// live `run` lease (SIGTERM, then SIGKILL), then frees it, on both paths. Anyone else is
+// refused, and the run goes on.
+TEST_F(AuthorityE2E, ForcedReleaseEndsTheRunFirstAndIsForAdminsOnly) {
+  if (getuid() != 0) GTEST_SKIP() << "needs root to create users";
+  auto alice = EnsureTestUser("gpumanta");
+  auto bob = EnsureTestUser("gpumantb");
+  if (!alice || !bob) GTEST_SKIP() << "useradd is not available";
+  ASSERT_EQ(Gpuman({"leases"}).exit_code, 0);  // root sets the table up
+  for (bool through_daemon : {false, true}) {
+    SCOPED_TRACE(through_daemon ? "through the daemon" : "the machine lease table");
+    std::map<std::string, std::string> d;
+    if (through_daemon) {
+      StartDaemon();
+      d = {{"GPUMAN_SOCKET", socket_}};
+    }
+    testing::RunResult run;
+    // Ignores SIGTERM: only the SIGKILL after the grace period ends it.
+    std::thread runner([&] {
+      run = RunAsUser(*alice, {kGpuman, "run", "-q", "-n", "2", "--", "/bin/sh", "-c", "trap '' TERM; sleep 60 & wait"},
+                      Env(d));
+    });
+    json leases;
+    for (int i = 0; i < 600 && leases.size() != 1; ++i) {
+      leases = json::parse(Gpuman({"leases", "--json"}, d).out)["leases"];
+      if (leases.size() != 1) usleep(50 * 1000);
+    }
+    ASSERT_EQ(leases.size(), 1u);
+    const std::string id = std::to_string(leases[0]["id"].get<int64_t>());
+    auto by_bob = RunAsUser(*bob, {kGpuman, "release", "--force", id}, Env(d));
+    EXPECT_NE(by_bob.exit_code, 0);
+    EXPECT_EQ(by_bob.err, "gpuman: error: lease " + id + " belongs to gpumanta\n");
+    // Nor may alice force her own: she ends her command, and its lease ends with it.
+    auto by_alice = RunAsUser(*alice, {kGpuman, "release", "--force", id}, Env(d));
+    EXPECT_NE(by_alice.exit_code, 0);
+    EXPECT_NE(by_alice.err.find("release --force is for root and the admin group"), std::string::npos) << by_alice.err;
+    EXPECT_EQ(json::parse(Gpuman({"leases", "--json"}, d).out)["leases"].size(), 1u) << "bob ended nothing";
+    auto forced = Gpuman({"release", "--force", id}, d);
+    EXPECT_EQ(forced.exit_code, 0) << forced.err;
+    EXPECT_NE(forced.err.find("gpuman: ending "), std::string::npos) << forced.err;
+    EXPECT_NE(forced.err.find("gpuman: released lease " + id), std::string::npos) << forced.err;
+    runner.join();
+    EXPECT_NE(run.exit_code, 0) << "the run was ended";
+    EXPECT_EQ(json::parse(Gpuman({"leases", "--json"}, d).out)["leases"].size(), 0u);
+    if (through_daemon) StopDaemon();
+  }
+}
+
 // Inside a queue job, `gpuman run` works within the job's GPUs (GPUMAN_LEASE_ID of the job).
 TEST_F(AuthorityE2E, NestedRunInsideAJob) {
   StartDaemon();

@@ -140,6 +140,23 @@ TEST(LeaseRulesTest, AnInteractiveLeaseIsReleasedByItsOwnerOrAnAdmin) {
   EXPECT_FALSE(JobIdOfLease(run));
 }
 
+// Issue 23: `release --force` is root's and the admin group's, never a job's lease.
+TEST(LeaseRulesTest, AForcedReleaseIsForAdminsAndNeverOfAJob) {
+  model::Lease run = LeaseOf(4, 1001, "alice", {"GPU-a"});
+  EXPECT_TRUE(CheckForceRelease(run, Caller{0, "root", true}, std::nullopt));
+  EXPECT_TRUE(CheckForceRelease(run, Caller{1003, "ops", true}, std::nullopt));
+  for (const Caller& who : {kAlice, kBob}) {
+    auto s = CheckForceRelease(run, who, std::nullopt);
+    ASSERT_FALSE(s);
+    EXPECT_EQ(s.error().code, ErrorCode::kPermissionDenied);
+    EXPECT_EQ(s.error().message,
+              "release --force is for root and the admin group: end the command that holds lease 4 (Ctrl-C where it "
+              "runs) and its lease ends with it");
+  }
+  model::Lease job = LeaseOf(3, 1001, "alice", {"GPU-a"}, "job");
+  EXPECT_EQ(CheckForceRelease(job, Caller{0, "root", true}, LeaseJob{30, "train"}).error().code, ErrorCode::kConflict);
+}
+
 // Issue 23: `release` of a `run` whose command still runs is refused for everyone (the
 // GPUs would go to the next user under it); a select --lease shell's lease is released
 // while the shell lives (that is how it is given back); a stale one by its owner.
