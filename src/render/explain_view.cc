@@ -118,6 +118,7 @@ std::string DeviceNotes(const VisibleDevice& v) {
   if (v.is_outside_allocation) notes.push_back("outside the allocation");
   for (uint32_t uid : v.leased_to_uids) notes.push_back("leased to uid " + std::to_string(uid));
   for (uint32_t uid : v.used_by_uids) notes.push_back("used by uid " + std::to_string(uid));
+  for (uint32_t pid : v.intruder_pids) notes.push_back("INTRUDER pid " + std::to_string(pid));
   std::string out;
   for (const std::string& n : notes) out += (out.empty() ? "" : "; ") + n;
   return out;
@@ -265,7 +266,8 @@ nlohmann::ordered_json ExplainToJson(const VisibilityReport& report) {
                        {"healthy", v.is_healthy},
                        {"outside_allocation", v.is_outside_allocation},
                        {"leased_to_uids", v.leased_to_uids},
-                       {"used_by_uids", v.used_by_uids}});
+                       {"used_by_uids", v.used_by_uids},
+                       {"intruder_pids", v.intruder_pids}});
   }
   j["visible"] = std::move(visible);
   j["allowed_uuids"] = report.allowed_uuids ? nlohmann::ordered_json(*report.allowed_uuids)

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <set>
 
+#include "model/intruders.h"
 #include "visibility/allocation.h"
 #include "visibility/resolver_text.h"
 
@@ -273,6 +274,19 @@ void WarnOtherUsers(const model::DeviceSnapshot& gpu, size_t cuda_index, const R
       Warn(report, WarningCode::kLeasedToOther, detail::GpuIdLabel(gpu) + " is leased to " + who + share);
     }
   }
+  // Intruders (issue 23): whoever they belong to, the caller included.
+  for (const model::GpuProcess& p : gpu.processes) {
+    const model::Lease* lease = model::IntrudedLease(gpu, p, options.leases);
+    if (!lease) continue;
+    v.intruder_pids.push_back(p.pid);
+    const bool yours = options.current_uid && p.uid && *p.uid == *options.current_uid;
+    Warn(report, WarningCode::kIntruder,
+         detail::GpuIdLabel(gpu) + ": pid " + std::to_string(p.pid) + (p.command ? " " + *p.command : "") + " of " +
+             (yours ? std::string("yours") : p.uid ? detail::UserLabel(p.user, *p.uid) : std::string("an unseen owner")) +
+             " is an INTRUDER on lease " + std::to_string(lease->id) + " (" +
+             (lease->user.empty() ? "uid " + std::to_string(lease->uid) : lease->user) +
+             "): it is not part of that lease");
+  }
   // A MIG instance is isolated from the others on its GPU, and we cannot tell which
   // instance a process uses relative to the one CUDA picks: no process warning there.
   if (v.mig) return;
@@ -314,6 +328,7 @@ const char* WarningCodeName(WarningCode code) {
     case WarningCode::kMigSingleDevice: return "mig_single_device";
     case WarningCode::kLeasedToOther: return "leased_to_other";
     case WarningCode::kUsedByOtherUser: return "used_by_other_user";
+    case WarningCode::kIntruder: return "intruder";
     case WarningCode::kNoDriver: return "no_driver";
     case WarningCode::kGresOrderNotPci: return "gres_order_not_pci";
     case WarningCode::kForeignProcess: return "foreign_process";

@@ -32,6 +32,7 @@ enum class WarningCode {
   kMigSingleDevice,          // MIG devices hidden: CUDA exposes only one
   kLeasedToOther,            // a visible GPU is leased to another uid
   kUsedByOtherUser,          // a visible GPU runs a process of another uid
+  kIntruder,                 // a visible GPU runs a process that is not its lease's (model/intruders.h)
   kNoDriver,                 // no snapshot: the driver/NVML could not be reached
   kGresOrderNotPci,          // gres.conf lists GPUs in an order that is not PCI bus order
   kForeignProcess,           // a process that is not the Slurm job's runs on its GPU
@@ -40,7 +41,7 @@ enum class WarningCode {
 /// "invalid_entry", "duplicate_entry", "index_without_pci_bus_order",
 /// "outside_allocation", "unknown_device_order", "nothing_visible", "unhealthy_gpu",
 /// "mig_single_device", "leased_to_other", "used_by_other_user", "no_driver",
-/// "gres_order_not_pci", "foreign_process".
+/// "gres_order_not_pci", "foreign_process", "intruder".
 const char* WarningCodeName(WarningCode code);
 
 struct Warning {
@@ -67,6 +68,7 @@ struct VisibleDevice {
   bool is_outside_allocation = false;
   std::vector<uint32_t> leased_to_uids;  // other users holding it
   std::vector<uint32_t> used_by_uids;    // other users whose processes run on it
+  std::vector<uint32_t> intruder_pids;   // processes on it that intrude on its lease
 };
 
 struct VisibilityReport {

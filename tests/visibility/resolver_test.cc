@@ -281,6 +281,32 @@ TEST(ResolveTest, LeaseAndProcessOfAnotherUserBothWarn) {
   EXPECT_THAT(Codes(r), ElementsAre("leased_to_other", "used_by_other_user"));
 }
 
+// Issue 23: a process on a leased GPU that is not the lease holder's is an intruder,
+// whoever it belongs to: the caller's own included.
+TEST(ResolveTest, AProcessOnAnotherUsersLeaseIsAnIntruder) {
+  auto gpus = FourA100();
+  gpus[0].processes = {Process(4242, 1001, "alice", "python train.py"), Process(5000, 1002, "bob", "python x.py")};
+  gpus[1].processes = {Process(4300, 1000, "me", "python mine.py")};
+  model::Lease alices;
+  alices.id = 9;
+  alices.uid = 1001;
+  alices.user = "alice";
+  alices.gpu_uuids = {kUuid0, kUuid1};
+  alices.processes = {{4242, 0}};
+  const VisibilityReport r = Resolve({{"CUDA_VISIBLE_DEVICES", "0,1"}}, gpus, Options({alices}, 1000));
+  EXPECT_THAT(Codes(r), ElementsAre("leased_to_other", "intruder", "used_by_other_user", "used_by_other_user",
+                                    "leased_to_other", "intruder"));
+  const Warning* w = Find(r, WarningCode::kIntruder);
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->message,
+            "GPU 0 (GPU-" + std::string(kUuid0).substr(4, 8) +
+                "\u2026): pid 5000 python x.py of bob (uid 1002) is an INTRUDER on lease 9 (alice): it is not part of "
+                "that lease");
+  EXPECT_THAT(r.visible[0].intruder_pids, ElementsAre(5000u));
+  EXPECT_THAT(r.visible[1].intruder_pids, ElementsAre(4300u)) << "the caller's own process intrudes too";
+  EXPECT_THAT(r.warnings.back().message, HasSubstr("pid 4300 python mine.py of yours is an INTRUDER on lease 9"));
+}
+
 TEST(ResolveTest, UnreadableLeasesAreOneNoteNotAFailure) {
   ResolveOptions options = Options({}, 1000);
   options.leases_error = "open /x/leases.db: permission denied";
