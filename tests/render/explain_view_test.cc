@@ -162,7 +162,7 @@ TEST(ExplainToJsonTest, VisibleMapsCudaIndexToPhysical) {
   std::vector<std::string> keys;
   for (const auto& item : v0.items()) keys.push_back(item.key());
   EXPECT_THAT(keys, ElementsAre("cuda_index", "index", "uuid", "name", "mig", "healthy",
-                                "outside_allocation", "leased_to_uids", "used_by_uids"));
+                                "outside_allocation", "leased_to_uids", "used_by_uids", "intruder_pids"));
   // FASTEST_FIRST estimate on this machine is 1, 0, 2: "0" is the 4090, "2" the second 3090.
   EXPECT_EQ(v0["cuda_index"], 0);
   EXPECT_EQ(v0["index"], 1);
@@ -178,13 +178,20 @@ TEST(ExplainToJsonTest, VisibleMapsCudaIndexToPhysical) {
 
 TEST(ExplainToJsonTest, OtherUsersLeaseAndProcessAreWarnedOwnAreNot) {
   const auto j = ExplainToJson(Shared());
-  ASSERT_EQ(j["warnings"].size(), 2u) << j.dump(2);
+  ASSERT_EQ(j["warnings"].size(), 3u) << j.dump(2);
   EXPECT_EQ(j["warnings"][0]["code"], "leased_to_other");
   EXPECT_EQ(j["warnings"][0]["message"],
             "GPU 2 (GPU-30900000\u2026) is leased to bob (uid 1002, lease 12 for gpuman select --lease): your "
             "process would share it as cuda:1");
-  EXPECT_EQ(j["warnings"][1]["code"], "used_by_other_user");
+  // Carol's process on bob's leased GPU is not part of his lease.
+  EXPECT_EQ(j["warnings"][1]["code"], "intruder");
   EXPECT_EQ(j["warnings"][1]["message"],
+            "GPU 2 (GPU-30900000\u2026): pid 4242 python train.py --epochs 90 of carol (uid 1003) is an INTRUDER on "
+            "lease 12 (bob): it is not part of that lease");
+  EXPECT_EQ(j["visible"][1]["intruder_pids"], nlohmann::ordered_json::array({4242}));
+  EXPECT_EQ(j["visible"][0]["intruder_pids"], nlohmann::ordered_json::array());
+  EXPECT_EQ(j["warnings"][2]["code"], "used_by_other_user");
+  EXPECT_EQ(j["warnings"][2]["message"],
             "GPU 2 (GPU-30900000\u2026) runs 1 process of carol (uid 1003) (pid 4242 python train.py --epochs 90): "
             "your process would share it as cuda:1");
   // cuda:0 is GPU 0: the caller's own lease 13 and own process, nothing to say.
