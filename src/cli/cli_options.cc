@@ -162,8 +162,11 @@ CLI::App* AddHistoryCommand(CLI::App& app, HistoryArgs& args) {
   cmd->add_option("--slurm-job", args.slurm_job, "Only this Slurm job: its GPUs over its time (docs/slurm.md)")
       ->excludes("--since")
       ->excludes("--until");
+  auto* intruders = cmd->add_flag("--intruders", args.intruders,
+                                  "Intruders the daemon saw on leased GPUs, and what it did (docs/enforce.md)");
+  intruders->excludes("--slurm-job")->excludes("--step");
   auto* json = cmd->add_flag("--json", args.json, "Print JSON (docs/history.md)");
-  cmd->add_flag("--csv", args.csv, "Print CSV, one line per sample")->excludes(json);
+  cmd->add_flag("--csv", args.csv, "Print CSV, one line per sample")->excludes(json)->excludes(intruders);
   cmd->add_flag("--no-color", args.no_color, "Never use colour");
   return cmd;
 }

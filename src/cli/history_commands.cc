@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -20,6 +21,7 @@
 #include "cli/slurm_accounting.h"
 #include "daemon/daemon.h"
 #include "devices/gpu_ids.h"
+#include "render/format.h"
 #include "render/history_view.h"
 #include "render/report_html.h"
 #include "store/history_store.h"
@@ -191,6 +193,46 @@ Result<int64_t> ParseTimeArg(std::string_view text, int64_t now_unix_ms) {
   return now_unix_ms - *ago;
 }
 
+namespace {
+
+// `history --intruders`: the intruder watch's events, oldest first (docs/enforce.md).
+int PrintIntruders(store::HistoryStore& store, const Window& window, bool as_json, Context& ctx) {
+  auto events = store.IntruderEvents(window.since, window.until);
+  if (!events) return ctx.Fail(events.error());
+  if (as_json) {
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (const auto& e : *events) {
+      list.push_back({{"time", render::FormatIsoUtcSeconds(e.t_unix_ms / 1000)},
+                      {"t_unix_ms", e.t_unix_ms},
+                      {"event", e.event},
+                      {"gpu_index", e.gpu_index},
+                      {"gpu_uuid", e.gpu_uuid},
+                      {"pid", e.pid},
+                      {"user", e.user.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(e.user)},
+                      {"command", e.command.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(e.command)},
+                      {"lease_id", e.lease_id},
+                      {"lease_user", e.lease_user}});
+    }
+    ctx.out() << nlohmann::ordered_json{{"intruders", list}}.dump(2) << "\n";
+    return kExitOk;
+  }
+  if (events->empty()) {
+    ctx.out() << "no intruders recorded in this window\n";
+    return kExitOk;
+  }
+  ctx.out() << "TIME                  EVENT  GPU      PID  USER        LEASE  COMMAND\n";
+  for (const auto& e : *events) {
+    char line[160];
+    std::snprintf(line, sizeof line, "%-20s  %-5s  %3d  %7u  %-10s  %5lld  ", render::FormatIsoUtcSeconds(e.t_unix_ms / 1000).c_str(),
+                  e.event.c_str(), e.gpu_index, e.pid, EscapeControl(e.user.empty() ? "?" : e.user).substr(0, 10).c_str(),
+                  static_cast<long long>(e.lease_id));
+    ctx.out() << line << EscapeControl(e.command) << " (lease of " << EscapeControl(e.lease_user) << ")\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace
+
 int RunHistory(const HistoryArgs& args, Context& ctx) {
   const int64_t now = ctx.clock().NowUnixMs();
   auto window = ParseWindow(args.since, args.until, now);
@@ -206,6 +248,7 @@ int RunHistory(const HistoryArgs& args, Context& ctx) {
   }
   auto store = OpenHistory(args.db, ctx);
   if (!store) return ctx.Fail(store.error());
+  if (args.intruders) return PrintIntruders(**store, *window, args.json, ctx);
   auto gpus = ResolveGpus(args.gpus, **store);
   if (!gpus) return ctx.Fail(gpus.error());
   std::optional<SlurmJobHistory> job;

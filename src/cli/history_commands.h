@@ -17,6 +17,7 @@ struct HistoryArgs {
   std::vector<std::string> gpus;  // --gpu, repeatable, each may be a comma list
   std::string since = "1h", until, step;
   std::string slurm_job;  // --slurm-job: that job's GPUs over its time (docs/slurm.md)
+  bool intruders = false;  // --intruders: the intruder watch's events (docs/enforce.md)
   bool json = false, csv = false, no_color = false;
 };
 int RunHistory(const HistoryArgs& args, Context& ctx);

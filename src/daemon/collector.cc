@@ -165,6 +165,13 @@ std::vector<model::GpuSample> Collector::Samples(const model::MachineSnapshot& s
 // stand-in made up, is left alone).
 void Collector::WatchIntruders(const model::MachineSnapshot& snap, const std::vector<model::Lease>& leases, int64_t now) {
   for (const auto& step : intruders_.Update(snap, leases, now)) {
+    // The history keeps what happened: a signal only once it was sent.
+    auto record = [&](const char* event) {
+      if (!history_) return;
+      model::IntruderEvent e{now,          event,         step.gpu_uuid, step.gpu_index, step.pid, step.user,
+                             step.command, step.lease_id, step.lease_user};
+      if (auto r = history_->RecordIntruder(e); !r) Log("history: " + r.error().message);
+    };
     const std::string who = "process " + std::to_string(step.pid) + (step.user.empty() ? "" : " of " + step.user) +
                             (step.command.empty() ? "" : " (" + step.command + ")");
     const std::string where = "GPU " + std::to_string(step.gpu_index) + ", leased to " + step.lease_user + " (lease " +
@@ -172,6 +179,7 @@ void Collector::WatchIntruders(const model::MachineSnapshot& snap, const std::ve
     switch (step.kind) {
       case monitor::IntruderStep::kSeen:
         Log("intruder: " + who + " on " + where + (step.spared.empty() ? "" : "; not ended: " + step.spared));
+        record("seen");
         break;
       case monitor::IntruderStep::kTerm:
       case monitor::IntruderStep::kKill: {
@@ -181,11 +189,13 @@ void Collector::WatchIntruders(const model::MachineSnapshot& snap, const std::ve
         if (!details || details->user != step.user) break;
         if (kill(static_cast<pid_t>(step.pid), sig) == 0) {
           Log(std::string(sig == SIGTERM ? "sent SIGTERM to intruder " : "sent SIGKILL to intruder ") + who + " on " + where);
+          record(sig == SIGTERM ? "term" : "kill");
         }
         break;
       }
       case monitor::IntruderStep::kGone:
         Log("intruder gone: " + who + " from " + where);
+        record("gone");
         break;
     }
   }

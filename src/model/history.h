@@ -91,6 +91,19 @@ HolderAttribution AttributeHolder(const DeviceSnapshot& gpu, const std::vector<L
                                   const std::vector<Job>& jobs);
 
 /// How long a started job waited in the queue.
+/// A step of the daemon's intruder watch, as the history db keeps it.
+struct IntruderEvent {
+  int64_t t_unix_ms = 0;
+  std::string event;  // "seen", "term", "kill", "gone"
+  std::string gpu_uuid;
+  int gpu_index = 0;
+  uint32_t pid = 0;
+  std::string user;     // "" when its owner cannot be seen
+  std::string command;  // "" likewise
+  int64_t lease_id = 0;
+  std::string lease_user;
+};
+
 struct JobWait {
   int64_t job_id = 0;
   std::string user;

@@ -143,6 +143,23 @@ ALTER TABLE coarse_samples ADD COLUMN slurm_user TEXT;
 CREATE INDEX fine_slurm_job ON fine_samples (slurm_job, t_unix_ms) WHERE slurm_job IS NOT NULL;
 CREATE INDEX coarse_slurm_job ON coarse_samples (slurm_job, t_unix_ms) WHERE slurm_job IS NOT NULL;
 )sql"},
+    {4, "intruders: processes on GPUs leased to someone else, as the daemon's watch saw them",
+     R"sql(
+-- One row per step of the intruder watch (monitor/intruders.h): event 'seen', 'term' and
+-- 'kill' (signals of foreign_processes = "kill"), 'gone'. user/command: '' when unseen.
+CREATE TABLE intruder_events (
+  t_unix_ms  INTEGER NOT NULL,
+  event      TEXT    NOT NULL,
+  gpu_uuid   TEXT    NOT NULL,
+  gpu_index  INTEGER NOT NULL,
+  pid        INTEGER NOT NULL,
+  user       TEXT    NOT NULL,
+  command    TEXT    NOT NULL,
+  lease_id   INTEGER NOT NULL,
+  lease_user TEXT    NOT NULL
+);
+CREATE INDEX intruder_events_t ON intruder_events (t_unix_ms);
+)sql"},
 };
 
 constexpr int kLatestVersion = static_cast<int>(std::size(kHistoryMigrations));
@@ -287,6 +304,9 @@ struct HistoryStore::Statements {
   Statement time_range;
   Statement slurm_job_range;  // unprepared when reading a file before schema 3
   Statement slurm_job_gpus;   // likewise
+  Statement insert_intruder;   // unprepared when reading a file before schema 4
+  Statement select_intruders;  // likewise
+  Statement prune_intruders;   // likewise
 };
 
 HistoryStore::HistoryStore(std::string path, bool read_only, HistoryRetention retention,
@@ -380,6 +400,7 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::Open(const std::string& path
     std::string sql;
     bool needs_shares = false;  // a statement of schema 2 or later
     bool needs_slurm = false;   // a statement of schema 3 or later
+    bool needs_intruders = false;  // a statement of schema 4 or later
   };
   const Sql all[] = {
       {&stmts->select_gpus, "read gpus", "SELECT id, uuid, gpu_index FROM gpus"},
@@ -445,16 +466,29 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::Open(const std::string& path
        "SELECT gpu FROM fine_samples WHERE slurm_job = ?1"
        " UNION SELECT gpu FROM coarse_samples WHERE slurm_job = ?1",
        true, true},
+      {&stmts->insert_intruder, "insert intruder event",
+       "INSERT INTO intruder_events (t_unix_ms, event, gpu_uuid, gpu_index, pid, user, command, lease_id, lease_user) "
+       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+       false, false, true},
+      {&stmts->select_intruders, "read intruder events",
+       "SELECT t_unix_ms, event, gpu_uuid, gpu_index, pid, user, command, lease_id, lease_user FROM intruder_events "
+       "WHERE t_unix_ms >= ?1 AND t_unix_ms <= ?2 ORDER BY t_unix_ms, rowid",
+       false, false, true},
+      {&stmts->prune_intruders, "prune intruder events", "DELETE FROM intruder_events WHERE t_unix_ms < ?1", false,
+       false, true},
   };
   for (const Sql& s : all) {
     if (s.needs_shares && !has_shares) continue;  // a read-only schema 1 file: never used
     if (s.needs_slurm && !has_slurm) continue;    // a read-only file before schema 3
+    if (s.needs_intruders && version < 4) continue;  // a read-only file before schema 4
     auto prepared = db->Prepare(s.name, s.sql);
     if (!prepared) return prepared.error();
     *s.target = std::move(*prepared);
   }
-  return std::unique_ptr<HistoryStore>(new HistoryStore(path, read_only, retention, std::move(db),
-                                                        std::move(stmts), has_shares, has_slurm));
+  std::unique_ptr<HistoryStore> store(new HistoryStore(path, read_only, retention, std::move(db),
+                                                       std::move(stmts), has_shares, has_slurm));
+  store->has_intruders_ = version >= 4;
+  return store;
 }
 
 
@@ -578,7 +612,8 @@ Status HistoryStore::PruneLocked(int64_t now_ms) {
                            std::pair{&stmts_->prune_fine_shares, fine_cut},
                            std::pair{&stmts_->prune_coarse, coarse_cut},
                            std::pair{&stmts_->prune_coarse_shares, coarse_cut},
-                           std::pair{&stmts_->prune_waits, coarse_cut}}) {
+                           std::pair{&stmts_->prune_waits, coarse_cut},
+                           std::pair{&stmts_->prune_intruders, coarse_cut}}) {
     auto use = stmt->Use();
     stmt->Bind(1, cut);
     if (auto run = stmt->Run(); !run) return run;
@@ -666,6 +701,51 @@ Status HistoryStore::RecordJobWait(const model::JobWait& wait) {
       .Bind(5, static_cast<int64_t>(wait.gpus));
   if (auto run = ins.Run(); !run) return run.error();
   return {};
+}
+
+Status HistoryStore::RecordIntruder(const model::IntruderEvent& e) {
+  if (read_only_) {
+    return MakeError(ErrorCode::kPermissionDenied, "history db " + path_ + ": opened read-only");
+  }
+  Statement& ins = stmts_->insert_intruder;
+  auto use = ins.Use();
+  ins.Bind(1, e.t_unix_ms)
+      .Bind(2, e.event)
+      .Bind(3, e.gpu_uuid)
+      .Bind(4, static_cast<int64_t>(e.gpu_index))
+      .Bind(5, static_cast<int64_t>(e.pid))
+      .Bind(6, e.user)
+      .Bind(7, e.command)
+      .Bind(8, e.lease_id)
+      .Bind(9, e.lease_user);
+  if (auto run = ins.Run(); !run) return run.error();
+  return {};
+}
+
+Result<std::vector<model::IntruderEvent>> HistoryStore::IntruderEvents(std::optional<int64_t> since_unix_ms,
+                                                                       std::optional<int64_t> until_unix_ms) {
+  std::vector<model::IntruderEvent> out;
+  if (!has_intruders_) return out;  // a read-only file before schema 4: none were recorded
+  Statement& q = stmts_->select_intruders;
+  auto use = q.Use();
+  q.Bind(1, since_unix_ms.value_or(kMinMs)).Bind(2, until_unix_ms.value_or(std::numeric_limits<int64_t>::max()));
+  while (true) {
+    auto row = q.Step();
+    if (!row) return row.error();
+    if (!*row) break;
+    model::IntruderEvent e;
+    e.t_unix_ms = q.ColumnInt64(0);
+    e.event = q.ColumnText(1);
+    e.gpu_uuid = q.ColumnText(2);
+    e.gpu_index = static_cast<int>(q.ColumnInt64(3));
+    e.pid = static_cast<uint32_t>(q.ColumnInt64(4));
+    e.user = q.ColumnText(5);
+    e.command = q.ColumnText(6);
+    e.lease_id = q.ColumnInt64(7);
+    e.lease_user = q.ColumnText(8);
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 // ---- Reading

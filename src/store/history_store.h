@@ -65,6 +65,11 @@ class HistoryStore {
   /// Stores how long a job waited (a requeued job that starts again gets a second row).
   /// Errors: kPermissionDenied (read-only); kBusy; kIo.
   Status RecordJobWait(const model::JobWait& wait);
+  /// One step of the daemon's intruder watch (docs/enforce.md), kept as long as coarse samples.
+  Status RecordIntruder(const model::IntruderEvent& event);
+  /// The intruder events between the bounds, oldest first; none from a file before schema 4.
+  Result<std::vector<model::IntruderEvent>> IntruderEvents(std::optional<int64_t> since_unix_ms,
+                                                           std::optional<int64_t> until_unix_ms);
 
   struct Query {
     std::optional<int64_t> since_unix_ms, until_unix_ms;  // inclusive bounds
@@ -128,6 +133,7 @@ class HistoryStore {
   bool read_only_;
   bool has_shares_;  // false: a schema 1 file opened read-only (no holder kinds or shares)
   bool has_slurm_;   // false: a file before schema 3 opened read-only (no Slurm jobs)
+  bool has_intruders_ = true;  // false: a file before schema 4 opened read-only
   HistoryRetention retention_;
   std::unique_ptr<Database> db_;
   std::unique_ptr<Statements> stmts_;  // finalized before db_ closes (reverse order)

@@ -250,6 +250,25 @@ TEST_F(ConfineE2E, IntrudersAreEndedUnderTheKillPolicyAndRootsAreSpared) {
             std::string::npos) << log;
   EXPECT_NE(log.find("not ended: it is root's"), std::string::npos) << log;
   EXPECT_EQ(run.exit_code, 0) << run.err;
+  // The history keeps it: seen, TERM and KILL for bob's; seen, never signalled, for root's.
+  auto history = testing::Run({kGpuman, "history", "--intruders", "--json", "--db", dir_.Join("state/history.db")}, Env());
+  ASSERT_EQ(history.exit_code, 0) << history.err;
+  std::vector<std::string> bobs_events, roots_events;
+  const json recorded = json::parse(history.out);
+  for (const auto& e : recorded["intruders"]) {
+    EXPECT_EQ(e["gpu_index"], 2);
+    EXPECT_EQ(e["lease_user"], "gpumanta");
+    if (e["pid"] == bobs) bobs_events.push_back(e["event"]);
+    if (e["pid"] == roots) roots_events.push_back(e["event"]);
+  }
+  EXPECT_GE(bobs_events.size(), 3u) << history.out;
+  if (bobs_events.size() >= 3) {
+    EXPECT_EQ(std::vector<std::string>(bobs_events.begin(), bobs_events.begin() + 3),
+              (std::vector<std::string>{"seen", "term", "kill"}));
+  }
+  ASSERT_FALSE(roots_events.empty()) << history.out;
+  EXPECT_EQ(roots_events.front(), "seen");
+  EXPECT_EQ(std::count(roots_events.begin(), roots_events.end(), "term"), 0);
 }
 
 }  // namespace

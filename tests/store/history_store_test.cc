@@ -542,7 +542,7 @@ TEST(HistoryStoreTest, RowsOfSchemaOneStillRead) {
     auto use = q->Use();
     auto row = q->Step();
     ASSERT_TRUE(row.has_value() && *row);
-    EXPECT_EQ(q->ColumnInt64(0), 3);
+    EXPECT_EQ(q->ColumnInt64(0), 4);
   }
   auto writer = OpenOrDie(path);
   ASSERT_TRUE(writer);
@@ -580,6 +580,34 @@ TEST(HistoryStoreTest, StoresJobWaits) {
   ASSERT_TRUE(recent.has_value());
   ASSERT_EQ(recent->size(), 1u);
   EXPECT_EQ((*recent)[0].started_unix_ms, kT0 + 300 * kSecond);
+}
+
+// Issue 23: the intruder watch's steps, read back in order within a window.
+TEST(HistoryStoreTest, StoresIntruderEvents) {
+  testing::TempDir dir;
+  auto store = OpenOrDie(dir.Join("history.db"));
+  ASSERT_TRUE(store);
+  model::IntruderEvent seen{kT0, "seen", "GPU-a", 2, 4242, "bob", "python x.py", 7, "alice"};
+  model::IntruderEvent term = seen;
+  term.t_unix_ms = kT0 + kSecond;
+  term.event = "term";
+  model::IntruderEvent unseen{kT0 + 2 * kSecond, "seen", "GPU-a", 2, 99, "", "", 7, "alice"};
+  for (const auto& e : {seen, term, unseen}) ASSERT_TRUE(store->RecordIntruder(e));
+  auto all = store->IntruderEvents(std::nullopt, std::nullopt);
+  ASSERT_TRUE(all.has_value());
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[0].event, "seen");
+  EXPECT_EQ((*all)[0].pid, 4242u);
+  EXPECT_EQ((*all)[0].user, "bob");
+  EXPECT_EQ((*all)[0].command, "python x.py");
+  EXPECT_EQ((*all)[0].lease_id, 7);
+  EXPECT_EQ((*all)[0].lease_user, "alice");
+  EXPECT_EQ((*all)[1].event, "term");
+  EXPECT_EQ((*all)[2].user, "");
+  auto later = store->IntruderEvents(kT0 + kSecond, kT0 + kSecond);
+  ASSERT_TRUE(later.has_value());
+  ASSERT_EQ(later->size(), 1u);
+  EXPECT_EQ((*later)[0].event, "term");
 }
 
 TEST(HistoryStoreTest, FileIsReadableByEveryone) {
