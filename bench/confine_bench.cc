@@ -1,0 +1,168 @@
+// Benchmark of device confinement (docs/enforce.md), as root on this machine's cgroups:
+// 1. the start of a confined `gpuman run -n 1 -- true` through a root daemon against the
+//    same through a daemon with `[enforce] devices = "off"`: medians of runs taken in
+//    alternating pairs (so that drift hits both), and their difference. Goal (issue 23):
+//    at most 2 ms more.
+// 2. the intruder watch's CPU: the confined daemon's user+system time over an idle window
+//    with no lease, then over one with all 8 GPUs leased and an intruder (a pid whose owner
+//    cannot be seen: reported, never signalled) on each. Goal: under 0.1 % of a core more;
+//    the watch reuses the collector's sample (no NVML calls of its own).
+// Usage: confine_bench [--runs N] [--window SECONDS]
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "bench_util.h"
+
+namespace {
+
+using gpuman::bench::Median;
+
+struct Daemon {
+  pid_t pid = -1;
+  std::string socket;
+};
+
+Daemon StartDaemon(const std::string& dir, const std::string& scenario, const std::string& devices) {
+  Daemon d;
+  d.socket = dir + "/" + devices + ".sock";
+  const std::string config = dir + "/" + devices + ".toml";
+  std::ofstream(config) << "[enforce]\ndevices = \"" << devices << "\"\n";
+  d.pid = fork();
+  if (d.pid == 0) {
+    setenv("GPUMAN_CONFIG", config.c_str(), 1);
+    const std::string log = dir + "/" + devices + ".log";
+    freopen(log.c_str(), "w", stderr);
+    execl(GPUMAN_BENCH_GPUMAN, GPUMAN_BENCH_GPUMAN, "--simulate", scenario.c_str(), "daemon", "--socket",
+          d.socket.c_str(), "--state-dir", (dir + "/" + devices + "-state").c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  for (int i = 0; i < 500 && access(d.socket.c_str(), F_OK) != 0; ++i) usleep(20 * 1000);
+  usleep(300 * 1000);  // past its start (confinement is prepared after the socket is bound)
+  return d;
+}
+
+void Stop(Daemon& d) {
+  if (d.pid <= 0) return;
+  kill(d.pid, SIGTERM);
+  waitpid(d.pid, nullptr, 0);
+  d.pid = -1;
+}
+
+// User + system CPU time of `pid` so far, in milliseconds (/proc/PID/stat fields 14, 15).
+double CpuMs(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t close = stat.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream rest(stat.substr(close + 2));
+  std::string field;
+  std::vector<std::string> f;
+  while (rest >> field) f.push_back(field);
+  if (f.size() < 13) return 0;
+  return (std::stod(f[11]) + std::stod(f[12])) * 1000.0 / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int runs = 51;
+  int window_s = 20;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::string(argv[i]) == "--runs") runs = std::max(3, std::atoi(argv[i + 1]));
+    if (std::string(argv[i]) == "--window") window_s = std::max(2, std::atoi(argv[i + 1]));
+  }
+  if (geteuid() != 0) {
+    std::printf("confine_bench: needs root (a root daemon confines; cgroups); nothing measured\n");
+    return 0;
+  }
+  char tmpl[] = "/tmp/gpuman-confine-bench-XXXXXX";
+  const std::string dir = mkdtemp(tmpl);
+  chmod(dir.c_str(), 0755);
+  const std::string scenario = gpuman::bench::IdleScenario(GPUMAN_BENCH_SCENARIO_DIR, "h100-8", dir);
+  unsetenv("GPUMAN_SIMULATE");
+  unsetenv("CUDA_VISIBLE_DEVICES");
+  setenv("GPUMAN_STATE_DIR", (dir + "/client").c_str(), 1);
+
+  Daemon off = StartDaemon(dir, scenario, "off");
+  Daemon on = StartDaemon(dir, scenario, "cgroup");
+  std::ifstream said(dir + "/cgroup.log");
+  const std::string log((std::istreambuf_iterator<char>(said)), std::istreambuf_iterator<char>());
+  if (log.find("device confinement cgroup") == std::string::npos) {
+    std::printf("confine_bench: this host cannot confine (%s); nothing measured\n", log.c_str());
+    Stop(off);
+    Stop(on);
+    std::filesystem::remove_all(dir);
+    return 0;
+  }
+  const std::vector<std::string> run = {GPUMAN_BENCH_GPUMAN, "--simulate", scenario, "run", "-q", "-n", "1", "--", "true"};
+  for (Daemon* d : {&off, &on}) {  // warm both
+    setenv("GPUMAN_SOCKET", d->socket.c_str(), 1);
+    gpuman::bench::RunOnceTimes(run);
+  }
+  std::vector<double> off_ms, on_ms;
+  for (int i = 0; i < runs; ++i) {
+    // Alternate which goes first, so that neither always follows the other.
+    for (int k = 0; k < 2; ++k) {
+      const bool confined = (i + k) % 2 == 1;
+      setenv("GPUMAN_SOCKET", (confined ? on : off).socket.c_str(), 1);
+      (confined ? on_ms : off_ms).push_back(gpuman::bench::RunOnceTimes(run).wall_ms);
+    }
+  }
+  const double a = Median(off_ms), b = Median(on_ms);
+  std::printf("run -n 1 -- true, devices = \"off\"     %8.3f ms (median of %d)\n", a, runs);
+  std::printf("run -n 1 -- true, confined (cgroup)   %8.3f ms\n", b);
+  std::printf("confinement costs                     %8.3f ms  (goal <= 2 ms)\n", b - a);
+  Stop(off);
+
+  // The intruder watch: the confined daemon idle, then with every GPU leased and intruded on.
+  const double idle0 = CpuMs(on.pid);
+  sleep(static_cast<unsigned>(window_s));
+  const double idle_ms = CpuMs(on.pid) - idle0;
+  nlohmann::json s = nlohmann::json::parse(std::ifstream(scenario));
+  for (size_t g = 0; g < s["gpus"].size(); ++g) {
+    s["gpus"][g]["processes"] = nlohmann::json::array(
+        {{{"pid", 4000000 + static_cast<int>(g)}, {"used_memory", 1 << 30}, {"type", "compute"}}});
+  }
+  const std::string gate = dir + "/gate";
+  pid_t holder = fork();
+  if (holder == 0) {
+    setenv("GPUMAN_SOCKET", on.socket.c_str(), 1);
+    execl(GPUMAN_BENCH_GPUMAN, GPUMAN_BENCH_GPUMAN, "--simulate", scenario.c_str(), "run", "-q", "-n", "8", "--", "sh",
+          "-c", "while [ ! -e \"$1\" ]; do sleep 0.2; done", "sh", gate.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  sleep(1);
+  std::ofstream(scenario) << s.dump();
+  sleep(2);  // the watch has seen them
+  const double busy0 = CpuMs(on.pid);
+  sleep(static_cast<unsigned>(window_s));
+  const double busy_ms = CpuMs(on.pid) - busy0;
+  std::ofstream(gate) << "go";
+  waitpid(holder, nullptr, 0);
+  std::ifstream again(dir + "/cgroup.log");
+  const std::string log2((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
+  const size_t seen = static_cast<size_t>(std::count(log2.begin(), log2.end(), '\n'));
+  const double window_ms = window_s * 1000.0;
+  std::printf("daemon cpu, idle, no lease             %8.3f %% of a core (%d s)\n", 100.0 * idle_ms / window_ms, window_s);
+  std::printf("daemon cpu, 8 GPUs leased, 8 intruders %8.3f %% of a core (%d s)\n", 100.0 * busy_ms / window_ms, window_s);
+  std::printf("intruder watch and the lease cost      %8.3f %% of a core  (goal < 0.1 %%)\n",
+              100.0 * (busy_ms - idle_ms) / window_ms);
+  size_t intruder_lines = 0;
+  for (size_t at = 0; (at = log2.find("intruder: ", at)) != std::string::npos; ++at) ++intruder_lines;
+  std::printf("intruders the daemon reported          %zu (of %zu log lines)\n", intruder_lines, seen);
+  Stop(on);
+  std::filesystem::remove_all(dir);
+  return 0;
+}
