@@ -102,6 +102,19 @@ struct Item {
   bool has_filters = false;
 };
 
+// What a placement of `r` depends on, as a memo key: sweeps repeat one request many times.
+std::string RequestKey(const model::GpuRequest& r) {
+  std::string key = std::to_string(r.count) + '|' + (r.allow_shared ? 's' : '-') + '|' + r.model.value_or("") + '|' +
+                    r.min_compute_capability.value_or("") + '|' + std::to_string(r.min_free_memory_bytes.value_or(-1)) +
+                    '|' + std::to_string(r.max_utilization_percent.value_or(-1)) + '|';
+  if (r.gpus) {
+    for (const auto& u : *r.gpus) key += u + ',';
+  }
+  key += '|';
+  for (const auto& u : r.exclude) key += u + ',';
+  return key;
+}
+
 class Pass {
  public:
   explicit Pass(const SchedulerInput& in) : in_(in), n_(static_cast<int>(in.snapshot.gpus.size())) {}
@@ -516,16 +529,7 @@ std::string Pass::NotEnough(const Item& item, int64_t available) {
 // Nullopt when Select would grant it (what blocks it is this pass's own starts).
 const Pass::FilterWhy& Pass::FilterReason(const Item& item) {
   const model::GpuRequest& r = item.job->request;
-  std::string key = std::to_string(r.count) + '|' + (r.allow_shared ? 's' : '-') + '|' + r.model.value_or("") +
-                    '|' + r.min_compute_capability.value_or("") + '|' +
-                    std::to_string(r.min_free_memory_bytes.value_or(-1)) + '|' +
-                    std::to_string(r.max_utilization_percent.value_or(-1)) + '|';
-  if (r.gpus) {
-    for (const auto& u : *r.gpus) key += u + ',';
-  }
-  key += '|';
-  for (const auto& u : r.exclude) key += u + ',';
-  auto [it, fresh] = filter_reasons_.try_emplace(key);
+  auto [it, fresh] = filter_reasons_.try_emplace(RequestKey(r));
   if (!fresh) return it->second;
   model::GpuRequest req = r;
   for (const auto& uuid : in_.drained) req.drained.emplace(uuid, "");
@@ -608,16 +612,7 @@ std::optional<std::vector<std::string>> Pass::TryPlace(const Item& item, Mode mo
 
   std::string memo_key;
   if (HasMomentaryOrStaticFilters(r)) {
-    memo_key = std::to_string(r.count) + '|' + (mode == Mode::kAll ? 'a' : 'r') + '|' +
-               (r.allow_shared ? 's' : '-') + '|' + r.model.value_or("") + '|' +
-               r.min_compute_capability.value_or("") + '|' +
-               std::to_string(r.min_free_memory_bytes.value_or(-1)) + '|' +
-               std::to_string(r.max_utilization_percent.value_or(-1)) + '|';
-    if (r.gpus) {
-      for (const auto& u : *r.gpus) memo_key += u + ',';
-    }
-    memo_key += '|';
-    for (const auto& u : r.exclude) memo_key += u + ',';
+    memo_key = (mode == Mode::kAll ? "a|" : "r|") + RequestKey(r);
     auto it = failed_at_version_.find(memo_key);
     if (it != failed_at_version_.end() && it->second == version_) return std::nullopt;
   }

@@ -59,6 +59,16 @@ class AuthorityE2E : public ::testing::Test {
         daemon_.Start({.scenario = scenario_, .socket = socket_, .state_dir = dir_.Join("state"), .env = env}));
   }
   void StopDaemon() { daemon_.Stop(); }
+  // The live leases (`leases --json`, as root) once there are `n` of them, or after 30 s.
+  json WaitForLeases(size_t n, std::map<std::string, std::string> extra = {}) {
+    json leases;
+    for (int i = 0; i < 600; ++i) {
+      leases = json::parse(Gpuman({"leases", "--json"}, extra).out)["leases"];
+      if (leases.size() == n) break;
+      usleep(50 * 1000);
+    }
+    return leases;
+  }
   json Show(int64_t id) {
     auto r = Gpuman({"show", std::to_string(id), "--json"}, {{"GPUMAN_SOCKET", socket_}});
     return r.exit_code == 0 ? json::parse(r.out) : json();
@@ -236,11 +246,7 @@ TEST_F(AuthorityE2E, TheMachinesLeaseDirWinsOverTheEnvironment) {
     holder = Gpuman({"run", "-q", "-n", "8", "--", "/bin/sh", "-c", "while [ ! -e \"$0\" ]; do sleep 0.05; done", go},
                     {{"GPUMAN_CONFIG", config}});
   });
-  json leases;
-  for (int i = 0; i < 600 && leases.size() != 1; ++i) {
-    leases = json::parse(Gpuman({"leases", "--json"}).out)["leases"];
-    if (leases.size() != 1) usleep(50 * 1000);
-  }
+  json leases = WaitForLeases(1);
   EXPECT_EQ(leases.size(), 1u);
   const std::string own = dir_.Join("my-own-table");
   auto r = Gpuman({"run", "-n", "1", "--", "true"}, {{"GPUMAN_CONFIG", config}, {"GPUMAN_LEASE_DIR", own}});
@@ -290,12 +296,7 @@ TEST_F(AuthorityE2E, ReleaseOfALiveRunIsRefusedOnBothPaths) {
     std::thread runner([&] {
       run = Gpuman({"run", "-n", "8", "--", "/bin/sh", "-c", "while [ ! -e \"$0\" ]; do sleep 0.05; done", go}, d);
     });
-    json leases;
-    for (int i = 0; i < 600; ++i) {
-      leases = json::parse(Gpuman({"leases", "--json"}, d).out)["leases"];
-      if (leases.size() == 1) break;
-      usleep(50 * 1000);
-    }
+    json leases = WaitForLeases(1, d);
     EXPECT_EQ(leases.size(), 1u);
     if (leases.size() == 1) {
       const std::string id = std::to_string(leases[0]["id"].get<int64_t>());
@@ -335,11 +336,7 @@ TEST_F(AuthorityE2E, ForcedReleaseEndsTheRunFirstAndIsForAdminsOnly) {
       run = RunAsUser(*alice, {kGpuman, "run", "-q", "-n", "2", "--", "/bin/sh", "-c", "trap '' TERM; sleep 60 & wait"},
                       Env(d));
     });
-    json leases;
-    for (int i = 0; i < 600 && leases.size() != 1; ++i) {
-      leases = json::parse(Gpuman({"leases", "--json"}, d).out)["leases"];
-      if (leases.size() != 1) usleep(50 * 1000);
-    }
+    json leases = WaitForLeases(1, d);
     ASSERT_EQ(leases.size(), 1u);
     const std::string id = std::to_string(leases[0]["id"].get<int64_t>());
     auto by_bob = RunAsUser(*bob, {kGpuman, "release", "--force", id}, Env(d));
@@ -501,11 +498,7 @@ TEST_F(AuthorityE2E, AnotherUsersProcessOnALeasedGpuIsMarkedAnIntruder) {
                              "while [ ! -e \"$0\" ]; do sleep 0.05; done", go},
                     Env());
   });
-  json leases;
-  for (int i = 0; i < 600 && leases.size() != 1; ++i) {
-    leases = json::parse(Gpuman({"leases", "--json"}).out)["leases"];
-    if (leases.size() != 1) usleep(50 * 1000);
-  }
+  json leases = WaitForLeases(1);
   ASSERT_EQ(leases.size(), 1u);
   const int64_t lease = leases[0]["id"].get<int64_t>();
   // The GPU now shows bob's process (the scenario is read anew by each command).
@@ -570,11 +563,7 @@ TEST_F(AuthorityE2E, AUsersOwnDaemonTakesItsGpusInTheMachineTable) {
                                     "while [ ! -e \"$0\" ]; do sleep 0.05; done", go},
                            Env());
   });
-  json leases;
-  for (int i = 0; i < 600 && leases.size() != 1; ++i) {
-    leases = json::parse(Gpuman({"leases", "--json"}).out)["leases"];
-    if (leases.size() != 1) usleep(50 * 1000);
-  }
+  json leases = WaitForLeases(1);
   ASSERT_EQ(leases.size(), 1u);
   // Bob's daemon sees them: 3 GPUs are more than are left.
   auto more = RunAsUser(*bob, {kGpuman, "run", "-q", "-n", "3", "--", "true"}, Env(via_bobs));
