@@ -59,6 +59,14 @@ class AuthorityE2E : public ::testing::Test {
         daemon_.Start({.scenario = scenario_, .socket = socket_, .state_dir = dir_.Join("state"), .env = env}));
   }
   void StopDaemon() { daemon_.Stop(); }
+  // A command that runs until the file `gate` exists (the holder of a lease in a test).
+  static std::vector<std::string> With(std::vector<std::string> head, const std::vector<std::string>& tail) {
+    head.insert(head.end(), tail.begin(), tail.end());
+    return head;
+  }
+  static std::vector<std::string> UntilExists(const std::string& gate) {
+    return {"/bin/sh", "-c", "while [ ! -e \"$0\" ]; do sleep 0.05; done", gate};
+  }
   // The live leases (`leases --json`, as root) once there are `n` of them, or after 30 s.
   json WaitForLeases(size_t n, std::map<std::string, std::string> extra = {}) {
     json leases;
@@ -243,7 +251,7 @@ TEST_F(AuthorityE2E, TheMachinesLeaseDirWinsOverTheEnvironment) {
   const std::string go = dir_.Join("go");
   testing::RunResult holder;
   std::thread runner([&] {
-    holder = Gpuman({"run", "-q", "-n", "8", "--", "/bin/sh", "-c", "while [ ! -e \"$0\" ]; do sleep 0.05; done", go},
+    holder = Gpuman(With({"run", "-q", "-n", "8", "--"}, UntilExists(go)),
                     {{"GPUMAN_CONFIG", config}});
   });
   json leases = WaitForLeases(1);
@@ -294,7 +302,7 @@ TEST_F(AuthorityE2E, ReleaseOfALiveRunIsRefusedOnBothPaths) {
     const std::string go = dir_.Join(through_daemon ? "go-daemon" : "go-table");
     testing::RunResult run;
     std::thread runner([&] {
-      run = Gpuman({"run", "-n", "8", "--", "/bin/sh", "-c", "while [ ! -e \"$0\" ]; do sleep 0.05; done", go}, d);
+      run = Gpuman(With({"run", "-n", "8", "--"}, UntilExists(go)), d);
     });
     json leases = WaitForLeases(1, d);
     EXPECT_EQ(leases.size(), 1u);
@@ -494,8 +502,7 @@ TEST_F(AuthorityE2E, AnotherUsersProcessOnALeasedGpuIsMarkedAnIntruder) {
   const std::string go = dir_.Join("go");
   testing::RunResult run;
   std::thread runner([&] {
-    run = RunAsUser(*alice, {kGpuman, "run", "-q", "--gpus", "2", "--", "/bin/sh", "-c",
-                             "while [ ! -e \"$0\" ]; do sleep 0.05; done", go},
+    run = RunAsUser(*alice, With({kGpuman, "run", "-q", "--gpus", "2", "--"}, UntilExists(go)),
                     Env());
   });
   json leases = WaitForLeases(1);
@@ -559,8 +566,7 @@ TEST_F(AuthorityE2E, AUsersOwnDaemonTakesItsGpusInTheMachineTable) {
   const std::string go = dir_.Join("go");
   testing::RunResult alices_run;
   std::thread alice_runs([&] {
-    alices_run = RunAsUser(*alice, {kGpuman, "run", "-q", "-n", "6", "--", "/bin/sh", "-c",
-                                    "while [ ! -e \"$0\" ]; do sleep 0.05; done", go},
+    alices_run = RunAsUser(*alice, With({kGpuman, "run", "-q", "-n", "6", "--"}, UntilExists(go)),
                            Env());
   });
   json leases = WaitForLeases(1);
@@ -572,8 +578,7 @@ TEST_F(AuthorityE2E, AUsersOwnDaemonTakesItsGpusInTheMachineTable) {
   const std::string go2 = dir_.Join("go2");
   testing::RunResult bobs_run;
   std::thread bob_runs([&] {
-    bobs_run = RunAsUser(*bob, {kGpuman, "run", "-q", "-n", "2", "--", "/bin/sh", "-c",
-                                "while [ ! -e \"$0\" ]; do sleep 0.05; done", go2},
+    bobs_run = RunAsUser(*bob, With({kGpuman, "run", "-q", "-n", "2", "--"}, UntilExists(go2)),
                          Env(via_bobs));
   });
   for (int i = 0; i < 600 && leases.size() != 2; ++i) {
