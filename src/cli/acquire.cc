@@ -70,9 +70,8 @@ namespace {
 Result<LeaseAsk> BuildAsk(Context& ctx, const SelectionArgs& args) {
   auto source = ctx.Devices();
   if (!source) return source.error();
-  devices::SnapshotOptions full;
-  full.topology = true;
-  auto snap = (*source)->Snapshot(full);
+  devices::SnapshotOptions choosing = devices::FieldOptions(devices::kSelectionFields);
+  auto snap = (*source)->Snapshot(choosing);
   if (!snap) return snap.error();
   auto req = BuildSelectionRequest(args, *snap, ctx.env().vars);
   if (!req) return req.error();

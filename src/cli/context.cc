@@ -7,6 +7,7 @@
 #include "base/strings.h"
 #include "cli/acquire.h"
 #include "cli/daemon_client.h"
+#include "cli/daemon_sample.h"
 #include "cli/lease_broker.h"
 #include "nvml/nvml_device_source.h"
 #include "store/machine_lease_table.h"
@@ -72,6 +73,15 @@ Context::~Context() = default;
 std::string Context::NvmlLibraryPath() const { return sim_ ? sim_->library_path : config_.nvml_library; }
 
 Result<devices::DeviceSource*> Context::Devices() {
+  if (daemon_sample_) return daemon_sample_.get();
+  if (DaemonClient* daemon = Daemon()) {
+    daemon_sample_ = std::make_unique<DaemonSampleSource>(*daemon, clock_);
+    return daemon_sample_.get();
+  }
+  return Nvml();
+}
+
+Result<devices::DeviceSource*> Context::Nvml() {
   if (source_) return source_.get();
   std::string path = NvmlLibraryPath();
   auto lib = nvml::NvmlLibrary::Load(path);

@@ -28,13 +28,21 @@ class Context {
           std::ostream& err, InstalledLayout layout = {});
   ~Context();
 
-  /// The machine's device source (NVML, or the stand-in when simulating), opened on
-  /// first use. Errors: kUnavailable when NVML cannot be loaded or initialised.
+  /// GPU facts for a client command: the daemon's latest sample when a daemon serves
+  /// (DaemonSampleSource: no NVML in this process), else Nvml(). Errors: Nvml()'s, or the
+  /// daemon's (kUnavailable) when it serves but cannot read the GPUs.
   Result<devices::DeviceSource*> Devices();
+  /// The sample source behind Devices() when a daemon serves it; nullptr otherwise (or
+  /// before Devices() was called).
+  const class DaemonSampleSource* daemon_sample() const { return daemon_sample_.get(); }
+  /// NVML in this process (or the stand-in when simulating), opened on first use: for the
+  /// daemon itself, and for `status`, `top` and `health` when no daemon's sample serves.
+  /// Errors: kUnavailable when NVML cannot be loaded or initialised.
+  Result<devices::DeviceSource*> Nvml();
   devices::ProcessInspector& Inspector();
-  /// The NVML library behind Devices(), once that succeeded; else nullptr.
+  /// The NVML library behind Nvml(), once that succeeded; else nullptr.
   const nvml::NvmlLibrary* nvml_library() const { return nvml_.get(); }
-  /// The NVML library Devices() loads: the stand-in under --simulate, else the config's.
+  /// The NVML library Nvml() loads: the stand-in under --simulate, else the config's.
   std::string NvmlLibraryPath() const;
 
   /// A connection to the machine's daemon when one answers (first use tries once), else
@@ -106,6 +114,7 @@ class Context {
   SystemClock clock_;
   std::unique_ptr<nvml::NvmlLibrary> nvml_;
   std::unique_ptr<devices::DeviceSource> source_;
+  std::unique_ptr<class DaemonSampleSource> daemon_sample_;
   std::unique_ptr<devices::ProcessInspector> procfs_;
   std::unique_ptr<devices::ProcessInspector> inspector_;
   std::string state_dir_;

@@ -73,7 +73,7 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   options.admin_connection_reserve = std::min<size_t>(64, dc.max_connections / 4);
   std::unique_ptr<nvml::LateNvmlSource> late;
   devices::DeviceSource* source = nullptr;
-  if (auto devices = ctx.Devices()) {
+  if (auto devices = ctx.Nvml()) {  // the daemon is the one that reads NVML
     source = *devices;
   } else if (devices.error().code == ErrorCode::kInvalidArgument) {
     // A mistake in the command (a scenario the stand-in cannot load), not a driver that

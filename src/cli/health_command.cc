@@ -80,7 +80,7 @@ Result<model::HealthReport> LocalReport(const HealthArgs& args, Context& ctx, in
   notes.push_back("no gpuman daemon answered: NVML Xid events are only collected by the daemon");
   watch.SetXidSources(sources, notes);
 
-  auto source = ctx.Devices();
+  auto source = ctx.Nvml();  // judged here, from this process's own read
   if (!source) return source.error();
   auto snap = (*source)->Snapshot();
   if (!snap) return snap.error();

@@ -4,7 +4,10 @@
 
 #include <sstream>
 
+#include <fmt/format.h>
+
 #include "cli/acquire.h"
+#include "cli/daemon_sample.h"
 #include "cli/exit_codes.h"
 #include "cli/slurm_node.h"
 #include "devices/process_inspector.h"
@@ -82,13 +85,24 @@ int RunExplain(const ExplainArgs& args, Context& ctx) {
     if (args.env.empty()) options.slurm_node = SlurmNodeForJob(env, *snap);
     report = visibility::Resolve(env, snap->gpus, options);
   }
+  // Where the GPU facts came from: the daemon's sample (how old), or NVML read here.
+  const DaemonSampleSource* sample = ctx.daemon_sample();
+  const bool from_daemon = snap && sample && sample->last_age_ms() >= 0;
   if (args.json) {
     auto doc = render::ExplainToJson(report);
     doc["simulated"] = ctx.is_simulated();
+    if (snap) {
+      doc["source"] = from_daemon ? nlohmann::ordered_json{{"from", "daemon"}, {"age_ms", sample->last_age_ms()}}
+                                  : nlohmann::ordered_json{{"from", "nvml"}, {"age_ms", 0}};
+    }
     ctx.out() << doc.dump(2) << "\n";
   } else {
     if (ctx.simulation()) ctx.out() << "[SIMULATED: " << ctx.simulation()->scenario_name << "]\n";
     ctx.out() << render::RenderExplainText(report, ctx.Terminal(args.no_color));
+    if (from_daemon) {
+      ctx.out() << fmt::format("GPU facts: the daemon's sample, {:.1f} s old\n",
+                               static_cast<double>(sample->last_age_ms()) / 1000.0);
+    }
   }
   return kExitOk;
 }

@@ -17,6 +17,8 @@
 #include "devices/device_source.h"
 #include "lease/acquire_step.h"
 #include "lease/force_release.h"
+#include "protocol/json_io.h"
+#include "protocol/model_json.h"
 #include "store/lease_store.h"
 #include "store/proc_liveness.h"
 
@@ -180,7 +182,7 @@ class DaemonBroker final : public LeaseBroker {
   Result<model::GpuRequest> WireRequest(const LeaseAsk& ask) {
     if (!snapshot_ && ask.snapshot) snapshot_ = ask.snapshot;
     if (!snapshot_) {
-      devices::SnapshotOptions options;
+      devices::SnapshotOptions options = devices::FieldOptions(devices::kSelectionFields);
       options.topology = true;
       auto source = devices_();
       if (!source) return source.error();
@@ -321,17 +323,19 @@ class TableBroker final : public LeaseBroker {
   // One attempt through the acquire step, on the ask's own snapshot the first time.
   Result<Granted> Attempt(const LeaseAsk& ask, bool preview) {
     Result<model::MachineSnapshot> snap = MakeError(ErrorCode::kInternal, "no snapshot");
-    if (!used_first_ && ask.snapshot && ask.snapshot->topology) {
+    if (!used_first_ && ask.snapshot) {
       snap = *ask.snapshot;  // the one the request was built on, a moment ago
-      if (topology_) snap->topology = topology_;
-      else topology_ = snap->topology;
     } else {
       auto source = devices_();
       if (!source) return source.error();
-      snap = lease::SnapshotWithTopology(**source, topology_);
+      snap = (*source)->Snapshot(devices::FieldOptions(devices::kSelectionFields));
       if (!snap) return snap.error();
     }
     used_first_ = true;
+    if (!snap->topology) {
+      if (Status known = KnowTopology(*snap); !known) return known.error();
+      snap->topology = topology_;
+    }
     lease::AcquireAsk step;
     step.request = ask.request;
     step.kind = ask.draft.kind;
@@ -351,6 +355,45 @@ class TableBroker final : public LeaseBroker {
     if (got->nested && !preview) g.placement += ", inside lease " + std::to_string(got->lease_id);
     g.snapshot = std::move(*snap);
     return g;
+  }
+
+  // The topology (static while the driver is loaded): kept once known; else the machine
+  // table's record of it for these GPUs (machine_facts); else read from the driver once and
+  // recorded there, so that the next command without a daemon does not read it again. A
+  // record that does not parse or fit these GPUs is read again and replaced.
+  Status KnowTopology(const model::MachineSnapshot& snap) {
+    if (topology_ && topology_->size() == snap.gpus.size()) return {};
+    std::vector<std::string> uuids;
+    for (const auto& g : snap.gpus) uuids.push_back(g.uuid.value_or("?"));
+    std::sort(uuids.begin(), uuids.end());
+    std::string key = "topology";
+    for (const auto& u : uuids) key += " " + u;
+    if (auto fact = table_.Fact(key); fact && *fact) {
+      auto parsed = protocol::ParseJson(**fact);
+      if (parsed) {
+        auto t = protocol::TopologyFromJson(*parsed, "topology");
+        if (t && FitsGpus(*t, snap.gpus.size())) {
+          topology_ = std::move(*t);
+          return {};
+        }
+      }
+    }
+    auto source = devices_();
+    if (!source) return source.error();
+    devices::SnapshotOptions options = devices::FieldOptions(devices::kFieldIdentity);
+    options.topology = true;
+    auto read = (*source)->Snapshot(options);
+    if (!read) return read.error();
+    topology_ = read->topology;
+    if (topology_) (void)table_.RecordFact(key, protocol::DumpJson(protocol::TopologyToJson(*topology_)));
+    return {};
+  }
+  static bool FitsGpus(const model::Topology& t, size_t n) {
+    if (t.pcie.size() != n || t.nvlinks.size() != n) return false;
+    for (size_t i = 0; i < n; ++i) {
+      if (t.pcie[i].size() != n || t.nvlinks[i].size() != n) return false;
+    }
+    return true;
   }
 
   store::LeaseStore& table_;

@@ -37,8 +37,8 @@ struct LeaseAsk {
   model::GpuRequest request;
   model::Lease draft;                 // uid, user, kind, command, created, processes
   std::optional<int64_t> within;      // GPUMAN_LEASE_ID of the caller's environment
-  /// The snapshot (with topology) the request was built on: brokers use it for their first
-  /// attempt instead of asking NVML again. Optional.
+  /// The snapshot the request was built on (what choosing needs; no topology): brokers use
+  /// it for their first attempt instead of asking again. Optional.
   std::optional<model::MachineSnapshot> snapshot;
 };
 

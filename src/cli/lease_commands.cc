@@ -112,13 +112,12 @@ int RunSelect(const SelectArgs& args, Context& ctx) {
 int RunLeases(const LeasesArgs& args, Context& ctx) {
   auto live = LiveLeases(ctx);
   if (!live) return FailLease(ctx, live.error());
-  // GPU indices are a convenience: shown when the driver can be asked, UUIDs otherwise.
+  // GPU indices are a convenience: each lease recorded them when it was taken, so listing
+  // leases asks the driver nothing (a lease recorded without them shows UUIDs only).
   std::map<std::string, int> index_of;
-  if (auto source = ctx.Devices()) {
-    if (auto snap = (*source)->Snapshot()) {
-      for (const auto& g : snap->gpus) {
-        if (g.uuid) index_of[*g.uuid] = g.index;
-      }
+  for (const auto& l : *live) {
+    for (size_t i = 0; i < l.gpu_indices.size() && i < l.gpu_uuids.size(); ++i) {
+      if (l.gpu_indices[i] >= 0) index_of[l.gpu_uuids[i]] = l.gpu_indices[i];
     }
   }
   const int64_t now = ctx.clock().NowUnixMs();

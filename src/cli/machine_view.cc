@@ -11,7 +11,7 @@ namespace {
 
 void ReadNvml(Context& ctx, bool processes, const devices::SnapshotOptions& fields, MachineView& view) {
   view.from_daemon = false;
-  auto source = ctx.Devices();
+  auto source = ctx.Nvml();
   if (!source) {
     view.snapshot = source.error();
     return;

@@ -141,7 +141,8 @@ int RunRun(const RunArgs& args, Context& ctx) {
   }
   release();
 
-  // Did the GPUs come back? Processes of the job's group that still hold GPU memory.
+  // Did the GPUs come back? Processes of the job's group that still hold GPU memory: only
+  // those that still live (the job itself was reaped; the daemon's sample may predate its end).
   if (auto source = ctx.Devices()) {
     devices::SnapshotOptions who_only;
     who_only.processes_only = true;
@@ -150,7 +151,7 @@ int RunRun(const RunArgs& args, Context& ctx) {
         if (!g.uuid || std::find(sel.uuids.begin(), sel.uuids.end(), *g.uuid) == sel.uuids.end()) continue;
         for (const auto& p : g.processes) {
           auto pgrp = sched::ProcessGroupOf(static_cast<int>(p.pid));
-          if (static_cast<pid_t>(p.pid) == job_pid || (pgrp && *pgrp == job_pid)) {
+          if (static_cast<pid_t>(p.pid) != job_pid && pgrp && *pgrp == job_pid) {
             ctx.err() << "gpuman: warning: process " << p.pid << " of the job still holds "
                       << (p.used_memory_bytes ? render::FormatBytes(*p.used_memory_bytes) : std::string("memory"))
                       << " on GPU " << g.index << "\n";

@@ -150,7 +150,7 @@ int RunTop(const TopArgs& args, Context& ctx) {
   std::optional<std::string> daemon_scenario;
   tui::Frame first = CollectFrame(ctx, daemon, &daemon_scenario);
   if (!first.snapshot) {
-    auto source = ctx.Devices();
+    auto source = ctx.Nvml();
     const ErrorCode code = source ? ErrorCode::kUnavailable : source.error().code;
     return ctx.Fail(MakeError(code, first.snapshot_error));
   }

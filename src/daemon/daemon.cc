@@ -514,7 +514,8 @@ Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& g
   draft.processes = {*holder};
   auto lease = leases_->Acquire(
       draft, [&](const std::vector<model::Lease>&) -> Result<std::vector<std::string>> { return gpus; },
-      store::ProcLivenessCheck());
+      store::ProcLivenessCheck(),
+      latest_ && latest_->snapshot ? lease::IndexIn(*latest_->snapshot) : store::GpuIndexOf());
   if (!lease) {
     NoteStoreError(lease.error());
     requeue("GPUs were taken meanwhile: " + lease.error().message);

@@ -164,10 +164,11 @@ class Daemon {
   // status and top calls between two samples do not encode it again. A new sample empties it.
   struct EncodedSnapshot {
     bool processes = false;
+    bool topology = false;
     std::optional<CallerView> view;  // set when processes
     std::string text;
   };
-  const std::string& EncodedSnapshotFor(bool processes, const std::optional<CallerView>& view);
+  const std::string& EncodedSnapshotFor(bool processes, bool topology, const std::optional<CallerView>& view);
   std::vector<EncodedSnapshot> encoded_snapshots_;  // of latest_; TakeSample empties it
   // Reads the devices once (topology too the first time) and makes it the latest sample.
   // `fresh`: the slow field groups (health, settings) read now, not from the source's cache.

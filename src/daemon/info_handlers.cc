@@ -61,9 +61,13 @@ Reply Daemon::OnSnapshot(const Call& call) {
   if (latest_->snapshot) {
     std::optional<CallerView> view;
     if (args.processes) view = ReadCallerView(call.peer.uid, call.peer.gid, call.peer.pid);
-    snapshot_json = &EncodedSnapshotFor(args.processes, view);
+    snapshot_json = &EncodedSnapshotFor(args.processes, args.topology, view);
   } else {
     result.error = latest_->error;
+  }
+  if (args.gpus_only) {  // GPU facts only (run, select, explain): no holders to gather
+    if (!snapshot_json) return MakeReply(call.id(), result);
+    return protocol::MakeEncodedReply(call.id(), protocol::EncodeSnapshotResult(result, *snapshot_json));
   }
   auto live = AllLiveLeases();
   if (!live) return Fail(call.id(), live.error());
@@ -84,11 +88,12 @@ Reply Daemon::OnSnapshot(const Call& call) {
   return protocol::MakeEncodedReply(call.id(), protocol::EncodeSnapshotResult(result, *snapshot_json));
 }
 
-const std::string& Daemon::EncodedSnapshotFor(bool processes, const std::optional<CallerView>& view) {
+const std::string& Daemon::EncodedSnapshotFor(bool processes, bool topology, const std::optional<CallerView>& view) {
   for (const EncodedSnapshot& e : encoded_snapshots_) {
-    if (e.processes == processes && e.view == view) return e.text;
+    if (e.processes == processes && e.topology == topology && e.view == view) return e.text;
   }
   model::MachineSnapshot snap = *latest_->snapshot;
+  if (topology) snap.topology = topology_;  // read once, with the first sample
   if (!processes) {
     for (auto& gpu : snap.gpus) gpu.processes.clear();
   } else {
@@ -96,7 +101,7 @@ const std::string& Daemon::EncodedSnapshotFor(bool processes, const std::optiona
   }
   constexpr size_t kMaxViews = 32;  // callers of one sample with different views; the oldest goes
   if (encoded_snapshots_.size() >= kMaxViews) encoded_snapshots_.erase(encoded_snapshots_.begin());
-  encoded_snapshots_.push_back(EncodedSnapshot{processes, view, protocol::DumpJson(protocol::MachineSnapshotToJson(snap))});
+  encoded_snapshots_.push_back(EncodedSnapshot{processes, topology, view, protocol::DumpJson(protocol::MachineSnapshotToJson(snap))});
   return encoded_snapshots_.back().text;
 }
 

@@ -52,11 +52,15 @@ struct SnapshotOptions {
 /// `status` as text (and its --watch): no serial, clocks, settings, ECC totals, affinity.
 inline constexpr FieldSet kStatusTextFields = kFieldIdentity | kFieldCore | kFieldPowerLimit | kFieldHealth |
                                               kFieldThrottle | kFieldProcesses;
-/// `status --json`, `health`, selection and the scheduler: everything.
+/// `status --json`, `health` and the scheduler: everything.
 inline constexpr FieldSet kStatusJsonFields = kAllFields;
 /// `top`: what its screen shows (no serial, clocks, settings, ECC totals, warnings).
 inline constexpr FieldSet kTopFields = kFieldIdentity | kFieldCore | kFieldPowerLimit | kFieldHealth |
                                        kFieldProcesses | kFieldProcessUtilization;
+/// Choosing GPUs (`run`, `select`, the machine lease table's acquire step, `--bind-numa`):
+/// names, compute capability and CPU affinity, memory and utilization, health, processes;
+/// not power, settings, ECC totals, clocks or throttling (issue 27).
+inline constexpr FieldSet kSelectionFields = kFieldIdentity | kFieldDetails | kFieldCore | kFieldHealth | kFieldProcesses;
 /// The daemon's collector (history, metrics, alerts, the health watch): everything.
 inline constexpr FieldSet kCollectorFields = kAllFields;
 /// How old the slow groups may be for a monitor sampling every second or so.

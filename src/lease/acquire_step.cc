@@ -6,6 +6,15 @@
 
 namespace gpuman::lease {
 
+store::GpuIndexOf IndexIn(const model::MachineSnapshot& snap) {
+  return [&snap](const std::string& uuid) {
+    for (const auto& g : snap.gpus) {
+      if (g.uuid == uuid) return g.index;
+    }
+    return -1;
+  };
+}
+
 Result<Grant> AcquireStep(const model::MachineSnapshot& snap, const AcquireAsk& ask, const policy::Caller& caller,
                           const Authority& authority) {
   const int machine_gpus = static_cast<int>(snap.gpus.size());
@@ -56,7 +65,7 @@ Result<Grant> AcquireStep(const model::MachineSnapshot& snap, const AcquireAsk& 
         final_choice = std::move(*selection);
         return final_choice->uuids;
       },
-      authority.alive);
+      authority.alive, IndexIn(snap));
   if (!lease) return lease.error();
   grant.lease_id = lease->id;
   grant.selection = std::move(*final_choice);
@@ -65,7 +74,10 @@ Result<Grant> AcquireStep(const model::MachineSnapshot& snap, const AcquireAsk& 
 
 Result<model::MachineSnapshot> SnapshotWithTopology(devices::DeviceSource& source,
                                                     std::optional<model::Topology>& topology) {
-  devices::SnapshotOptions options;
+  // What choosing needs, read now (memory, utilization and processes change by the
+  // second); health and settings as a monitor keeps them, the static facts once.
+  devices::SnapshotOptions options = devices::FieldOptions(devices::kSelectionFields);
+  options.slow_max_age = devices::kMonitorSlowAge;
   // Even one GPU is placed by topology: it should come from a group already in use.
   options.topology = !topology.has_value();
   auto snap = source.Snapshot(options);

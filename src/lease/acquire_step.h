@@ -18,6 +18,7 @@
 #include "model/lease.h"
 #include "policy/lease_rules.h"
 #include "policy/selection.h"
+#include "store/lease_store.h"
 #include "store/liveness.h"
 
 namespace gpuman::devices {
@@ -66,6 +67,10 @@ struct Grant {
 /// kInvalidArgument: it is not live), and of the store (kConflict, kBusy, kIo).
 Result<Grant> AcquireStep(const model::MachineSnapshot& snap, const AcquireAsk& ask, const policy::Caller& caller,
                           const Authority& authority);
+
+/// Each GPU's index in `snap` (-1 when it is not there), recorded with a lease for display.
+/// `snap` must outlive the function.
+store::GpuIndexOf IndexIn(const model::MachineSnapshot& snap);
 
 /// Reads `source` once; the topology is read the first time only and kept in `topology`
 /// (it does not change while a process runs). Errors: the source's.

@@ -25,6 +25,9 @@ struct LeaseProcess {
 struct Lease {
   int64_t id = 0;                      // assigned by the store, increasing
   std::vector<std::string> gpu_uuids;  // identity of the GPUs; never indices
+  /// Each GPU's NVML index when the lease was taken, for display only (`leases` shows it
+  /// without asking the driver); -1 when not recorded. Empty, or as long as gpu_uuids.
+  std::vector<int> gpu_indices;
   uint32_t uid = 0;
   std::string user;
   std::string command;                 // what it was taken for, e.g. "python train.py"

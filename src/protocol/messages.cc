@@ -228,7 +228,12 @@ json ToJson(const DrainsResult& v) {
   }
   return json{{"drains", std::move(drains)}};
 }
-json ToJson(const SnapshotArgs& v) { return json{{"processes", v.processes}}; }
+json ToJson(const SnapshotArgs& v) {
+  json j{{"processes", v.processes}};
+  if (v.topology) j["topology"] = true;
+  if (v.gpus_only) j["gpus_only"] = true;
+  return j;
+}
 json ToJson(const SnapshotResult& v) {
   json leases = json::array();
   for (const auto& l : v.leases) leases.push_back(LeaseToJson(l));
@@ -654,6 +659,8 @@ Result<SnapshotArgs> FromJson<SnapshotArgs>(const json& j) {
   SnapshotArgs v;
   FieldReader f(j, "args");
   f.Optional("processes", v.processes);
+  f.Optional("topology", v.topology);
+  f.Optional("gpus_only", v.gpus_only);
   return Done(f, v);
 }
 

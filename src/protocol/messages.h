@@ -244,6 +244,10 @@ struct DrainsResult {
 // show it (docs/protocol.md, "Processes through the daemon").
 struct SnapshotArgs {
   bool processes = true;  // false: every GPU's process list comes back empty
+  bool topology = false;  // true: the machine's NVLink/PCIe topology comes with it
+  /// true: only the sample (no leases, jobs or drains beside it): what a client that needs
+  /// GPU facts and not the holders asks (`run`, `select`, `explain`: docs/design.md).
+  bool gpus_only = false;
 };
 struct SnapshotResult {
   /// The sample; nullopt when the daemon has none (its device read failed: `error`).

@@ -164,6 +164,7 @@ json LeaseToJson(const model::Lease& lease) {
       {"host", lease.host},
       {"processes", processes},
   };
+  if (!lease.gpu_indices.empty()) j["gpu_indices"] = lease.gpu_indices;
   if (lease.idle_since_unix_ms) j["idle_since_unix_ms"] = *lease.idle_since_unix_ms;
   return j;
 }
@@ -173,6 +174,8 @@ Result<model::Lease> LeaseFromJson(const json& j, std::string_view path) {
   FieldReader f(j, std::string(path));
   f.Required("id", lease.id);
   f.Optional("gpu_uuids", lease.gpu_uuids);
+  f.Optional("gpu_indices", lease.gpu_indices);
+  if (!lease.gpu_indices.empty() && lease.gpu_indices.size() != lease.gpu_uuids.size()) lease.gpu_indices.clear();
   f.Optional("uid", lease.uid);
   f.Optional("user", lease.user);
   f.Optional("command", lease.command);
@@ -325,6 +328,8 @@ Result<model::GpuProcess> GpuProcessFromJson(const json& j, const std::string& p
   return p;
 }
 
+}  // namespace
+
 json TopologyToJson(const model::Topology& t) {
   json pcie = json::array();
   for (const auto& row : t.pcie) {
@@ -362,8 +367,6 @@ Result<model::Topology> TopologyFromJson(const json& j, const std::string& path)
   if (!f.ok()) return f.error();
   return t;
 }
-
-}  // namespace
 
 json DeviceSnapshotToJson(const model::DeviceSnapshot& d) {
   json processes = json::array();

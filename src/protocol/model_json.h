@@ -48,6 +48,11 @@ nlohmann::json MachineSnapshotToJson(const model::MachineSnapshot& snap);
 Result<model::MachineSnapshot> MachineSnapshotFromJson(const nlohmann::json& j, std::string_view path = "snapshot");
 
 nlohmann::json DeviceSnapshotToJson(const model::DeviceSnapshot& gpu);
+
+/// The NVLink/PCIe topology alone (the machine object's `topology` member), and back.
+/// Errors: kInvalidArgument naming the first bad member.
+nlohmann::json TopologyToJson(const model::Topology& topology);
+Result<model::Topology> TopologyFromJson(const nlohmann::json& j, const std::string& path);
 Result<model::DeviceSnapshot> DeviceSnapshotFromJson(const nlohmann::json& j, std::string_view path = "gpu");
 
 }  // namespace gpuman::protocol

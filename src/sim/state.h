@@ -3,7 +3,9 @@
 // state, so there is exactly one State (TheState()); every field is guarded by its `mu`.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -59,7 +61,10 @@ class State {
   // hundreds of calls, and one stat each made the simulator slower than the code under test.
   // `count` false: the same call again (an event wait polling inside one call).
   void Begin(const char* function, bool count = true) {
-    if (count) ++call_counts[function];
+    if (count) {
+      ++call_counts[function];
+      PayCallCost(function);
+    }
     if (init_count == 0) return;
     std::string_view name(function);
     bool enumeration = name.find("GetCount") != std::string_view::npos ||
@@ -72,6 +77,24 @@ class State {
       last_check_ms_ = now_ms;
       ReloadIfChanged();
     }
+  }
+
+  // What a call costs on a real driver, when a bench asks for it (docs/scenarios.md, "What
+  // a call costs"): $GPUMAN_FAKE_NVML_CALL_US per call, $GPUMAN_FAKE_NVML_INIT_US more for
+  // an nvmlInit*. Read once; both unset (0) in tests. Paid with the lock held, as the
+  // driver serialises a process's calls.
+  void PayCallCost(std::string_view function) {
+    static const long call_us = EnvMicros("GPUMAN_FAKE_NVML_CALL_US");
+    static const long init_us = EnvMicros("GPUMAN_FAKE_NVML_INIT_US");
+    long us = call_us + (function.rfind("nvmlInit", 0) == 0 ? init_us : 0);
+    if (us <= 0) return;
+    timespec t{us / 1000000, (us % 1000000) * 1000};
+    while (nanosleep(&t, &t) != 0 && errno == EINTR) {
+    }
+  }
+  static long EnvMicros(const char* name) {
+    const char* v = std::getenv(name);
+    return v && *v ? std::max(0L, std::strtol(v, nullptr, 10)) : 0L;
   }
 
   // First nvmlInit*: reads the environment and loads the scenario.

@@ -31,6 +31,8 @@ struct LeaseStore::Statements {
   Statement delete_lease;
   Statement prune_events;
   Statement data_version;
+  Statement select_fact;
+  Statement upsert_fact;
 };
 
 namespace {
@@ -69,9 +71,9 @@ Result<std::unique_ptr<LeaseStore>> LeaseStore::Attach(std::shared_ptr<Database>
       {&stmts->select_lease, "read lease",
        "SELECT id, uid, user, command, kind, created_unix_ms, host FROM leases WHERE id = ?1"},
       {&stmts->select_gpus, "read lease gpus",
-       "SELECT lease_id, gpu_uuid FROM lease_gpus ORDER BY lease_id, position"},
+       "SELECT lease_id, gpu_uuid, gpu_index FROM lease_gpus ORDER BY lease_id, position"},
       {&stmts->select_lease_gpus, "read lease gpus",
-       "SELECT lease_id, gpu_uuid FROM lease_gpus WHERE lease_id = ?1 ORDER BY position"},
+       "SELECT lease_id, gpu_uuid, gpu_index FROM lease_gpus WHERE lease_id = ?1 ORDER BY position"},
       {&stmts->select_processes, "read lease processes",
        "SELECT lease_id, pid, start_time_ticks FROM lease_processes ORDER BY lease_id, pid"},
       {&stmts->select_lease_processes, "read lease processes",
@@ -81,7 +83,7 @@ Result<std::unique_ptr<LeaseStore>> LeaseStore::Attach(std::shared_ptr<Database>
        "INSERT INTO leases (uid, user, command, kind, created_unix_ms, host) "
        "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"},
       {&stmts->insert_gpu, "insert lease gpu",
-       "INSERT INTO lease_gpus (gpu_uuid, lease_id, position) VALUES (?1, ?2, ?3)"},
+       "INSERT INTO lease_gpus (gpu_uuid, lease_id, position, gpu_index) VALUES (?1, ?2, ?3, ?4)"},
       {&stmts->upsert_process, "record lease process",
        "INSERT INTO lease_processes (lease_id, pid, start_time_ticks) VALUES (?1, ?2, ?3) "
        "ON CONFLICT (lease_id, pid) DO UPDATE SET start_time_ticks = excluded.start_time_ticks"},
@@ -98,6 +100,9 @@ Result<std::unique_ptr<LeaseStore>> LeaseStore::Attach(std::shared_ptr<Database>
       {&stmts->prune_events, "prune events",
        "DELETE FROM events WHERE id <= (SELECT MAX(id) FROM events) - ?1"},
       {&stmts->data_version, "read data version", "PRAGMA data_version"},
+      {&stmts->select_fact, "read machine fact", "SELECT value FROM machine_facts WHERE key = ?1"},
+      {&stmts->upsert_fact, "record machine fact",
+       "INSERT INTO machine_facts (key, value) VALUES (?1, ?2) ON CONFLICT (key) DO UPDATE SET value = excluded.value"},
   };
   // Each is prepared at its first use: a command uses a few of them (status: three), and
   // preparing all cost every open 0.7 M instructions.
@@ -145,7 +150,10 @@ Result<std::vector<model::Lease>> LeaseStore::LoadLocked(std::optional<int64_t> 
       if (!row) return row.error();
       if (!*row) break;
       auto it = index.find(gpus.ColumnInt64(0));
-      if (it != index.end()) out[it->second].gpu_uuids.push_back(gpus.ColumnText(1));
+      if (it == index.end()) continue;
+      model::Lease& lease = out[it->second];
+      lease.gpu_uuids.push_back(gpus.ColumnText(1));
+      lease.gpu_indices.push_back(gpus.ColumnIsNull(2) ? -1 : static_cast<int>(gpus.ColumnInt64(2)));
     }
   }
   {
@@ -203,8 +211,8 @@ Result<std::vector<model::Lease>> LeaseStore::ReclaimLocked(
   return live;
 }
 
-Result<model::Lease> LeaseStore::InsertLocked(const model::Lease& draft,
-                                              const std::vector<std::string>& uuids) {
+Result<model::Lease> LeaseStore::InsertLocked(const model::Lease& draft, const std::vector<std::string>& uuids,
+                                              const std::vector<int>& indices) {
   model::Lease lease;
   {
     Statement& s = stmts_->insert_lease;
@@ -222,6 +230,8 @@ Result<model::Lease> LeaseStore::InsertLocked(const model::Lease& draft,
     Statement& s = stmts_->insert_gpu;
     auto use = s.Use();
     s.Bind(1, uuids[i]).Bind(2, lease.id).Bind(3, static_cast<int64_t>(i));
+    if (i < indices.size() && indices[i] >= 0) s.Bind(4, static_cast<int64_t>(indices[i]));
+    else s.BindNull(4);
     auto r = s.Run();
     if (r) continue;
     if (r.error().code != ErrorCode::kConflict) return r.error();
@@ -257,7 +267,7 @@ Result<model::Lease> LeaseStore::InsertLocked(const model::Lease& draft,
 }
 
 Result<model::Lease> LeaseStore::Acquire(const model::Lease& draft, const ChooseGpus& choose,
-                                         const LivenessCheck& alive) {
+                                         const LivenessCheck& alive, const GpuIndexOf& index_of) {
   const char* context = "acquire lease";
   if (draft.processes.empty()) {
     return MakeError(ErrorCode::kInvalidArgument,
@@ -292,7 +302,11 @@ Result<model::Lease> LeaseStore::Acquire(const model::Lease& draft, const Choose
 
   auto savepoint = Savepoint::Begin(*db_, "insert_lease");
   if (!savepoint) return fail(savepoint.error().WithContext(context));
-  auto lease = InsertLocked(draft, *chosen);
+  std::vector<int> indices;
+  if (index_of) {
+    for (const std::string& uuid : *chosen) indices.push_back(index_of(uuid));
+  }
+  auto lease = InsertLocked(draft, *chosen, indices);
   if (!lease) {
     { Savepoint dropped = std::move(*savepoint); }  // undo the partial insert before committing
     return fail(lease.error().WithContext(context));
@@ -403,6 +417,24 @@ Result<std::optional<model::Lease>> LeaseStore::Get(int64_t lease_id) {
   if (auto s = tx->Commit(); !s) return s.error().WithContext(context);
   if (found->empty()) return std::optional<model::Lease>();
   return std::optional<model::Lease>(std::move(found->front()));
+}
+
+Result<std::optional<std::string>> LeaseStore::Fact(const std::string& key) {
+  Statement& s = stmts_->select_fact;
+  auto use = s.Use();
+  s.Bind(1, key);
+  auto row = s.Step();
+  if (!row) return row.error().WithContext("read machine fact " + key);
+  if (!*row) return std::optional<std::string>();
+  return std::optional<std::string>(s.ColumnText(0));
+}
+
+Status LeaseStore::RecordFact(const std::string& key, const std::string& value) {
+  Statement& s = stmts_->upsert_fact;
+  auto use = s.Use();
+  s.Bind(1, key).Bind(2, value);
+  if (auto r = s.Run(); !r) return r.error().WithContext("record machine fact " + key);
+  return {};
 }
 
 Result<std::vector<model::Lease>> LeaseStore::ReclaimStale(const LivenessCheck& alive) {

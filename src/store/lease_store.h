@@ -24,6 +24,8 @@ namespace gpuman::store {
 /// it must be quick and must not touch the state db. Returning an error aborts the lease.
 using ChooseGpus =
     std::function<Result<std::vector<std::string>>(const std::vector<model::Lease>& live)>;
+/// A chosen GPU's NVML index, recorded with the lease for display; -1 when not known.
+using GpuIndexOf = std::function<int(const std::string& uuid)>;
 
 struct LeaseStoreOptions {
   /// How long to wait for another process's write transaction before failing with kBusy.
@@ -63,8 +65,10 @@ class LeaseStore {
   /// (as it is when the insert fails). Errors: choose's error; kInvalidArgument (draft
   /// without processes, no UUIDs, a UUID twice); kConflict (a UUID is already leased: the
   /// database refuses it even when `choose` is wrong); kBusy; kIo.
+  /// `index_of`, when given, says each chosen GPU's index (stored with it, shown by
+  /// `leases`); without it the indices are not recorded.
   Result<model::Lease> Acquire(const model::Lease& draft, const ChooseGpus& choose,
-                               const LivenessCheck& alive);
+                               const LivenessCheck& alive, const GpuIndexOf& index_of = {});
 
   /// Adds processes to a lease (the runner records the job's pid after fork). A pid the
   /// lease already has gets the new start time. Errors: kNotFound, kBusy, kIo.
@@ -94,6 +98,12 @@ class LeaseStore {
   /// The recorded lease with this id (alive or not), or nullopt. Errors: kIo.
   Result<std::optional<model::Lease>> Get(int64_t lease_id);
 
+  /// A fact of the machine recorded with RecordFact (machine_facts: static facts such as
+  /// the topology, advisory), or nullopt. Errors: kIo.
+  Result<std::optional<std::string>> Fact(const std::string& key);
+  /// Records (or replaces) a fact. Errors: kBusy, kIo.
+  Status RecordFact(const std::string& key, const std::string& value);
+
   /// Deletes the stale leases and returns them (callers may log them). Errors: kBusy, kIo.
   Result<std::vector<model::Lease>> ReclaimStale(const LivenessCheck& alive);
 
@@ -119,8 +129,8 @@ class LeaseStore {
   Result<std::vector<model::Lease>> ReclaimLocked(const LivenessCheck& alive,
                                                   std::vector<model::Lease>* reclaimed);
   Status DeleteLocked(int64_t lease_id, const char* event_kind);
-  Result<model::Lease> InsertLocked(const model::Lease& draft,
-                                    const std::vector<std::string>& uuids);
+  Result<model::Lease> InsertLocked(const model::Lease& draft, const std::vector<std::string>& uuids,
+                                    const std::vector<int>& indices);
 
   std::shared_ptr<Database> db_;       // shared with the job store of the same state db
   std::unique_ptr<Statements> stmts_;  // finalized before db_ closes (reverse order)

@@ -154,6 +154,20 @@ ALTER TABLE jobs ADD COLUMN failure TEXT NOT NULL DEFAULT '';
 -- (then taken to be this host's). Another host's lease is never reclaimed as stale.
 ALTER TABLE leases ADD COLUMN host TEXT NOT NULL DEFAULT '';
 )sql"},
+    {5, "each leased GPU's index, for display without asking the driver",
+     R"sql(
+-- The GPU's NVML index when the lease was taken (`gpuman leases` shows it without loading
+-- NVML); NULL when not recorded (older rows, a caller without a snapshot).
+ALTER TABLE lease_gpus ADD COLUMN gpu_index INTEGER;
+-- Facts of the machine that do not change while the driver is loaded, kept so that a
+-- command without the daemon need not ask the driver again (the NVLink/PCIe topology,
+-- keyed by the GPUs it is of). Advisory: a wrong row only changes which free GPUs are
+-- preferred, never who holds one.
+CREATE TABLE machine_facts (
+  key   TEXT NOT NULL PRIMARY KEY,
+  value TEXT NOT NULL
+) WITHOUT ROWID;
+)sql"},
 };
 
 }  // namespace
