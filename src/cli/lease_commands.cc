@@ -114,19 +114,18 @@ int RunLeases(const LeasesArgs& args, Context& ctx) {
   if (!live) return FailLease(ctx, live.error());
   // GPU indices are a convenience: each lease recorded them when it was taken, so listing
   // leases asks the driver nothing (a lease recorded without them shows UUIDs only).
-  std::map<std::string, int> index_of;
-  for (const auto& l : *live) {
-    for (size_t i = 0; i < l.gpu_indices.size() && i < l.gpu_uuids.size(); ++i) {
-      if (l.gpu_indices[i] >= 0) index_of[l.gpu_uuids[i]] = l.gpu_indices[i];
-    }
-  }
+  auto index_of = [](const model::Lease& l, size_t i) -> std::optional<int> {
+    if (i >= l.gpu_indices.size() || l.gpu_indices[i] < 0) return std::nullopt;
+    return l.gpu_indices[i];
+  };
   const int64_t now = ctx.clock().NowUnixMs();
   if (args.json) {
     ojson list = ojson::array();
     for (const auto& l : *live) {
       ojson gpus = ojson::array();
-      for (const auto& u : l.gpu_uuids) {
-        gpus.push_back({{"uuid", u}, {"index", index_of.count(u) ? ojson(index_of[u]) : ojson(nullptr)}});
+      for (size_t i = 0; i < l.gpu_uuids.size(); ++i) {
+        const auto index = index_of(l, i);
+        gpus.push_back({{"uuid", l.gpu_uuids[i]}, {"index", index ? ojson(*index) : ojson(nullptr)}});
       }
       ojson procs = ojson::array();
       for (const auto& p : l.processes) procs.push_back({{"pid", p.pid}, {"start_time_ticks", p.start_time_ticks}});
@@ -148,8 +147,9 @@ int RunLeases(const LeasesArgs& args, Context& ctx) {
             << render::PadRight("KIND", 6) << "  " << render::PadRight("IDLE", 8) << "  COMMAND\n";
   for (const auto& l : *live) {
     std::vector<std::string> gpus;
-    for (const auto& u : l.gpu_uuids) {
-      gpus.push_back(index_of.count(u) ? std::to_string(index_of[u]) : u.substr(0, 12));
+    for (size_t i = 0; i < l.gpu_uuids.size(); ++i) {
+      const auto index = index_of(l, i);
+      gpus.push_back(index ? std::to_string(*index) : l.gpu_uuids[i].substr(0, 12));
     }
     // The command is a user's command line or a job's name: escaped, never sent raw.
     std::string line = render::PadLeft(std::to_string(l.id), 5) + "  " + render::PadRight(render::TruncateToWidth(EscapeControl(l.user), 10), 10) +
