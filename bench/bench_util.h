@@ -3,6 +3,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -12,6 +13,8 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iterator>
+#include <utility>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -114,6 +117,52 @@ inline std::vector<long> CallLogTotals(const std::string& path) {
     if (at != std::string::npos) totals.push_back(std::atol(line.c_str() + at + 7));
   }
   return totals;
+}
+
+/// A private `gpuman --simulate SCENARIO daemon` for a benchmark, with `config` as its
+/// config file (GPUMAN_CONFIG) and `env` set in its environment; its stderr goes to
+/// <dir>/<name>.log. Returns once its socket exists and its start is past (confinement is
+/// prepared after the socket is bound).
+struct BenchDaemon {
+  pid_t pid = -1;
+  std::string socket, log;
+};
+inline BenchDaemon StartDaemon(const std::string& dir, const std::string& scenario, const std::string& name,
+                               const std::string& config,
+                               const std::vector<std::pair<std::string, std::string>>& env = {}) {
+  BenchDaemon d;
+  d.socket = dir + "/" + name + ".sock";
+  d.log = dir + "/" + name + ".log";
+  const std::string config_path = dir + "/" + name + ".toml";
+  std::ofstream(config_path) << config;
+  std::ofstream(dir + "/" + name + ".kmsg") << "";
+  d.pid = fork();
+  if (d.pid == 0) {
+    setenv("GPUMAN_CONFIG", config_path.c_str(), 1);
+    setenv("GPUMAN_KERNEL_LOG", (dir + "/" + name + ".kmsg").c_str(), 1);
+    for (const auto& [k, v] : env) setenv(k.c_str(), v.c_str(), 1);
+    int out = open(d.log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(out, 2);
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    execl(GPUMAN_BENCH_GPUMAN, GPUMAN_BENCH_GPUMAN, "--simulate", scenario.c_str(), "daemon", "--socket",
+          d.socket.c_str(), "--state-dir", (dir + "/" + name + "-state").c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  for (int i = 0; i < 500 && access(d.socket.c_str(), F_OK) != 0; ++i) usleep(20 * 1000);
+  usleep(300 * 1000);
+  return d;
+}
+inline void StopDaemon(BenchDaemon& d) {
+  if (d.pid <= 0) return;
+  kill(d.pid, SIGTERM);
+  waitpid(d.pid, nullptr, 0);
+  d.pid = -1;
+}
+/// The daemon's log so far.
+inline std::string DaemonLog(const BenchDaemon& d) {
+  std::ifstream in(d.log);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 }  // namespace gpuman::bench

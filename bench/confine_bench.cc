@@ -27,38 +27,11 @@
 
 namespace {
 
+using gpuman::bench::BenchDaemon;
+using gpuman::bench::DaemonLog;
 using gpuman::bench::Median;
-
-struct Daemon {
-  pid_t pid = -1;
-  std::string socket;
-};
-
-Daemon StartDaemon(const std::string& dir, const std::string& scenario, const std::string& devices) {
-  Daemon d;
-  d.socket = dir + "/" + devices + ".sock";
-  const std::string config = dir + "/" + devices + ".toml";
-  std::ofstream(config) << "[enforce]\ndevices = \"" << devices << "\"\n";
-  d.pid = fork();
-  if (d.pid == 0) {
-    setenv("GPUMAN_CONFIG", config.c_str(), 1);
-    const std::string log = dir + "/" + devices + ".log";
-    freopen(log.c_str(), "w", stderr);
-    execl(GPUMAN_BENCH_GPUMAN, GPUMAN_BENCH_GPUMAN, "--simulate", scenario.c_str(), "daemon", "--socket",
-          d.socket.c_str(), "--state-dir", (dir + "/" + devices + "-state").c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  for (int i = 0; i < 500 && access(d.socket.c_str(), F_OK) != 0; ++i) usleep(20 * 1000);
-  usleep(300 * 1000);  // past its start (confinement is prepared after the socket is bound)
-  return d;
-}
-
-void Stop(Daemon& d) {
-  if (d.pid <= 0) return;
-  kill(d.pid, SIGTERM);
-  waitpid(d.pid, nullptr, 0);
-  d.pid = -1;
-}
+using gpuman::bench::StartDaemon;
+using gpuman::bench::StopDaemon;
 
 // User + system CPU time of `pid` so far, in milliseconds (/proc/PID/stat fields 14, 15).
 double CpuMs(pid_t pid) {
@@ -95,19 +68,18 @@ int main(int argc, char** argv) {
   unsetenv("CUDA_VISIBLE_DEVICES");
   setenv("GPUMAN_STATE_DIR", (dir + "/client").c_str(), 1);
 
-  Daemon off = StartDaemon(dir, scenario, "off");
-  Daemon on = StartDaemon(dir, scenario, "cgroup");
-  std::ifstream said(dir + "/cgroup.log");
-  const std::string log((std::istreambuf_iterator<char>(said)), std::istreambuf_iterator<char>());
+  BenchDaemon off = StartDaemon(dir, scenario, "off", "[enforce]\ndevices = \"off\"\n");
+  BenchDaemon on = StartDaemon(dir, scenario, "cgroup", "[enforce]\ndevices = \"cgroup\"\n");
+  const std::string log = DaemonLog(on);
   if (log.find("device confinement cgroup") == std::string::npos) {
     std::printf("confine_bench: this host cannot confine (%s); nothing measured\n", log.c_str());
-    Stop(off);
-    Stop(on);
+    StopDaemon(off);
+    StopDaemon(on);
     std::filesystem::remove_all(dir);
     return 0;
   }
   const std::vector<std::string> run = {GPUMAN_BENCH_GPUMAN, "--simulate", scenario, "run", "-q", "-n", "1", "--", "true"};
-  for (Daemon* d : {&off, &on}) {  // warm both
+  for (BenchDaemon* d : {&off, &on}) {  // warm both
     setenv("GPUMAN_SOCKET", d->socket.c_str(), 1);
     gpuman::bench::RunOnceTimes(run);
   }
@@ -124,7 +96,7 @@ int main(int argc, char** argv) {
   std::printf("run -n 1 -- true, devices = \"off\"     %8.3f ms (median of %d)\n", a, runs);
   std::printf("run -n 1 -- true, confined (cgroup)   %8.3f ms\n", b);
   std::printf("confinement costs                     %8.3f ms  (goal <= 2 ms)\n", b - a);
-  Stop(off);
+  StopDaemon(off);
 
   // The intruder watch: the confined daemon idle, then with every GPU leased and intruded on.
   const double idle0 = CpuMs(on.pid);
@@ -151,8 +123,7 @@ int main(int argc, char** argv) {
   const double busy_ms = CpuMs(on.pid) - busy0;
   std::ofstream(gate) << "go";
   waitpid(holder, nullptr, 0);
-  std::ifstream again(dir + "/cgroup.log");
-  const std::string log2((std::istreambuf_iterator<char>(again)), std::istreambuf_iterator<char>());
+  const std::string log2 = DaemonLog(on);
   const size_t seen = static_cast<size_t>(std::count(log2.begin(), log2.end(), '\n'));
   const double window_ms = window_s * 1000.0;
   std::printf("daemon cpu, idle, no lease             %8.3f %% of a core (%d s)\n", 100.0 * idle_ms / window_ms, window_s);
@@ -162,7 +133,7 @@ int main(int argc, char** argv) {
   size_t intruder_lines = 0;
   for (size_t at = 0; (at = log2.find("intruder: ", at)) != std::string::npos; ++at) ++intruder_lines;
   std::printf("intruders the daemon reported          %zu (of %zu log lines)\n", intruder_lines, seen);
-  Stop(on);
+  StopDaemon(on);
   std::filesystem::remove_all(dir);
   return 0;
 }

@@ -103,6 +103,16 @@ bool DaemonFigures(const std::string& scenario_path, const std::vector<std::stri
     std::printf("ratio                 %8.2fx  (goal < 1.00x)  %s\n", dm / fm, dm < fm ? "ok" : "OVER");
     std::printf("cpu time (user+sys)   gpuman %.3f ms, floor %.3f ms (the daemon's own sampling not counted)\n",
                 Median(dc), Median(fc));
+    // The client's own NVML calls (the stand-in's call log has a line per process that
+    // loaded it): none while a daemon serves.
+    const std::string log = dir + "/client-calls.log";
+    setenv("GPUMAN_FAKE_NVML_CALL_LOG", log.c_str(), 1);
+    RunOnceMs(served);
+    unsetenv("GPUMAN_FAKE_NVML_CALL_LOG");
+    const std::vector<long> calls = gpuman::bench::CallLogTotals(log);
+    long total = 0;
+    for (long c : calls) total += c;
+    std::printf("NVML calls            gpuman %ld (%zu processes loaded the library; goal 0)\n", total, calls.size());
     setenv("GPUMAN_FAKE_NVML_SCENARIO", scenario_env.c_str(), 1);
     unsetenv("GPUMAN_SOCKET");
     unsetenv("GPUMAN_STATE_DIR");
@@ -125,7 +135,14 @@ int main(int argc, char** argv) {
     if (flag == "--no-daemon") with_daemon = false;
     else if (flag == "--runs" && i + 1 < argc) runs = std::max(3, std::atoi(argv[++i]));
     else if (flag == "--scenario" && i + 1 < argc) scenario = argv[++i];
+    // What each NVML call of the stand-in costs, for every process (gpuman, the floor and
+    // the daemon alike): docs/scenarios.md, "What a call costs" (real: 25 and 20000).
+    else if (flag == "--call-us" && i + 1 < argc) setenv("GPUMAN_FAKE_NVML_CALL_US", argv[++i], 1);
+    else if (flag == "--init-us" && i + 1 < argc) setenv("GPUMAN_FAKE_NVML_INIT_US", argv[++i], 1);
   }
+  const char* call_us = std::getenv("GPUMAN_FAKE_NVML_CALL_US");
+  const char* init_us = std::getenv("GPUMAN_FAKE_NVML_INIT_US");
+  std::printf("stand-in            %s us a call, %s us more an nvmlInit\n", call_us ? call_us : "0", init_us ? init_us : "0");
   std::string scenario_path = std::string(GPUMAN_BENCH_SCENARIO_DIR) + "/" + scenario + ".json";
   setenv("GPUMAN_FAKE_NVML_SCENARIO", scenario_path.c_str(), 1);
   unsetenv("GPUMAN_SIMULATE");

@@ -70,8 +70,12 @@ namespace {
 Result<LeaseAsk> BuildAsk(Context& ctx, const SelectionArgs& args) {
   auto source = ctx.Devices();
   if (!source) return source.error();
-  devices::SnapshotOptions choosing = devices::FieldOptions(devices::kSelectionFields);
-  auto snap = (*source)->Snapshot(choosing);
+  // Where a daemon serves, it chooses on its own sample: this process needs only what
+  // resolves ids and shapes the child's environment (no processes: the daemon reads no
+  // caller's view for them). Otherwise the table's broker chooses on this very snapshot.
+  const devices::FieldSet fields =
+      ctx.daemon_sample() ? devices::kFieldIdentity | devices::kFieldDetails : devices::kSelectionFields;
+  auto snap = (*source)->Snapshot(devices::FieldOptions(fields));
   if (!snap) return snap.error();
   auto req = BuildSelectionRequest(args, *snap, ctx.env().vars);
   if (!req) return req.error();
@@ -81,6 +85,7 @@ Result<LeaseAsk> BuildAsk(Context& ctx, const SelectionArgs& args) {
   ask.request = std::move(*req);
   ask.within = *within;
   ask.snapshot = std::move(*snap);
+  ask.snapshot_fields = fields;
   return ask;
 }
 

@@ -90,6 +90,7 @@ class DaemonBroker final : public LeaseBroker {
     a.pid = ask.draft.processes.front().pid;
     a.start_time_ticks = ask.draft.processes.front().start_time_ticks;
     a.within_lease_id = ask.within;
+    a.processes.assign(ask.draft.processes.begin() + 1, ask.draft.processes.end());
     auto got = daemon_.Call<protocol::AcquireResult>(a);
     if (!got && daemon_.broken()) {
       // The daemon went away under the request (a restart): reconnect (the one loop, its
@@ -109,7 +110,9 @@ class DaemonBroker final : public LeaseBroker {
     }
     if (!got) return got.error();
     Granted g;
-    if (ask.draft.processes.size() > 1) {
+    if (got->processes_added) {
+      g.cgroup = got->cgroup.value_or("");
+    } else if (ask.draft.processes.size() > 1) {  // a daemon from before acquire took them
       std::vector<model::LeaseProcess> rest(ask.draft.processes.begin() + 1, ask.draft.processes.end());
       auto added = daemon_.Call<protocol::AddProcessesResult>(protocol::AddProcessesArgs{got->lease_id, rest});
       if (!added) {
@@ -323,7 +326,8 @@ class TableBroker final : public LeaseBroker {
   // One attempt through the acquire step, on the ask's own snapshot the first time.
   Result<Granted> Attempt(const LeaseAsk& ask, bool preview) {
     Result<model::MachineSnapshot> snap = MakeError(ErrorCode::kInternal, "no snapshot");
-    if (!used_first_ && ask.snapshot) {
+    const bool can_choose = (ask.snapshot_fields & devices::kSelectionFields) == devices::kSelectionFields;
+    if (!used_first_ && ask.snapshot && can_choose) {
       snap = *ask.snapshot;  // the one the request was built on, a moment ago
     } else {
       auto source = devices_();

@@ -16,6 +16,7 @@
 
 #include "base/clock.h"
 #include "base/result.h"
+#include "devices/device_source.h"
 #include "model/device_snapshot.h"
 #include "model/lease.h"
 #include "policy/lease_rules.h"
@@ -37,9 +38,11 @@ struct LeaseAsk {
   model::GpuRequest request;
   model::Lease draft;                 // uid, user, kind, command, created, processes
   std::optional<int64_t> within;      // GPUMAN_LEASE_ID of the caller's environment
-  /// The snapshot the request was built on (what choosing needs; no topology): brokers use
-  /// it for their first attempt instead of asking again. Optional.
+  /// The snapshot the request was built on (no topology), and the fields it holds: the
+  /// table's broker chooses on it for its first attempt when it holds what choosing needs
+  /// (devices::kSelectionFields) instead of reading again. Optional.
   std::optional<model::MachineSnapshot> snapshot;
+  devices::FieldSet snapshot_fields = devices::kSelectionFields;
 };
 
 struct Granted {

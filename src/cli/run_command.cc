@@ -3,9 +3,11 @@
 #include "confine/cgroup.h"
 
 #include <sched.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <fstream>
 #include <set>
 
@@ -143,6 +145,9 @@ int RunRun(const RunArgs& args, Context& ctx) {
 
   // Did the GPUs come back? Processes of the job's group that still hold GPU memory: only
   // those that still live (the job itself was reaped; the daemon's sample may predate its end).
+  // When nothing of the group lives any more there is nothing to look for, and no read.
+  const bool group_left = kill(-job_pid, 0) == 0 || errno != ESRCH;
+  if (!group_left) return exit_code;
   if (auto source = ctx.Devices()) {
     devices::SnapshotOptions who_only;
     who_only.processes_only = true;

@@ -13,6 +13,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -834,24 +836,57 @@ std::optional<std::string> Daemon::Superseded() {
 
 Result<lease::Grant> Daemon::AcquireStepFor(const Peer& peer, const lease::AcquireAsk& ask) {
   if (auto why = Superseded()) return MakeError(ErrorCode::kUnavailable, *why);
+  const lease::Authority authority{*leases_, MachineTableLeases(), Rules(), store::ProcLivenessCheck(), clock_};
+  // Chosen on the latest sample, the one every client was just shown, when it is at most
+  // one period old and has the topology (docs/design.md, "One sample of the machine"): the
+  // leases come from the table under its write lock either way; only processes outside
+  // gpuman that began since the sample are not seen (as they would not be a moment after a
+  // fresh read). Its processes that have ended since do not count. Otherwise read now.
+  const int64_t now = clock_.NowUnixMs();
+  if (latest_ && latest_->snapshot && topology_ && now - latest_->at_unix_ms <= options_.monitor.sample_interval_ms &&
+      now >= latest_->at_unix_ms) {
+    model::MachineSnapshot snap = lease::WithoutEndedProcesses(*latest_->snapshot, [](uint32_t pid) {
+      return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
+    });
+    snap.topology = topology_;
+    return lease::AcquireStep(snap, ask, CallerOf(peer), authority);
+  }
   auto snap = lease::SnapshotWithTopology(devices_, topology_);
   if (!snap) return snap.error();
-  const lease::Authority authority{*leases_, MachineTableLeases(), Rules(), store::ProcLivenessCheck(), clock_};
   return lease::AcquireStep(*snap, ask, CallerOf(peer), authority);
 }
 
 Result<protocol::AcquireResult> Daemon::AcquireFor(const Peer& peer, const protocol::AcquireArgs& a) {
   model::LeaseProcess holder{a.pid, a.start_time_ticks};
   if (auto bad = CheckOwnProcess(peer, holder, identity())) return MakeError(protocol::ToErrorCode(bad->code), bad->message);
+  for (const auto& p : a.processes) {
+    if (auto bad = CheckOwnProcess(peer, p, identity())) return MakeError(protocol::ToErrorCode(bad->code), bad->message);
+  }
   lease::AcquireAsk ask;
   ask.request = a.request;
   ask.kind = a.kind;
   ask.command = a.command;
-  ask.processes = {holder};  // the client adds the rest (add_processes)
+  ask.processes = {holder};  // and run's command, recorded in the same step
+  ask.processes.insert(ask.processes.end(), a.processes.begin(), a.processes.end());
   ask.within = a.within_lease_id;
   auto got = AcquireStepFor(peer, ask);
   if (!got) return got.error();
-  return protocol::AcquireResult{got->lease_id, got->selection.uuids, got->nested};
+  protocol::AcquireResult result{got->lease_id, got->selection.uuids, got->nested};
+  result.processes_added = true;
+  if (!a.processes.empty() && confinement_.on) {
+    // Into the lease's cgroup before the command may run, as add_processes does.
+    auto lease = leases_->Get(got->lease_id);
+    Result<std::optional<std::string>> confined = std::optional<std::string>{};
+    if (!lease) confined = lease.error();
+    else if (!*lease) confined = MakeError(ErrorCode::kNotFound, "lease " + std::to_string(got->lease_id) + " ended at once");
+    else confined = ConfineRunProcesses(**lease, a.processes, peer.pid);
+    if (!confined) {
+      if (!got->nested) (void)leases_->Release(got->lease_id);
+      return confined.error();
+    }
+    result.cgroup = std::move(*confined);
+  }
+  return result;
 }
 
 std::optional<policy::LeaseJob> Daemon::JobOfLease(const model::Lease& lease) {

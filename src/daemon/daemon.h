@@ -178,6 +178,12 @@ class Daemon {
   // Device confinement (docs/enforce.md). The cgroup of lease `lease_id`, made with the
   // device rule of `gpus` (their minor numbers from the latest sample).
   Result<std::string> ConfineLease(int64_t lease_id, const std::vector<std::string>& gpus);
+  // The processes a `run` adds to `lease` (its command, at its start barrier; not the caller
+  // itself) moved into the lease's cgroup, made when missing. Returns that cgroup, or
+  // nullopt when nothing is confined (off, or a job's lease: what joins it is inside already).
+  Result<std::optional<std::string>> ConfineRunProcesses(const model::Lease& lease,
+                                                         const std::vector<model::LeaseProcess>& processes,
+                                                         int32_t caller_pid);
   // The processes in a confined lease's cgroup (none when unconfined).
   std::vector<pid_t> LeaseCgroupProcesses(int64_t lease_id) const;
   // Removes the cgroups of leases that are gone and empty (after a release, a reclaim, a

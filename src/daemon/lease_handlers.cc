@@ -85,25 +85,31 @@ Reply Daemon::OnAddProcesses(const Call& call) {
     if (auto bad = CheckOwnProcess(call.peer, p, identity())) return MakeErrorReply(call.id(), *bad);
   }
   protocol::AddProcessesResult result;
+  auto confined = ConfineRunProcesses(*call.lease, a.processes, call.peer.pid);
+  if (!confined) return Fail(call.id(), confined.error());
+  result.cgroup = std::move(*confined);
+  if (auto r = leases_->AddProcesses(a.lease_id, a.processes); !r) return Fail(call.id(), r.error());
+  return MakeReply(call.id(), result);
+}
+
+Result<std::optional<std::string>> Daemon::ConfineRunProcesses(const model::Lease& lease,
+                                                                 const std::vector<model::LeaseProcess>& processes,
+                                                                 int32_t caller_pid) {
   // Confined (docs/enforce.md): the processes a `run` adds (its command, held at its start
   // barrier) go into the lease's cgroup before they may run; the caller itself does not.
   // A job's lease has its cgroup from the start, and what joins it runs inside it already.
-  const model::Lease& lease = *call.lease;
-  if (confinement_.on && lease.kind != "job") {
-    const std::string why = "could not confine the command to its GPUs";
-    std::string dir = confine::LeaseCgroup(confinement_, lease.id);
-    if (access(dir.c_str(), F_OK) != 0) {
-      auto made = ConfineLease(lease.id, lease.gpu_uuids);
-      if (!made) return Fail(call.id(), made.error().WithContext(why));
-    }
-    for (const auto& p : a.processes) {
-      if (p.pid == call.peer.pid) continue;
-      if (Status moved = confine::MoveIntoCgroup(dir, p.pid); !moved) return Fail(call.id(), moved.error().WithContext(why));
-    }
-    result.cgroup = dir;
+  if (!confinement_.on || lease.kind == "job") return std::optional<std::string>{};
+  const std::string why = "could not confine the command to its GPUs";
+  std::string dir = confine::LeaseCgroup(confinement_, lease.id);
+  if (access(dir.c_str(), F_OK) != 0) {
+    auto made = ConfineLease(lease.id, lease.gpu_uuids);
+    if (!made) return made.error().WithContext(why);
   }
-  if (auto r = leases_->AddProcesses(a.lease_id, a.processes); !r) return Fail(call.id(), r.error());
-  return MakeReply(call.id(), result);
+  for (const auto& p : processes) {
+    if (p.pid == caller_pid) continue;
+    if (Status moved = confine::MoveIntoCgroup(dir, p.pid); !moved) return moved.error().WithContext(why);
+  }
+  return std::optional<std::string>{std::move(dir)};
 }
 
 Reply Daemon::OnRelease(const Call& call) {

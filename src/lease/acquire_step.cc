@@ -1,5 +1,7 @@
 #include "lease/acquire_step.h"
 
+#include <algorithm>
+
 #include "base/utf8.h"
 #include "devices/device_source.h"
 #include "store/lease_store.h"
@@ -70,6 +72,24 @@ Result<Grant> AcquireStep(const model::MachineSnapshot& snap, const AcquireAsk& 
   grant.lease_id = lease->id;
   grant.selection = std::move(*final_choice);
   return grant;
+}
+
+model::MachineSnapshot WithoutEndedProcesses(model::MachineSnapshot sample,
+                                             const std::function<bool(uint32_t pid)>& ended) {
+  for (auto& g : sample.gpus) {
+    std::erase_if(g.processes, [&](const model::GpuProcess& p) {
+      if (!p.is_visible || !ended(p.pid)) return false;
+      if (p.used_memory_bytes) {
+        if (g.memory_used_bytes) g.memory_used_bytes = std::max<int64_t>(0, *g.memory_used_bytes - *p.used_memory_bytes);
+        if (g.memory_free_bytes) {
+          g.memory_free_bytes = *g.memory_free_bytes + *p.used_memory_bytes;
+          if (g.memory_total_bytes) g.memory_free_bytes = std::min(*g.memory_free_bytes, *g.memory_total_bytes);
+        }
+      }
+      return true;
+    });
+  }
+  return sample;
 }
 
 Result<model::MachineSnapshot> SnapshotWithTopology(devices::DeviceSource& source,

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -71,6 +72,13 @@ Result<Grant> AcquireStep(const model::MachineSnapshot& snap, const AcquireAsk& 
 /// Each GPU's index in `snap` (-1 when it is not there), recorded with a lease for display.
 /// `snap` must outlive the function.
 store::GpuIndexOf IndexIn(const model::MachineSnapshot& snap);
+
+/// `sample` as choosing should see it now, for an authority that chooses on a recent
+/// sample instead of reading the devices again (the daemon): the processes it lists that
+/// have ended since (`ended(pid)`; only those the sample saw in our PID namespace) are left
+/// out, and their memory counts as free again.
+model::MachineSnapshot WithoutEndedProcesses(model::MachineSnapshot sample,
+                                             const std::function<bool(uint32_t pid)>& ended);
 
 /// Reads `source` once; the topology is read the first time only and kept in `topology`
 /// (it does not change while a process runs). Errors: the source's.

@@ -183,14 +183,23 @@ json ToJson(const LeasesResult& v) {
   return json{{"leases", std::move(leases)}, {"next", OrNull(v.next)}};
 }
 json ToJson(const AcquireArgs& v) {
-  return json{
+  json j{
       {"request", GpuRequestToJson(v.request)}, {"command", v.command},         {"pid", v.pid},
       {"start_time_ticks", v.start_time_ticks}, {"wait_ms", OrNull(v.wait_ms)},
       {"within_lease_id", OrNull(v.within_lease_id)}, {"kind", v.kind},
   };
+  if (!v.processes.empty()) {
+    json processes = json::array();
+    for (const auto& p : v.processes) processes.push_back(LeaseProcessToJson(p));
+    j["processes"] = std::move(processes);
+  }
+  return j;
 }
 json ToJson(const AcquireResult& v) {
-  return json{{"lease_id", v.lease_id}, {"gpu_uuids", v.gpu_uuids}, {"nested", v.nested}};
+  json j{{"lease_id", v.lease_id}, {"gpu_uuids", v.gpu_uuids}, {"nested", v.nested}};
+  if (v.processes_added) j["processes_added"] = true;
+  if (v.cgroup) j["cgroup"] = *v.cgroup;
+  return j;
 }
 json ToJson(const AddProcessesArgs& v) {
   json processes = json::array();
@@ -547,6 +556,10 @@ Result<AcquireArgs> FromJson<AcquireArgs>(const json& j) {
   f.Check(!v.within_lease_id || *v.within_lease_id >= 1, "within_lease_id", "integer >= 1 or null");
   f.Optional("kind", v.kind);
   f.Check(v.kind == "run" || v.kind == "select", "kind", "\"run\" or \"select\"");
+  if (f.ok() && f.Find("processes") != nullptr) {
+    ReadObjects(f, "processes", v.processes,
+                [](const json& item, const std::string& path) { return LeaseProcessFromJson(item, path); });
+  }
   return Done(f, std::move(v));
 }
 
@@ -557,6 +570,10 @@ Result<AcquireResult> FromJson<AcquireResult>(const json& j) {
   ReadId(f, "lease_id", v.lease_id);
   f.Required("gpu_uuids", v.gpu_uuids);
   f.Optional("nested", v.nested);
+  f.Optional("processes_added", v.processes_added);
+  std::string cgroup;
+  f.Optional("cgroup", cgroup);
+  if (!cgroup.empty()) v.cgroup = std::move(cgroup);
   return Done(f, std::move(v));
 }
 

@@ -186,11 +186,18 @@ struct AcquireArgs {
   std::optional<int64_t> wait_ms;  // null: fail at once when busy; >= 0 otherwise
   std::optional<int64_t> within_lease_id;  // GPUMAN_LEASE_ID: choose inside this lease of the caller
   std::string kind = "run";  // recorded with the lease: "run" or "select" (`select --lease`)
+  /// More processes of the lease (run's command, held at its start barrier), recorded
+  /// with it and confined with it as add_processes would: one round trip fewer.
+  std::vector<model::LeaseProcess> processes;
 };
 struct AcquireResult {
   int64_t lease_id = 0;
   std::vector<std::string> gpu_uuids;
   bool nested = false;  // lease_id is the enclosing lease: the caller joined it, not a new one
+  /// The daemon took `processes` (one from before this member did not: the client then
+  /// calls add_processes), and where it confined them (unset when it did not).
+  bool processes_added = false;
+  std::optional<std::string> cgroup;
 };
 
 // ---- add_processes: more processes that keep a lease alive.

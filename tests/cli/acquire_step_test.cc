@@ -391,5 +391,39 @@ TEST(AcquireStepTest, APreviewIsWhatTheAcquireGets) {
   }
 }
 
+// The daemon chooses on its latest sample: what ended since is not in the way.
+TEST(AcquireStepTest, ASampleLeavesOutProcessesThatEndedAndTheirMemory) {
+  model::MachineSnapshot sample;
+  model::DeviceSnapshot g;
+  g.index = 0;
+  g.uuid = "GPU-0";
+  g.memory_total_bytes = 80;
+  g.memory_used_bytes = 75;
+  g.memory_free_bytes = 5;
+  auto process = [](uint32_t pid, int64_t used, bool visible) {
+    model::GpuProcess p;
+    p.pid = pid;
+    p.used_memory_bytes = used;
+    p.is_visible = visible;
+    return p;
+  };
+  g.processes = {process(10, 40, true), process(11, 20, true), process(12, 15, false)};
+  sample.gpus = {g};
+  const auto ended = [](uint32_t pid) { return pid == 10 || pid == 12; };
+  const model::MachineSnapshot now = lease::WithoutEndedProcesses(sample, ended);
+  ASSERT_EQ(now.gpus.size(), 1u);
+  std::vector<uint32_t> left;
+  for (const auto& p : now.gpus[0].processes) left.push_back(p.pid);
+  // 10 ended; 12 is not in our PID namespace, so whether it ended cannot be told: it stays.
+  EXPECT_EQ(left, (std::vector<uint32_t>{11, 12}));
+  EXPECT_EQ(now.gpus[0].memory_used_bytes, 35);
+  EXPECT_EQ(now.gpus[0].memory_free_bytes, 45);
+  EXPECT_EQ(now.gpus[0].memory_total_bytes, 80);
+  // Nothing ended: the sample as it was.
+  const model::MachineSnapshot same = lease::WithoutEndedProcesses(sample, [](uint32_t) { return false; });
+  EXPECT_EQ(same.gpus[0].processes.size(), 3u);
+  EXPECT_EQ(same.gpus[0].memory_free_bytes, 5);
+}
+
 }  // namespace
 }  // namespace gpuman

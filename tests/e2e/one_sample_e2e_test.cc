@@ -3,7 +3,9 @@
 // their answer needs. The stand-in NVML counts a whole process's calls
 // ($GPUMAN_FAKE_NVML_CALL_LOG: one line per process that loaded it, written at unload), so
 // a client that loads NVML leaves a line and one that does not leaves none.
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -141,6 +143,56 @@ TEST_F(OneSampleE2E, WithoutADaemonCommandsMakeOnlyTheCallsTheirAnswerNeeds) {
   auto released = Client({"release", std::to_string(list[0]["id"].get<int64_t>())}, false);
   EXPECT_EQ(released.exit_code, 0) << released.err;
   EXPECT_TRUE(LogLines(log_).empty());
+}
+
+// The daemon chooses on its latest sample (here taken once: the period is an hour), and a
+// process the sample lists that has ended since is not in the way, nor is its memory.
+TEST_F(OneSampleE2E, TheDaemonChoosesOnItsSampleAndNotOnProcessesThatEnded) {
+  // Every GPU nearly full, each used by a live process of this machine.
+  std::vector<pid_t> holders;
+  for (int i = 0; i < 8; ++i) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      execlp("sleep", "sleep", "600", static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    ASSERT_GT(pid, 0);
+    holders.push_back(pid);
+  }
+  struct Reap {
+    std::vector<pid_t>& pids;
+    ~Reap() {
+      for (pid_t p : pids) {
+        if (p > 0 && kill(p, SIGKILL) == 0) waitpid(p, nullptr, 0);
+      }
+    }
+  } reap{holders};
+  json s = json::parse(std::ifstream(scenario_));
+  for (size_t g = 0; g < s["gpus"].size(); ++g) {
+    const int64_t total = s["gpus"][g]["memory"]["total"].get<int64_t>();
+    const int64_t used = total - (1LL << 30);  // 1 GiB free
+    s["gpus"][g]["memory"]["used"] = used;
+    s["gpus"][g]["processes"] = json::array({{{"pid", holders[g]}, {"used_memory", used}, {"type", "compute"}}});
+  }
+  std::ofstream(scenario_) << s.dump();
+  const std::string config = dir_.Write("daemon.toml", "[daemon]\nsample_interval = \"1h\"\n");
+  auto env = CleanEnv(dir_.Join("leases"));
+  env["GPUMAN_CONFIG"] = config;
+  ASSERT_TRUE(daemon_.Start({.scenario = scenario_, .socket = socket_, .state_dir = dir_.Join("state"), .env = env}));
+
+  const std::vector<std::string> pick = {"select", "-n", "1", "--min-free-memory", "10GiB", "--format", "index"};
+  auto full = Client(pick);
+  EXPECT_NE(full.exit_code, 0) << full.out;
+  // GPU 3's process ends; the stand-in still lists it, the daemon's sample too.
+  kill(holders[3], SIGKILL);
+  waitpid(holders[3], nullptr, 0);
+  holders[3] = -1;
+  auto freed = Client(pick);
+  EXPECT_EQ(freed.exit_code, 0) << freed.err;
+  EXPECT_EQ(freed.out, "3\n");
+  auto ran = Client({"run", "-q", "-n", "1", "--min-free-memory", "10GiB", "--", "true"});
+  EXPECT_EQ(ran.exit_code, 0) << ran.err;
+  EXPECT_TRUE(LogLines(log_).empty()) << "the client read no NVML";
 }
 
 }  // namespace

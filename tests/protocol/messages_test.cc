@@ -150,6 +150,7 @@ std::vector<ResultCase> ResultCases() {
       Case("leases", LeasesResult{{FullLease(), FullLease()}}),
       Case("leases_page", LeasesResult{{FullLease()}, 12}),
       Case("acquire", AcquireResult{9, {"GPU-aaaa", "GPU-bbbb"}}),
+      Case("acquire_with_processes", AcquireResult{9, {"GPU-aaaa"}, false, true, "/sys/fs/cgroup/gpuman-jobs/lease-9"}),
       Case("empty", EmptyResult{}),
       Case("status", status),
       Case("drains", DrainsResult{{{"GPU-aaaa", "health: Xid 79", 0, "root", 1700000000000},

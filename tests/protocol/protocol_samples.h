@@ -160,6 +160,7 @@ inline std::vector<Request> OneRequestPerOp() {
   acquire.pid = 4242;
   acquire.start_time_ticks = 987654321;
   acquire.wait_ms = 5000;
+  acquire.processes = {{4243, 987654400}};
 
   StatusArgs status;
   status.options = {{"processes", true}};
