@@ -94,6 +94,7 @@ Acquired ToAcquired(model::Lease lease, Granted granted) {
   out.lease = std::move(lease);
   out.lease.id = granted.lease_id;
   out.lease.gpu_uuids = granted.uuids;
+  out.lease.master_port = granted.master_port;
   out.selection.uuids = std::move(granted.uuids);
   out.selection.indices = std::move(granted.indices);
   out.selection.placement = std::move(granted.placement);

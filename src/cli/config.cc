@@ -1,5 +1,7 @@
 #include "cli/config.h"
 
+#include "base/strings.h"
+
 #include "confine/cgroup.h"
 
 #include <pwd.h>
@@ -304,14 +306,14 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
                          std::to_string(where.column) + ": " + Unshadow(err.description()));
   }
   UnshadowTable(table);
-  static const std::set<std::string> kKnown = {"nvml_library", "kernel_log", "lease_dir", "daemon", "client", "submit", "health", "idle", "alert", "slurm", "enforce"};
+  static const std::set<std::string> kKnown = {"nvml_library", "kernel_log", "lease_dir", "daemon", "client", "submit", "health", "idle", "alert", "slurm", "enforce", "launch"};
   for (const auto& [key, value] : table) {
     std::string k(key.str());
     config.keys.push_back(k);
     if (!kKnown.count(k)) {
       return MakeError(ErrorCode::kInvalidArgument,
                        "config " + origin + ": unknown key '" + k +
-                           "' (known: nvml_library, kernel_log, lease_dir, [daemon], [client], [submit], [health], [idle], [[alert]], [slurm], [enforce])");
+                           "' (known: nvml_library, kernel_log, lease_dir, [daemon], [client], [submit], [health], [idle], [[alert]], [slurm], [enforce], [launch])");
     }
   }
   if (auto* node = table.get("daemon")) {
@@ -498,6 +500,28 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
       }
     }
   }
+  if (auto* node = table.get("launch")) {
+    auto* t = node->as_table();
+    if (!t) return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": launch must be a table");
+    for (const auto& [key, value] : *t) {
+      std::string k(key.str());
+      if (k != "ports") {
+        return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": launch: unknown key '" + k + "' (known: ports)");
+      }
+      const auto v = value.value<std::string>();
+      const std::string bad = "config " + origin + ": launch.ports must be a range of TCP ports such as \"29500-29999\", or \"off\"";
+      if (!v) return MakeError(ErrorCode::kInvalidArgument, bad);
+      if (*v == "off") {
+        config.launch.ports.reset();
+        continue;
+      }
+      const size_t dash = v->find('-');
+      auto first = ParseInt(Trim(v->substr(0, dash)));
+      auto last = dash == std::string::npos ? first : ParseInt(Trim(v->substr(dash + 1)));
+      if (!first || !last || *first < 1024 || *last > 65535 || *first > *last) return MakeError(ErrorCode::kInvalidArgument, bad + " (1024-65535)");
+      config.launch.ports = policy::PortRange{static_cast<int>(*first), static_cast<int>(*last)};
+    }
+  }
   if (auto* node = table.get("kernel_log")) {
     auto value = node->value<std::string>();
     if (!value || value->empty()) {
@@ -635,6 +659,7 @@ policy::MachineRules MachineRulesFromConfig(const Config& config) {
   for (const auto& [user, n] : config.daemon.user_max_gpus) {
     if (passwd* pw = getpwnam(user.c_str())) rules.max_gpus_per_user[pw->pw_uid] = n;
   }
+  rules.launch_ports = config.launch.ports;
   return rules;
 }
 

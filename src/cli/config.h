@@ -15,6 +15,7 @@
 #include "monitor/idle.h"
 #include "monitor/intruders.h"
 #include "policy/lease_rules.h"
+#include "policy/lease_rules.h"
 #include "slurm/node_facts.h"
 
 namespace gpuman::cli {
@@ -51,6 +52,12 @@ struct SlurmConfig {
   slurm::SlurmNodeMode node = slurm::SlurmNodeMode::kAuto;
 };
 
+/// The [launch] table (docs/python.md, "Rendezvous"): the range each lease's MASTER_PORT
+/// comes from, `ports = "29500-29999"` (the default) or "off". A machine setting.
+struct LaunchConfig {
+  std::optional<policy::PortRange> ports = policy::PortRange{};
+};
+
 /// The [enforce] table (docs/enforce.md).
 struct EnforceConfig {
   /// Device confinement of leases the daemon grants: "cgroup" (v2, else v1), "cgroup-v2",
@@ -74,6 +81,7 @@ struct Config {
   std::vector<monitor::AlertRule> alerts;  // [[alert]]
   SlurmConfig slurm;                       // [slurm]
   EnforceConfig enforce;                   // [enforce]
+  LaunchConfig launch;                     // [launch]
   std::vector<std::string> keys;           // the top-level keys the file set, sorted
   std::string personal_config_path;        // the user's own file read over it, "" if none
   /// One line each, for stderr: machine settings a user's own file tried to set.

@@ -124,6 +124,7 @@ class DaemonBroker final : public LeaseBroker {
     g.lease_id = got->lease_id;
     g.uuids = got->gpu_uuids;
     g.nested = got->nested;
+    g.master_port = got->master_port;
     g.placement = got->nested ? "inside lease " + std::to_string(got->lease_id) : "chosen by the daemon";
     g.snapshot = *snapshot_;
     FillIndices(g);
@@ -353,6 +354,7 @@ class TableBroker final : public LeaseBroker {
     Granted g;
     g.lease_id = got->lease_id;
     g.nested = got->nested;
+    g.master_port = got->master_port;
     g.uuids = got->selection.uuids;
     g.indices = got->selection.indices;
     g.placement = got->selection.placement;

@@ -53,6 +53,7 @@ struct Granted {
   bool nested = false;                // joined the enclosing lease: do not release it
   model::MachineSnapshot snapshot;    // the snapshot the choice was made on (or looked up)
   std::string cgroup;                 // the daemon confined the processes added here (docs/enforce.md)
+  std::optional<int> master_port;     // the lease's rendezvous port (lease/ports.h), when it has one
 };
 
 class LeaseBroker {

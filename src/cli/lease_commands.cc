@@ -41,6 +41,8 @@ int RunSelect(const SelectArgs& args, Context& ctx) {
   if (!wait) return FailLease(ctx, wait.error());
   policy::Selection selection;
   std::optional<int64_t> lease_id;
+  std::optional<int> master_port;
+  bool nested = false;
   model::MachineSnapshot snap;
   std::optional<BlockInterrupts> interrupts;  // held until the lease's id is printed
   if (args.lease) {
@@ -63,6 +65,8 @@ int RunSelect(const SelectArgs& args, Context& ctx) {
     if (!acquired) return FailLease(ctx, acquired.error());
     selection = acquired->selection;
     lease_id = acquired->lease.id;
+    master_port = acquired->lease.master_port;
+    nested = acquired->nested;
     snap = acquired->snapshot;
   } else {
     // A preview through the machine's lease authority (the daemon when one runs): the same
@@ -87,6 +91,7 @@ int RunSelect(const SelectArgs& args, Context& ctx) {
     visibility::ChildGpuEnvRequest gpu_env;
     gpu_env.uuids = selection.uuids;
     gpu_env.lease_id = lease_id;
+    gpu_env.master_port = master_port;
     for (const auto& var : visibility::ChildGpuEnv(gpu_env)) out << "export " << var.name << "=" << ShellWord(var.value) << "\n";
   } else if (args.format == "docker") {
     out << "--gpus '\"device=" << uuids << "\"'\n";
@@ -104,6 +109,8 @@ int RunSelect(const SelectArgs& args, Context& ctx) {
     doc["placement"] = selection.placement;
     doc["cuda_visible_devices"] = uuids;
     doc["lease_id"] = lease_id ? ojson(*lease_id) : ojson(nullptr);
+    if (lease_id) doc["nested"] = nested;
+    if (master_port) doc["master_port"] = *master_port;
     out << doc.dump(2) << "\n";
   }
   return kExitOk;
@@ -132,7 +139,8 @@ int RunLeases(const LeasesArgs& args, Context& ctx) {
       ojson entry = {{"id", l.id}, {"uid", l.uid}, {"user", l.user}, {"kind", l.kind}, {"command", l.command},
                     {"created", render::FormatIsoUtcMillis(l.created_unix_ms)},
                     {"created_unix_ms", l.created_unix_ms}, {"host", l.host}, {"gpus", gpus}, {"processes", procs},
-                    {"idle_since_unix_ms", l.idle_since_unix_ms ? ojson(*l.idle_since_unix_ms) : ojson(nullptr)}};
+                    {"idle_since_unix_ms", l.idle_since_unix_ms ? ojson(*l.idle_since_unix_ms) : ojson(nullptr)},
+                    {"master_port", l.master_port ? ojson(*l.master_port) : ojson(nullptr)}};
       list.push_back(std::move(entry));
     }
     ctx.out() << ojson{{"schema_version", 1}, {"leases", list}}.dump(2) << "\n";

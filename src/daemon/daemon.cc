@@ -25,6 +25,7 @@
 #include "base/unique_fd.h"
 #include "devices/gpu_ids.h"
 #include "lease/force_release.h"
+#include "lease/ports.h"
 #include "policy/selection.h"
 #include "protocol/framing.h"
 #include "daemon/call.h"
@@ -517,7 +518,8 @@ Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& g
   auto lease = leases_->Acquire(
       draft, [&](const std::vector<model::Lease>&) -> Result<std::vector<std::string>> { return gpus; },
       store::ProcLivenessCheck(),
-      latest_ && latest_->snapshot ? lease::IndexIn(*latest_->snapshot) : store::GpuIndexOf());
+      latest_ && latest_->snapshot ? lease::IndexIn(*latest_->snapshot) : store::GpuIndexOf(),
+      lease::MasterPortChooser(Rules().launch_ports, MachineTableLeases()));
   if (!lease) {
     NoteStoreError(lease.error());
     requeue("GPUs were taken meanwhile: " + lease.error().message);
@@ -797,6 +799,7 @@ policy::MachineRules Daemon::Rules() const {
   policy::MachineRules rules;
   rules.default_max_gpus_per_user = options_.scheduler.default_max_gpus_per_user;
   rules.max_gpus_per_user = options_.scheduler.max_gpus_per_user;
+  rules.launch_ports = options_.launch_ports;
   if (auto drained = jobs_->Drained()) rules.drained = *drained;
   return rules;
 }
@@ -873,6 +876,7 @@ Result<protocol::AcquireResult> Daemon::AcquireFor(const Peer& peer, const proto
   if (!got) return got.error();
   protocol::AcquireResult result{got->lease_id, got->selection.uuids, got->nested};
   result.processes_added = true;
+  result.master_port = got->master_port;
   if (!a.processes.empty() && confinement_.on) {
     // Into the lease's cgroup before the command may run, as add_processes does.
     auto lease = leases_->Get(got->lease_id);

@@ -4,6 +4,7 @@
 
 #include "base/utf8.h"
 #include "devices/device_source.h"
+#include "lease/ports.h"
 #include "store/lease_store.h"
 
 namespace gpuman::lease {
@@ -38,6 +39,9 @@ Result<Grant> AcquireStep(const model::MachineSnapshot& snap, const AcquireAsk& 
     }
     grant.lease_id = *ruled->within;
     grant.nested = true;
+    for (const auto& l : *live) {
+      if (l.id == *ruled->within) grant.master_port = l.master_port;
+    }
     grant.selection = std::move(*chosen);
     return grant;
   }
@@ -67,9 +71,10 @@ Result<Grant> AcquireStep(const model::MachineSnapshot& snap, const AcquireAsk& 
         final_choice = std::move(*selection);
         return final_choice->uuids;
       },
-      authority.alive, IndexIn(snap));
+      authority.alive, IndexIn(snap), MasterPortChooser(authority.rules.launch_ports, authority.foreign));
   if (!lease) return lease.error();
   grant.lease_id = lease->id;
+  grant.master_port = lease->master_port;
   grant.selection = std::move(*final_choice);
   return grant;
 }

@@ -57,6 +57,7 @@ struct Grant {
   int64_t lease_id = 0;
   policy::Selection selection;  // uuids, indices, placement, verdicts
   bool nested = false;          // inside the enclosing lease (its processes joined, unless a preview)
+  std::optional<int> master_port;  // the lease's rendezvous port (lease/ports.h); the enclosing one's when nested
 };
 
 /// One attempt, never waiting (callers wait: cli::AcquireWaiting). The rules and the

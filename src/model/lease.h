@@ -39,6 +39,9 @@ struct Lease {
   /// processes live: a lease table in a directory shared between nodes never loses
   /// another node's lease as stale (docs/slurm.md).
   std::string host;
+  /// The rendezvous port reserved for it (MASTER_PORT of its processes), unique among the
+  /// live leases of its table; absent when none of the range was free.
+  std::optional<int> master_port;
   /// Set by the daemon's idle watch (never stored with the lease): since when every GPU
   /// of the lease stayed below the idle threshold; absent when busy or not watched.
   std::optional<int64_t> idle_since_unix_ms;

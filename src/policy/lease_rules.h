@@ -17,10 +17,17 @@
 namespace gpuman::policy {
 
 /// The rules an admin sets for the machine ([daemon] in the config file).
+/// Where leases' rendezvous ports come from (`[launch] ports`, docs/python.md).
+struct PortRange {
+  int first = 29500;
+  int last = 29999;
+};
+
 struct MachineRules {
   std::optional<int> default_max_gpus_per_user;  // max_gpus_per_user; unset: no cap
   std::map<uint32_t, int> max_gpus_per_user;     // [daemon.user_limits], by uid
   std::map<std::string, std::string> drained;    // uuid -> reason: never handed out
+  std::optional<PortRange> launch_ports = PortRange{};  // nullopt: `[launch] ports = "off"`
 
   /// The cap of `uid`, or nullopt when there is none.
   std::optional<int> CapFor(uint32_t uid) const;

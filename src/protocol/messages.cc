@@ -199,6 +199,7 @@ json ToJson(const AcquireResult& v) {
   json j{{"lease_id", v.lease_id}, {"gpu_uuids", v.gpu_uuids}, {"nested", v.nested}};
   if (v.processes_added) j["processes_added"] = true;
   if (v.cgroup) j["cgroup"] = *v.cgroup;
+  if (v.master_port) j["master_port"] = *v.master_port;
   return j;
 }
 json ToJson(const AddProcessesArgs& v) {
@@ -574,6 +575,7 @@ Result<AcquireResult> FromJson<AcquireResult>(const json& j) {
   std::string cgroup;
   f.Optional("cgroup", cgroup);
   if (!cgroup.empty()) v.cgroup = std::move(cgroup);
+  f.Optional("master_port", v.master_port);
   return Done(f, std::move(v));
 }
 

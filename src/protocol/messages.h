@@ -198,6 +198,7 @@ struct AcquireResult {
   /// calls add_processes), and where it confined them (unset when it did not).
   bool processes_added = false;
   std::optional<std::string> cgroup;
+  std::optional<int> master_port;  // the lease's rendezvous port (the enclosing one's when nested)
 };
 
 // ---- add_processes: more processes that keep a lease alive.

@@ -166,6 +166,7 @@ json LeaseToJson(const model::Lease& lease) {
   };
   if (!lease.gpu_indices.empty()) j["gpu_indices"] = lease.gpu_indices;
   if (lease.idle_since_unix_ms) j["idle_since_unix_ms"] = *lease.idle_since_unix_ms;
+  if (lease.master_port) j["master_port"] = *lease.master_port;
   return j;
 }
 
@@ -183,6 +184,7 @@ Result<model::Lease> LeaseFromJson(const json& j, std::string_view path) {
   f.Optional("created_unix_ms", lease.created_unix_ms);
   f.Optional("host", lease.host);
   f.Optional("idle_since_unix_ms", lease.idle_since_unix_ms);
+  f.Optional("master_port", lease.master_port);
   if (const json* procs = f.Find("processes")) {
     if (!procs->is_array()) {
       f.Fail("processes", "expected array of objects");

@@ -52,6 +52,7 @@
 #include "store/job_store.h"
 #include "store/lease_store.h"
 #include "store/proc_liveness.h"
+#include "visibility/child_env.h"
 
 namespace gpuman::sched {
 namespace {
@@ -261,6 +262,12 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
   spec.extra_env = std::move(extra_env);
   // A `gpuman run` or `select` inside the job works within the job's GPUs (a nested lease).
   spec.extra_env.push_back("GPUMAN_LEASE_ID=" + std::to_string(lease_id));
+  // Its rendezvous port, chosen with the lease (docs/python.md, "Rendezvous").
+  if (auto lease = (*leases)->Get(lease_id); lease && *lease && (*lease)->master_port) {
+    for (const auto& var : visibility::LaunchEnv(*(*lease)->master_port, (*lease)->gpu_uuids.size())) {
+      spec.extra_env.push_back(visibility::EnvEntry(var));
+    }
+  }
   spec.grace_ms = grace_ms;
   const model::Job& job = spec.job;
   // A job that cannot start ends failed, with the reason, and never runs.

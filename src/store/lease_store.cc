@@ -67,9 +67,9 @@ Result<std::unique_ptr<LeaseStore>> LeaseStore::Attach(std::shared_ptr<Database>
     const char* sql;
   } specs[] = {
       {&stmts->select_leases, "read leases",
-       "SELECT id, uid, user, command, kind, created_unix_ms, host FROM leases ORDER BY id"},
+       "SELECT id, uid, user, command, kind, created_unix_ms, host, master_port FROM leases ORDER BY id"},
       {&stmts->select_lease, "read lease",
-       "SELECT id, uid, user, command, kind, created_unix_ms, host FROM leases WHERE id = ?1"},
+       "SELECT id, uid, user, command, kind, created_unix_ms, host, master_port FROM leases WHERE id = ?1"},
       {&stmts->select_gpus, "read lease gpus",
        "SELECT lease_id, gpu_uuid, gpu_index FROM lease_gpus ORDER BY lease_id, position"},
       {&stmts->select_lease_gpus, "read lease gpus",
@@ -80,8 +80,8 @@ Result<std::unique_ptr<LeaseStore>> LeaseStore::Attach(std::shared_ptr<Database>
        "SELECT lease_id, pid, start_time_ticks FROM lease_processes WHERE lease_id = ?1 "
        "ORDER BY pid"},
       {&stmts->insert_lease, "insert lease",
-       "INSERT INTO leases (uid, user, command, kind, created_unix_ms, host) "
-       "VALUES (?1, ?2, ?3, ?4, ?5, ?6)"},
+       "INSERT INTO leases (uid, user, command, kind, created_unix_ms, host, master_port) "
+       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"},
       {&stmts->insert_gpu, "insert lease gpu",
        "INSERT INTO lease_gpus (gpu_uuid, lease_id, position, gpu_index) VALUES (?1, ?2, ?3, ?4)"},
       {&stmts->upsert_process, "record lease process",
@@ -138,6 +138,7 @@ Result<std::vector<model::Lease>> LeaseStore::LoadLocked(std::optional<int64_t> 
       lease.kind = leases.ColumnText(4);
       lease.created_unix_ms = leases.ColumnInt64(5);
       lease.host = leases.ColumnText(6);
+      if (!leases.ColumnIsNull(7)) lease.master_port = static_cast<int>(leases.ColumnInt64(7));
       index[lease.id] = out.size();
       out.push_back(std::move(lease));
     }
@@ -223,6 +224,8 @@ Result<model::Lease> LeaseStore::InsertLocked(const model::Lease& draft, const s
         .Bind(4, draft.kind)
         .Bind(5, draft.created_unix_ms)
         .Bind(6, host_);
+    if (draft.master_port) s.Bind(7, static_cast<int64_t>(*draft.master_port));
+    else s.BindNull(7);
     if (auto r = s.Run(); !r) return r.error();
     lease.id = db_->LastInsertRowId();
   }
@@ -267,7 +270,8 @@ Result<model::Lease> LeaseStore::InsertLocked(const model::Lease& draft, const s
 }
 
 Result<model::Lease> LeaseStore::Acquire(const model::Lease& draft, const ChooseGpus& choose,
-                                         const LivenessCheck& alive, const GpuIndexOf& index_of) {
+                                         const LivenessCheck& alive, const GpuIndexOf& index_of,
+                                         const ChoosePort& choose_port) {
   const char* context = "acquire lease";
   if (draft.processes.empty()) {
     return MakeError(ErrorCode::kInvalidArgument,
@@ -306,7 +310,9 @@ Result<model::Lease> LeaseStore::Acquire(const model::Lease& draft, const Choose
   if (index_of) {
     for (const std::string& uuid : *chosen) indices.push_back(index_of(uuid));
   }
-  auto lease = InsertLocked(draft, *chosen, indices);
+  model::Lease with_port = draft;
+  with_port.master_port = choose_port ? choose_port(*live) : std::nullopt;
+  auto lease = InsertLocked(with_port, *chosen, indices);
   if (!lease) {
     { Savepoint dropped = std::move(*savepoint); }  // undo the partial insert before committing
     return fail(lease.error().WithContext(context));

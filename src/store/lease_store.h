@@ -26,6 +26,9 @@ using ChooseGpus =
     std::function<Result<std::vector<std::string>>(const std::vector<model::Lease>& live)>;
 /// A chosen GPU's NVML index, recorded with the lease for display; -1 when not known.
 using GpuIndexOf = std::function<int(const std::string& uuid)>;
+/// Picks the new lease's rendezvous port, given the live leases (inside the write
+/// transaction, as ChooseGpus); nullopt: none.
+using ChoosePort = std::function<std::optional<int>(const std::vector<model::Lease>& live)>;
 
 struct LeaseStoreOptions {
   /// How long to wait for another process's write transaction before failing with kBusy.
@@ -66,9 +69,11 @@ class LeaseStore {
   /// without processes, no UUIDs, a UUID twice); kConflict (a UUID is already leased: the
   /// database refuses it even when `choose` is wrong); kBusy; kIo.
   /// `index_of`, when given, says each chosen GPU's index (stored with it, shown by
-  /// `leases`); without it the indices are not recorded.
+  /// `leases`); without it the indices are not recorded. `choose_port`, when given, picks
+  /// its rendezvous port under the same lock (lease/ports.h); without it, none.
   Result<model::Lease> Acquire(const model::Lease& draft, const ChooseGpus& choose,
-                               const LivenessCheck& alive, const GpuIndexOf& index_of = {});
+                               const LivenessCheck& alive, const GpuIndexOf& index_of = {},
+                               const ChoosePort& choose_port = {});
 
   /// Adds processes to a lease (the runner records the job's pid after fork). A pid the
   /// lease already has gets the new start time. Errors: kNotFound, kBusy, kIo.

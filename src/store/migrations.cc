@@ -168,6 +168,12 @@ CREATE TABLE machine_facts (
   value TEXT NOT NULL
 ) WITHOUT ROWID;
 )sql"},
+    {6, "a rendezvous port reserved for each lease",
+     R"sql(
+-- The MASTER_PORT its processes are given (docs/python.md, "Rendezvous"): no two live
+-- leases of a table share one. NULL when none was free (or for older rows).
+ALTER TABLE leases ADD COLUMN master_port INTEGER;
+)sql"},
 };
 
 }  // namespace

@@ -39,6 +39,17 @@ std::vector<EnvVar> ChildGpuEnv(const ChildGpuEnvRequest& request) {
   if (request.lease_id) env.push_back({std::string(kLeaseIdVariable), std::to_string(*request.lease_id)});
   if (request.job_id) env.push_back({std::string(kJobIdVariable), std::to_string(*request.job_id)});
   if (request.simulated_scenario) env.push_back({std::string(kSimulateVariable), *request.simulated_scenario});
+  if (request.master_port) {
+    for (auto& var : LaunchEnv(*request.master_port, request.uuids.size())) env.push_back(std::move(var));
+  }
+  return env;
+}
+
+std::vector<EnvVar> LaunchEnv(int master_port, size_t gpus) {
+  std::vector<EnvVar> env = {{"MASTER_ADDR", "127.0.0.1"},
+                             {"MASTER_PORT", std::to_string(master_port)},
+                             {"PET_MASTER_PORT", std::to_string(master_port)}};
+  if (gpus > 0) env.push_back({"PET_NPROC_PER_NODE", std::to_string(gpus)});
   return env;
 }
 

@@ -62,6 +62,7 @@ struct ChildGpuEnvRequest {
   std::optional<int64_t> lease_id;                 // GPUMAN_LEASE_ID
   std::optional<int64_t> job_id;                   // GPUMAN_JOB_ID
   std::optional<std::string> simulated_scenario;   // GPUMAN_SIMULATE: a scenario file's path
+  std::optional<int> master_port;                  // the lease's rendezvous port: LaunchEnv's variables
 };
 
 inline constexpr std::string_view kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
@@ -73,9 +74,15 @@ inline constexpr std::string_view kSimulateVariable = "GPUMAN_SIMULATE";
 
 /// The variables, in this order: CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER,
 /// NVIDIA_VISIBLE_DEVICES, then GPUMAN_LEASE_ID, GPUMAN_JOB_ID and GPUMAN_SIMULATE when
-/// given. kPciIndices with `indices` not matching `uuids` in size is a broken invariant
+/// given, then LaunchEnv(master_port, the GPU count) when a port is given. kPciIndices with `indices` not matching `uuids` in size is a broken invariant
 /// (GPUMAN_CHECK).
 std::vector<EnvVar> ChildGpuEnv(const ChildGpuEnvRequest& request);
+
+/// What a distributed launch on one machine reads (docs/python.md, "Rendezvous"), for a
+/// lease with `gpus` GPUs and rendezvous port `master_port`: MASTER_ADDR=127.0.0.1,
+/// MASTER_PORT and torchrun's PET_MASTER_PORT, and PET_NPROC_PER_NODE (the GPU count; not
+/// set for 0). A launcher's own flags (torchrun --master-port) still win over them.
+std::vector<EnvVar> LaunchEnv(int master_port, size_t gpus);
 
 /// The variables that name the GPUs or the lease of the machine they were set on:
 /// CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, GPUMAN_LEASE_ID, GPUMAN_JOB_ID.

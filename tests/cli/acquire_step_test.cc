@@ -17,6 +17,7 @@
 #include "daemon/daemon.h"
 #include "devices/device_source.h"
 #include "lease/acquire_step.h"
+#include "lease/ports.h"
 #include "protocol/envelope.h"
 #include "protocol/error_codes.h"
 #include "store/lease_store.h"
@@ -389,6 +390,42 @@ TEST(AcquireStepTest, APreviewIsWhatTheAcquireGets) {
     EXPECT_EQ(preview.lease_id, 0);
     EXPECT_GT(acquired.lease_id, 0);
   }
+}
+
+// Rendezvous ports: the lowest of the range that no live lease holds and nobody has bound.
+TEST(AcquireStepTest, MasterPortsAreTheLowestFreeOnesOfTheRange) {
+  auto with_port = [](int64_t id, std::optional<int> port) {
+    model::Lease l;
+    l.id = id;
+    l.master_port = port;
+    return l;
+  };
+  const policy::PortRange range{30000, 30003};
+  const auto all_free = [](int) { return true; };
+  EXPECT_EQ(lease::ChooseMasterPort(range, {}, all_free), 30000);
+  EXPECT_EQ(lease::ChooseMasterPort(range, {with_port(1, 30000), with_port(2, std::nullopt), with_port(3, 30002)}, all_free),
+            30001);
+  // A port something listens on is skipped, as is one a lease holds.
+  EXPECT_EQ(lease::ChooseMasterPort(range, {with_port(1, 30000)}, [](int p) { return p != 30001; }), 30002);
+  EXPECT_EQ(lease::ChooseMasterPort(range, {with_port(1, 30000), with_port(2, 30001), with_port(3, 30002)},
+                                    [](int p) { return p != 30003; }),
+            std::nullopt);
+  // The store records the port chosen under its lock, and the step returns it; a lease
+  // joined from inside gets the enclosing one's.
+  World world({});
+  model::GpuRequest req;
+  req.count = 1;
+  const Answer first = world.ThroughTable(req, std::nullopt, false);
+  ASSERT_FALSE(first.refusal) << first.message;
+  auto stored = world.Get(first.lease_id);
+  ASSERT_TRUE(stored);
+  ASSERT_TRUE(stored->master_port);
+  EXPECT_GE(*stored->master_port, 29500);
+  EXPECT_LE(*stored->master_port, 29999);
+  const Answer second = world.ThroughTable(req, std::nullopt, false);
+  ASSERT_FALSE(second.refusal) << second.message;
+  ASSERT_TRUE(world.Get(second.lease_id)->master_port);
+  EXPECT_NE(*world.Get(second.lease_id)->master_port, *stored->master_port);
 }
 
 // The daemon chooses on its latest sample: what ended since is not in the way.

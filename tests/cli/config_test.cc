@@ -258,6 +258,47 @@ TEST(LoadConfigTest, APersonalFileCannotSetEnforce) {
   EXPECT_NE(c->warnings[0].find("enforce is the machine's to set"), std::string::npos) << c->warnings[0];
 }
 
+// Issue 24: [launch] ports, the range leases' rendezvous ports come from; the machine's.
+TEST(ParseConfigTest, LaunchPorts) {
+  auto defaults = ParseConfig("", "x.toml");
+  ASSERT_TRUE(defaults);
+  ASSERT_TRUE(defaults->launch.ports);
+  EXPECT_EQ(defaults->launch.ports->first, 29500);
+  EXPECT_EQ(defaults->launch.ports->last, 29999);
+  auto c = ParseConfig("[launch]\nports = \"30000 - 30009\"\n", "x.toml");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->launch.ports->first, 30000);
+  EXPECT_EQ(c->launch.ports->last, 30009);
+  EXPECT_EQ(MachineRulesFromConfig(*c).launch_ports->last, 30009);
+  auto off = ParseConfig("[launch]\nports = \"off\"\n", "x.toml");
+  ASSERT_TRUE(off) << off.error().message;
+  EXPECT_FALSE(off->launch.ports);
+  EXPECT_FALSE(MachineRulesFromConfig(*off).launch_ports);
+  const std::string range = "config x.toml: launch.ports must be a range of TCP ports such as \"29500-29999\", or \"off\"";
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {"[launch]\nports = 29500\n", range},
+           {"[launch]\nports = \"29999-29500\"\n", range + " (1024-65535)"},
+           {"[launch]\nports = \"80-90\"\n", range + " (1024-65535)"},
+           {"[launch]\nports = \"a-b\"\n", range + " (1024-65535)"},
+           {"[launch]\nport = \"1-2\"\n", "config x.toml: launch: unknown key 'port' (known: ports)"}}) {
+    auto bad = ParseConfig(text, "x.toml");
+    ASSERT_FALSE(bad) << text;
+    EXPECT_EQ(bad.error().message, message);
+  }
+  // A user's own file cannot set it.
+  TempDir dir;
+  const std::string machine = dir.Write("etc/config.toml", "[launch]\nports = \"31000-31010\"\n");
+  dir.Write("xdg/gpuman/config.toml", "[launch]\nports = \"off\"\n");
+  Environment env;
+  env.vars["XDG_CONFIG_HOME"] = dir.Join("xdg");
+  auto layered = LoadConfigFrom(env, std::nullopt, machine, 1000);
+  ASSERT_TRUE(layered) << layered.error().message;
+  ASSERT_TRUE(layered->launch.ports);
+  EXPECT_EQ(layered->launch.ports->first, 31000);
+  ASSERT_EQ(layered->warnings.size(), 1u);
+  EXPECT_NE(layered->warnings[0].find("launch is the machine's to set"), std::string::npos) << layered->warnings[0];
+}
+
 TEST(LoadConfigTest, PrecedenceFlagThenEnvThenTheMachinesFile) {
   TempDir dir;
   const std::string machine = dir.Write("etc/config.toml", "nvml_library = \"from-machine\"\n");

@@ -56,6 +56,15 @@ for f in bin/gpuman lib/gpuman/gpuman-metrics-http.so lib/gpuman/gpuman-tui-curs
   [ -e "$T/prefix/$f" ] || fail "cmake --install did not install $f"
 done
 [ ! -e "$T/prefix/lib/gpuman/sim-legacy" ] || fail "the test-only legacy stand-in was installed"
+# The Python package (docs/python.md): where Debian's python3 looks under a prefix other
+# than /usr, and it finds the installed binary with the checkout hidden.
+pyver=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+pydir="$T/prefix/lib/python$pyver/dist-packages"
+[ -e "$pydir/gpuman/__init__.py" ] || fail "cmake --install did not install the Python package in $pydir"
+grep -q "^_INSTALLED_BINARY = \"$T/prefix/bin/gpuman\"" "$pydir/gpuman/__init__.py" || fail "the Python package does not name the installed binary"
+out=$(hidden "${E[@]}" GPUMAN_SIMULATE=a100-4 PYTHONPATH="$pydir" python3 -c 'import gpuman; print(len(gpuman.status()["gpus"]))' 2>&1) ||
+  fail "the installed Python package: $out"
+[ "$out" = 4 ] || fail "the installed Python package saw $out GPUs of a100-4"
 # Reproducible and relocatable: no installed file names the source or build tree (issue 22;
 # -ffile-prefix-map, no compiled-in scenario folder), debug info included. The documents
 # (*.md) are text written by people, free to name any path (a clone in /tmp/ci).
@@ -114,7 +123,8 @@ if command -v cpack >/dev/null && command -v dpkg-deb >/dev/null; then
   for f in ./usr/bin/gpuman ./usr/lib/gpuman/gpuman-metrics-http.so ./usr/lib/gpuman/gpuman-tui-curses.so ./usr/lib/gpuman/sim/libnvidia-ml.so.1 \
            ./usr/share/gpuman/scenarios/a100-4.json ./usr/lib/systemd/system/gpuman.socket \
            ./usr/lib/systemd/system/gpuman.service ./usr/lib/tmpfiles.d/gpuman.conf \
-           ./usr/share/doc/gpuman/copyright ./usr/share/doc/gpuman/enforce.md; do
+           ./usr/share/doc/gpuman/copyright ./usr/share/doc/gpuman/enforce.md \
+           ./usr/lib/python3/dist-packages/gpuman/__init__.py ./usr/share/doc/gpuman/python.md; do
     grep -q " $f\$" <<<"$files" || fail "the .deb lacks $f"
   done
   mkdir "$T/root" "$T/control"

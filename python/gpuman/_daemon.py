@@ -1,0 +1,127 @@
+"""The daemon's protocol, just enough to release a lease natively (docs/protocol.md).
+
+Frames are a 4-byte big-endian length and one JSON object; the first request is
+``hello``. The socket is found and trusted as the CLI does ("Which daemon a client
+trusts"): its directory and the socket owned by root or by us, the directory writable by
+nobody else, no symbolic links, and the listening process's SO_PEERCRED uid root or us
+(root trusts only root). Anything unexpected returns None and the caller runs the CLI.
+"""
+
+import os
+import stat
+
+_SYSTEM_SOCKET = "/run/gpuman/gpuman.sock"
+_MAX_FRAME = 1 << 20
+
+
+def _trusted_path(path):
+    """True when the socket at ``path`` passes the file checks (rules 1 and 2)."""
+    uid = os.getuid()
+    ok_uids = (0,) if uid == 0 else (0, uid)
+    d = os.path.dirname(path) or "."
+    try:
+        ds = os.lstat(d)
+        ss = os.lstat(path)
+    except OSError:
+        return False
+    if not stat.S_ISDIR(ds.st_mode) or ds.st_uid not in ok_uids:
+        return False
+    if ds.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return False
+    if not stat.S_ISSOCK(ss.st_mode) or ss.st_uid not in ok_uids:
+        return False
+    return True
+
+
+def socket_path():
+    """The daemon socket the CLI would use, or None when no daemon is expected.
+
+    A path that is expected but fails the trust checks also returns None: the CLI is then
+    run, and it refuses with its own line."""
+    env = os.environ.get("GPUMAN_SOCKET")
+    if env:
+        return env
+    uid = os.getuid()
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    user = os.path.join(xdg, "gpuman", "gpuman.sock") if xdg else "/tmp/gpuman-%d/gpuman.sock" % uid
+    if uid != 0 and os.path.lexists(user) and _trusted_path(user):
+        return user
+    if os.path.lexists(_SYSTEM_SOCKET):
+        return _SYSTEM_SOCKET
+    return None
+
+
+class _Conn(object):
+    def __init__(self, path, timeout=5.0):
+        import socket
+        import struct
+        self._struct = struct
+        self._json = __import__("json")
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.settimeout(timeout)
+        try:
+            self.s.connect(path)
+            cred = self.s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+            _pid, peer_uid, _gid = struct.unpack("3i", cred)
+            uid = os.getuid()
+            if peer_uid != 0 and (uid == 0 or peer_uid != uid):
+                raise OSError("untrusted daemon (uid %d)" % peer_uid)
+        except BaseException:
+            self.s.close()
+            raise
+        self.next_id = 1
+
+    def close(self):
+        self.s.close()
+
+    def _recv_exact(self, n):
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self.s.recv(n - len(buf))
+            if not chunk:
+                raise OSError("the daemon closed the connection")
+            buf += chunk
+        return bytes(buf)
+
+    def call(self, op, args):
+        rid = self.next_id
+        self.next_id += 1
+        body = self._json.dumps({"v": 1, "id": rid, "op": op, "args": args},
+                                separators=(",", ":")).encode("utf-8")
+        self.s.sendall(self._struct.pack(">I", len(body)) + body)
+        (n,) = self._struct.unpack(">I", self._recv_exact(4))
+        if n == 0 or n > _MAX_FRAME:
+            raise OSError("bad frame length %d" % n)
+        reply = self._json.loads(self._recv_exact(n).decode("utf-8"))
+        if not isinstance(reply, dict) or reply.get("id") != rid:
+            raise OSError("unexpected reply")
+        return reply
+
+
+def try_release(lease_id):
+    """Releases through the daemon. Returns "ok", "not_found", or None (no daemon, not
+    trusted, refused or any failure: the caller runs `gpuman release`)."""
+    path = socket_path()
+    if path is None or not _trusted_path(path):
+        return None
+    try:
+        conn = _Conn(path)
+    except Exception:
+        return None
+    try:
+        hello = conn.call("hello", {"client": "gpuman-python", "protocol": 1})
+        if not hello.get("ok") or hello.get("result", {}).get("uid") != os.getuid():
+            return None
+        r = conn.call("release", {"lease_id": int(lease_id)})
+        if r.get("ok"):
+            if r.get("result") not in ({}, None):
+                return None  # e.g. {"ending": N}: not ours to handle here
+            return "ok"
+        code = (r.get("error") or {}).get("code")
+        if code == "not_found":
+            return "not_found"
+        return None
+    except Exception:
+        return None
+    finally:
+        conn.close()
