@@ -56,6 +56,8 @@ void AddSelectionOptions(CLI::App& cmd, SelectionArgs& args) {
       ->check(CLI::Range(0, 100));
   cmd.add_option("--model", args.model, "GPU name contains this (case-insensitive), e.g. A100");
   cmd.add_option("--min-compute-capability", args.min_compute_capability, "e.g. 8.0");
+  cmd.add_option("--require", args.require,
+                 "GPUs that compute in these formats: tf32, bf16, fp8, fp4 (comma-separated; from the compute capability)");
   cmd.add_option("--exclude", args.exclude, "Never these GPUs (indices or UUIDs)")->delimiter(',');
   cmd.add_flag("--allow-shared", args.allow_shared,
                "Count a GPU as free although processes not started by gpuman use it");

@@ -4,6 +4,7 @@
 #include "base/strings.h"
 #include "cli/slurm_node.h"
 #include "devices/gpu_ids.h"
+#include "model/capabilities.h"
 #include "policy/byte_size.h"
 #include "visibility/allocation.h"
 
@@ -23,6 +24,20 @@ Result<std::vector<std::string>> ToUuids(const std::string& list, const model::M
     uuids.push_back(*snap.gpus[i].uuid);
   }
   return uuids;
+}
+
+// Whether compute capability `a` is above `b` ("9.0" > "8.9"); an unreadable `b` is not kept.
+bool HigherComputeCapability(const std::string& a, const std::string& b) {
+  auto parse = [](const std::string& s) -> std::optional<std::pair<int64_t, int64_t>> {
+    const size_t dot = s.find('.');
+    if (dot == std::string::npos) return std::nullopt;
+    auto major = ParseInt(s.substr(0, dot));
+    auto minor = ParseInt(s.substr(dot + 1));
+    if (!major || !minor) return std::nullopt;
+    return std::pair{*major, *minor};
+  };
+  auto pa = parse(a), pb = parse(b);
+  return !pb || (pa && *pa > *pb);
 }
 
 }  // namespace
@@ -48,6 +63,23 @@ Result<model::GpuRequest> BuildSelectionRequest(const SelectionArgs& args, const
   req.max_utilization_percent = args.max_utilization;
   req.model = args.model;
   req.min_compute_capability = args.min_compute_capability;
+  if (args.require) {
+    // Each capability is "compute capability at least X" (model/capabilities.h): the
+    // request carries the highest such bound, with --min-compute-capability's.
+    for (std::string_view item : Split(*args.require, ',')) {
+      const std::string name = ToLower(Trim(item));
+      if (name.empty()) continue;
+      auto bound = model::MinComputeCapabilityFor(name);
+      if (!bound) {
+        std::string known;
+        for (std::string_view k : model::kCapabilityNames) known += (known.empty() ? "" : ", ") + std::string(k);
+        return MakeError(ErrorCode::kInvalidArgument, "--require: unknown capability '" + name + "' (known: " + known + ")");
+      }
+      if (!req.min_compute_capability || HigherComputeCapability(*bound, *req.min_compute_capability)) {
+        req.min_compute_capability = *bound;
+      }
+    }
+  }
   for (const auto& item : args.exclude) {
     auto uuids = ToUuids(item, snap);
     if (!uuids) return uuids.error().WithContext("--exclude");

@@ -20,6 +20,7 @@ struct SelectionArgs {
   std::optional<int> max_utilization;
   std::optional<std::string> model;
   std::optional<std::string> min_compute_capability;
+  std::optional<std::string> require;           // "bf16,fp8": capabilities (model/capabilities.h)
   std::vector<std::string> exclude;             // indices/UUIDs (comma lists allowed)
   bool allow_shared = false;
 };

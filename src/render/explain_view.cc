@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/strings.h"
+#include "model/capabilities.h"
 #include "render/format.h"
 
 namespace gpuman::render {
@@ -111,9 +112,22 @@ std::string ShortUuid(const std::string& uuid) {
   return out;
 }
 
+nlohmann::ordered_json CapabilitiesJson(const std::optional<std::string>& compute_capability) {
+  auto caps = compute_capability ? model::CapabilitiesOf(*compute_capability) : std::nullopt;
+  if (!caps) return nullptr;
+  return {{"tf32", caps->tf32}, {"bf16", caps->bf16}, {"fp8", caps->fp8}, {"fp4", caps->fp4}};
+}
+
 std::string DeviceNotes(const VisibleDevice& v) {
   std::vector<std::string> notes;
   if (v.mig) notes.push_back("MIG: " + *v.mig);
+  if (v.compute_capability) {
+    // What the GPU computes in (model/capabilities.h): what a framework may ask of it.
+    if (auto caps = model::CapabilitiesOf(*v.compute_capability)) {
+      const std::string list = model::CapabilityList(*caps);
+      notes.push_back("compute " + *v.compute_capability + (list.empty() ? "" : ": " + list));
+    }
+  }
   if (!v.is_healthy) notes.push_back("unhealthy");
   if (v.is_outside_allocation) notes.push_back("outside the allocation");
   for (uint32_t uid : v.leased_to_uids) notes.push_back("leased to uid " + std::to_string(uid));
@@ -262,6 +276,8 @@ nlohmann::ordered_json ExplainToJson(const VisibilityReport& report) {
                                          : nlohmann::ordered_json(nullptr)},
                        {"uuid", OptString(v.uuid)},
                        {"name", OptString(v.name)},
+                       {"compute_capability", OptString(v.compute_capability)},
+                       {"capabilities", CapabilitiesJson(v.compute_capability)},
                        {"mig", OptString(v.mig)},
                        {"healthy", v.is_healthy},
                        {"outside_allocation", v.is_outside_allocation},

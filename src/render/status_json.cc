@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "model/capabilities.h"
 #include "model/intruders.h"
 #include "render/format.h"
 #include "render/json_text.h"
@@ -90,6 +91,17 @@ void WriteGpu(JsonWriter& w, const model::DeviceSnapshot& d, const StatusOptions
   w.Key("performance_state");
   d.performance_state ? w.String(fmt::format("P{}", *d.performance_state)) : w.Null();
   Put(w.Key("compute_capability"), d.compute_capability);
+  w.Key("capabilities");  // derived from the compute capability (model/capabilities.h)
+  if (auto caps = d.compute_capability ? model::CapabilitiesOf(*d.compute_capability) : std::nullopt) {
+    w.BeginObject();
+    w.Key("tf32").Bool(caps->tf32);
+    w.Key("bf16").Bool(caps->bf16);
+    w.Key("fp8").Bool(caps->fp8);
+    w.Key("fp4").Bool(caps->fp4);
+    w.EndObject();
+  } else {
+    w.Null();
+  }
   Put(w.Key("compute_mode"), d.compute_mode);
   Put(w.Key("persistence_mode"), d.persistence_mode);
   w.Key("mig_mode").BeginObject();

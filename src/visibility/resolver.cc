@@ -404,6 +404,7 @@ VisibilityReport Resolve(const Environment& env, const std::vector<model::Device
     if (gpu != nullptr) {
       v.uuid = gpu->uuid;
       v.name = gpu->name;
+      v.compute_capability = gpu->compute_capability;
       v.is_healthy = gpu->is_healthy;
       v.is_outside_allocation = !allocation.Allows(*d.index);
       if (v.is_outside_allocation) outside.push_back(*d.index);

@@ -63,6 +63,7 @@ struct VisibleDevice {
   std::optional<PhysicalIndex> index;  // NVML host index; absent for an unknown MIG parent
   std::optional<std::string> uuid;     // the (parent) GPU's UUID, when known
   std::optional<std::string> name;
+  std::optional<std::string> compute_capability;  // "9.0", when known
   std::optional<std::string> mig;      // MIG: the entry ("MIG-…") or "first MIG device"
   bool is_healthy = true;
   bool is_outside_allocation = false;

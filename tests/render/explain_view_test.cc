@@ -161,7 +161,7 @@ TEST(ExplainToJsonTest, VisibleMapsCudaIndexToPhysical) {
   const auto& v0 = j["visible"][0];
   std::vector<std::string> keys;
   for (const auto& item : v0.items()) keys.push_back(item.key());
-  EXPECT_THAT(keys, ElementsAre("cuda_index", "index", "uuid", "name", "mig", "healthy",
+  EXPECT_THAT(keys, ElementsAre("cuda_index", "index", "uuid", "name", "compute_capability", "capabilities", "mig", "healthy",
                                 "outside_allocation", "leased_to_uids", "used_by_uids", "intruder_pids"));
   // FASTEST_FIRST estimate on this machine is 1, 0, 2: "0" is the 4090, "2" the second 3090.
   EXPECT_EQ(v0["cuda_index"], 0);
