@@ -23,6 +23,8 @@ TEST_PACKAGES=(
   # install tests: the .deb is checked by lintian, the man pages by man/groff, the units by
   # systemd-analyze
   lintian man-db groff-base systemd
+  # `gpuman jupyter install-kernel` runs a real Jupyter kernel under its lease (tests/python)
+  python3-ipykernel
   # fuzzing (tests/fuzz/): clang 14 and its libFuzzer runtime (a Recommends of clang-14)
   clang libclang-rt-14-dev
 )

@@ -53,6 +53,7 @@ constexpr Command kCommands[] = {
     {"select", [](const CommandArgs& a, Context& c) { return RunSelect(a.select, c); }, P::kLease},
     {"run", [](const CommandArgs& a, Context& c) { return RunRun(a.run, c); }, P::kJobCode},
     {"leases", [](const CommandArgs& a, Context& c) { return RunLeases(a.leases, c); }, P::kLease},
+    {"jupyter", [](const CommandArgs& a, Context& c) { return RunJupyterInstallKernel(a.jupyter, c); }},
     {"release", [](const CommandArgs& a, Context& c) { return RunRelease(a.release, c); }, P::kLease},
     {"topo", [](const CommandArgs& a, Context& c) { return RunTopo(a.topo, c); }},
     {"explain", [](const CommandArgs& a, Context& c) { return RunExplain(a.explain, c); }},

@@ -114,6 +114,24 @@ CLI::App* AddRunCommand(CLI::App& app, RunArgs& args) {
   return cmd;
 }
 
+CLI::App* AddJupyterCommand(CLI::App& app, JupyterArgs& args) {
+  CLI::App* cmd = app.add_subcommand("jupyter", "Jupyter kernels that hold a gpuman lease while they run");
+  cmd->require_subcommand(1);
+  CLI::App* install = cmd->add_subcommand(
+      "install-kernel", "Write a kernelspec whose kernel runs under `gpuman run`: GPUs from its start to its end");
+  install->add_option("--name", args.name, "The kernel's name (letters, digits, . _ -)")->required();
+  AddSelectionOptions(*install, args.selection);
+  install->add_option("--wait", args.wait, "When no GPUs fit as the kernel starts, wait (optionally at most DURATION)")
+      ->expected(0, 1);
+  install->add_flag("--bind-numa", args.bind_numa, "Bind the kernel's CPUs and memory to its GPUs' NUMA node");
+  install->add_option("--display-name", args.display_name, "What the notebook's kernel menu shows");
+  install->add_option("--python", args.python, "The kernel's Python (default python3 on PATH), with ipykernel");
+  auto* system = install->add_flag("--system", args.system, "For every user: /usr/local/share/jupyter/kernels (root)");
+  install->add_option("--prefix", args.prefix, "Into PREFIX/share/jupyter/kernels (a venv or conda environment)")
+      ->excludes(system);
+  return cmd;
+}
+
 CLI::App* AddLeasesCommand(CLI::App& app, LeasesArgs& args) {
   CLI::App* cmd = app.add_subcommand("leases", "List the GPU leases on this machine");
   cmd->add_flag("--json", args.json, "Print JSON");
@@ -448,6 +466,7 @@ constexpr CommandEntry kCommands[] = {
     {"select", [](Parts& p) { AddSelectCommand(p.app, p.args.select); }},
     {"run", [](Parts& p) { AddRunCommand(p.app, p.args.run); }},
     {"leases", [](Parts& p) { AddLeasesCommand(p.app, p.args.leases); }},
+    {"jupyter", [](Parts& p) { AddJupyterCommand(p.app, p.args.jupyter); }},
     {"release", [](Parts& p) { AddReleaseCommand(p.app, p.args.release); }},
     {"topo", [](Parts& p) { AddTopoCommand(p.app, p.args.topo); }},
     {"explain", [](Parts& p) { AddExplainCommand(p.app, p.args.explain); }},

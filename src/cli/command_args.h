@@ -12,6 +12,7 @@
 #include "cli/inspect_commands.h"
 #include "cli/lease_commands.h"
 #include "cli/queue_commands.h"
+#include "cli/jupyter_command.h"
 #include "cli/run_command.h"
 #include "cli/slurm_command.h"
 #include "cli/status_command.h"
@@ -36,6 +37,7 @@ struct CommandArgs {
   TopArgs top;
   SelectArgs select;
   RunArgs run;
+  JupyterArgs jupyter;
   LeasesArgs leases;
   ReleaseArgs release;
   TopoArgs topo;
