@@ -25,6 +25,8 @@ TEST_PACKAGES=(
   lintian man-db groff-base systemd
   # `gpuman jupyter install-kernel` runs a real Jupyter kernel under its lease (tests/python)
   python3-ipykernel
+  # `gpuman doctor` gives Debian's real, CPU-only PyTorch its verdict (tests/e2e/doctor_e2e_test.cc)
+  python3-torch
   # fuzzing (tests/fuzz/): clang 14 and its libFuzzer runtime (a Recommends of clang-14)
   clang libclang-rt-14-dev
 )

@@ -132,6 +132,16 @@ CLI::App* AddJupyterCommand(CLI::App& app, JupyterArgs& args) {
   return cmd;
 }
 
+CLI::App* AddDoctorCommand(CLI::App& app, DoctorArgs& args) {
+  CLI::App* cmd = app.add_subcommand("doctor", "Check the driver, the GPUs, gpuman's setup and the frameworks: verdicts and fixes");
+  cmd->add_flag("--json", args.json, "Print {\"checks\": [{name, status, message, fix}]}");
+  cmd->add_option("--python", args.python, "Whose frameworks to probe (default python3 on PATH; a venv's or conda's)");
+  cmd->add_option("--timeout", args.timeout_s, "Seconds each framework probe may take (default 30)")
+      ->check(CLI::Range(1.0, 600.0));
+  cmd->add_flag("--no-frameworks", args.no_frameworks, "Do not probe the frameworks");
+  return cmd;
+}
+
 CLI::App* AddLeasesCommand(CLI::App& app, LeasesArgs& args) {
   CLI::App* cmd = app.add_subcommand("leases", "List the GPU leases on this machine");
   cmd->add_flag("--json", args.json, "Print JSON");
@@ -471,6 +481,7 @@ constexpr CommandEntry kCommands[] = {
     {"topo", [](Parts& p) { AddTopoCommand(p.app, p.args.topo); }},
     {"explain", [](Parts& p) { AddExplainCommand(p.app, p.args.explain); }},
     {"health", [](Parts& p) { AddHealthCommand(p.app, p.args.health); }},
+    {"doctor", [](Parts& p) { AddDoctorCommand(p.app, p.args.doctor); }},
     {"history", [](Parts& p) { AddHistoryCommand(p.app, p.args.history); }},
     {"report", [](Parts& p) { AddReportCommand(p.app, p.args.report); }},
     {"", [](Parts& p) { AddQueueCommands(p.app, p.args.queue); }},

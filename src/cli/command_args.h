@@ -12,6 +12,7 @@
 #include "cli/inspect_commands.h"
 #include "cli/lease_commands.h"
 #include "cli/queue_commands.h"
+#include "cli/doctor_command.h"
 #include "cli/jupyter_command.h"
 #include "cli/run_command.h"
 #include "cli/slurm_command.h"
@@ -37,6 +38,7 @@ struct CommandArgs {
   TopArgs top;
   SelectArgs select;
   RunArgs run;
+  DoctorArgs doctor;
   JupyterArgs jupyter;
   LeasesArgs leases;
   ReleaseArgs release;

@@ -26,13 +26,15 @@ class CapabilitiesE2E : public ::testing::Test {
 TEST_F(CapabilitiesE2E, StatusAndExplainShowThemAndRequireChoosesByThem) {
   auto status = Gpuman({"status", "--json"});
   ASSERT_EQ(status.exit_code, 0) << status.err;
-  for (const auto& g : json::parse(status.out)["gpus"]) {
+  const json status_doc = json::parse(status.out);
+  for (const auto& g : status_doc["gpus"]) {
     const bool ada = g["compute_capability"] == "8.9";
     EXPECT_EQ(g["capabilities"], (json{{"tf32", true}, {"bf16", true}, {"fp8", ada}, {"fp4", false}})) << g["name"];
   }
   auto explain = Gpuman({"explain", "--json"});
   ASSERT_EQ(explain.exit_code, 0) << explain.err;
-  for (const auto& v : json::parse(explain.out)["visible"]) {
+  const json explain_doc = json::parse(explain.out);
+  for (const auto& v : explain_doc["visible"]) {
     EXPECT_EQ(v["capabilities"]["bf16"], true) << v;
   }
   auto text = Gpuman({"explain"});

@@ -1,0 +1,137 @@
+// `gpuman doctor` (issue 24; docs/doctor.md): verdicts with fixes, exit 6 on a failure.
+// The frameworks: a stand-in `torch` (tests/e2e/fake_torch, $FAKE_TORCH) for the verdicts
+// that need a CUDA build, and Debian's real python3-torch (a CPU-only build) where it is
+// installed.
+#include <unistd.h>
+
+#include <fstream>
+
+#include "e2e/e2e_util.h"
+
+namespace gpuman::e2e {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+
+const std::string kPython = "/usr/bin/python3";
+
+class DoctorE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (access(kPython.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << kPython;
+  }
+  // h100-8 without processes; GPU 7 made an RTX 5090 (12.0); the driver's CUDA as given.
+  std::string Scenario(int cuda_driver_version) {
+    json s = json::parse(std::ifstream(kScenarios + "/h100-8.json"));
+    for (auto& g : s["gpus"]) g["processes"] = json::array();
+    s["gpus"][7]["name"] = "NVIDIA GeForce RTX 5090";
+    s["gpus"][7]["compute_capability"] = json::array({12, 0});
+    s["driver"]["cuda_driver_version"] = cuda_driver_version;
+    return dir_.Write("scenario-" + std::to_string(cuda_driver_version) + ".json", s.dump());
+  }
+  testing::RunResult Doctor(const std::string& scenario, std::vector<std::string> extra,
+                            std::map<std::string, std::string> env = {}) {
+    std::vector<std::string> args = {"--simulate", scenario, "doctor", "--json", "--python", kPython};
+    args.insert(args.end(), extra.begin(), extra.end());
+    env.emplace("GPUMAN_LEASE_DIR", dir_.Join("leases"));
+    return RunGpuman(dir_.Join("state"), args, env);
+  }
+  static std::map<std::string, json> ByName(const std::string& out) {
+    std::map<std::string, json> checks;
+    const json doc = json::parse(out);
+    for (const auto& c : doc["checks"]) {
+      const std::string key = c["name"].get<std::string>() + (checks.count(c["name"]) ? "#" + std::to_string(checks.size()) : "");
+      checks[key] = c;
+    }
+    return checks;
+  }
+  TempDir dir_;
+};
+
+TEST_F(DoctorE2E, AWheelWithoutTheGpusArchitectureIsAFailureBeforeAnythingRuns) {
+  const std::string fake = kScenarios + "/../tests/e2e/fake_torch";
+  auto r = Doctor(Scenario(12080), {},
+                  {{"PYTHONPATH", fake},
+                   {"FAKE_TORCH", R"({"version": "2.5.1+cu124", "cuda": "12.4", "available": true, "device_count": 8,
+                                      "arch_list": ["sm_80", "sm_86", "sm_90"]})"}});
+  EXPECT_EQ(r.exit_code, 6) << r.out << r.err;
+  json doc = json::parse(r.out);
+  int arch_ok = 0, arch_fail = 0;
+  std::string failure;
+  for (const auto& c : doc["checks"]) {
+    EXPECT_TRUE(c.contains("name") && c.contains("status") && c.contains("message") && c.contains("fix")) << c;
+    if (c["name"] == "driver") EXPECT_EQ(c["status"], "ok") << c;
+    if (c["name"] == "torch_cuda") EXPECT_EQ(c["status"], "ok") << "a 12.4 build on a 12.8 driver: " << c;
+    if (c["name"] != "torch_arch") continue;
+    if (c["status"] == "ok") ++arch_ok;
+    if (c["status"] == "fail") {
+      ++arch_fail;
+      failure = c["message"].get<std::string>() + " / " + c["fix"].get<std::string>();
+    }
+  }
+  EXPECT_EQ(arch_ok, 7) << r.out;
+  EXPECT_EQ(arch_fail, 1) << r.out;
+  EXPECT_NE(failure.find("GPU 7 (NVIDIA GeForce RTX 5090, compute 12.0)"), std::string::npos) << failure;
+  EXPECT_NE(failure.find("no kernel image"), std::string::npos) << failure;
+  EXPECT_NE(failure.find("sm_120"), std::string::npos) << failure;
+
+  // The same wheel on an 11.8 driver: the build's CUDA is the failure.
+  auto old = Doctor(Scenario(11080), {},
+                    {{"PYTHONPATH", fake}, {"FAKE_TORCH", R"({"cuda": "12.4", "arch_list": ["sm_90"]})"}});
+  EXPECT_EQ(old.exit_code, 6);
+  bool cuda_failed = false;
+  const json old_doc = json::parse(old.out);
+  for (const auto& c : old_doc["checks"]) {
+    if (c["name"] == "torch_cuda" && c["status"] == "fail") {
+      cuda_failed = true;
+      EXPECT_NE(c["message"].get<std::string>().find("supports CUDA 11.8 only"), std::string::npos) << c;
+    }
+  }
+  EXPECT_TRUE(cuda_failed) << old.out;
+
+  // A probe that hangs is bounded by --timeout.
+  const std::string slow = dir_.Write("slow/torch/__init__.py", "import time\ntime.sleep(60)\n");
+  auto hung = Doctor(Scenario(12080), {"--timeout", "1"}, {{"PYTHONPATH", dir_.Join("slow")}});
+  bool timed_out = false;
+  const json hung_doc = json::parse(hung.out);
+  for (const auto& c : hung_doc["checks"]) {
+    if (c["name"] == "torch") timed_out = c["message"].get<std::string>().find("within 1 s") != std::string::npos;
+  }
+  EXPECT_TRUE(timed_out) << hung.out;
+}
+
+TEST_F(DoctorE2E, WithoutFrameworksAndWithoutADriver) {
+  auto fine = Doctor(Scenario(12040), {"--no-frameworks"});
+  EXPECT_EQ(fine.exit_code, 0) << "warnings only (no daemon): " << fine.out;
+  auto checks = ByName(fine.out);
+  EXPECT_EQ(checks["driver"]["status"], "ok");
+  EXPECT_EQ(checks["daemon"]["status"], "warn");
+  EXPECT_FALSE(checks["daemon"]["fix"].get<std::string>().empty());
+  EXPECT_EQ(checks.count("torch"), 0u);
+
+  auto none = RunGpuman(dir_.Join("state"), {"doctor", "--no-frameworks"},
+                        {{"GPUMAN_NVML_LIBRARY", dir_.Join("no-libnvidia-ml.so.1")}, {"GPUMAN_LEASE_DIR", dir_.Join("leases")}});
+  EXPECT_EQ(none.exit_code, 6);
+  EXPECT_EQ(none.out.rfind("fail  driver: ", 0), 0u) << none.out;
+  EXPECT_NE(none.out.find("      fix: install the NVIDIA driver"), std::string::npos) << none.out;
+}
+
+// Debian's python3-torch is a CPU-only build: on a machine with GPUs that is the verdict.
+TEST_F(DoctorE2E, DebiansCpuOnlyTorchIsCalledOut) {
+  auto probe = testing::Run({kPython, "-c", "import torch, sys; sys.exit(0 if torch.version.cuda is None else 1)"}, {});
+  if (probe.exit_code != 0) GTEST_SKIP() << "no CPU-only torch for " << kPython << " (apt install python3-torch)";
+  auto r = Doctor(Scenario(12040), {});
+  EXPECT_EQ(r.exit_code, 6) << r.out;
+  bool called_out = false;
+  const json doc = json::parse(r.out);
+  for (const auto& c : doc["checks"]) {
+    if (c["name"] == "torch" && c["status"] == "fail") {
+      called_out = c["message"].get<std::string>().find("CPU-only build") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(called_out) << r.out;
+}
+
+}  // namespace
+}  // namespace gpuman::e2e
