@@ -168,7 +168,7 @@ def _selection_args(n, gpus, min_free_memory, model, exclude, prefer, require):
     if prefer is not None:
         a += ["--prefer", str(prefer)]
     if require is not None:
-        a += ["--require", str(require)]
+        a += ["--require", _id_list(require)]
     return a
 
 

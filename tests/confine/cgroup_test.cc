@@ -62,13 +62,19 @@ class CgroupTest : public ::testing::TestWithParam<DevicesSetting> {
         errs[i] = fd >= 0 ? 0 : errno;
         if (fd >= 0) close(fd);
       }
-      if (daemonize && fork() == 0) {
-        setsid();
-        if (fork() == 0) {
-          close(report[1]);
-          pause();
+      if (daemonize) {
+        pid_t middle = fork();
+        if (middle == 0) {
+          setsid();
+          if (fork() == 0) {
+            close(report[1]);
+            pause();
+          }
+          _exit(0);
         }
-        _exit(0);
+        // Reaped here, so that only the grandchild is left in the cgroup (an orphaned
+        // zombie would stay listed there until whoever adopts it reaps it).
+        waitpid(middle, nullptr, 0);
       }
       (void)!write(report[1], errs, sizeof errs);
       _exit(0);
