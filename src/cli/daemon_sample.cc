@@ -18,6 +18,7 @@ Result<model::MachineSnapshot> DaemonSampleSource::Snapshot(const devices::Snaps
     return MakeError(ErrorCode::kUnavailable, "the daemon cannot read the GPUs: " + reply->error);
   }
   last_age_ms_ = std::max<int64_t>(0, clock_.NowUnixMs() - reply->snapshot->taken_at_unix_ms);
+  scenario_ = reply->scenario.value_or("");
   return std::move(*reply->snapshot);
 }
 

@@ -27,11 +27,14 @@ class DaemonSampleSource final : public devices::DeviceSource {
 
   /// How old the last sample handed out was when it came (ms); -1 before the first.
   int64_t last_age_ms() const { return last_age_ms_; }
+  /// The daemon's simulated scenario ("h100-8"), "" for real GPUs (or before a Snapshot).
+  const std::string& scenario() const { return scenario_; }
 
  private:
   DaemonClient& daemon_;
   const Clock& clock_;
   int64_t last_age_ms_ = -1;
+  std::string scenario_;
 };
 
 }  // namespace gpuman::cli

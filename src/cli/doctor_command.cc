@@ -15,6 +15,7 @@
 #include "base/spawn.h"
 #include "base/unique_fd.h"
 #include "cli/daemon_client.h"
+#include "cli/daemon_sample.h"
 #include "cli/exit_codes.h"
 #include "cli/acquire.h"
 #include "devices/device_source.h"
@@ -128,13 +129,15 @@ int RunDoctor(const DoctorArgs& args, Context& ctx) {
   // The driver and the GPUs (from the daemon's sample where one serves).
   auto source = ctx.Devices();
   Result<model::MachineSnapshot> snap = source ? (*source)->Snapshot() : Result<model::MachineSnapshot>(source.error());
+  // Simulated here (--simulate), or the daemon's sample is of a simulated machine.
+  const bool simulated = ctx.is_simulated() || (ctx.daemon_sample() && !ctx.daemon_sample()->scenario().empty());
   if (!snap) {
     checks.push_back({"driver", "fail", snap.error().message, DriverFix(snap.error().message)});
   } else {
     std::string what = "driver " + snap->system.driver_version.value_or("?");
     if (snap->system.cuda_driver_version) what += " (CUDA " + *snap->system.cuda_driver_version + ")";
     what += ", " + std::to_string(snap->gpus.size()) + " GPU" + (snap->gpus.size() == 1 ? "" : "s");
-    if (ctx.is_simulated()) what += " (simulated)";
+    if (simulated) what += " (simulated)";
     checks.push_back({"driver", "ok", what, ""});
     for (const auto& g : snap->gpus) {
       if (g.is_healthy) continue;
@@ -144,7 +147,7 @@ int RunDoctor(const DoctorArgs& args, Context& ctx) {
                         "gpuman health; an admin drains it with gpuman drain " + std::to_string(g.index)});
     }
     // Device nodes this user must open (CUDA opens /dev/nvidiactl and each GPU's node).
-    if (ctx.is_simulated()) {
+    if (simulated) {
       checks.push_back({"device_nodes", "ok", "a simulated machine: /dev/nvidia* not checked", ""});
     } else {
       std::vector<std::string> nodes = {"/dev/nvidiactl"};
@@ -232,7 +235,7 @@ int RunDoctor(const DoctorArgs& args, Context& ctx) {
           }
           // A simulated machine has no GPUs a real framework could see: only the build is judged.
           const auto judged = health::JudgeTorch(probe, visible, snap ? snap->system.cuda_driver_version : std::nullopt,
-                                                 ctx.is_simulated() ? -1 : expected_visible);
+                                                 simulated ? -1 : expected_visible);
           checks.insert(checks.end(), judged.begin(), judged.end());
         }
       }
@@ -246,7 +249,7 @@ int RunDoctor(const DoctorArgs& args, Context& ctx) {
     for (const auto& c : checks) {
       list.push_back({{"name", c.name}, {"status", c.status}, {"message", c.message}, {"fix", c.fix}});
     }
-    ctx.out() << nlohmann::ordered_json{{"schema_version", 1}, {"simulated", ctx.is_simulated()}, {"checks", list}}.dump(2)
+    ctx.out() << nlohmann::ordered_json{{"schema_version", 1}, {"simulated", simulated}, {"checks", list}}.dump(2)
               << "\n";
   } else {
     Print(ctx, checks);

@@ -2,6 +2,7 @@
 // The frameworks: a stand-in `torch` (tests/e2e/fake_torch, $FAKE_TORCH) for the verdicts
 // that need a CUDA build, and Debian's real python3-torch (a CPU-only build) where it is
 // installed.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -115,6 +116,22 @@ TEST_F(DoctorE2E, WithoutFrameworksAndWithoutADriver) {
   EXPECT_EQ(none.exit_code, 6);
   EXPECT_EQ(none.out.rfind("fail  driver: ", 0), 0u) << none.out;
   EXPECT_NE(none.out.find("      fix: install the NVIDIA driver"), std::string::npos) << none.out;
+}
+
+// Through a daemon on a simulated machine: the client is told so by the daemon's sample,
+// and the daemon is the authority.
+TEST_F(DoctorE2E, ThroughADaemonOfASimulatedMachine) {
+  chmod(dir_.path().c_str(), 0755);
+  const std::string socket = dir_.Join("gpuman.sock");
+  PrivateDaemon daemon;
+  ASSERT_TRUE(daemon.Start({.scenario = Scenario(12040), .socket = socket, .state_dir = dir_.Join("daemon-state"),
+                            .env = CleanEnv(dir_.Join("state"))}));
+  auto r = RunGpuman(dir_.Join("state"), {"doctor", "--json", "--no-frameworks"}, {{"GPUMAN_SOCKET", socket}});
+  EXPECT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto checks = ByName(r.out);
+  EXPECT_EQ(json::parse(r.out)["simulated"], true);
+  EXPECT_EQ(checks["daemon"]["status"], "ok") << r.out;
+  EXPECT_EQ(checks["device_nodes"]["status"], "ok") << r.out;
 }
 
 // Debian's python3-torch is a CPU-only build: on a machine with GPUs that is the verdict.
