@@ -32,6 +32,20 @@ BINARY = os.environ.get("GPUMAN_BINARY") or os.path.join(ROOT, "build", "gpuman"
 USERS = ("gpumanta", "gpumantb")
 
 
+def idle_scenario(directory):
+    """Writes DIRECTORY/idle.json, h100-8 with every GPU's processes removed; returns
+    (its path, the GPUs' UUIDs sorted)."""
+    with open(os.path.join(SCENARIOS, "h100-8.json")) as f:
+        scen = json.load(f)
+    for g in scen["gpus"]:
+        g["processes"] = []
+    path = os.path.join(directory, "idle.json")
+    with open(path, "w") as f:
+        json.dump(scen, f)
+    os.chmod(path, 0o644)
+    return path, sorted(g["uuid"] for g in scen["gpus"])
+
+
 def _gpus_of(listing):
     return sorted(g["uuid"] for l in listing["leases"] for g in l["gpus"])
 
@@ -44,15 +58,7 @@ class Base(unittest.TestCase):
             self.skipTest("no gpuman binary at %s" % BINARY)
         self.dir = tempfile.mkdtemp(prefix="gpuman-py-")
         os.chmod(self.dir, 0o755)  # the daemon socket's directory: root's, 0755 (trust rules)
-        with open(os.path.join(SCENARIOS, "h100-8.json")) as f:
-            scen = json.load(f)
-        for g in scen["gpus"]:
-            g["processes"] = []
-        self.scenario = os.path.join(self.dir, "idle.json")
-        with open(self.scenario, "w") as f:
-            json.dump(scen, f)
-        os.chmod(self.scenario, 0o644)
-        self.uuids = sorted(g["uuid"] for g in scen["gpus"])
+        self.scenario, self.uuids = idle_scenario(self.dir)
         for d in ("leases", "state", "config"):
             os.mkdir(os.path.join(self.dir, d))
             os.chmod(os.path.join(self.dir, d), 0o755)

@@ -11,13 +11,16 @@ import shutil
 import subprocess
 import tempfile
 import textwrap
+import sys
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
-SCENARIOS = os.environ.get("GPUMAN_SCENARIO_DIR") or os.path.join(ROOT, "scenarios")
 BINARY = os.environ.get("GPUMAN_BINARY") or os.path.join(ROOT, "build", "gpuman")
 PYTHON = "/usr/bin/python3"
+if HERE not in sys.path:
+    sys.path.insert(0, HERE)
+from test_gpuman import idle_scenario  # noqa: E402
 
 # Runs in PYTHON (which has jupyter_client): starts the kernel by its spec, asks it for its
 # environment, reads the lease table while it runs, shuts it down, reads it again.
@@ -60,13 +63,7 @@ class JupyterKernelTest(unittest.TestCase):
         if not os.access(BINARY, os.X_OK):
             self.skipTest("no gpuman binary at %s" % BINARY)
         self.dir = tempfile.mkdtemp(prefix="gpuman-jupyter-")
-        with open(os.path.join(SCENARIOS, "h100-8.json")) as f:
-            scen = json.load(f)
-        for g in scen["gpus"]:
-            g["processes"] = []
-        self.scenario = os.path.join(self.dir, "idle.json")
-        with open(self.scenario, "w") as f:
-            json.dump(scen, f)
+        self.scenario, _ = idle_scenario(self.dir)
         self.env = {k: v for k, v in os.environ.items()
                     if k not in ("GPUMAN_SOCKET", "CUDA_VISIBLE_DEVICES", "GPUMAN_LEASE_ID", "GPUMAN_CONFIG")}
         self.env.update({
