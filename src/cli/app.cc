@@ -56,6 +56,7 @@ constexpr Command kCommands[] = {
     {"jupyter", [](const CommandArgs& a, Context& c) { return RunJupyterInstallKernel(a.jupyter, c); }},
     {"release", [](const CommandArgs& a, Context& c) { return RunRelease(a.release, c); }, P::kLease},
     {"topo", [](const CommandArgs& a, Context& c) { return RunTopo(a.topo, c); }},
+    {"list", [](const CommandArgs&, Context& c) { return RunList(c); }},
     {"explain", [](const CommandArgs& a, Context& c) { return RunExplain(a.explain, c); }},
     {"health", [](const CommandArgs& a, Context& c) { return RunHealth(a.health, c); }},
     {"doctor", [](const CommandArgs& a, Context& c) { return RunDoctor(a.doctor, c); }},

@@ -50,7 +50,8 @@ CLI::Validator SecondsIn(double min, double max, const char* shown) {
 // The GPU selection options of `select`, `run` and `submit`.
 void AddSelectionOptions(CLI::App& cmd, SelectionArgs& args) {
   cmd.add_option("-n,--count", args.count, "Number of GPUs (default 1)")->check(CLI::Range(0, 4096));
-  cmd.add_option("--gpus", args.gpus, "Only these GPUs (indices or UUIDs, comma-separated), or 'none'");
+  cmd.add_option("--gpus,-i,--id", args.gpus,
+                 "Only these GPUs (indices, ranges such as 0-3, or UUIDs, comma-separated), or 'none'; -i/--id as nvidia-smi");
   cmd.add_option("--min-free-memory", args.min_free_memory, "Each GPU needs this much free memory, e.g. 20GiB");
   cmd.add_option("--max-utilization", args.max_utilization, "Each GPU at most this busy (percent)")
       ->check(CLI::Range(0, 100));
@@ -479,6 +480,7 @@ constexpr CommandEntry kCommands[] = {
     {"jupyter", [](Parts& p) { AddJupyterCommand(p.app, p.args.jupyter); }},
     {"release", [](Parts& p) { AddReleaseCommand(p.app, p.args.release); }},
     {"topo", [](Parts& p) { AddTopoCommand(p.app, p.args.topo); }},
+    {"list", [](Parts& p) { p.app.add_subcommand("list", "One line per GPU: index, name, UUID (as nvidia-smi -L)"); }},
     {"explain", [](Parts& p) { AddExplainCommand(p.app, p.args.explain); }},
     {"health", [](Parts& p) { AddHealthCommand(p.app, p.args.health); }},
     {"doctor", [](Parts& p) { AddDoctorCommand(p.app, p.args.doctor); }},

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "base/strings.h"
 #include "cli/acquire.h"
 #include "cli/daemon_sample.h"
 #include "cli/exit_codes.h"
@@ -103,6 +104,19 @@ int RunExplain(const ExplainArgs& args, Context& ctx) {
       ctx.out() << fmt::format("GPU facts: the daemon's sample, {:.1f} s old\n",
                                static_cast<double>(sample->last_age_ms()) / 1000.0);
     }
+  }
+  return kExitOk;
+}
+
+int RunList(Context& ctx) {
+  auto source = ctx.Devices();
+  if (!source) return ctx.Fail(source.error());
+  auto snap = (*source)->Snapshot(devices::FieldOptions(devices::kFieldIdentity));
+  if (!snap) return ctx.Fail(snap.error());
+  // nvidia-smi -L's form, so scripts and habits carry over: "GPU 0: NAME (UUID: GPU-...)".
+  for (const auto& g : snap->gpus) {
+    ctx.out() << "GPU " << g.index << ": " << EscapeControl(g.name.value_or("unknown")) << " (UUID: "
+              << g.uuid.value_or("unknown") << ")\n";
   }
   return kExitOk;
 }

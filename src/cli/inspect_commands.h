@@ -15,6 +15,9 @@ struct TopoArgs {
 };
 int RunTopo(const TopoArgs& args, Context& ctx);
 
+/// `gpuman list`: one line per GPU, as `nvidia-smi -L` prints them.
+int RunList(Context& ctx);
+
 struct ExplainArgs {
   bool json = false;
   bool no_color = false;

@@ -15,8 +15,25 @@ Result<std::vector<size_t>> ResolveGpuIds(std::string_view list,
   };
   std::vector<size_t> out;
   if (Trim(list).empty()) return MakeError(ErrorCode::kInvalidArgument, "empty GPU list");
+  // Ranges of indices, as gpuman prints them and nvidia-smi users type them: "0-3". A UUID
+  // prefix never looks like one (its first group is 8 hex digits before any '-').
+  std::vector<std::string> items;
   for (const std::string& raw : Split(list, ',')) {
     std::string item(Trim(raw));
+    const size_t dash = item.find('-');
+    if (dash != std::string::npos && dash >= 1 && dash <= 3 && item.size() - dash - 1 >= 1 && item.size() - dash - 1 <= 3 &&
+        item.find_first_not_of("0123456789-") == std::string::npos && item.find('-', dash + 1) == std::string::npos) {
+      const auto first = ParseInt(item.substr(0, dash));
+      const auto last = ParseInt(item.substr(dash + 1));
+      if (!first || !last || *first > *last) {
+        return MakeError(ErrorCode::kInvalidArgument, "GPU range '" + item + "' runs backwards (" + known() + ")");
+      }
+      for (int64_t i = *first; i <= *last; ++i) items.push_back(std::to_string(i));
+      continue;
+    }
+    items.push_back(item);
+  }
+  for (const std::string& item : items) {
     if (item.empty()) {
       return MakeError(ErrorCode::kInvalidArgument, "empty item in GPU list '" + std::string(list) + "'");
     }

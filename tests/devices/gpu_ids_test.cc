@@ -28,6 +28,10 @@ TEST(ResolveGpuIdsTest, AcceptsIndicesUuidsAndPrefixes) {
       {"gpu-3F2A9C1D-0000-1111-2222-333344445555", {0}},
       {"GPU-3f2a", {0}},
       {"3f2b", {1}},
+      {"0-2", {0, 1, 2}},           // a range, as nvidia-smi users type and gpuman prints
+      {"2,0-1", {2, 0, 1}},
+      {"0-1,1", {0, 1}},
+      {"3f2a9c1d-0000", {0}},       // a UUID prefix with a dash is not a range
   };
   for (const auto& c : cases) {
     auto got = ResolveGpuIds(c.list, Gpus());
@@ -48,6 +52,8 @@ TEST(ResolveGpuIdsTest, RejectsWhatIsNotThere) {
       {"GPU-3f2", "neither an index nor a UUID"},
       {"GPU-3f2a9c1d-ffff", "unknown GPU UUID"},
       {"3f2a9c1e", "unknown GPU UUID"},
+      {"2-0", "GPU range '2-0' runs backwards"},
+      {"0-7", "unknown GPU index 3 (known indices: 0-2)"},
   };
   for (const auto& c : cases) {
     auto got = ResolveGpuIds(c.list, Gpus());
