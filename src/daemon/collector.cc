@@ -286,10 +286,22 @@ bool Collector::Tick(int64_t now, const model::MachineSnapshot* sample, const st
   // Leases and jobs: idle watch, then alerts over the annotated copies.
   std::vector<model::Lease> leases;
   if (auto live = leases_.List(store::ProcLivenessCheck())) leases = std::move(*live);
-  std::vector<model::Job> jobs;
-  if (auto active = jobs_.Active()) jobs = std::move(*active);
+  // Summaries (the environments stay on disk), copied only when they changed: a sweep's
+  // 10,000 queued jobs are not copied every sample.
+  if (auto active = jobs_.ActiveSummaries(); active && *active != jobs_seen_) {
+    jobs_seen_ = std::move(*active);
+    jobs_copy_ = *jobs_seen_;
+    held_.clear();
+    held_at_.clear();
+    for (size_t i = 0; i < jobs_copy_.size(); ++i) {
+      if (!jobs_copy_[i].lease_id) continue;
+      held_.push_back(jobs_copy_[i]);
+      held_at_.push_back(i);
+    }
+  }
+  std::vector<model::Job>& jobs = jobs_copy_;  // every active job: alerts and metrics
   if (current && options_.idle.enabled) {
-    for (auto& action : idle_.Update(*current, leases, jobs, now)) {
+    for (auto& action : idle_.Update(*current, leases, held_, now)) {
       if (action.kind == monitor::IdleAction::kRelease) {
         if (const auto slurm_node = SlurmNode()) {
           Log("not releasing idle lease " + std::to_string(action.lease.id) + " of " + action.lease.user +
@@ -307,7 +319,8 @@ bool Collector::Tick(int64_t now, const model::MachineSnapshot* sample, const st
     }
   }
   idle_.Annotate(leases);
-  idle_.Annotate(jobs);
+  idle_.Annotate(held_);
+  for (size_t i = 0; i < held_.size(); ++i) jobs[held_at_[i]].idle_since_unix_ms = held_[i].idle_since_unix_ms;
   if (current) WatchIntruders(*current, leases, now);
   const model::HealthReport report = health_.Report();
   // Intruders are findings for the alert rules only (`code = "intruder"`), not for health.
@@ -318,7 +331,7 @@ bool Collector::Tick(int64_t now, const model::MachineSnapshot* sample, const st
   }
 
   if (history_ && current) {
-    std::vector<model::GpuSample> samples = Samples(*current, leases, jobs, now);
+    std::vector<model::GpuSample> samples = Samples(*current, leases, held_, now);
     if (slurm_jobs_) {  // the Slurm job holding each GPU now, from the prolog's records
       std::vector<std::string> problems;
       const auto& records = slurm_jobs_->Get(now, &problems);

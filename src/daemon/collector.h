@@ -130,6 +130,10 @@ class Collector {
   std::optional<slurm::JobRecordCache> slurm_jobs_;  // set when options_.slurm_state_dir is
   std::unique_ptr<health::KernelLogReader> kernel_log_;
   std::vector<std::string> xid_sources_, xid_notes_;
+  std::shared_ptr<const std::vector<model::Job>> jobs_seen_;  // the summaries jobs_copy_ copies
+  std::vector<model::Job> jobs_copy_;                         // annotated each sample
+  std::vector<model::Job> held_;                              // its jobs with a lease
+  std::vector<size_t> held_at_;                               // where they are in jobs_copy_
   int gpu_count_ = 0;
   std::map<int, std::string> uuid_by_index_;  // last UUID each NVML index reported
   int64_t next_due_ms_ = 0;

@@ -335,16 +335,36 @@ Status Daemon::Start() {
 // A job in starting whose supervisor and job process are gone never ran: it is queued
 // again. A running job whose supervisor died is adopted (WatchOrphan): its GPUs stay taken
 // while any process of the job lives.
+const Daemon::ActiveJobs* Daemon::CurrentJobs() {
+  auto listed = jobs_->ActiveSummaries();
+  if (!listed) return nullptr;
+  if (*listed == active_jobs_.all) return &active_jobs_;
+  ActiveJobs& a = active_jobs_;
+  a.all = std::move(*listed);
+  a.held.clear();
+  a.any_queued = false;
+  for (const auto& j : *a.all) {
+    if (j.state == model::JobState::kStarting || j.state == model::JobState::kRunning) a.held.push_back(&j);
+    a.any_queued = a.any_queued || j.state == model::JobState::kQueued;
+  }
+  a.momentary = sched::AnyMomentaryFilters(*a.all);
+  return &a;
+}
+
 void Daemon::Reconcile() {
-  auto active = jobs_->Active();
-  if (!active) return;
+  const ActiveJobs* jobs = CurrentJobs();
+  if (!jobs) return;
+  // The list may be replaced by the transitions below: keep this one alive.
+  const std::shared_ptr<const std::vector<model::Job>> keep = jobs->all;
+  const std::vector<const model::Job*> held = jobs->held;
   const int64_t now = clock_.NowUnixMs();
   std::erase_if(orphans_, [&](const auto& entry) {
-    return std::none_of(active->begin(), active->end(), [&](const model::Job& j) {
-      return j.id == entry.first && j.state == model::JobState::kRunning;
+    return std::none_of(held.begin(), held.end(), [&](const model::Job* j) {
+      return j->id == entry.first && j->state == model::JobState::kRunning;
     });
   });
-  for (const auto& job : *active) {
+  for (const model::Job* held_job : held) {
+    const model::Job& job = *held_job;
     bool supervisor_alive = IsSameLiveProcess(job.supervisor_pid, job.supervisor_start_ticks);
     if (job.state == model::JobState::kStarting) {
       // A supervisor that never got the go never ran the job: queue it again. One that
@@ -584,9 +604,15 @@ void Daemon::Tick(int64_t now) {
     const Sample& sample = TakeSample(now, xids);
     if (collector_ && collector_->Tick(now, sample.snapshot ? &*sample.snapshot : nullptr, sample.error)) dirty_ = true;
   }
-  if (dirty_ || now - last_pass_ms_ >= 1000) {
+  if ((dirty_ && now >= next_pass_ms_) || now - last_pass_ms_ >= 1000 || now < last_pass_ms_) {
     last_pass_ms_ = now;
     SchedulePass();
+    // A stream of changes (a sweep's submits) must not keep the loop in passes: the next
+    // one a change asks for waits nine times as long as this one took, so that passes take
+    // at most a tenth of the daemon's time (and requests the rest). A pass over a short
+    // queue takes well under a millisecond: then nothing waits.
+    const int64_t end = clock_.NowUnixMs();
+    next_pass_ms_ = end + std::clamp<int64_t>(9 * (end - now), 0, 250);
   }
   SweepLeaseCgroups(now);
 }
@@ -631,11 +657,17 @@ void Daemon::SweepLeaseCgroups(int64_t now) {
 }
 
 void Daemon::WatchRunningJobs() {
-  auto active = jobs_->Active();
-  if (!active) return;
-  bool any_running = std::any_of(active->begin(), active->end(),
-                                 [](const model::Job& j) { return j.state == model::JobState::kRunning; });
-  if (!any_running) return;
+  const ActiveJobs* jobs = CurrentJobs();
+  if (!jobs) return;
+  const std::shared_ptr<const std::vector<model::Job>> keep = jobs->all;  // as in Reconcile
+  std::vector<const model::Job*> running;
+  for (const model::Job* j : jobs->held) {
+    if (j->state == model::JobState::kRunning) running.push_back(j);
+  }
+  if (running.empty()) {
+    told_gpu_lost_.clear();
+    return;
+  }
   if (!latest_ || !latest_->snapshot) return;
   const model::MachineSnapshot* snap = &*latest_->snapshot;
   std::set<std::string> failed;
@@ -646,12 +678,11 @@ void Daemon::WatchRunningJobs() {
   }
   const int64_t now = clock_.NowUnixMs();
   std::erase_if(told_gpu_lost_, [&](int64_t id) {
-    return std::none_of(active->begin(), active->end(), [&](const model::Job& j) {
-      return j.id == id && j.state == model::JobState::kRunning;
-    });
+    return std::none_of(running.begin(), running.end(), [&](const model::Job* j) { return j->id == id; });
   });
-  for (const auto& job : *active) {
-    if (job.state != model::JobState::kRunning || told_gpu_lost_.count(job.id)) continue;
+  for (const model::Job* running_job : running) {
+    const model::Job& job = *running_job;
+    if (told_gpu_lost_.count(job.id)) continue;
     bool hit = std::any_of(job.gpu_uuids.begin(), job.gpu_uuids.end(), [&](const std::string& u) { return failed.count(u) > 0; });
     if (!hit) continue;
     if (IsSameLiveProcess(job.supervisor_pid, job.supervisor_start_ticks)) {
@@ -673,34 +704,49 @@ void Daemon::SchedulePass() {
   Reconcile();
   if (!latest_) TakeSample(clock_.NowUnixMs(), false);  // a pass before the first tick (tests)
   WatchRunningJobs();
-  auto active = jobs_->Active();
-  if (!active) return;
+  const ActiveJobs* jobs = CurrentJobs();
+  if (!jobs) return;
+  const std::shared_ptr<const std::vector<model::Job>> listed = jobs->all;
+  const bool momentary = jobs->momentary;
   // The scheduler treats a dependency it is not shown as succeeded: add the finished jobs
   // that active ones run after.
-  std::set<int64_t> have;
-  for (const auto& j : *active) have.insert(j.id);
   std::vector<model::Job> deps;
-  for (const auto& j : *active) {
-    for (int64_t dep : j.after) {
-      if (have.insert(dep).second) {
+  {
+    std::set<int64_t> have;
+    for (const auto& j : *listed) {
+      for (int64_t dep : j.after) {
+        if (!have.insert(dep).second) continue;
+        auto at = std::lower_bound(listed->begin(), listed->end(), dep,
+                                   [](const model::Job& x, int64_t id) { return x.id < id; });
+        if (at != listed->end() && at->id == dep) continue;  // active: already shown
         if (auto got = jobs_->Get(dep); got && *got) deps.push_back(**got);
       }
     }
   }
-  active->insert(active->end(), deps.begin(), deps.end());
+  const std::vector<model::Job>* active = listed.get();
+  std::vector<model::Job> with_deps;
+  if (!deps.empty()) {
+    with_deps = *listed;
+    with_deps.insert(with_deps.end(), deps.begin(), deps.end());
+    active = &with_deps;
+  }
   const int64_t now = clock_.NowUnixMs();
-  for (int64_t id : sched::JobsWithFailedDependencies(*active)) {
+  // Only a finished job fails a dependency, and only `deps` holds finished jobs.
+  for (int64_t id : deps.empty() ? std::vector<int64_t>() : sched::JobsWithFailedDependencies(*active)) {
     // Like Slurm's DependencyNeverSatisfied: it can never run, so it is cancelled.
     store::JobStore::Update never;
     never.ended_unix_ms = now;
     never.reason = "a job it runs after did not succeed";
     (void)jobs_->Transition(id, model::JobState::kQueued, model::JobState::kCancelled, never);
   }
-  bool any_queued = std::any_of(active->begin(), active->end(),
-                                [](const model::Job& j) { return j.state == model::JobState::kQueued; });
-  waiting_.clear();
-  if (!any_queued) return;
+  if (!jobs->any_queued) {
+    waiting_.clear();
+    last_pass_inputs_.reset();
+    return;
+  }
   if (auto why = Superseded()) {
+    waiting_.clear();
+    last_pass_inputs_.reset();
     int position = 0;
     for (const auto& j : *active) {
       if (j.state == model::JobState::kQueued) waiting_[j.id] = sched::WaitReason{j.id, *why, ++position, std::nullopt};
@@ -711,12 +757,32 @@ void Daemon::SchedulePass() {
 
   if (!latest_->snapshot) return;  // the devices cannot be read: place nothing
 
+  // Skip the pass when nothing it reads has changed since the last one (the state db,
+  // the live leases, what the sample says about the GPUs), except once every
+  // kFullPassEveryMs, which brings the reasons' estimates ("in ~5 min") up to date.
+  // With a sweep queued, a pass is most of an idle daemon's work (docs/scheduling.md).
+  auto live = AllLiveLeases();
+  PassInputs inputs;
+  if (auto version = jobs_->CurrentVersion()) inputs.state = *version;
+  if (live) {
+    for (const auto& l : *live) inputs.live_leases.push_back(l.id);
+  }
+  inputs.snapshot = sched::SnapshotKey(*latest_->snapshot, momentary);
+  if (last_pass_inputs_ && *last_pass_inputs_ == inputs && now - last_full_pass_ms_ < kFullPassEveryMs &&
+      now >= last_full_pass_ms_) {
+    return;
+  }
+  last_pass_inputs_ = inputs;
+  last_full_pass_ms_ = now;
+  ++full_passes_;
+  waiting_.clear();
+
   sched::SchedulerInput input;
   input.now_unix_ms = now;
   input.snapshot = *latest_->snapshot;
   input.snapshot.topology = topology_;
-  if (auto live = AllLiveLeases()) input.leases = *live;
-  input.jobs = *active;
+  if (live) input.leases = std::move(*live);
+  input.jobs_view = active;  // `listed` (or `with_deps`) outlives the pass
   if (auto drained = jobs_->Drained()) {
     for (const auto& [uuid, reason] : *drained) input.drained.insert(uuid);
   }
@@ -730,16 +796,20 @@ void Daemon::SchedulePass() {
     // must not get a job. Read the devices again and place on what they say now (the same
     // decision when nothing changed; none on a GPU that failed meanwhile).
     const Sample& fresh = TakeSample(now, /*fresh=*/true);
-    if (!fresh.snapshot) return;
+    if (!fresh.snapshot) {
+      last_pass_inputs_.reset();
+      return;
+    }
+    // This pass decided on the fresh read: what the next one compares with.
+    last_pass_inputs_->snapshot = sched::SnapshotKey(*fresh.snapshot, momentary);
     input.snapshot = *fresh.snapshot;
     input.snapshot.topology = topology_;
     out = sched::Schedule(input);
   }
   for (const auto& w : out.waiting) waiting_[w.job_id] = w;
   for (const auto& start : out.start) {
-    auto it = std::find_if(input.jobs.begin(), input.jobs.end(),
-                           [&](const model::Job& j) { return j.id == start.job_id; });
-    if (it != input.jobs.end()) (void)StartJob(*it, start.gpu_uuids);
+    auto it = std::find_if(active->begin(), active->end(), [&](const model::Job& j) { return j.id == start.job_id; });
+    if (it != active->end()) (void)StartJob(*it, start.gpu_uuids);
   }
 }
 
@@ -762,7 +832,8 @@ int Daemon::Run(const volatile std::sig_atomic_t* stop) {
     if (wake_fd >= 0) fds.push_back({wake_fd, POLLIN, 0});
     server_->AddPollFds(fds);
     // Requests read but not yet answered: look at the sockets without sleeping.
-    int timeout = dirty_ || server_->has_pending_work() ? 0 : 500;
+    int timeout = server_->has_pending_work() ? 0 : 500;
+    if (dirty_) timeout = static_cast<int>(std::clamp<int64_t>(next_pass_ms_ - clock_.NowUnixMs(), 0, timeout));
     timeout = static_cast<int>(std::min<int64_t>(timeout, MsUntilSample(clock_.NowUnixMs())));
     int ready = poll(fds.data(), fds.size(), timeout);
     if (ready < 0 && errno != EINTR) break;
@@ -894,8 +965,8 @@ Result<protocol::AcquireResult> Daemon::AcquireFor(const Peer& peer, const proto
 }
 
 std::optional<policy::LeaseJob> Daemon::JobOfLease(const model::Lease& lease) {
-  if (auto active = jobs_->Active()) {
-    for (const auto& j : *active) {
+  if (auto active = jobs_->ActiveSummaries()) {
+    for (const auto& j : **active) {
       if (j.lease_id == lease.id) return policy::LeaseJob{j.id, j.name};
     }
   }

@@ -118,8 +118,11 @@ class Daemon {
 
   /// One scheduling pass (also run after every change and once a second), on the latest
   /// sample. Before it starts a job it reads the devices again and places on that read
-  /// (the pre-start check), so a GPU lost since the sample never gets a job.
+  /// (the pre-start check), so a GPU lost since the sample never gets a job. The placement
+  /// itself is skipped while nothing it reads has changed (docs/scheduling.md).
   void SchedulePass();
+  /// How many passes placed jobs (ran sched::Schedule) so far. For tests.
+  int64_t full_passes() const { return full_passes_; }
 
   /// The monitoring side, once Start() succeeded.
   const Collector* collector() const { return collector_.get(); }
@@ -150,6 +153,16 @@ class Daemon {
     std::string ending_reason;
     int64_t kill_at_ms = 0;                    // SIGKILL from then on
   };
+  // The active jobs (JobStore::ActiveSummaries) and what every pass asks of them, worked
+  // out once per change of the list, not once per look: a sweep queues 10,000 of them.
+  struct ActiveJobs {
+    std::shared_ptr<const std::vector<model::Job>> all;
+    std::vector<const model::Job*> held;  // starting or running, pointing into `all`
+    bool any_queued = false;
+    bool momentary = false;  // sched::AnyMomentaryFilters
+  };
+  /// Null when the state db cannot be read. Valid until the next call.
+  const ActiveJobs* CurrentJobs();
   void Reconcile();
   void WatchOrphan(const model::Job& job, int64_t now);
   void BeginEnding(const model::Job& job, model::JobState as, const std::string& reason, int64_t now);
@@ -269,6 +282,19 @@ class Daemon {
   std::optional<Sample> latest_;
   int64_t next_sample_ms_ = 0;  // without a collector (tests): when Tick samples next
   int64_t last_pass_ms_ = 0;
+  // What the last full pass read (SchedulePass skips a pass whose inputs are the same).
+  struct PassInputs {
+    store::JobStore::Version state;   // jobs, leases, drains, usage
+    std::vector<int64_t> live_leases;  // ids, with the machine table's (negative)
+    uint64_t snapshot = 0;             // sched::SnapshotKey of the sample
+    bool operator==(const PassInputs&) const = default;
+  };
+  static constexpr int64_t kFullPassEveryMs = 10'000;
+  std::optional<PassInputs> last_pass_inputs_;
+  ActiveJobs active_jobs_;
+  int64_t last_full_pass_ms_ = 0;
+  int64_t next_pass_ms_ = 0;
+  int64_t full_passes_ = 0;  // passes that ran Schedule (tests)  // passes asked for by changes wait until then (Tick)
   std::map<int, std::string> uuid_by_index_;  // last known; a lost GPU may not say its UUID
   std::set<int64_t> told_gpu_lost_;           // jobs whose supervisor got SIGUSR1
   std::map<int64_t, Orphan> orphans_;         // adopted jobs, by id (rebuilt after a restart)

@@ -22,10 +22,10 @@ Reply Daemon::OnHello(const Call& call) {
 
 Reply Daemon::OnStatus(const Call& call) {
   protocol::StatusResult result;
-  auto active = jobs_->Active();
+  auto active = jobs_->ActiveSummaries();
   int queued = 0, running = 0;
   if (active) {
-    for (const auto& j : *active) {
+    for (const auto& j : **active) {
       queued += j.state == model::JobState::kQueued;
       running += j.state == model::JobState::kRunning || j.state == model::JobState::kStarting;
     }
@@ -72,7 +72,7 @@ Reply Daemon::OnSnapshot(const Call& call) {
   auto live = AllLiveLeases();
   if (!live) return Fail(call.id(), live.error());
   result.leases = std::move(*live);
-  auto jobs = jobs_->List(false, std::nullopt);
+  auto jobs = jobs_->List(false, std::nullopt, 0, -1, store::JobFields::kSummary);
   if (!jobs) return Fail(call.id(), jobs.error());
   for (auto& j : *jobs) result.jobs.push_back(WithWaitInfo(std::move(j)));
   if (collector_) {

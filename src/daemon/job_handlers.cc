@@ -88,7 +88,7 @@ Reply Daemon::OnQueue(const Call& call) {
   const auto& args = call.args<protocol::QueueArgs>();
   const int64_t limit = std::min(args.limit.value_or(protocol::kMaxQueuePage), protocol::kMaxQueuePage);
   // One more than asked for: whether another page follows.
-  auto jobs = jobs_->List(args.all, std::nullopt, args.after_id, limit + 1);
+  auto jobs = jobs_->List(args.all, std::nullopt, args.after_id, limit + 1, store::JobFields::kSummary);
   if (!jobs) return Fail(call.id(), jobs.error());
   bool more = static_cast<int64_t>(jobs->size()) > limit;
   if (more) jobs->resize(static_cast<size_t>(limit));

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -47,7 +48,9 @@ struct MetricsInput {
   std::vector<std::string> drained_gpus;              // UUIDs quarantined/drained
   std::map<std::pair<std::string, int>, int64_t> xid_totals;  // (gpu uuid, xid) -> count since daemon start
   std::vector<model::Lease> leases;                   // live leases, idle_since_unix_ms may be set
-  std::vector<model::Job> jobs;                       // active jobs (queued, held, starting, running)
+  /// Active jobs (queued, held, starting, running); idle_since_unix_ms may be set. A view:
+  /// a sweep's 10,000 jobs are not copied once more every sample.
+  std::span<const model::Job> jobs;
   const Histogram* job_wait_seconds = nullptr;        // waits of jobs started since daemon start
   int64_t now_unix_ms = 0;
   std::string hostname;

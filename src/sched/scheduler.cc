@@ -45,6 +45,7 @@
 #include <limits>
 #include <queue>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -117,7 +118,8 @@ std::string RequestKey(const model::GpuRequest& r) {
 
 class Pass {
  public:
-  explicit Pass(const SchedulerInput& in) : in_(in), n_(static_cast<int>(in.snapshot.gpus.size())) {}
+  explicit Pass(const SchedulerInput& in)
+      : in_(in), jobs_(in.jobs_view ? *in.jobs_view : in.jobs), n_(static_cast<int>(in.snapshot.gpus.size())) {}
 
   SchedulerOutput Run();
 
@@ -158,6 +160,7 @@ class Pass {
   std::string DrainedNames(const std::vector<int>& positions) const;
 
   const SchedulerInput& in_;
+  const std::vector<Job>& jobs_;  // in_.jobs_view or in_.jobs
   const int n_;
   int64_t now_ = 0;
   SchedulerOutput out_;
@@ -218,7 +221,7 @@ void Pass::ReadMachine() {
   std::unordered_map<int64_t, int64_t> end_by_lease;
   std::unordered_map<std::string, int64_t> end_by_uuid;
   std::unordered_map<uint32_t, std::unordered_set<std::string>> held;
-  for (const Job& job : in_.jobs) {
+  for (const Job& job : jobs_) {
     if (job.state != JobState::kRunning && job.state != JobState::kStarting) continue;
     int64_t end = std::max(now_, job.started_unix_ms.value_or(now_) + TimeLimit(job));
     if (job.lease_id) end_by_lease[*job.lease_id] = end;
@@ -318,9 +321,9 @@ void Pass::ReadJobs() {
   // Only the states that some `after` names: a map of all 10,000 ids costs more than
   // the rest of the walk.
   std::unordered_set<int64_t> named;
-  for (const Job& job : in_.jobs) named.insert(job.after.begin(), job.after.end());
+  for (const Job& job : jobs_) named.insert(job.after.begin(), job.after.end());
   if (!named.empty()) {
-    for (const Job& job : in_.jobs) {
+    for (const Job& job : jobs_) {
       if (named.contains(job.id)) state_of_[job.id] = job.state;
     }
   }
@@ -343,8 +346,8 @@ SchedulerOutput Pass::Run() {
     Item item;
   };
   std::vector<Entry> queue;
-  queue.reserve(in_.jobs.size());
-  for (const Job& job : in_.jobs) {
+  queue.reserve(jobs_.size());
+  for (const Job& job : jobs_) {
     if (job.state != JobState::kQueued && job.state != JobState::kHeld) continue;
     const model::GpuRequest& r = job.request;
     Item item;
@@ -830,6 +833,61 @@ void Pass::Wait(const Item& item, std::string reason, std::optional<int64_t> est
 }  // namespace
 
 SchedulerOutput Schedule(const SchedulerInput& in) { return Pass(in).Run(); }
+
+namespace {
+// FNV-1a, 64 bits.
+struct KeyHash {
+  uint64_t h = 1469598103934665603ULL;
+  void Bytes(const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ULL;
+  }
+  template <typename T>
+  void Value(const T& v) {
+    static_assert(std::is_integral_v<T>);
+    Bytes(&v, sizeof v);
+  }
+  void Text(const std::optional<std::string>& s) {
+    Value<int>(s ? static_cast<int>(s->size()) : -1);
+    if (s) Bytes(s->data(), s->size());
+  }
+  template <typename T>
+  void Optional(const std::optional<T>& v) {
+    Value<int>(v ? 1 : 0);
+    if (v) Value<T>(*v);
+  }
+};
+}  // namespace
+
+uint64_t SnapshotKey(const model::MachineSnapshot& snapshot, bool momentary) {
+  KeyHash k;
+  k.Value(snapshot.gpus.size());
+  for (const auto& g : snapshot.gpus) {
+    k.Value(g.index);
+    k.Text(g.uuid);
+    k.Text(g.name);
+    k.Text(g.compute_capability);
+    k.Value<int>(g.is_healthy ? 1 : 0);
+    k.Value(g.processes.size());
+    for (const auto& p : g.processes) {
+      k.Value(p.pid);
+      k.Optional(p.uid);
+    }
+    if (momentary) {
+      k.Optional(g.memory_free_bytes);
+      k.Optional(g.memory_total_bytes);
+      k.Optional(g.gpu_utilization_percent);
+    }
+  }
+  return k.h;
+}
+
+bool AnyMomentaryFilters(const std::vector<model::Job>& jobs) {
+  return std::any_of(jobs.begin(), jobs.end(), [](const Job& j) {
+    return (j.state == JobState::kQueued || j.state == JobState::kHeld) &&
+           (j.request.min_free_memory_bytes || j.request.max_utilization_percent);
+  });
+}
 
 double DecayUsage(double gpu_seconds, int64_t elapsed_ms, double half_life_s) {
   if (half_life_s <= 0 || elapsed_ms <= 0) return gpu_seconds;

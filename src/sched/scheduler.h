@@ -46,6 +46,9 @@ struct SchedulerInput {
   /// names in `after` and that did not succeed. An `after` id that is not here counts as
   /// succeeded (finished and forgotten). Final jobs are otherwise ignored.
   std::vector<model::Job> jobs;
+  /// When set, the jobs scheduled instead of `jobs`: a caller's list, not copied (the
+  /// daemon's 10,000 queued summaries). It must outlive the Schedule() call.
+  const std::vector<model::Job>* jobs_view = nullptr;
   std::set<std::string> drained;  // GPU UUIDs an admin drained: never handed out
   std::vector<UserUsage> usage;
   SchedulerConfig config;
@@ -76,6 +79,17 @@ struct SchedulerOutput {
 /// waits with a reason that says so. Starting the jobs (state queued -> starting, taking
 /// the leases) is the caller's job.
 SchedulerOutput Schedule(const SchedulerInput& in);
+
+/// A fingerprint of what a pass reads of a snapshot: each GPU's index, UUID, name,
+/// compute capability, health and processes (pid, user), and its memory and utilization
+/// only when `momentary` (a queued job filters on them: AnyMomentaryFilters). With the
+/// same jobs, leases, drains and usage, snapshots with the same key give the same starts;
+/// only the words of a reason (a process's memory) may differ. The daemon skips passes
+/// whose inputs have not changed (docs/scheduling.md).
+uint64_t SnapshotKey(const model::MachineSnapshot& snapshot, bool momentary);
+
+/// Whether a queued job asks for free memory or a utilization bound.
+bool AnyMomentaryFilters(const std::vector<model::Job>& jobs);
 
 /// `gpu_seconds` after `elapsed_ms` of exponential decay with the given half-life:
 /// gpu_seconds * 2^(-elapsed / half_life). Negative elapsed counts as 0; a half-life

@@ -16,19 +16,27 @@ namespace gpuman::store {
 
 // The columns of a job, in the order ReadJob reads them (id first) and insert_job binds
 // them (without id, so column c is parameter c).
-#define GPUMAN_JOB_COLUMNS                                                                  \
-  "id, name, uid, gid, user, argv, env, cwd, output_path, req_count, req_gpus, "            \
+#define GPUMAN_JOB_COLUMNS_HEAD "id, name, uid, gid, user, "
+#define GPUMAN_JOB_COLUMNS_TAIL                                                             \
+  "cwd, output_path, req_count, req_gpus, "                                                 \
   "req_min_free_memory_bytes, req_max_utilization_percent, req_model, "                     \
   "req_min_compute_capability, req_exclude, req_allow_shared, priority, time_limit_ms, "    \
   "requeue, after, state, submitted_unix_ms, started_unix_ms, ended_unix_ms, exit_code, "   \
   "gpu_uuids, lease_id, supervisor_pid, supervisor_start_ticks, reason, failure"
+#define GPUMAN_JOB_COLUMNS GPUMAN_JOB_COLUMNS_HEAD "argv, env, " GPUMAN_JOB_COLUMNS_TAIL
+// A summary (JobFields::kSummary): argv and env read as empty, so that they are neither
+// copied out of the page cache nor decoded (a sweep's 10,000 environments are megabytes).
+#define GPUMAN_JOB_SUMMARY_COLUMNS GPUMAN_JOB_COLUMNS_HEAD "'', '', " GPUMAN_JOB_COLUMNS_TAIL
 #define GPUMAN_JOB_ACTIVE "state IN ('queued', 'held', 'starting', 'running')"
 
 // All SQL of the job store, prepared at open so a schema mismatch fails there.
 struct JobStore::Statements {
   Statement select_job;
   Statement select_jobs;
+  Statement select_job_summaries;
   Statement select_active;
+  Statement select_active_summaries;
+  Statement data_version;
   Statement insert_job;
   Statement update_job;
   Statement log_event;
@@ -282,8 +290,14 @@ Result<std::unique_ptr<JobStore>> JobStore::Attach(std::shared_ptr<Database> db,
       {&stmts->select_jobs, "read jobs",
        "SELECT " GPUMAN_JOB_COLUMNS " FROM jobs "
        "WHERE (?1 OR " GPUMAN_JOB_ACTIVE ") AND (?2 IS NULL OR uid = ?2) AND id > ?3 ORDER BY id LIMIT ?4"},
+      {&stmts->select_job_summaries, "read job summaries",
+       "SELECT " GPUMAN_JOB_SUMMARY_COLUMNS " FROM jobs "
+       "WHERE (?1 OR " GPUMAN_JOB_ACTIVE ") AND (?2 IS NULL OR uid = ?2) AND id > ?3 ORDER BY id LIMIT ?4"},
       {&stmts->select_active, "read active jobs",
        "SELECT " GPUMAN_JOB_COLUMNS " FROM jobs WHERE " GPUMAN_JOB_ACTIVE " ORDER BY id"},
+      {&stmts->select_active_summaries, "read active job summaries",
+       "SELECT " GPUMAN_JOB_SUMMARY_COLUMNS " FROM jobs WHERE " GPUMAN_JOB_ACTIVE " ORDER BY id"},
+      {&stmts->data_version, "read data version", "PRAGMA data_version"},
       {&stmts->insert_job, "insert job",
        "INSERT INTO jobs (" GPUMAN_JOB_COLUMNS ") VALUES (NULL, ?1, ?2, ?3, ?4, ?5, ?6, ?7, "
        "?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, "
@@ -382,6 +396,7 @@ Result<model::Job> JobStore::Submit(model::Job draft) {
 
   auto tx = Transaction::BeginWrite(*db_);
   if (!tx) return tx.error().WithContext(context);
+  const bool was_current = SummariesCurrentLocked();
   {
     Statement& s = stmts_->insert_job;
     const model::GpuRequest& r = job.request;
@@ -426,6 +441,7 @@ Result<model::Job> JobStore::Submit(model::Job draft) {
     return s.error().WithContext(context);
   }
   if (auto s = tx->Commit(); !s) return s.error().WithContext(context);
+  NoteOwnWrite(was_current, job);
   return job;
 }
 
@@ -440,8 +456,8 @@ Result<std::optional<model::Job>> JobStore::Get(int64_t id) {
 }
 
 Result<std::vector<model::Job>> JobStore::List(bool include_final, std::optional<uint32_t> only_uid,
-                                               int64_t after_id, int64_t limit) {
-  Statement& s = stmts_->select_jobs;
+                                               int64_t after_id, int64_t limit, JobFields fields) {
+  Statement& s = fields == JobFields::kAll ? stmts_->select_jobs : stmts_->select_job_summaries;
   auto use = s.Use();
   s.Bind(1, int64_t{include_final ? 1 : 0});
   BindOptional(s, 2, only_uid ? std::optional<int64_t>(*only_uid) : std::nullopt);
@@ -460,6 +476,69 @@ Result<std::vector<model::Job>> JobStore::Active() {
   return jobs;
 }
 
+Result<int64_t> JobStore::DataVersionLocked() {
+  Statement& v = stmts_->data_version;
+  auto use = v.Use();
+  auto row = v.Step();
+  if (!row) return row.error();
+  return *row ? v.ColumnInt64(0) : int64_t{0};
+}
+
+Result<JobStore::Version> JobStore::CurrentVersion() {
+  auto tx = Transaction::BeginRead(*db_);
+  if (!tx) return tx.error().WithContext("read the state db's version");
+  auto data_version = DataVersionLocked();
+  if (!data_version) return data_version.error().WithContext("read the state db's version");
+  const Version version{*data_version, db_->TotalChanges()};
+  if (auto s = tx->Commit(); !s) return s.error().WithContext("read the state db's version");
+  return version;
+}
+
+Result<std::shared_ptr<const std::vector<model::Job>>> JobStore::ActiveSummaries() {
+  auto version = CurrentVersion();
+  if (!version) return version.error().WithContext("list active jobs");
+  if (summaries_ && summaries_version_ == *version) return std::shared_ptr<const std::vector<model::Job>>(summaries_);
+  Statement& s = stmts_->select_active_summaries;
+  auto use = s.Use();
+  auto jobs = ReadJobs(s);
+  if (!jobs) return jobs.error().WithContext("list active jobs");
+  summaries_ = std::make_shared<std::vector<model::Job>>(std::move(*jobs));
+  summaries_version_ = *version;
+  return std::shared_ptr<const std::vector<model::Job>>(summaries_);
+}
+
+bool JobStore::SummariesCurrentLocked() {
+  if (!summaries_) return false;
+  auto data_version = DataVersionLocked();
+  return data_version && summaries_version_ == Version{*data_version, db_->TotalChanges()};
+}
+
+void JobStore::NoteOwnWrite(bool was_current, const model::Job& job) {
+  if (!was_current || !summaries_) {
+    summaries_.reset();  // read again at the next ActiveSummaries
+    return;
+  }
+  // Holders of the old list keep it as it was: change a copy.
+  if (summaries_.use_count() > 1) summaries_ = std::make_shared<std::vector<model::Job>>(*summaries_);
+  std::vector<model::Job>& list = *summaries_;
+  auto at = std::lower_bound(list.begin(), list.end(), job.id,
+                             [](const model::Job& j, int64_t id) { return j.id < id; });
+  const bool present = at != list.end() && at->id == job.id;
+  if (model::IsFinal(job.state)) {
+    if (present) list.erase(at);
+  } else {
+    model::Job summary = job;
+    summary.argv.clear();
+    summary.env.clear();
+    if (present) {
+      *at = std::move(summary);
+    } else {
+      list.insert(at, std::move(summary));
+    }
+  }
+  summaries_version_.total_changes = db_->TotalChanges();
+}
+
 Result<model::Job> JobStore::Transition(int64_t id, model::JobState from_expected,
                                         model::JobState to, const Update& update) {
   const std::string job_name = "job " + std::to_string(id);
@@ -468,6 +547,9 @@ Result<model::Job> JobStore::Transition(int64_t id, model::JobState from_expecte
                               model::JobStateName(to);
   auto tx = Transaction::BeginWrite(*db_);
   if (!tx) return tx.error().WithContext(context);
+  // Whether the cached summaries saw every commit before this one (then this change is
+  // applied to them; otherwise they are read again).
+  const bool was_current = SummariesCurrentLocked();
 
   model::Job job;
   {
@@ -534,6 +616,7 @@ Result<model::Job> JobStore::Transition(int64_t id, model::JobState from_expecte
     }
   }
   if (auto s = tx->Commit(); !s) return s.error().WithContext(context);
+  NoteOwnWrite(was_current, job);
   return job;
 }
 

@@ -38,6 +38,10 @@ struct JobStoreOptions {
   std::chrono::milliseconds usage_retention{std::chrono::hours(24 * 90)};
 };
 
+/// Which fields a read fills in. A summary leaves argv and env empty: what the scheduler,
+/// `queue` and `status` need, without the megabytes of a sweep's environments.
+enum class JobFields { kAll, kSummary };
+
 /// A drained GPU, as recorded by Drain.
 struct DrainedGpu {
   std::string uuid;
@@ -73,10 +77,27 @@ class JobStore {
   /// only those of `only_uid` when given; only ids above `after_id`, at most `limit` of
   /// them (negative: no limit), for paging. Errors: kIo.
   Result<std::vector<model::Job>> List(bool include_final, std::optional<uint32_t> only_uid, int64_t after_id = 0,
-                                       int64_t limit = -1);
+                                       int64_t limit = -1, JobFields fields = JobFields::kAll);
 
   /// The unfinished jobs (queued, held, starting, running), in id order. Errors: kIo.
   Result<std::vector<model::Job>> Active();
+
+  /// The unfinished jobs as summaries (JobFields::kSummary), in id order: the daemon's
+  /// view on every scheduling pass. Kept between calls: read again only after another
+  /// connection committed (PRAGMA data_version) or this one wrote outside Submit and
+  /// Transition; those two apply their change to the list in place. A returned list never
+  /// changes afterwards (a later change makes a new one). Errors: kIo.
+  Result<std::shared_ptr<const std::vector<model::Job>>> ActiveSummaries();
+
+  /// Changes whenever anything in the state db changed: jobs, leases, drains, usage,
+  /// committed by this connection or another. Equal versions: nothing changed between.
+  struct Version {
+    int64_t data_version = 0;   // PRAGMA data_version: others' commits
+    int64_t total_changes = 0;  // rows this connection changed
+    bool operator==(const Version&) const = default;
+  };
+  /// Errors: kBusy; kIo.
+  Result<Version> CurrentVersion();
 
   /// Fields a Transition sets besides the state; unset ones keep their value.
   struct Update {
@@ -135,12 +156,20 @@ class JobStore {
            JobStoreOptions options);
 
   Result<std::vector<model::Job>> ReadJobs(Statement& stmt);
+  Result<int64_t> DataVersionLocked();
+  /// Inside a transaction: whether summaries_ has seen every commit so far.
+  bool SummariesCurrentLocked();
+  /// After this connection committed `job` (submitted or changed): brings summaries_ up to
+  /// date in place if it was current before (`was_current`), or drops it.
+  void NoteOwnWrite(bool was_current, const model::Job& job);
   Status LogEventLocked(int64_t job_id, const char* kind, std::optional<model::JobState> from,
                         model::JobState to, const std::string& reason);
 
   std::shared_ptr<Database> db_;       // shared with the lease store of the same state db
   std::unique_ptr<Statements> stmts_;  // finalized before db_ closes (reverse order)
   JobStoreOptions options_;
+  std::shared_ptr<std::vector<model::Job>> summaries_;  // ActiveSummaries' list, or null
+  Version summaries_version_;                          // the state it was current at
 };
 
 }  // namespace gpuman::store

@@ -4,6 +4,7 @@
 // and a real state db; jobs "start" under a stand-in supervisor that only sleeps.
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -225,6 +226,71 @@ TEST_F(TickTest, SnapshotOpEncodesEachSampleOncePerView) {
   clock_.now += 100;
   EXPECT_EQ(processes_of(Call(protocol::SnapshotArgs{})), (std::vector<uint32_t>{4242, 4343})) << "the new sample";
   EXPECT_TRUE(processes_of(Call(protocol::SnapshotArgs{.processes = false})).empty());
+}
+
+// A queued sweep costs nothing while nothing changes: the once-a-second pass places
+// nothing anew (docs/scheduling.md), until something it reads changes: a submit, a
+// process on a GPU, or ten seconds for the reasons' estimates.
+TEST_F(TickTest, APassIsSkippedWhileNothingItReadsChanged) {
+  Lease(Uuid(0));
+  Lease(Uuid(1));  // both GPUs held by this test process: the jobs wait
+  Tick(0);
+  for (int i = 0; i < 3; ++i) Submit(1);
+  Tick(10);
+  const int64_t after_submits = daemon_->full_passes();
+  EXPECT_GE(after_submits, 1);
+  EXPECT_EQ(Job(1).state, model::JobState::kQueued);
+  for (int i = 0; i < 5; ++i) Tick(1000);  // samples and passes, nothing new
+  EXPECT_EQ(daemon_->full_passes(), after_submits) << "an unchanged queue was placed again";
+
+  devices_.SetPids(1, {4242});  // a process appears on a GPU: placement may differ
+  Tick(1000);
+  EXPECT_EQ(daemon_->full_passes(), after_submits + 1);
+  Tick(1000);
+  EXPECT_EQ(daemon_->full_passes(), after_submits + 1);
+
+  Submit(1);  // a new job
+  Tick(10);
+  EXPECT_EQ(daemon_->full_passes(), after_submits + 2);
+  Tick(10'000);  // the estimates are brought up to date now and then
+  EXPECT_EQ(daemon_->full_passes(), after_submits + 3);
+}
+
+// A `run` killed with -9 writes nothing: its lease goes stale when its holder dies. The
+// queued job behind it must start at the next tick all the same.
+TEST_F(TickTest, AHolderThatDiesFreesItsGpusForTheQueueWithoutAWrite) {
+  Lease(Uuid(0));
+  pid_t holder = fork();
+  if (holder == 0) {
+    pause();
+    _exit(0);
+  }
+  ASSERT_GT(holder, 0);
+  {
+    model::Lease draft;
+    draft.uid = testing::kOwnerUid;
+    draft.user = "alice";
+    draft.kind = "run";
+    draft.command = "held by a child";
+    auto process = store::CurrentLeaseProcess(holder);
+    ASSERT_TRUE(process.has_value());
+    draft.processes = {*process};
+    auto lease = leases_->Acquire(
+        draft, [&](const std::vector<model::Lease>&) -> Result<std::vector<std::string>> { return std::vector{Uuid(1)}; },
+        store::ProcLivenessCheck());
+    ASSERT_TRUE(lease) << lease.error().message;
+  }
+  Tick(0);
+  const int64_t id = Submit(1);
+  Tick(10);
+  Tick(1000);
+  ASSERT_EQ(Job(id).state, model::JobState::kQueued);
+  kill(holder, SIGKILL);
+  waitpid(holder, nullptr, 0);
+  Tick(1000);
+  model::Job job = Job(id);
+  EXPECT_EQ(job.state, model::JobState::kStarting) << job.reason;
+  EXPECT_EQ(job.gpu_uuids, std::vector<std::string>{Uuid(1)});
 }
 
 }  // namespace

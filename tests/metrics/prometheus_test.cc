@@ -277,7 +277,8 @@ class FormatTest : public ::testing::Test {
     queued2.id = 44;
     queued2.submitted_unix_ms = in_.now_unix_ms - 90'000;
     queued2.request.count = 4;
-    in_.jobs = {running, queued1, queued2};
+    jobs_ = {running, queued1, queued2};
+    in_.jobs = jobs_;
     wait_.Observe(0.5);
     wait_.Observe(3);
     wait_.Observe(5);
@@ -294,6 +295,7 @@ class FormatTest : public ::testing::Test {
 
   model::MachineSnapshot snapshot_;
   Histogram wait_{{1, 5, 60}};
+  std::vector<model::Job> jobs_;  // what in_.jobs shows
   MetricsInput in_;
   std::string text_;
 };
@@ -414,7 +416,7 @@ TEST_F(FormatTest, LeasesAndQueue) {
 }
 
 TEST_F(FormatTest, EmptyQueueExportsZeros) {
-  in_.jobs.clear();
+  in_.jobs = {};
   in_.leases.clear();
   Exposition x = Formatted();
   EXPECT_EQ(x.Value("gpuman_leases"), 0);

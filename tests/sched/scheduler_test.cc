@@ -574,5 +574,64 @@ TEST(DecayUsageTest, HalfLifeMath) {
               DecayUsage(1000, 10800'000, 86400), 1e-9);
 }
 
+// ---- What a daemon may skip a pass on (SnapshotKey, AnyMomentaryFilters)
+
+TEST(SnapshotKeyTest, ChangesWithWhatPlacementReadsAndOnlyThen) {
+  const MachineSnapshot base = Plain(2);
+  const uint64_t key = SnapshotKey(base, /*momentary=*/false);
+  EXPECT_EQ(SnapshotKey(Plain(2), false), key) << "the same GPUs, the same key";
+
+  MachineSnapshot busier = base;  // a process appears: the GPU is no longer free
+  model::GpuProcess p;
+  p.pid = 4242;
+  p.used_memory_bytes = int64_t{1} << 30;
+  busier.gpus[1].processes.push_back(p);
+  EXPECT_NE(SnapshotKey(busier, false), key);
+
+  MachineSnapshot sick = base;  // a GPU fails
+  sick.gpus[0].is_healthy = false;
+  EXPECT_NE(SnapshotKey(sick, false), key);
+
+  MachineSnapshot fewer = Plain(1);  // a GPU is lost
+  EXPECT_NE(SnapshotKey(fewer, false), key);
+
+  // Memory and utilization move every sample on a busy machine: they count only while a
+  // queued job filters on them.
+  MachineSnapshot moved = base;
+  moved.gpus[0].memory_free_bytes = int64_t{3} << 30;
+  moved.gpus[0].gpu_utilization_percent = 97;
+  EXPECT_EQ(SnapshotKey(moved, false), key);
+  EXPECT_NE(SnapshotKey(moved, true), SnapshotKey(base, true));
+
+  MachineSnapshot used_more = busier;  // the same process, using more memory
+  used_more.gpus[1].processes[0].used_memory_bytes = int64_t{5} << 30;
+  EXPECT_EQ(SnapshotKey(used_more, false), SnapshotKey(busier, false));
+}
+
+TEST(SnapshotKeyTest, MomentaryFiltersAreThoseOfJobsThatWait) {
+  std::vector<Job> jobs = {Queued(1, 1000, 1), Queued(2, 1000, 1)};
+  EXPECT_FALSE(AnyMomentaryFilters(jobs));
+  jobs[1].request.model = "A100";  // a static filter: the key need not follow memory
+  EXPECT_FALSE(AnyMomentaryFilters(jobs));
+  jobs[1].request.min_free_memory_bytes = int64_t{10} << 30;
+  EXPECT_TRUE(AnyMomentaryFilters(jobs));
+  jobs[1].state = JobState::kRunning;  // running: its filters were met
+  EXPECT_FALSE(AnyMomentaryFilters(jobs));
+  jobs[0].request.max_utilization_percent = 10;
+  jobs[0].state = JobState::kHeld;
+  EXPECT_TRUE(AnyMomentaryFilters(jobs));
+}
+
+TEST(SchedulerTest, AJobsViewIsScheduledInsteadOfTheJobs) {
+  SchedulerInput in = Given(Plain(2));
+  const std::vector<Job> view = {Queued(7, 1000, 2)};
+  in.jobs.push_back(Queued(1, 1000, 1));  // ignored while a view is set
+  in.jobs_view = &view;
+  SchedulerOutput out = Schedule(in);
+  ASSERT_EQ(out.start.size(), 1u);
+  EXPECT_EQ(out.start[0].job_id, 7);
+  EXPECT_EQ(out.start[0].gpu_uuids.size(), 2u);
+}
+
 }  // namespace
 }  // namespace gpuman::sched

@@ -730,5 +730,99 @@ TEST(JobStoreConcurrencyTest, EachJobIsStartedExactlyOnce) {
   munmap(mem, sizeof(Shared));
 }
 
+// ---- Summaries (the daemon's view of the queue)
+
+TEST_F(JobStoreTest, SummariesLeaveTheCommandAndEnvironmentOnDisk) {
+  Job a = Submit(FullDraft());
+  auto list = store_->ActiveSummaries();
+  ASSERT_TRUE(list.has_value()) << list.error().message;
+  ASSERT_EQ((*list)->size(), 1u);
+  const Job& summary = (*list)->front();
+  EXPECT_EQ(summary.id, a.id);
+  EXPECT_TRUE(summary.argv.empty());
+  EXPECT_TRUE(summary.env.empty());
+  EXPECT_EQ(summary.name, a.name) << "everything else is read";
+  EXPECT_EQ(summary.cwd, a.cwd);
+  EXPECT_EQ(summary.request.count, 3);
+  EXPECT_EQ(summary.request.exclude, a.request.exclude);
+  // `queue`'s pages: the same, through List.
+  auto page = store_->List(true, std::nullopt, 0, -1, JobFields::kSummary);
+  ASSERT_TRUE(page.has_value());
+  ASSERT_EQ(page->size(), 1u);
+  EXPECT_TRUE(page->front().env.empty());
+  EXPECT_EQ(page->front().user, a.user);
+  // The whole job is still there for whoever starts it.
+  auto whole = store_->Get(a.id);
+  ASSERT_TRUE(whole.has_value() && whole->has_value());
+  EXPECT_EQ((*whole)->env, a.env);
+}
+
+TEST_F(JobStoreTest, SummariesFollowThisStoresWritesWithoutChangingAListAlreadyHandedOut) {
+  Job a = Submit(Draft());
+  auto before = store_->ActiveSummaries();
+  ASSERT_TRUE(before.has_value());
+  EXPECT_THAT(Ids(**before), ElementsAre(a.id));
+  auto again = store_->ActiveSummaries();
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->get(), before->get()) << "nothing changed: the same list, not read again";
+
+  Job b = Submit(Draft());
+  Job c = Submit(Draft());
+  JobStore::Update start;
+  start.gpu_uuids = std::vector<std::string>{"GPU-1"};
+  ASSERT_TRUE(store_->Transition(a.id, JobState::kQueued, JobState::kStarting, start));
+  ASSERT_TRUE(store_->Transition(b.id, JobState::kQueued, JobState::kCancelled, {}));
+  auto after = store_->ActiveSummaries();
+  ASSERT_TRUE(after.has_value());
+  EXPECT_THAT(Ids(**after), ElementsAre(a.id, c.id)) << "cancelled b left, c joined";
+  EXPECT_EQ((*after)->front().state, JobState::kStarting);
+  EXPECT_THAT((*after)->front().gpu_uuids, ElementsAre("GPU-1"));
+  EXPECT_TRUE((*after)->back().env.empty()) << "a submitted job joins as a summary";
+  // The list handed out before is as it was.
+  EXPECT_THAT(Ids(**before), ElementsAre(a.id));
+  EXPECT_EQ((*before)->front().state, JobState::kQueued);
+  // And what was applied in place equals a fresh read.
+  auto fresh = JobStore::Open(path_);
+  ASSERT_TRUE(fresh.has_value());
+  auto read = (*fresh)->ActiveSummaries();
+  ASSERT_TRUE(read.has_value());
+  ASSERT_EQ((*read)->size(), (*after)->size());
+  for (size_t i = 0; i < (*read)->size(); ++i) {
+    EXPECT_EQ((**read)[i].id, (**after)[i].id);
+    EXPECT_EQ((**read)[i].state, (**after)[i].state);
+    EXPECT_EQ((**read)[i].gpu_uuids, (**after)[i].gpu_uuids);
+    EXPECT_EQ((**read)[i].reason, (**after)[i].reason);
+  }
+}
+
+TEST_F(JobStoreTest, SummariesSeeAnotherProcesssCommits) {
+  Job a = Submit(Draft());
+  ASSERT_TRUE(store_->ActiveSummaries().has_value());
+  auto v1 = store_->CurrentVersion();
+  ASSERT_TRUE(v1.has_value());
+  // A supervisor (its own connection) records the start, then the end.
+  auto other = JobStore::Open(path_, WithCheck());
+  ASSERT_TRUE(other.has_value());
+  ASSERT_TRUE((*other)->Transition(a.id, JobState::kQueued, JobState::kRunning, {}));
+  auto v2 = store_->CurrentVersion();
+  ASSERT_TRUE(v2.has_value());
+  EXPECT_FALSE(*v1 == *v2) << "another connection's commit changes the version";
+  auto running = store_->ActiveSummaries();
+  ASSERT_TRUE(running.has_value());
+  ASSERT_EQ((*running)->size(), 1u);
+  EXPECT_EQ((*running)->front().state, JobState::kRunning);
+  // This store writes while another commit is unseen: it must not paper over it.
+  Job b = Submit(Draft());
+  ASSERT_TRUE((*other)->Transition(a.id, JobState::kRunning, JobState::kSucceeded, {}));
+  Job c = Submit(Draft());
+  auto now = store_->ActiveSummaries();
+  ASSERT_TRUE(now.has_value());
+  EXPECT_THAT(Ids(**now), ElementsAre(b.id, c.id));
+  auto v3 = store_->CurrentVersion();
+  auto v4 = store_->CurrentVersion();
+  ASSERT_TRUE(v3.has_value() && v4.has_value());
+  EXPECT_TRUE(*v3 == *v4) << "no change, same version";
+}
+
 }  // namespace
 }  // namespace gpuman::store
