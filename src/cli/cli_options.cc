@@ -67,11 +67,20 @@ void AddSelectionOptions(CLI::App& cmd, SelectionArgs& args) {
 CLI::App* AddStatusCommand(CLI::App& app, StatusArgs& args) {
   CLI::App* cmd = app.add_subcommand("status", "Show every GPU: memory, load, health and who holds it");
   cmd->add_flag("--json", args.json, "Print one JSON object (with --watch: one per line)");
-  cmd->add_option("--watch", args.watch_seconds, "Refresh every SECONDS until interrupted")
+  cmd->add_option("--format", args.format,
+                  "text (default), json (as --json), or csv[,noheader][,nounits] as nvidia-smi's --format");
+  cmd->add_option("--fields,--query-gpu", args.fields,
+                  "With --format csv: the columns, e.g. index,memory.used,gpuman.holder (nvidia-smi's "
+                  "--query-gpu names; docs/cli.md lists them)");
+  cmd->add_option("--watch,-l,--loop", args.watch_seconds,
+                  "Refresh every SECONDS until interrupted; -l/--loop as nvidia-smi")
       ->check(SecondsIn(0.1, 86400.0, "0.1..86400"));
   cmd->add_option("--iterations", args.iterations, "With --watch: stop after N refreshes")
       ->check(CLI::Range(1, 1000000000));
-  cmd->add_option("--gpus", args.gpus, "Only these GPUs: indices or UUIDs, comma-separated");
+  cmd->add_option("--gpus,-i,--id", args.gpus,
+                  "Only these GPUs: indices, ranges such as 0-3, or UUIDs, comma-separated; -i/--id as nvidia-smi");
+  cmd->add_option("--units", args.units, "Text view memory: auto (GiB; MiB below 1 GiB) or mib (as nvidia-smi)")
+      ->check(CLI::IsMember({"auto", "mib"}));
   cmd->add_flag("--no-processes", args.no_processes, "Do not list processes");
   cmd->add_flag("--no-color", args.no_color, "Never use colour");
   cmd->add_flag("--allocation", args.allocation,

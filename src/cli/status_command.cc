@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -15,6 +17,8 @@
 #include "cli/exit_codes.h"
 #include "cli/slurm_node.h"
 #include "cli/machine_view.h"
+#include "policy/lease_rules.h"
+#include "render/gpu_csv.h"
 #include "render/json_text.h"
 #include "devices/gpu_ids.h"
 #include "visibility/allocation.h"
@@ -25,6 +29,78 @@ namespace {
 
 volatile std::sig_atomic_t g_watch_stop = 0;  // set by SIGINT/SIGTERM during --watch
 void OnStopSignal(int) { g_watch_stop = 1; }
+
+enum class StatusFormat { kText, kJson, kCsv };
+
+// What --format, --json, --fields and --units ask for, checked together.
+struct Output {
+  StatusFormat format = StatusFormat::kText;
+  render::GpuCsvOptions csv;                        // --format csv's modifiers
+  std::vector<const render::GpuCsvField*> fields;  // the CSV columns
+};
+
+Error Usage(std::string message) { return MakeError(ErrorCode::kInvalidArgument, std::move(message)); }
+
+// Errors: kInvalidArgument, one line naming the option (and the field) at fault.
+Result<Output> ChooseOutput(const StatusArgs& args) {
+  Output out;
+  if (args.json) out.format = StatusFormat::kJson;
+  if (args.format) {
+    int named = 0;  // how many of text, json, csv the words name
+    StatusFormat chosen = StatusFormat::kText;
+    for (const std::string& item : Split(*args.format, ',')) {
+      const std::string word = ToLower(Trim(item));
+      if (word == "text" || word == "json" || word == "csv") {
+        ++named;
+        chosen = word == "csv" ? StatusFormat::kCsv : word == "json" ? StatusFormat::kJson : StatusFormat::kText;
+      } else if (word == "noheader") {
+        out.csv.header = false;
+      } else if (word == "nounits") {
+        out.csv.units = false;
+      } else {
+        return Usage("--format: unknown format '" + EscapeControl(Trim(item)) +
+                     "' (text, json, or csv[,noheader][,nounits])");
+      }
+    }
+    if (named != 1) {
+      return Usage("--format: name one of text, json, csv (got '" + EscapeControl(*args.format) + "')");
+    }
+    if (chosen != StatusFormat::kCsv && (!out.csv.header || !out.csv.units)) {
+      return Usage("--format: noheader and nounits go with csv, e.g. --format csv,noheader,nounits");
+    }
+    if (args.json && chosen != StatusFormat::kJson) {
+      return Usage("--json and --format " + EscapeControl(*args.format) + " ask for different outputs: give one");
+    }
+    out.format = chosen;
+  }
+  if (args.fields && out.format != StatusFormat::kCsv) {
+    return Usage(
+        "--fields (--query-gpu) needs --format csv, e.g. gpuman status --format csv --fields index,memory.used");
+  }
+  if (args.units && out.format != StatusFormat::kText) {
+    return Usage("--units is for the text view (CSV gives memory in MiB, JSON in bytes)");
+  }
+  if (out.format == StatusFormat::kCsv) {
+    auto fields = render::ParseGpuCsvFields(args.fields.value_or(std::string(render::kDefaultGpuCsvFields)));
+    if (!fields) return fields.error();
+    out.fields = std::move(*fields);
+  }
+  return out;
+}
+
+// Writes `text` to stdout and flushes it: output that could not be written (a full disk)
+// fails the command, once, with the reason; a reader that went away (EPIPE, when SIGPIPE
+// is ignored) fails it quietly.
+int Emit(Context& ctx, const std::string& text) {
+  errno = 0;  // what the failed write leaves here is the reason
+  ctx.out() << text;
+  ctx.out().flush();
+  if (ctx.out().good()) return kExitOk;
+  const int err = errno;
+  if (err == EPIPE) return kExitError;
+  const std::string reason = err != 0 ? ": " + std::string(std::strerror(err)) : "";
+  return ctx.Fail(MakeError(ErrorCode::kIo, "write standard output" + reason));
+}
 
 // The allocation this process runs inside (Slurm job, container list, outer
 // CUDA_VISIBLE_DEVICES), resolved on the whole snapshot; nullopt when there is none.
@@ -48,12 +124,12 @@ std::optional<render::StatusAllocation> FindAllocation(const model::MachineSnaps
 // One look at the machine (the daemon's sample, or NVML), filtered by --allocation and
 // --gpus, and the allocation it runs in. Errors as from DeviceSource and ResolveGpuIds;
 // --allocation outside any allocation is kInvalidArgument.
-Result<MachineView> Collect(const StatusArgs& args, Context& ctx,
+Result<MachineView> Collect(const StatusArgs& args, StatusFormat format, Context& ctx,
                             std::optional<render::StatusAllocation>& allocation) {
   // What this output shows when NVML is read here (the text view needs fewer fields than
-  // JSON); a watch is a monitor: health and settings at most a minute old.
-  devices::SnapshotOptions fields = devices::FieldOptions(args.json ? devices::kStatusJsonFields
-                                                                    : devices::kStatusTextFields);
+  // JSON; CSV may ask for any); a watch is a monitor: health and settings at most a minute old.
+  devices::SnapshotOptions fields = devices::FieldOptions(format == StatusFormat::kText ? devices::kStatusTextFields
+                                                                                       : devices::kStatusJsonFields);
   if (args.watch_seconds > 0) fields.slow_max_age = devices::kMonitorSlowAge;
   MachineView view = ReadMachine(ctx, !args.no_processes, fields);
   if (!view.snapshot) return view.snapshot.error();
@@ -138,38 +214,56 @@ std::string StatusJson(const MachineView& view, const render::StatusOptions& opt
   return render::StatusJsonText(*view.snapshot, opts, style, &source);
 }
 
+// status --format csv: nvidia-smi's lines (render/gpu_csv.h); the header only when asked.
+std::string StatusCsv(const MachineView& view, const render::StatusOptions& opts, const Output& output,
+                      bool with_header) {
+  render::GpuCsvOptions csv = output.csv;
+  csv.header = csv.header && with_header;
+  if (opts.leases) {
+    for (const model::Lease& lease : *opts.leases) {
+      if (auto job = policy::JobIdOfLease(lease)) csv.lease_jobs[lease.id] = *job;
+    }
+  }
+  return render::RenderGpuCsvHeader(output.fields, csv) +
+         render::RenderGpuCsvRows(*view.snapshot, opts, output.fields, csv);
+}
+
 }  // namespace
 
 int RunStatus(const StatusArgs& args, Context& ctx) {
+  auto output = ChooseOutput(args);
+  if (!output) return ctx.Fail(output.error());
+  const StatusFormat format = output->format;
   render::StatusOptions opts;
   opts.show_processes = !args.no_processes;
+  opts.memory_in_mib = args.units == "mib";
   const render::TerminalInfo term = ctx.Terminal(args.no_color);
 
   if (args.watch_seconds <= 0) {
-    auto view = Collect(args, ctx, opts.allocation);
+    auto view = Collect(args, format, ctx, opts.allocation);
     if (!view) {
       return ctx.Fail(view.error());
     }
     SetSimulated(*view, ctx, opts);
     SetHolders(*view, true, ctx, opts);
-    if (args.json) {
-      ctx.out() << StatusJson(*view, opts, render::JsonWriter::Style::kPretty) << "\n";
-    } else {
-      ctx.out() << render::RenderStatusText(*view->snapshot, opts, term) << SourceLine(*view, ctx.clock().NowUnixMs())
-                << "\n";
+    if (format == StatusFormat::kJson) {
+      return Emit(ctx, StatusJson(*view, opts, render::JsonWriter::Style::kPretty) + "\n");
     }
-    return ctx.out().good() ? kExitOk : kExitError;
+    if (format == StatusFormat::kCsv) return Emit(ctx, StatusCsv(*view, opts, *output, true));
+    return Emit(ctx, render::RenderStatusText(*view->snapshot, opts, term) +
+                         SourceLine(*view, ctx.clock().NowUnixMs()) + "\n");
   }
 
   g_watch_stop = 0;
   std::signal(SIGINT, OnStopSignal);
   std::signal(SIGTERM, OnStopSignal);
-  const bool clear_screen = !args.json && ctx.stdout_is_tty();
+  const bool clear_screen = format == StatusFormat::kText && ctx.stdout_is_tty();
   const auto period = std::chrono::duration<double>(args.watch_seconds);
   int last_error_exit = kExitOk;
+  bool header_written = false;  // CSV: one header, then rows per refresh (as nvidia-smi -l)
   for (int n = 0; !g_watch_stop && (args.iterations == 0 || n < args.iterations); ++n) {
     auto started = std::chrono::steady_clock::now();
-    auto view = Collect(args, ctx, opts.allocation);
+    auto view = Collect(args, format, ctx, opts.allocation);
     if (!view) {
       // Bad arguments will not get better; a driver hiccup might.
       if (view.error().code == ErrorCode::kInvalidArgument || n == 0) {
@@ -181,17 +275,20 @@ int RunStatus(const StatusArgs& args, Context& ctx) {
       last_error_exit = kExitOk;
       SetSimulated(*view, ctx, opts);
       // JSON lines carry leases only from the daemon's reply (as before: none otherwise).
-      SetHolders(*view, !args.json || n == 0, ctx, opts);
-      if (args.json) {
-        ctx.out() << StatusJson(*view, opts, render::JsonWriter::Style::kCompact) << "\n";
+      SetHolders(*view, format != StatusFormat::kJson || n == 0, ctx, opts);
+      std::string text;
+      if (format == StatusFormat::kJson) {
+        text = StatusJson(*view, opts, render::JsonWriter::Style::kCompact) + "\n";
+      } else if (format == StatusFormat::kCsv) {
+        text = StatusCsv(*view, opts, *output, !header_written);
+        header_written = true;
       } else {
-        if (clear_screen) ctx.out() << "\x1b[H\x1b[2J";
-        else if (n > 0) ctx.out() << "\n";
-        ctx.out() << render::RenderStatusText(*view->snapshot, opts, term) << SourceLine(*view, ctx.clock().NowUnixMs())
-                  << "\n";
+        if (clear_screen) text = "\x1b[H\x1b[2J";
+        else if (n > 0) text = "\n";
+        text += render::RenderStatusText(*view->snapshot, opts, term) + SourceLine(*view, ctx.clock().NowUnixMs()) +
+                "\n";
       }
-      ctx.out().flush();
-      if (!ctx.out().good()) return kExitError;  // e.g. the reader of a pipe went away
+      if (int code = Emit(ctx, text); code != kExitOk) return code;  // e.g. the reader of a pipe went away
     }
     if (args.iterations != 0 && n + 1 >= args.iterations) break;
     auto deadline = started + period;

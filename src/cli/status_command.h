@@ -1,5 +1,6 @@
-// `gpuman status`: one snapshot (or a stream of them with --watch), rendered as text or
-// JSON. Registered with CLI11 by cli_options.cc; runs on the main thread.
+// `gpuman status`: one snapshot (or a stream of them with --watch), rendered as text,
+// JSON, or nvidia-smi's CSV (--format csv, render/gpu_csv.h). Registered with CLI11 by
+// cli_options.cc; runs on the main thread.
 #pragma once
 
 #include <optional>
@@ -17,6 +18,11 @@ struct StatusArgs {
   bool no_processes = false;
   bool no_color = false;
   bool allocation = false;  // --allocation: only the GPUs of the enclosing allocation
+  /// --format: "text", "json" (as --json) or "csv" with nvidia-smi's modifiers
+  /// ("csv,noheader,nounits"); unset = text, or JSON with --json.
+  std::optional<std::string> format;
+  std::optional<std::string> fields;  // --fields / --query-gpu: the CSV columns
+  std::optional<std::string> units;   // --units: "mib" or "auto" (text memory figures)
 };
 
 /// Runs it. Returns the process exit code; prints errors itself as one line.

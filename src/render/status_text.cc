@@ -114,16 +114,17 @@ std::optional<double> MemoryPercent(const model::DeviceSnapshot& d) {
 }
 
 // "12.3/80.0 GiB"; the unit follows the total (or the used value when the total is
-// unknown). A missing half prints as "-".
-Cell MemoryCell(const model::DeviceSnapshot& d) {
+// unknown); with `in_mib` always whole MiB ("12595/81920 MiB"). A missing half prints as "-".
+Cell MemoryCell(const model::DeviceSnapshot& d, bool in_mib) {
   const auto& used = d.memory_used_bytes;
   const auto& total = d.memory_total_bytes;
   if (!used && !total) return {std::string(kUnknown)};
   const int64_t reference = total ? *total : *used;
-  const bool gib = reference >= kGiB;
+  const bool gib = !in_mib && reference >= kGiB;
   const double unit = static_cast<double>(gib ? kGiB : kMiB);
   auto part = [&](const std::optional<int64_t>& v) {
     if (!v) return std::string(kUnknown);
+    if (in_mib) return std::to_string(*v / kMiB);  // whole MiB, rounded down as nvidia-smi does
     return gib ? fmt::format("{:.1f}", static_cast<double>(*v) / unit)
                : fmt::format("{:.0f}", static_cast<double>(*v) / unit);
   };
@@ -220,7 +221,7 @@ std::vector<Column> BuildColumns(const model::MachineSnapshot& snap, const Statu
         {ShortUuid(d.uuid)},
         PercentCell(d.gpu_utilization_percent),
         BarCell(util),
-        MemoryCell(d),
+        MemoryCell(d, opts.memory_in_mib),
         BarCell(MemoryPercent(d)),
         {d.temperature_c ? fmt::format("{}C", *d.temperature_c) : std::string(kUnknown)},
         {d.fan_percent ? fmt::format("{}%", *d.fan_percent) : std::string(kUnknown)},
@@ -349,16 +350,21 @@ struct ProcessWidths {
   int elapsed = 0;  // 0: column hidden
 };
 
-ProcessWidths MeasureProcesses(const model::MachineSnapshot& snap, int avail) {
+// A process's GPU memory: "40.3 GiB", or whole MiB with `in_mib` ("41260 MiB").
+std::string ProcessMemory(const model::GpuProcess& p, bool in_mib) {
+  if (!p.used_memory_bytes) return std::string(kUnknown);
+  if (in_mib) return std::to_string(*p.used_memory_bytes / kMiB) + " MiB";
+  return FormatBytes(*p.used_memory_bytes);
+}
+
+ProcessWidths MeasureProcesses(const model::MachineSnapshot& snap, int avail, bool in_mib) {
   ProcessWidths w;
   const int64_t now = snap.taken_at_unix_ms / 1000;
   for (const model::DeviceSnapshot& d : snap.gpus) {
     for (const model::GpuProcess& p : d.processes) {
       w.user = std::max(w.user, std::min(kUserMaxWidth, DisplayWidth(ProcessUser(p))));
       w.pid = std::max(w.pid, DisplayWidth(std::to_string(p.pid)));
-      w.memory = std::max(
-          w.memory, DisplayWidth(p.used_memory_bytes ? FormatBytes(*p.used_memory_bytes)
-                                                     : std::string(kUnknown)));
+      w.memory = std::max(w.memory, DisplayWidth(ProcessMemory(p, in_mib)));
       w.type = std::max(w.type, DisplayWidth(ShortProcessType(p.type)));
       if (avail >= kElapsedMinWidth) {
         w.elapsed = std::max(w.elapsed, DisplayWidth(FormatElapsed(p, now)));
@@ -368,16 +374,13 @@ ProcessWidths MeasureProcesses(const model::MachineSnapshot& snap, int avail) {
   return w;
 }
 
-std::string ProcessLine(const model::GpuProcess& p, const ProcessWidths& w, int64_t now,
+std::string ProcessLine(const model::GpuProcess& p, const ProcessWidths& w, int64_t now, bool in_mib,
                         bool use_color, int avail, const model::Lease* intruded) {
   const std::string sep(kSeparator, ' ');
   std::string line(kIndent);
   line += PadRight(TruncateToWidth(ProcessUser(p), w.user), w.user) + sep;
   line += PadLeft(std::to_string(p.pid), w.pid) + sep;
-  line += PadLeft(p.used_memory_bytes ? FormatBytes(*p.used_memory_bytes)
-                                      : std::string(kUnknown),
-                  w.memory) +
-          sep;
+  line += PadLeft(ProcessMemory(p, in_mib), w.memory) + sep;
   line += PadRight(ShortProcessType(p.type), w.type) + sep;
   if (w.elapsed > 0) line += PadLeft(FormatElapsed(p, now), w.elapsed) + sep;
   // On a GPU leased to someone else (model/intruders.h): said before the command.
@@ -410,7 +413,7 @@ std::string RenderStatusText(const model::MachineSnapshot& snap, const StatusOpt
     LayoutColumns(cols, avail);
     lines.push_back(Colorize(RenderRow(cols, std::nullopt, false), Color::kBold, color));
 
-    const ProcessWidths pw = MeasureProcesses(snap, avail);
+    const ProcessWidths pw = MeasureProcesses(snap, avail, opts.memory_in_mib);
     const int64_t now = snap.taken_at_unix_ms / 1000;
     for (size_t row = 0; row < snap.gpus.size(); ++row) {
       const model::DeviceSnapshot& d = snap.gpus[row];
@@ -451,7 +454,7 @@ std::string RenderStatusText(const model::MachineSnapshot& snap, const StatusOpt
       }
       if (opts.show_processes) {
         for (const model::GpuProcess& p : d.processes) {
-          lines.push_back(ProcessLine(p, pw, now, color, avail,
+          lines.push_back(ProcessLine(p, pw, now, opts.memory_in_mib, color, avail,
                                       opts.leases ? model::IntrudedLease(d, p, *opts.leases) : nullptr));
         }
       }

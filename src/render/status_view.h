@@ -43,6 +43,9 @@ struct StatusOptions {
   /// Set inside an allocation: its GPUs are marked (text: a line "in this allocation: …"
   /// under the row; JSON: "in_allocation" on every GPU and a top-level "allocation").
   std::optional<StatusAllocation> allocation;
+  /// Text: memory in whole MiB, as nvidia-smi prints it (`status --units mib`), instead of
+  /// GiB with one decimal (MiB only below 1 GiB).
+  bool memory_in_mib = false;
 };
 
 /// Where a status came from: the members `status --json` ends with (docs/json.md).

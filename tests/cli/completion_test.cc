@@ -111,7 +111,7 @@ TEST(BashCompletionTest, ValuesHaveCandidates) {
   CommandTree tree;
   const std::string script = Bash(tree.app());
   EXPECT_NE(script.find("--simulate) _gpuman_value scenario"), std::string::npos);
-  EXPECT_NE(script.find("--gpus) _gpuman_value gpu"), std::string::npos);
+  EXPECT_NE(script.find("-i|--gpus|--id) _gpuman_value gpu"), std::string::npos);
   EXPECT_NE(script.find("--exclude) _gpuman_value gpu"), std::string::npos);
   EXPECT_NE(script.find("--config) _gpuman_value file"), std::string::npos);
   EXPECT_NE(script.find("positional=command"), std::string::npos);  // run/submit after --
