@@ -27,6 +27,10 @@ std::optional<double> ParseFiniteDouble(std::string_view text);
 std::string EscapeControl(std::string_view text);
 /// Lower-cases ASCII letters.
 std::string ToLower(std::string_view text);
+
+/// Levenshtein distance (insertions, deletions, substitutions): how far a typed word is
+/// from a known one, for "did you mean". Quadratic: for short words.
+size_t EditDistance(std::string_view a, std::string_view b);
 /// `text` as one POSIX shell word: unchanged when it is not empty and holds only
 /// characters no shell treats specially (letters, digits, `_-.,:/@%+=`), else in single
 /// quotes with each ' written as '\''. For lines a shell evals (`select --format env`).

@@ -294,6 +294,16 @@ CLI::App* AddSlurmCommand(CLI::App& app, SlurmArgs& args) {
 
 }  // namespace
 
+namespace {
+// squeue's and scancel's selection of jobs by who, what state and what name.
+void AddJobFilterOptions(CLI::App& cmd, JobFilterArgs& args) {
+  cmd.add_option("--user", args.user, "Only jobs of this user (name or uid)");
+  cmd.add_flag("--me", args.me, "Only your own jobs");
+  cmd.add_option("--state", args.states, "Only jobs in these states: queued, held, starting, running, succeeded, failed, cancelled, timed_out (comma-separated)");
+  cmd.add_option("--name", args.name, "Only jobs with this name (exactly)");
+}
+}  // namespace
+
 std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
   std::vector<CLI::App*> cmds;
   CLI::App* d = app.add_subcommand("daemon", "Serve the machine's job queue and lease table");
@@ -308,7 +318,7 @@ std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
   submit->add_option("--name", args.name, "A name for the job");
   submit->add_option("--priority", args.priority, "Higher runs first (default 0; above 0 only root and the admin group)");
   submit->add_option("--time-limit", args.time_limit, "SIGTERM after this long, e.g. 2h (default from the daemon, 24h)");
-  submit->add_option("--output", args.output, "Log file for stdout and stderr (default gpuman-ID.log in the current directory)");
+  submit->add_option("--output", args.output, "Log file for stdout and stderr; %j job id, %x name, %u user (default gpuman-ID.log in the current directory)");
   submit->add_flag("--requeue", args.requeue, "Queue the job again if its GPU is lost");
   submit->add_option("--after", args.after, "Start only after these jobs succeeded")->delimiter(',');
   submit->add_flag("--json", args.json, "Print {\"id\": N}");
@@ -323,6 +333,7 @@ std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
       ->expected(0, 1);
   queue->add_option("--iterations", args.iterations, "With --watch: stop after N refreshes")
       ->check(CLI::Range(1, 1000000000));
+  AddJobFilterOptions(*queue, args.filter);
   cmds.push_back(queue);
 
   CLI::App* show = app.add_subcommand("show", "Show one job");
@@ -334,15 +345,17 @@ std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
     CLI::App* c = app.add_subcommand(name, std::string(name) == "cancel" ? "Cancel jobs (running ones get SIGTERM)"
                                            : std::string(name) == "hold" ? "Keep queued jobs from starting"
                                                                           : "Let held jobs start again");
-    c->add_option("ID", args.ids, "Job ids")->required();
+    c->add_option("ID", args.ids, "Job ids (or choose them with --all, --user, --state, --name)");
+    c->add_flag("--all", args.filter.all, std::string("Every job of yours (with --user: of that user)"));
+    AddJobFilterOptions(*c, args.filter);
     cmds.push_back(c);
   }
   CLI::App* logs = app.add_subcommand("logs", "Print a job's output");
   logs->add_option("ID", args.ids, "Job id")->required()->expected(1);
   logs->add_flag("-f,--follow", args.follow, "Keep printing until the job ends");
   cmds.push_back(logs);
-  CLI::App* wait = app.add_subcommand("wait", "Wait for a job; exit with its exit code, or 124 timed out, 125 gpuman failed, 193 cancelled");
-  wait->add_option("ID", args.ids, "Job id")->required()->expected(1);
+  CLI::App* wait = app.add_subcommand("wait", "Wait for jobs; exit with the exit code of the first that did not succeed, or 124 timed out, 125 gpuman failed, 193 cancelled");
+  wait->add_option("ID", args.ids, "Job ids")->required();
   wait->add_flag("--json", args.json, "Print the outcome (state, exit code, signal, reason, times) as one JSON object");
   cmds.push_back(wait);
   for (const char* name : {"drain", "undrain"}) {

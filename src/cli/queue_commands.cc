@@ -117,7 +117,7 @@ Result<double> QueueWatchSeconds(const std::string& value) {
 // 0) or --iterations; rides out a daemon restart (CallResuming: one line on stderr when
 // lost, one when back) and gives up after [client] reconnect_timeout with exit 3
 // (docs/cli.md, "When the daemon restarts").
-int WatchQueue(const QueueArgs& args, double seconds, DaemonClient& c, Context& ctx) {
+int WatchQueue(const QueueArgs& args, const JobFilter& filter, double seconds, DaemonClient& c, Context& ctx) {
   g_queue_stop = 0;
   std::signal(SIGINT, OnStop);
   std::signal(SIGTERM, OnStop);
@@ -125,8 +125,9 @@ int WatchQueue(const QueueArgs& args, double seconds, DaemonClient& c, Context& 
   const auto period = std::chrono::duration<double>(seconds);
   for (int n = 0; !g_queue_stop && (args.iterations == 0 || n < args.iterations); ++n) {
     const auto started = std::chrono::steady_clock::now();
-    auto r = FetchAllJobs(c, args.all, /*resuming=*/true);
+    auto r = FetchAllJobs(c, args.all || WantsFinished(filter), /*resuming=*/true);
     if (!r) return ctx.Fail(r.error());
+    if (!filter.Empty()) std::erase_if(*r, [&](const model::Job& j) { return !Matches(filter, j); });
     if (clear_screen) ctx.out() << "\x1b[H\x1b[2J";
     else if (n > 0 && !args.json) ctx.out() << "\n";
     ctx.out() << RenderQueue(ctx, *r, args.json, /*compact_json=*/true);
@@ -143,8 +144,31 @@ int WatchQueue(const QueueArgs& args, double seconds, DaemonClient& c, Context& 
 }  // namespace
 
 int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx) {
+  const bool acts_on_ids = name == "cancel" || name == "hold" || name == "resume";
+  auto filter = MakeJobFilter(args.filter, static_cast<uint32_t>(getuid()), acts_on_ids);
+  if (!filter) return ctx.Fail(filter.error());
+  const bool by_filter = args.filter.all || !filter->Empty();
+  if (acts_on_ids) {
+    if (args.ids.empty() && !by_filter) {
+      return ctx.Fail(MakeError(ErrorCode::kInvalidArgument,
+                                name + ": name the jobs by ID, or choose them with --all, --user, --state or --name"));
+    }
+    if (!args.ids.empty() && args.filter.all) {
+      return ctx.Fail(MakeError(ErrorCode::kInvalidArgument, name + ": give job IDs or --all, not both"));
+    }
+  }
   if (auto slurm = UsesSlurm(name, args, ctx.config()); !slurm) return ctx.Fail(slurm.error());
-  else if (*slurm) return RunSlurmQueueCommand(name, args, ctx);
+  else if (*slurm) {
+    if (by_filter && (acts_on_ids || name == "queue")) {
+      return ctx.Fail(MakeError(ErrorCode::kInvalidArgument,
+                                "--all, --user, --me, --state and --name choose jobs of gpuman's queue; for Slurm's, use "
+                                "squeue and scancel"));
+    }
+    if (name == "wait" && args.ids.size() > 1) {
+      return ctx.Fail(MakeError(ErrorCode::kInvalidArgument, "wait: one Slurm job at a time"));
+    }
+    return RunSlurmQueueCommand(name, args, ctx);
+  }
   // Checked before connecting: a bad period is an argument error whether or not a daemon runs.
   double watch_seconds = 0;
   if (name == "queue" && args.watch) {
@@ -206,10 +230,11 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     return kExitOk;
   }
   if (name == "queue") {
-    if (args.watch) return WatchQueue(args, watch_seconds, c, ctx);
+    if (args.watch) return WatchQueue(args, *filter, watch_seconds, c, ctx);
     if (args.iterations != 0) return ctx.Fail(MakeError(ErrorCode::kInvalidArgument, "--iterations needs --watch"));
-    auto r = FetchAllJobs(c, args.all);
+    auto r = FetchAllJobs(c, args.all || WantsFinished(*filter));
     if (!r) return ctx.Fail(r.error());
+    if (!filter->Empty()) std::erase_if(*r, [&](const model::Job& j) { return !Matches(*filter, j); });
     ctx.out() << RenderQueue(ctx, *r, args.json, /*compact_json=*/false);
     return kExitOk;
   }
@@ -219,10 +244,31 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     PrintJob(ctx, r->job, args.json);
     return kExitOk;
   }
-  if (name == "cancel" || name == "hold" || name == "resume") {
-    Result<protocol::IdsResult> r = name == "cancel" ? c.Call<protocol::IdsResult>(protocol::CancelArgs{args.ids})
-                                    : name == "hold" ? c.Call<protocol::IdsResult>(protocol::HoldArgs{args.ids})
-                                                     : c.Call<protocol::IdsResult>(protocol::ResumeArgs{args.ids});
+  if (acts_on_ids) {
+    std::vector<int64_t> ids = args.ids;
+    if (by_filter) {
+      // The jobs the filter picks (among the ids given, when there are some). Only those
+      // the command can change: hold takes queued jobs, resume held ones, cancel any
+      // unfinished one.
+      auto listed = FetchAllJobs(c, WantsFinished(*filter));
+      if (!listed) return ctx.Fail(listed.error());
+      std::vector<int64_t> picked;
+      for (const model::Job& j : *listed) {
+        if (!Matches(*filter, j) || model::IsFinal(j.state)) continue;
+        if (name == "hold" && j.state != model::JobState::kQueued) continue;
+        if (name == "resume" && j.state != model::JobState::kHeld) continue;
+        if (!ids.empty() && std::find(ids.begin(), ids.end(), j.id) == ids.end()) continue;
+        picked.push_back(j.id);
+      }
+      if (picked.empty()) {
+        ctx.err() << "gpuman: " << name << ": no job matches\n";
+        return kExitOk;
+      }
+      ids = std::move(picked);
+    }
+    Result<protocol::IdsResult> r = name == "cancel" ? c.Call<protocol::IdsResult>(protocol::CancelArgs{ids})
+                                    : name == "hold" ? c.Call<protocol::IdsResult>(protocol::HoldArgs{ids})
+                                                     : c.Call<protocol::IdsResult>(protocol::ResumeArgs{ids});
     if (!r) return ctx.Fail(r.error());
     int rc = kExitOk;
     for (const auto& o : r->results) {
@@ -253,25 +299,32 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     // Every failure of gpuman's own is 125 (ExitPolicy::kJobCode), never a code the job
     // could have returned by itself (docs/cli.md, "Exit codes of wait"); a daemon restart
     // is ridden out.
-    const int64_t id = args.ids.front();
+    // Several ids: every one is waited for, in the order given; the exit code is that of
+    // the first that did not succeed (0 when all did), and each outcome is printed as the
+    // job ends (with --json, one object per line).
     auto fail = [&](const Error& e) { return ctx.Fail(e); };
-    while (true) {
-      auto r = c.CallResuming<protocol::WaitResult>(protocol::WaitArgs{id});
-      if (!r) return fail(r.error());
-      if (model::IsFinal(r->state)) break;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    int result = kExitOk;
+    for (const int64_t id : args.ids) {
+      while (true) {
+        auto r = c.CallResuming<protocol::WaitResult>(protocol::WaitArgs{id});
+        if (!r) return fail(r.error());
+        if (model::IsFinal(r->state)) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+      auto shown = c.CallResuming<protocol::ShowResult>(protocol::ShowArgs{id});
+      if (!shown) return fail(shown.error());
+      const model::Job& job = shown->job;
+      const int code = WaitExitCode(job);
+      if (args.json) {
+        ctx.out() << WaitOutcomeJson(job, code).dump() << "\n";
+        ctx.out().flush();
+      } else if (job.state != model::JobState::kSucceeded) {
+        ctx.err() << "gpuman: job " << job.id << " " << model::JobStateName(job.state)
+                  << (job.reason.empty() ? "" : ": " + EscapeControl(job.reason)) << " (exit " << code << ")\n";
+      }
+      if (result == kExitOk) result = code;
     }
-    auto shown = c.CallResuming<protocol::ShowResult>(protocol::ShowArgs{id});
-    if (!shown) return fail(shown.error());
-    const model::Job& job = shown->job;
-    const int code = WaitExitCode(job);
-    if (args.json) {
-      ctx.out() << WaitOutcomeJson(job, code).dump() << "\n";
-    } else if (job.state != model::JobState::kSucceeded) {
-      ctx.err() << "gpuman: job " << job.id << " " << model::JobStateName(job.state)
-                << (job.reason.empty() ? "" : ": " + EscapeControl(job.reason)) << " (exit " << code << ")\n";
-    }
-    return code;
+    return result;
   }
   if (name == "drain" || name == "undrain") {
     Result<protocol::DrainResult> r = name == "drain" ? c.Call<protocol::DrainResult>(protocol::DrainArgs{args.gpu, args.reason})

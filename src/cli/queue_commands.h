@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cli/context.h"
+#include "cli/job_filter.h"
 #include "cli/selection_options.h"
 
 namespace gpuman::cli {
@@ -33,6 +34,7 @@ struct QueueArgs {
   int iterations = 0;                // with --watch: stop after this many refreshes (0 = forever)
   bool follow = false;
   std::vector<int64_t> ids;
+  JobFilterArgs filter;  // queue, cancel, hold, resume: --user, --me, --state, --name, --all
   std::string gpu;
   std::string reason;
   // --backend and slurm:ID ids (cli/slurm_submit.h)

@@ -91,6 +91,29 @@ std::optional<std::string> CheckJobFields(const std::string& name, const std::ve
   return std::nullopt;
 }
 
+std::string ExpandOutputPattern(const std::string& pattern, const Job& job) {
+  std::string out;
+  out.reserve(pattern.size());
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c != '%' || i + 1 == pattern.size()) {
+      out += c;
+      continue;
+    }
+    switch (pattern[i + 1]) {
+      case 'j': out += std::to_string(job.id); break;
+      case 'u': out += job.user.empty() ? std::to_string(job.uid) : job.user; break;
+      case 'x':
+        for (char n : job.name) out += n == '/' ? '_' : n;
+        break;
+      case '%': out += '%'; break;
+      default: out += c; continue;  // kept as written: the next character is copied next
+    }
+    ++i;
+  }
+  return out;
+}
+
 GpuRequest WithAllowedAsExclusions(GpuRequest request, const std::vector<std::string>& machine_uuids) {
   if (request.allowed) {
     const std::vector<std::string>& allowed = *request.allowed;

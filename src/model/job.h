@@ -125,4 +125,9 @@ struct Job {
   std::optional<int64_t> idle_since_unix_ms;  // running but idle (daemon's idle watch)
 };
 
+/// A job's --output with Slurm's patterns filled in: %j the job id, %u the user, %x the
+/// job's name ('/' in it written '_', so that a name never makes a directory), %% one '%'.
+/// Any other '%' sequence is kept as written. Needs job.id, user and name.
+std::string ExpandOutputPattern(const std::string& pattern, const Job& job);
+
 }  // namespace gpuman::model

@@ -181,22 +181,6 @@ constexpr GpuCsvField kFields[] = {
     {"gpuman.drained", "", "gpuman.drained", "", "yes when drained (no new work), else no", Drained},
 };
 
-// Levenshtein distance; names are short.
-size_t EditDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
 // Every name a field answers to: its own, then its aliases.
 std::vector<std::string_view> NamesOf(const GpuCsvField& field) {
   std::vector<std::string_view> names = {field.name};

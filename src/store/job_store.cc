@@ -39,6 +39,7 @@ struct JobStore::Statements {
   Statement data_version;
   Statement insert_job;
   Statement update_job;
+  Statement update_output;
   Statement log_event;
   Statement prune_events;
   Statement add_usage;
@@ -306,6 +307,7 @@ Result<std::unique_ptr<JobStore>> JobStore::Attach(std::shared_ptr<Database> db,
        "UPDATE jobs SET state = ?2, started_unix_ms = ?3, ended_unix_ms = ?4, exit_code = ?5, "
        "gpu_uuids = ?6, lease_id = ?7, supervisor_pid = ?8, supervisor_start_ticks = ?9, "
        "reason = ?10, failure = ?12 WHERE id = ?1 AND state = ?11"},
+      {&stmts->update_output, "set job output", "UPDATE jobs SET output_path = ?2 WHERE id = ?1"},
       {&stmts->log_event, "log job event",
        "INSERT INTO job_events (at_unix_ms, job_id, kind, from_state, to_state, reason) "
        "VALUES (" GPUMAN_JOB_SQL_NOW_MS ", ?1, ?2, ?3, ?4, ?5)"},
@@ -436,6 +438,21 @@ Result<model::Job> JobStore::Submit(model::Job draft) {
     static_assert(kFailure == kColumnCount - 1);
     if (auto run = s.Run(); !run) return run.error().WithContext(context);
     job.id = db_->LastInsertRowId();
+  }
+  // --output's %j (and %u, %x) are filled in now that the id is known: the stored path is
+  // the one the supervisor writes, `logs` reads and `show` prints.
+  if (job.output_path.find('%') != std::string::npos) {
+    job.output_path = model::ExpandOutputPattern(job.output_path, job);
+    if (job.output_path.size() > model::kMaxJobPathBytes) {
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "--output: " + std::to_string(job.output_path.size()) +
+                           " bytes once its patterns are filled in; the limit is " +
+                           std::to_string(model::kMaxJobPathBytes) + " bytes");
+    }
+    Statement& u = stmts_->update_output;
+    auto use = u.Use();
+    u.Bind(1, job.id).Bind(2, job.output_path);
+    if (auto run = u.Run(); !run) return run.error().WithContext(context);
   }
   if (auto s = LogEventLocked(job.id, "submitted", std::nullopt, job.state, job.reason); !s) {
     return s.error().WithContext(context);

@@ -50,5 +50,20 @@ TEST(CheckJobFieldsTest, WhatExecCannotPassIsRefused) {
   EXPECT_TRUE(CheckJobFields("", {"true"}, {{"", "c"}}, "/", "").has_value());
 }
 
+TEST(ExpandOutputPatternTest, SlurmsPatternsAreFilledIn) {
+  Job job;
+  job.id = 42;
+  job.uid = 1001;
+  job.user = "ada";
+  job.name = "sweep/lr=0.1";
+  EXPECT_EQ(ExpandOutputPattern("/logs/%x-%j.log", job), "/logs/sweep_lr=0.1-42.log") << "a '/' in the name makes no directory";
+  EXPECT_EQ(ExpandOutputPattern("%u/%j/%j", job), "ada/42/42");
+  EXPECT_EQ(ExpandOutputPattern("100%%-%j", job), "100%-42");
+  EXPECT_EQ(ExpandOutputPattern("%q%", job), "%q%") << "unknown sequences and a trailing % stay as written";
+  EXPECT_EQ(ExpandOutputPattern("plain.log", job), "plain.log");
+  job.user.clear();
+  EXPECT_EQ(ExpandOutputPattern("%u", job), "1001");
+}
+
 }  // namespace
 }  // namespace gpuman::model

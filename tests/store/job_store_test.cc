@@ -730,6 +730,24 @@ TEST(JobStoreConcurrencyTest, EachJobIsStartedExactlyOnce) {
   munmap(mem, sizeof(Shared));
 }
 
+TEST_F(JobStoreTest, OutputPatternsAreFilledInWithTheNewId) {
+  Job draft = Draft();
+  draft.output_path = "/home/ada/%x-%j.log";
+  Job a = Submit(draft);
+  EXPECT_EQ(a.output_path, "/home/ada/train-" + std::to_string(a.id) + ".log");
+  auto stored = store_->Get(a.id);
+  ASSERT_TRUE(stored.has_value() && stored->has_value());
+  EXPECT_EQ((*stored)->output_path, a.output_path) << "stored expanded: supervisor, logs and show agree";
+  draft.output_path = "/" + std::string(model::kMaxJobPathBytes - 3, 'x') + "%j";
+  auto over = store_->Submit(draft);
+  ASSERT_FALSE(over.has_value());
+  EXPECT_EQ(over.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(over.error().message, HasSubstr("once its patterns are filled in"));
+  auto active = store_->Active();
+  ASSERT_TRUE(active.has_value());
+  EXPECT_EQ(active->size(), 1u) << "the refused job was not stored";
+}
+
 // ---- Summaries (the daemon's view of the queue)
 
 TEST_F(JobStoreTest, SummariesLeaveTheCommandAndEnvironmentOnDisk) {

@@ -1,0 +1,126 @@
+// Habits users bring from Slurm to the queue (issue 26): squeue's and scancel's --user,
+// --me, --state and --name, `cancel --all`, `wait` of several jobs, and --output's %j,
+// %x and %u. Through a private daemon, as root and as a second user: a filter chooses
+// among the jobs, the daemon still decides whose jobs a caller may change.
+#include <sys/stat.h>
+
+#include "e2e/e2e_util.h"
+#include "e2e/users.h"
+
+namespace gpuman::e2e {
+namespace {
+
+using testing::TempDir;
+
+class QueueHabitsE2E : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    chmod(dir_.path().c_str(), 0755);  // a test user reaches the socket through it
+    socket_ = dir_.Join("gpuman.sock");
+    ASSERT_TRUE(daemon_.Start({.scenario = IdleScenario(dir_, "a100-4"),
+                               .socket = socket_,
+                               .state_dir = dir_.Join("state"),
+                               .env = CleanEnv(dir_.Join("leases"))}));
+  }
+  void TearDown() override {
+    Gpuman({"cancel", "--user", "root"});
+    daemon_.Stop();
+  }
+  testing::RunResult Gpuman(std::vector<std::string> args) {
+    return RunGpuman(dir_.Join("leases"), std::move(args), {{"GPUMAN_SOCKET", socket_}});
+  }
+  int64_t Submit(std::vector<std::string> args) {
+    args.insert(args.begin(), "submit");
+    auto r = Gpuman(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return std::atoll(r.out.c_str());
+  }
+  // The ids of `queue` (with these options), in order.
+  std::vector<int64_t> Queue(std::vector<std::string> args) {
+    args.insert(args.begin(), {"queue", "--json"});
+    auto r = Gpuman(args);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::vector<int64_t> ids;
+    if (r.exit_code != 0) return ids;
+    const nlohmann::json parsed = nlohmann::json::parse(r.out);
+    for (const auto& j : parsed["jobs"]) ids.push_back(j["id"].get<int64_t>());
+    return ids;
+  }
+
+  TempDir dir_;
+  std::string socket_;
+  PrivateDaemon daemon_;
+};
+
+TEST_F(QueueHabitsE2E, FiltersChooseJobsAndTheDaemonStillGuardsThem) {
+  // All four GPUs held by a running job: everything else waits.
+  const int64_t blocker = Submit({"-n", "4", "--name", "blocker", "--", "sleep", "60"});
+  const int64_t a = Submit({"--name", "sweep", "--", "true"});
+  const int64_t b = Submit({"--name", "sweep", "--", "true"});
+  const int64_t c = Submit({"--name", "eval", "--", "true"});
+  ASSERT_EQ(Gpuman({"hold", std::to_string(c)}).exit_code, 0);
+
+  EXPECT_EQ(Queue({"--name", "sweep"}), (std::vector<int64_t>{a, b}));
+  EXPECT_EQ(Queue({"--state", "held"}), (std::vector<int64_t>{c}));
+  EXPECT_EQ(Queue({"--state", "queued,held", "--name", "eval"}), (std::vector<int64_t>{c}));
+  EXPECT_EQ(Queue({"--me"}).size(), 4u);
+  EXPECT_EQ(Queue({"--user", "root"}).size(), 4u);
+  EXPECT_TRUE(Queue({"--user", "nobody-here"}).empty());
+  auto typo = Gpuman({"queue", "--state", "runing"});
+  EXPECT_EQ(typo.exit_code, 2);
+  EXPECT_EQ(typo.err, "gpuman: error: --state: unknown state 'runing' (did you mean 'running'?)\n");
+
+  // Another user's `cancel --all` touches only their own jobs (none); naming root's jobs
+  // by --user is refused per job by the daemon.
+  auto other = EnsureTestUser("gpumanta");
+  if (getuid() == 0 && other) {
+    std::map<std::string, std::string> env = CleanEnv("");
+    env["GPUMAN_SOCKET"] = socket_;
+    env["PATH"] = "/usr/bin:/bin";
+    auto mine = RunAsUser(*other, {kGpuman, "cancel", "--all"}, env);
+    EXPECT_EQ(mine.exit_code, 0) << mine.err;
+    EXPECT_EQ(mine.err, "gpuman: cancel: no job matches\n");
+    auto theirs = RunAsUser(*other, {kGpuman, "cancel", "--user", "root", "--name", "sweep"}, env);
+    EXPECT_NE(theirs.exit_code, 0);
+    EXPECT_NE(theirs.err.find("job " + std::to_string(a) + ": "), std::string::npos) << theirs.err;
+    EXPECT_EQ(Queue({"--name", "sweep"}), (std::vector<int64_t>{a, b})) << "nothing of root's was cancelled";
+  }
+
+  // By name: only the sweep; then --all: the rest of one's own.
+  EXPECT_EQ(Gpuman({"cancel", "--name", "sweep"}).exit_code, 0);
+  EXPECT_EQ(Queue({}), (std::vector<int64_t>{blocker, c}));
+  EXPECT_EQ(Gpuman({"resume", "--all"}).exit_code, 0);
+  EXPECT_EQ(Queue({"--state", "queued"}), (std::vector<int64_t>{c}));
+  EXPECT_EQ(Gpuman({"cancel", "--all"}).exit_code, 0);  // the running blocker too
+  EXPECT_EQ(Gpuman({"wait", std::to_string(blocker)}).exit_code, 193);
+  EXPECT_TRUE(Queue({}).empty());
+  EXPECT_EQ(Queue({"--state", "cancelled"}), (std::vector<int64_t>{blocker, a, b, c}))
+      << "a final state reads finished jobs";
+
+  auto neither = Gpuman({"cancel"});
+  EXPECT_EQ(neither.exit_code, 2);
+  EXPECT_NE(neither.err.find("name the jobs by ID, or choose them with --all"), std::string::npos);
+  EXPECT_EQ(Gpuman({"cancel", std::to_string(a), "--all"}).exit_code, 2);
+}
+
+TEST_F(QueueHabitsE2E, WaitTakesSeveralJobsAndOutputPatternsAreFilledIn) {
+  const int64_t ok = Submit({"--name", "fine", "--output", dir_.Join("%x-%j.log"), "--", "echo", "hello"});
+  const int64_t bad = Submit({"--name", "sad/path", "--output", dir_.Join("%x-%j-%u.log"), "--", "sh", "-c", "exit 3"});
+  auto waited = Gpuman({"wait", std::to_string(ok), std::to_string(bad)});
+  EXPECT_EQ(waited.exit_code, 3) << "the first job that did not succeed gives the code";
+  EXPECT_EQ(waited.err, "gpuman: job " + std::to_string(bad) + " failed: exit code 3 (exit 3)\n");
+  auto both_ok = Gpuman({"wait", std::to_string(ok), std::to_string(ok), "--json"});
+  EXPECT_EQ(both_ok.exit_code, 0) << both_ok.err;
+  EXPECT_EQ(std::count(both_ok.out.begin(), both_ok.out.end(), '\n'), 2) << "one JSON line per job";
+
+  const std::string log = dir_.Join("fine-" + std::to_string(ok) + ".log");
+  EXPECT_EQ(Slurp(log), "hello\n");
+  const std::string sad = dir_.Join("sad_path-" + std::to_string(bad) + "-root.log");
+  struct stat st{};
+  EXPECT_EQ(stat(sad.c_str(), &st), 0) << "a '/' in the name makes no directory";
+  auto shown = Gpuman({"show", std::to_string(ok)});
+  EXPECT_NE(shown.out.find(log), std::string::npos) << shown.out;
+}
+
+}  // namespace
+}  // namespace gpuman::e2e
