@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 
@@ -25,7 +26,11 @@ namespace gpuman::cli {
 namespace {
 
 volatile std::sig_atomic_t g_daemon_stop = 0;
-void OnStop(int) { g_daemon_stop = 1; }
+volatile std::sig_atomic_t g_stop_signal = 0;
+void OnStop(int sig) {
+  g_stop_signal = sig;
+  g_daemon_stop = 1;
+}
 
 }  // namespace
 
@@ -138,6 +143,10 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   std::signal(SIGPIPE, SIG_IGN);
   const int code = d.Run(&g_daemon_stop);
   confine::RemoveEmptyCgroups(d.confinement());
+  // The last line of its log says why it stopped, and that nothing running went with it.
+  const char* abbrev = g_stop_signal != 0 ? sigabbrev_np(g_stop_signal) : nullptr;
+  ctx.err() << "gpuman: daemon stopped" << (abbrev ? std::string(" (SIG") + abbrev + ")" : std::string())
+            << "; running jobs go on under their supervisors, queued ones wait for the next daemon\n";
   return code;
 }
 

@@ -177,8 +177,12 @@ std::optional<slurm::SlurmJobRecord> ReadJobRecordOrWarn(const std::string& dir,
 int RunSlurmJobSummary(const std::string& job_id, Context& ctx) {
   // A missing record is not a usage mistake: exit 1, as history's (the `slurm` row is plain).
   auto fail = [&](const Error& e) { return ReportError(ctx.err(), e, ExitPolicy::kHistory); };
-  if (!slurm::IsValidJobId(job_id)) {
-    return fail(MakeError(ErrorCode::kInvalidArgument, "slurm job id '" + EscapeControl(job_id) + "' is not valid"));
+  if (!slurm::LooksLikeSlurmJobId(job_id) || !slurm::IsValidJobId(job_id)) {
+    // A usage mistake (docs/slurm.md: exit 2), unlike an unknown job (exit 1).
+    return ReportError(ctx.err(),
+                       MakeError(ErrorCode::kInvalidArgument, "slurm job id '" + EscapeControl(job_id) +
+                                                                  "' is not valid (digits, as 1234, 1234_7 or 1234+1)"),
+                       ExitPolicy::kPlain);
   }
   const int64_t now = ctx.clock().NowUnixMs();
   const std::string dir = SlurmStateDirOf(ctx);

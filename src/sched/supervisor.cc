@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <chrono>
 #include <utility>
 
@@ -402,10 +403,12 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
   store::JobStore::Update outcome;
   outcome.ended_unix_ms = ended;
   model::JobState final_state;
+  std::optional<int> signal_number;
   if (WIFEXITED(status)) {
     outcome.exit_code = WEXITSTATUS(status);
   } else if (WIFSIGNALED(status)) {
     outcome.exit_code = 128 + WTERMSIG(status);
+    signal_number = WTERMSIG(status);
   }
   if (gpu_lost && job.requeue) {
     final_state = model::JobState::kQueued;  // runs again, on healthy GPUs
@@ -425,7 +428,13 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
     final_state = model::JobState::kSucceeded;
   } else {
     final_state = model::JobState::kFailed;
-    outcome.reason = "exit code " + std::to_string(outcome.exit_code.value_or(-1));
+    if (signal_number) {  // "killed by signal 9 (KILL)", not a made-up "exit code 137"
+      const char* abbrev = sigabbrev_np(*signal_number);
+      outcome.reason = "killed by signal " + std::to_string(*signal_number) +
+                       (abbrev ? std::string(" (") + abbrev + ")" : std::string());
+    } else {
+      outcome.reason = "exit code " + std::to_string(outcome.exit_code.value_or(-1));
+    }
   }
   const double ran_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_steady).count();

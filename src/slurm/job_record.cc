@@ -62,6 +62,15 @@ bool IsValidJobId(std::string_view id) {
   });
 }
 
+bool LooksLikeSlurmJobId(std::string_view id) {
+  auto digits = [](std::string_view s) {
+    return !s.empty() && s.size() <= 20 && std::all_of(s.begin(), s.end(), [](unsigned char c) { return std::isdigit(c); });
+  };
+  const size_t sep = id.find_first_of("_+");
+  if (sep == std::string_view::npos) return digits(id);
+  return digits(id.substr(0, sep)) && digits(id.substr(sep + 1));
+}
+
 std::string JobRecordToJson(const SlurmJobRecord& rec) {
   json j = {{"schema", kJobRecordSchema}, {"job_id", rec.job_id}, {"user", rec.user}, {"uid", rec.uid},
             {"host", rec.host},           {"gpus", rec.gpu_uuids}, {"started_unix_ms", rec.started_unix_ms}};

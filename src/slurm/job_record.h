@@ -47,6 +47,10 @@ std::string SlurmStateDir(const std::optional<std::string>& config_value, const 
 /// True for a job id that can name a record file: 1-64 characters of [0-9A-Za-z_.+-],
 /// not starting with '.' (Slurm job ids are decimal; "123_4" array and "123+1" het forms pass).
 bool IsValidJobId(std::string_view job_id);
+/// What a user types for a Slurm job: digits, optionally followed by `_N` (an array task)
+/// or `+N` (a heterogeneous component): 1234, 1234_7, 1234+1. Stricter than IsValidJobId,
+/// which only keeps a record's file name safe.
+bool LooksLikeSlurmJobId(std::string_view id);
 
 /// The record as one JSON object (no trailing newline) and back. Parsing checks types,
 /// schema == 1, the job id and every UUID ("GPU-" or "MIG-" prefix).

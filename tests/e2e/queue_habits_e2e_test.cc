@@ -20,7 +20,8 @@ class QueueHabitsE2E : public ::testing::Test {
     ASSERT_TRUE(daemon_.Start({.scenario = IdleScenario(dir_, "a100-4"),
                                .socket = socket_,
                                .state_dir = dir_.Join("state"),
-                               .env = CleanEnv(dir_.Join("leases"))}));
+                               .env = CleanEnv(dir_.Join("leases")),
+                               .stderr_path = dir_.Join("daemon.log")}));
   }
   void TearDown() override {
     Gpuman({"cancel", "--user", "root"});
@@ -120,6 +121,13 @@ TEST_F(QueueHabitsE2E, WaitTakesSeveralJobsAndOutputPatternsAreFilledIn) {
   EXPECT_EQ(stat(sad.c_str(), &st), 0) << "a '/' in the name makes no directory";
   auto shown = Gpuman({"show", std::to_string(ok)});
   EXPECT_NE(shown.out.find(log), std::string::npos) << shown.out;
+
+  // The daemon's log says when and why it stopped (issue 26: nothing was logged).
+  EXPECT_EQ(daemon_.Stop(), 0);
+  const std::string daemon_log = Slurp(dir_.Join("daemon.log"));
+  EXPECT_NE(daemon_log.find("gpuman: daemon stopped (SIGTERM); running jobs go on under their supervisors"),
+            std::string::npos)
+      << daemon_log;
 }
 
 }  // namespace

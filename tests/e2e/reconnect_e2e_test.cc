@@ -422,6 +422,10 @@ TEST_F(ReconnectE2E, EachExitCodeOfWait) {
     auto r = Gpuman({"wait", std::to_string(id)});
     EXPECT_EQ(r.exit_code, row.code) << row.what << ": " << r.err << Show(id).dump();
     EXPECT_EQ(Show(id)["state"], row.state) << row.what;
+    if (row.code == 137) {
+      EXPECT_EQ(Show(id)["reason"], "killed by signal 9 (KILL)") << "said as a signal, not as 'exit code 137'";
+      EXPECT_EQ(r.err, "gpuman: job " + std::to_string(id) + " failed: killed by signal 9 (KILL) (exit 137)\n");
+    }
   }
 
   // Could not execute (126) and not found (127): the command was fine at submit (which

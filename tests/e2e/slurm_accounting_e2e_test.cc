@@ -170,6 +170,9 @@ TEST_F(SlurmAccountingE2E, UnknownJobsAndBadArguments) {
   EXPECT_EQ(std::count(no_summary.err.begin(), no_summary.err.end(), '\n'), 1) << no_summary.err;
   auto bad_id = Gpuman({"slurm", "job-summary", "../etc"});
   EXPECT_EQ(bad_id.exit_code, 2) << bad_id.err;
+  auto word = Gpuman({"slurm", "job-summary", "abc"});  // a safe file name, but no Slurm job id
+  EXPECT_EQ(word.exit_code, 2) << word.err;
+  EXPECT_EQ(word.err, "gpuman: error: slurm job id 'abc' is not valid (digits, as 1234, 1234_7 or 1234+1)\n");
   auto both = Gpuman({"history", "--slurm-job", "1", "--since", "1h"});
   EXPECT_EQ(both.exit_code, 2) << both.err;
 
