@@ -9,6 +9,9 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <initializer_list>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -39,6 +42,20 @@ Environment Environment::FromProcess() {
 }
 
 namespace {
+
+// " (did you mean 'x'?)" for a typo of a known key, else " (known: a, b, ...)".
+std::string DidYouMean(const std::string& typed, std::initializer_list<const char*> known) {
+  std::string closest, all;
+  size_t best = typed.size() >= 6 ? 4 : 2;  // what counts as a typo, plus one
+  for (const char* k : known) {
+    all += (all.empty() ? "" : ", ") + std::string(k);
+    if (const size_t d = EditDistance(typed, k); d < best) {
+      best = d;
+      closest = k;
+    }
+  }
+  return closest.empty() ? " (known: " + all + ")" : " (did you mean '" + closest + "'?)";
+}
 
 // Length of the UTF-8 sequence at text[i] (1 to 4), or 0 when it is not valid UTF-8
 // (overlong forms, surrogates and values above U+10FFFF included).
@@ -369,10 +386,11 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
           config.daemon.history_coarse_keep_ms = *ms;
         }
       } else {
-        return bad("unknown key '" + k +
-                   "' (known: admin_group, default_time_limit, max_gpus_per_user, user_limits, metrics, "
-                   "sample_interval, history_fine_keep, history_coarse_keep, max_connections, "
-                   "max_connections_per_user)");
+        return MakeError(ErrorCode::kInvalidArgument,
+                         "config " + origin + ": daemon: unknown key '" + k + "'" +
+                             DidYouMean(k, {"admin_group", "default_time_limit", "max_gpus_per_user", "user_limits",
+                                            "metrics", "sample_interval", "history_fine_keep", "history_coarse_keep",
+                                            "max_connections", "max_connections_per_user"}));
       }
     }
   }
@@ -428,7 +446,8 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
         if (!ms || *ms < 0) return bad(k + " must be a duration such as \"10m\"");
         (k == "recheck_after" ? config.health.recheck_after_ms : config.health.xid_window_ms) = *ms;
       } else {
-        return bad("unknown key '" + k + "' (known: drain_on_fatal, recheck_after, xid_window)");
+        return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": health: unknown key '" + k + "'" +
+                                                          DidYouMean(k, {"drain_on_fatal", "recheck_after", "xid_window"}));
       }
     }
   }
@@ -558,10 +577,14 @@ Result<std::optional<Config>> ReadConfigFile(const std::string& path, bool must_
     return MakeError(ErrorCode::kInvalidArgument,
                      "config " + path + (S_ISDIR(st.st_mode) ? ": is a directory, not a file" : ": not a regular file"));
   }
+  errno = 0;
   std::ifstream in(path);
   if (!in) {
+    const int err = errno;
     if (must_exist || access(path.c_str(), F_OK) == 0) {
-      return MakeError(ErrorCode::kInvalidArgument, "config " + path + ": cannot read file");
+      // The reason, not just "cannot read": a missing file and an unreadable one differ.
+      return MakeError(ErrorCode::kInvalidArgument,
+                       "config " + path + ": cannot read file" + (err != 0 ? ": " + ToLower(std::strerror(err)) : ""));
     }
     return std::optional<Config>();
   }

@@ -374,7 +374,20 @@ TEST(LoadConfigTest, MissingDefaultIsFineMissingExplicitIsNot) {
   EXPECT_EQ(c->config_path, "");
   auto missing = LoadConfig(env, dir.Join("absent.toml"));
   ASSERT_FALSE(missing.has_value());
-  EXPECT_NE(missing.error().message.find("absent.toml: cannot read file"), std::string::npos);
+  EXPECT_NE(missing.error().message.find("absent.toml: cannot read file: no such file or directory"), std::string::npos)
+      << missing.error().message;
+}
+
+// A typo of a key gets the key it most likely meant; the section is named as a section,
+// not as a key ("daemon.unknown key" read as a key named daemon.unknown).
+TEST(ParseConfigTest, AMistypedKeyGetsTheClosestOne) {
+  auto typo = ParseConfig("[daemon]\nsample_intervall = \"2s\"\n", "x.toml");
+  ASSERT_FALSE(typo.has_value());
+  EXPECT_EQ(typo.error().message, "config x.toml: daemon: unknown key 'sample_intervall' (did you mean 'sample_interval'?)");
+  auto far = ParseConfig("[health]\nzzz = 1\n", "x.toml");
+  ASSERT_FALSE(far.has_value());
+  EXPECT_EQ(far.error().message,
+            "config x.toml: health: unknown key 'zzz' (known: drain_on_fatal, recheck_after, xid_window)");
 }
 
 TEST(LoadConfigTest, DirectoryIsNotAConfigFile) {
