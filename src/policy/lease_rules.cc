@@ -20,6 +20,10 @@ std::optional<int> MachineRules::CapFor(uint32_t uid) const {
   return default_max_gpus_per_user;
 }
 
+const char* MachineRules::CapOrigin(uint32_t uid) const {
+  return max_gpus_per_user.count(uid) ? "[daemon.user_limits]" : "max_gpus_per_user";
+}
+
 bool IsYourLease(const model::Lease& lease, const Caller& caller, LeaseAct act) {
   if (lease.uid == caller.uid) return true;
   return act == LeaseAct::kManage && (caller.is_admin || caller.uid == 0);
@@ -85,12 +89,12 @@ Result<RuledRequest> ApplyLeaseRules(model::GpuRequest req, const Caller& caller
   if (auto cap = rules.CapFor(caller.uid)) {
     if (req.count > *cap) {
       return MakeError(ErrorCode::kNotFound, "asked for " + Gpus(req.count) + "; " + Name(caller) +
-                                                 " may hold at most " + Gpus(*cap) + " (max_gpus_per_user)");
+                                                 " may hold at most " + Gpus(*cap) + " (" + rules.CapOrigin(caller.uid) + ")");
     }
     int held = GpusHeldBy(caller.uid, live);
     if (held + req.count > *cap) {
       return MakeError(ErrorCode::kBusy, Name(caller) + " holds " + Gpus(held) + " of at most " + Gpus(*cap) +
-                                             " (max_gpus_per_user); asked for " + std::to_string(req.count) + " more");
+                                             " (" + rules.CapOrigin(caller.uid) + "); asked for " + std::to_string(req.count) + " more");
     }
   }
   out.leases = live;
@@ -109,7 +113,7 @@ Status CheckSatisfiable(int count, const std::optional<std::vector<std::string>>
   }
   if (auto cap = rules.CapFor(caller.uid); cap && count > *cap) {
     return MakeError(ErrorCode::kNotFound, "asked for " + Gpus(count) + "; " + Name(caller) + " may hold at most " +
-                                               Gpus(*cap) + " (max_gpus_per_user)");
+                                               Gpus(*cap) + " (" + rules.CapOrigin(caller.uid) + ")");
   }
   return {};
 }

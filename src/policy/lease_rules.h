@@ -31,6 +31,9 @@ struct MachineRules {
 
   /// The cap of `uid`, or nullopt when there is none.
   std::optional<int> CapFor(uint32_t uid) const;
+  /// Where CapFor's answer comes from, for messages: "[daemon.user_limits]" for a uid
+  /// listed there, else "max_gpus_per_user".
+  const char* CapOrigin(uint32_t uid) const;
 };
 
 /// Who asks, from the kernel (SO_PEERCRED or getuid()).

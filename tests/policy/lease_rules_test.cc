@@ -111,6 +111,10 @@ TEST(LeaseRulesTest, SatisfiableChecksMachineGpusListAndCap) {
             "asked for 5 GPUs; alice may hold at most 4 GPUs (max_gpus_per_user)");
   EXPECT_EQ(CheckSatisfiable(2, std::vector<std::string>{"GPU-a"}, kAlice, {}, 8).error().message,
             "asked for 2 GPUs but --gpus names 1 GPU");
+  // A user's own limit is named as such, not as the machine-wide default.
+  rules.max_gpus_per_user[kAlice.uid] = 1;
+  EXPECT_EQ(CheckSatisfiable(2, std::nullopt, kAlice, rules, 8).error().message,
+            "asked for 2 GPUs; alice may hold at most 1 GPU ([daemon.user_limits])");
 }
 
 TEST(LeaseRulesTest, AJobsLeaseIsReleasedByNobody) {
