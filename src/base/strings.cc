@@ -130,4 +130,19 @@ size_t EditDistance(std::string_view a, std::string_view b) {
   return row[b.size()];
 }
 
+std::string FormatIndexList(std::vector<int> indices) {
+  std::sort(indices.begin(), indices.end());
+  indices.erase(std::unique(indices.begin(), indices.end()), indices.end());
+  std::string out;
+  for (size_t i = 0; i < indices.size();) {
+    size_t j = i;
+    while (j + 1 < indices.size() && indices[j + 1] == indices[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += std::to_string(indices[i]);
+    if (j > i) out += (j == i + 1 ? "," : "-") + std::to_string(indices[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
 }  // namespace gpuman

@@ -31,6 +31,9 @@ std::string ToLower(std::string_view text);
 /// Levenshtein distance (insertions, deletions, substitutions): how far a typed word is
 /// from a known one, for "did you mean". Quadratic: for short words.
 size_t EditDistance(std::string_view a, std::string_view b);
+
+/// Numbers as a user would write them: sorted, runs as ranges: {0,1,2,5,7,8} -> "0-2,5,7-8".
+std::string FormatIndexList(std::vector<int> indices);
 /// `text` as one POSIX shell word: unchanged when it is not empty and holds only
 /// characters no shell treats specially (letters, digits, `_-.,:/@%+=`), else in single
 /// quotes with each ' written as '\''. For lines a shell evals (`select --format env`).

@@ -51,6 +51,7 @@
 #include <utility>
 
 #include "base/duration.h"
+#include "base/strings.h"
 #include "policy/selection.h"
 
 namespace gpuman::sched {
@@ -549,14 +550,11 @@ const Pass::FilterWhy& Pass::FilterReason(const Item& item) {
 }
 
 // "GPU-3f2a9c1d, GPU-8e0b7a42, GPU-c0ffee00, ...": UUID prefixes, enough to tell GPUs apart.
+// "GPU 1,4-6": indices, as users name GPUs (`drain 4`, `-i 4-6`), not UUID prefixes.
 std::string Pass::DrainedNames(const std::vector<int>& positions) const {
-  constexpr size_t kShown = 3;
-  std::string text;
-  for (size_t i = 0; i < positions.size() && i < kShown; ++i) {
-    text += (i > 0 ? ", " : "") + in_.snapshot.gpus[positions[i]].uuid->substr(0, 12);
-  }
-  if (positions.size() > kShown) text += ", ...";
-  return text;
+  std::vector<int> indices;
+  for (int p : positions) indices.push_back(in_.snapshot.gpus[p].index);
+  return "GPU " + FormatIndexList(std::move(indices));
 }
 
 // The drained GPUs this job could otherwise have: those of its --gpus list, else every

@@ -71,6 +71,19 @@ TEST(ShellWordTest, QuotesOnlyWhatTheShellWouldRead) {
   for (const Case& c : cases) EXPECT_EQ(ShellWord(c.text), c.want) << c.text;
 }
 
+TEST(FormatIndexListTest, RunsBecomeRanges) {
+  EXPECT_EQ(FormatIndexList({5, 0, 1, 2, 8, 7}), "0-2,5,7,8") << "a run of two stays a list";
+  EXPECT_EQ(FormatIndexList({3}), "3");
+  EXPECT_EQ(FormatIndexList({}), "");
+  EXPECT_EQ(FormatIndexList({4, 4, 5, 6}), "4-6") << "duplicates count once";
+}
+
+TEST(EditDistanceTest, CountsEdits) {
+  EXPECT_EQ(EditDistance("stauts", "status"), 2u);
+  EXPECT_EQ(EditDistance("", "abc"), 3u);
+  EXPECT_EQ(EditDistance("gpu", "gpus"), 1u);
+}
+
 TEST(FormatIsoUtcTest, FormatsEpochSeconds) {
   EXPECT_EQ(FormatIsoUtc(0), "1970-01-01T00:00:00Z");
   EXPECT_EQ(FormatIsoUtc(1764400000), "2025-11-29T07:06:40Z");

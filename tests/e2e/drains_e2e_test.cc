@@ -112,7 +112,7 @@ TEST_F(DrainsE2E, ADrainedGpuShowsInStatusHealthSelectAndQueue) {
     reason = jobs.empty() ? "" : jobs[0].value("reason", "");
     return !reason.empty();
   })) << "no reason";
-  EXPECT_EQ(reason, "needs 8 GPUs; 1 of 8 is drained (" + uuid2_.substr(0, 12) + ")");
+  EXPECT_EQ(reason, "needs 8 GPUs; 1 of 8 is drained (GPU 2)") << "named by index, as users name GPUs";
   auto queue = Gpuman({"queue"});
   EXPECT_NE(queue.out.find("1 of 8 is drained"), std::string::npos) << queue.out;
 

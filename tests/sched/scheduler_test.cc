@@ -270,12 +270,12 @@ TEST(SchedulerTest, DrainedGpuIsNeverUsed) {
   // Then three start, none on GPU 0
   ASSERT_EQ(out.start.size(), 3u);
   for (const auto& s : out.start) EXPECT_THAT(s.gpu_uuids, ::testing::Not(::testing::Contains(Uuid(0))));
-  EXPECT_EQ(ReasonOf(out, 5), "needs 4 GPUs; 1 of 4 is drained (GPU-0)");
-  EXPECT_EQ(ReasonOf(out, 6), "waiting: 1 of its --gpus is drained (GPU-0)");
+  EXPECT_EQ(ReasonOf(out, 5), "needs 4 GPUs; 1 of 4 is drained (GPU 0)");
+  EXPECT_EQ(ReasonOf(out, 6), "waiting: 1 of its --gpus is drained (GPU 0)");
 }
 
 TEST(SchedulerTest, WaitReasonNamesTheDrainsThatKeepAJobWaiting) {
-  // Given 8 GPUs, 3 drained (long UUIDs are shown by their first 12 characters)
+  // Given 8 GPUs, 3 drained (named by index, as users name GPUs)
   SchedulerInput in = Given(Plain(8));
   for (auto& g : in.snapshot.gpus) g.uuid = "GPU-" + std::to_string(g.index) + "abcdef01-2345-6789";
   const auto& gpus = in.snapshot.gpus;
@@ -293,11 +293,11 @@ TEST(SchedulerTest, WaitReasonNamesTheDrainsThatKeepAJobWaiting) {
   SchedulerOutput out = Schedule(in);
   // Then nothing starts, and each reason says that drains are (part of) why
   EXPECT_THAT(Started(out), IsEmpty());
-  EXPECT_EQ(ReasonOf(out, 1), "needs 8 GPUs; 3 of 8 are drained (GPU-1abcdef0, GPU-4abcdef0, GPU-6abcdef0)");
-  EXPECT_EQ(ReasonOf(out, 2).rfind("waiting for 3 GPUs; 2 free, 3 drained (GPU-1abcdef0, GPU-4abcdef0, GPU-6abcdef0)", 0),
+  EXPECT_EQ(ReasonOf(out, 1), "needs 8 GPUs; 3 of 8 are drained (GPU 1,4,6)");
+  EXPECT_EQ(ReasonOf(out, 2).rfind("waiting for 3 GPUs; 2 free, 3 drained (GPU 1,4,6)", 0),
             0u)
       << ReasonOf(out, 2);
-  EXPECT_EQ(ReasonOf(out, 3), "waiting: 2 of its --gpus are drained (GPU-1abcdef0, GPU-4abcdef0)");
+  EXPECT_EQ(ReasonOf(out, 3), "waiting: 2 of its --gpus are drained (GPU 1,4)");
 }
 
 TEST(SchedulerTest, WaitReasonWithoutDrainsIsUnchanged) {
