@@ -288,9 +288,9 @@ bool Collector::Tick(int64_t now, const model::MachineSnapshot* sample, const st
   if (auto live = leases_.List(store::ProcLivenessCheck())) leases = std::move(*live);
   // Summaries (the environments stay on disk), copied only when they changed: a sweep's
   // 10,000 queued jobs are not copied every sample.
-  if (auto active = jobs_.ActiveSummaries(); active && *active != jobs_seen_) {
-    jobs_seen_ = std::move(*active);
-    jobs_copy_ = *jobs_seen_;
+  if (auto active = jobs_.ActiveSummaries(); active && jobs_.summaries_generation() != jobs_generation_) {
+    jobs_generation_ = jobs_.summaries_generation();
+    jobs_copy_ = **active;
     held_.clear();
     held_at_.clear();
     for (size_t i = 0; i < jobs_copy_.size(); ++i) {

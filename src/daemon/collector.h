@@ -130,7 +130,7 @@ class Collector {
   std::optional<slurm::JobRecordCache> slurm_jobs_;  // set when options_.slurm_state_dir is
   std::unique_ptr<health::KernelLogReader> kernel_log_;
   std::vector<std::string> xid_sources_, xid_notes_;
-  std::shared_ptr<const std::vector<model::Job>> jobs_seen_;  // the summaries jobs_copy_ copies
+  uint64_t jobs_generation_ = 0;  // JobStore::summaries_generation() jobs_copy_ was copied at
   std::vector<model::Job> jobs_copy_;                         // annotated each sample
   std::vector<model::Job> held_;                              // its jobs with a lease
   std::vector<size_t> held_at_;                               // where they are in jobs_copy_

@@ -335,28 +335,33 @@ Status Daemon::Start() {
 // A job in starting whose supervisor and job process are gone never ran: it is queued
 // again. A running job whose supervisor died is adopted (WatchOrphan): its GPUs stay taken
 // while any process of the job lives.
-const Daemon::ActiveJobs* Daemon::CurrentJobs() {
+std::optional<Daemon::ActiveJobs> Daemon::CurrentJobs() {
   auto listed = jobs_->ActiveSummaries();
-  if (!listed) return nullptr;
-  if (*listed == active_jobs_.all) return &active_jobs_;
+  if (!listed) return std::nullopt;
   ActiveJobs& a = active_jobs_;
-  a.all = std::move(*listed);
-  a.held.clear();
-  a.any_queued = false;
-  for (const auto& j : *a.all) {
-    if (j.state == model::JobState::kStarting || j.state == model::JobState::kRunning) a.held.push_back(&j);
-    a.any_queued = a.any_queued || j.state == model::JobState::kQueued;
+  if (!active_jobs_known_ || a.generation != jobs_->summaries_generation()) {
+    a.held.clear();
+    a.any_queued = false;
+    const std::vector<model::Job>& all = **listed;
+    for (size_t i = 0; i < all.size(); ++i) {
+      const model::JobState s = all[i].state;
+      if (s == model::JobState::kStarting || s == model::JobState::kRunning) a.held.push_back(i);
+      a.any_queued = a.any_queued || s == model::JobState::kQueued;
+    }
+    a.momentary = sched::AnyMomentaryFilters(all);
+    a.generation = jobs_->summaries_generation();
+    active_jobs_known_ = true;
   }
-  a.momentary = sched::AnyMomentaryFilters(*a.all);
-  return &a;
+  ActiveJobs out = a;
+  out.all = std::move(*listed);
+  return out;
 }
 
 void Daemon::Reconcile() {
-  const ActiveJobs* jobs = CurrentJobs();
+  const std::optional<ActiveJobs> jobs = CurrentJobs();  // kept alive through the transitions below
   if (!jobs) return;
-  // The list may be replaced by the transitions below: keep this one alive.
-  const std::shared_ptr<const std::vector<model::Job>> keep = jobs->all;
-  const std::vector<const model::Job*> held = jobs->held;
+  std::vector<const model::Job*> held;
+  for (size_t i : jobs->held) held.push_back(&(*jobs->all)[i]);
   const int64_t now = clock_.NowUnixMs();
   std::erase_if(orphans_, [&](const auto& entry) {
     return std::none_of(held.begin(), held.end(), [&](const model::Job* j) {
@@ -657,12 +662,11 @@ void Daemon::SweepLeaseCgroups(int64_t now) {
 }
 
 void Daemon::WatchRunningJobs() {
-  const ActiveJobs* jobs = CurrentJobs();
+  const std::optional<ActiveJobs> jobs = CurrentJobs();  // as in Reconcile
   if (!jobs) return;
-  const std::shared_ptr<const std::vector<model::Job>> keep = jobs->all;  // as in Reconcile
   std::vector<const model::Job*> running;
-  for (const model::Job* j : jobs->held) {
-    if (j->state == model::JobState::kRunning) running.push_back(j);
+  for (size_t i : jobs->held) {
+    if ((*jobs->all)[i].state == model::JobState::kRunning) running.push_back(&(*jobs->all)[i]);
   }
   if (running.empty()) {
     told_gpu_lost_.clear();
@@ -704,9 +708,9 @@ void Daemon::SchedulePass() {
   Reconcile();
   if (!latest_) TakeSample(clock_.NowUnixMs(), false);  // a pass before the first tick (tests)
   WatchRunningJobs();
-  const ActiveJobs* jobs = CurrentJobs();
+  std::optional<ActiveJobs> jobs = CurrentJobs();
   if (!jobs) return;
-  const std::shared_ptr<const std::vector<model::Job>> listed = jobs->all;
+  const std::shared_ptr<const std::vector<model::Job>> listed = std::move(jobs->all);
   const bool momentary = jobs->momentary;
   // The scheduler treats a dependency it is not shown as succeeded: add the finished jobs
   // that active ones run after.

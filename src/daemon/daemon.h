@@ -156,13 +156,15 @@ class Daemon {
   // The active jobs (JobStore::ActiveSummaries) and what every pass asks of them, worked
   // out once per change of the list, not once per look: a sweep queues 10,000 of them.
   struct ActiveJobs {
-    std::shared_ptr<const std::vector<model::Job>> all;
-    std::vector<const model::Job*> held;  // starting or running, pointing into `all`
+    std::shared_ptr<const std::vector<model::Job>> all;  // held by the caller while in use only
+    std::vector<size_t> held;  // positions in `all` of the starting and running jobs
     bool any_queued = false;
     bool momentary = false;  // sched::AnyMomentaryFilters
+    uint64_t generation = 0;  // JobStore::summaries_generation() it was worked out at
   };
-  /// Null when the state db cannot be read. Valid until the next call.
-  const ActiveJobs* CurrentJobs();
+  /// nullopt when the state db cannot be read. The daemon keeps what it worked out, not
+  /// the list: a list kept alive would be copied on every submit.
+  std::optional<ActiveJobs> CurrentJobs();
   void Reconcile();
   void WatchOrphan(const model::Job& job, int64_t now);
   void BeginEnding(const model::Job& job, model::JobState as, const std::string& reason, int64_t now);
@@ -291,7 +293,8 @@ class Daemon {
   };
   static constexpr int64_t kFullPassEveryMs = 10'000;
   std::optional<PassInputs> last_pass_inputs_;
-  ActiveJobs active_jobs_;
+  ActiveJobs active_jobs_;  // without `all` (CurrentJobs)
+  bool active_jobs_known_ = false;
   int64_t last_full_pass_ms_ = 0;
   int64_t next_pass_ms_ = 0;
   int64_t full_passes_ = 0;  // passes that ran Schedule (tests)  // passes asked for by changes wait until then (Tick)

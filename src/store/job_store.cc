@@ -521,6 +521,7 @@ Result<std::shared_ptr<const std::vector<model::Job>>> JobStore::ActiveSummaries
   if (!jobs) return jobs.error().WithContext("list active jobs");
   summaries_ = std::make_shared<std::vector<model::Job>>(std::move(*jobs));
   summaries_version_ = *version;
+  ++summaries_generation_;
   return std::shared_ptr<const std::vector<model::Job>>(summaries_);
 }
 
@@ -531,6 +532,7 @@ bool JobStore::SummariesCurrentLocked() {
 }
 
 void JobStore::NoteOwnWrite(bool was_current, const model::Job& job) {
+  ++summaries_generation_;
   if (!was_current || !summaries_) {
     summaries_.reset();  // read again at the next ActiveSummaries
     return;

@@ -88,6 +88,10 @@ class JobStore {
   /// Transition; those two apply their change to the list in place. A returned list never
   /// changes afterwards (a later change makes a new one). Errors: kIo.
   Result<std::shared_ptr<const std::vector<model::Job>>> ActiveSummaries();
+  /// Changes whenever the list ActiveSummaries returns changes (read again, or changed in
+  /// place): callers that work something out of the list keep this, not the list, since a
+  /// list kept alive is copied on this store's next write.
+  uint64_t summaries_generation() const { return summaries_generation_; }
 
   /// Changes whenever anything in the state db changed: jobs, leases, drains, usage,
   /// committed by this connection or another. Equal versions: nothing changed between.
@@ -170,6 +174,7 @@ class JobStore {
   JobStoreOptions options_;
   std::shared_ptr<std::vector<model::Job>> summaries_;  // ActiveSummaries' list, or null
   Version summaries_version_;                          // the state it was current at
+  uint64_t summaries_generation_ = 0;
 };
 
 }  // namespace gpuman::store

@@ -738,7 +738,7 @@ TEST_F(JobStoreTest, OutputPatternsAreFilledInWithTheNewId) {
   auto stored = store_->Get(a.id);
   ASSERT_TRUE(stored.has_value() && stored->has_value());
   EXPECT_EQ((*stored)->output_path, a.output_path) << "stored expanded: supervisor, logs and show agree";
-  draft.output_path = "/" + std::string(model::kMaxJobPathBytes - 3, 'x') + "%j";
+  draft.output_path = "/" + std::string(model::kMaxJobPathBytes - 3, 'x') + "%x";  // "train": 3 bytes more
   auto over = store_->Submit(draft);
   ASSERT_FALSE(over.has_value());
   EXPECT_EQ(over.error().code, ErrorCode::kInvalidArgument);
