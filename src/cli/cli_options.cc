@@ -287,6 +287,9 @@ CLI::App* AddSlurmCommand(CLI::App& app, SlurmArgs& args) {
   gres_conf->add_flag("--check", args.check,
                       "Compare what slurmd reports (slurmd -G: device files, Cores=, Links=) with NVML; exit 6 on a "
                       "mismatch");
+  gres_conf->add_flag("--allow-missing", args.allow_missing,
+                      "Print the file even when a GPU (lost, or without a minor number) is left out of it, "
+                      "which shifts Slurm's indices of the GPUs after it (otherwise exit 6)");
   AddSlurmHookCommands(*cmd, args.hooks);
   AddSlurmJobSummaryCommand(*cmd, args.summary_job_id);
   return cmd;
@@ -409,7 +412,22 @@ std::string DescribeParseError(CLI::App& app, const CLI::ParseError& e) {
   // checks earlier (`run --frob` is "command is required" to CLI11).
   std::vector<std::string> extras = app.remaining(true);
   for (const std::string& arg : extras) {
-    if (arg.size() > 1 && arg[0] == '-' && arg != "--") return "unknown option " + arg.substr(0, arg.find('=')) + hint;
+    if (arg.size() > 1 && arg[0] == '-' && arg != "--") {
+      const std::string typed = arg.substr(0, arg.find('='));
+      // "did you mean": the closest long option of this command, when it is close.
+      std::string best;
+      size_t best_distance = typed.size() >= 7 ? 3 : 2;
+      for (const CLI::Option* opt : deepest->get_options()) {
+        for (const std::string& lname : opt->get_lnames()) {
+          const size_t d = EditDistance(typed, "--" + lname);
+          if (d < best_distance) {
+            best_distance = d;
+            best = "--" + lname;
+          }
+        }
+      }
+      return "unknown option " + typed + (best.empty() ? "" : " (did you mean " + best + "?)") + hint;
+    }
   }
   const std::string what = e.what();
   const size_t colon = what.find(": ");
@@ -459,6 +477,13 @@ std::string DescribeParseError(CLI::App& app, const CLI::ParseError& e) {
     // e.g. "--watch: 1 required FLOAT:FLOAT in [0.1 - 86400] missing"
     if (!name.empty() && detail.find(" required ") != std::string::npos && detail.ends_with(" missing")) {
       return name + " needs a value" + hint;
+    }
+    // e.g. "ID: At Most 1 required but received 2": CLI11's wording, said plainly.
+    static const std::regex at_most(R"(At Most (\d+) required but received (\d+))");
+    std::smatch m;
+    if (!name.empty() && std::regex_search(detail, m, at_most)) {
+      return command + " takes " + (m[1] == "1" ? std::string("one ") + name : "at most " + std::string(m[1]) + " " + name) +
+             " (" + std::string(m[2]) + " given)" + hint;
     }
     return Fold(what) + hint;
   }
@@ -648,8 +673,18 @@ ParsedCommandLine ParseWholeTree(int argc, char** argv) {
   // CLI11 reports an unknown command as "a subcommand is required"; say what was meant.
   if (const std::string& arg = failed.args.command; !arg.empty() && !tree.Has(arg)) {
     std::string names;
-    for (const std::string& name : tree.CommandNames()) names += (names.empty() ? "" : ", ") + name;
-    failed.error = MakeError(ErrorCode::kInvalidArgument, "unknown command '" + arg + "' (commands: " + names + ")");
+    std::string closest;
+    size_t closest_distance = arg.size() >= 5 ? 3 : 2;  // what counts as a typo, plus one
+    for (const std::string& name : tree.CommandNames()) {
+      names += (names.empty() ? "" : ", ") + name;
+      if (const size_t d = EditDistance(arg, name); d < closest_distance) {
+        closest_distance = d;
+        closest = name;
+      }
+    }
+    failed.error = MakeError(ErrorCode::kInvalidArgument,
+                             "unknown command '" + arg + "' " +
+                                 (closest.empty() ? "(commands: " + names + ")" : "(did you mean '" + closest + "'?)"));
     return failed;
   }
 

@@ -50,7 +50,7 @@ const std::vector<render::TableRow>& ExitCodeTable() {
        "NVML or the NVIDIA driver could not be loaded or initialised (one line names the library and the reason)"},
       {std::to_string(kExitNotEnoughGpus), "not enough GPUs fit the request (select; run says 125)"},
       {std::to_string(kExitPermission), "permission denied"},
-      {std::to_string(kExitUnhealthy), "health: at least one fatal finding; slurm gres-conf --check: a mismatch; slurm healthcheck: a fatal finding; slurm prolog: job refused; slurm epilog: something left on the job's GPUs"},
+      {std::to_string(kExitUnhealthy), "health: at least one fatal finding; slurm gres-conf: a GPU would be left out (without --allow-missing); slurm gres-conf --check: a mismatch; slurm healthcheck: a fatal finding; slurm prolog: job refused; slurm epilog: something left on the job's GPUs"},
       {std::to_string(kExitHealthWarnings), "health: warnings only"},
   };
   return rows;

@@ -39,10 +39,21 @@ int RunSlurm(const SlurmArgs& args, Context& ctx) {
   const std::string node = ctx.env().Get("SLURMD_NODENAME").value_or(ShortHostName());
   if (!args.check) {
     const slurm::GresConf conf = slurm::GenerateGresConf(*snap, node);
+    if (!conf.missing.empty() && !args.allow_missing) {
+      // A shorter file moves every later GPU to a lower Slurm index: jobs would get the
+      // wrong devices. Nothing on stdout, so that `> gres.conf` is visibly empty.
+      for (const std::string& p : conf.problems) ctx.err() << "gpuman: error: " << EscapeControl(p) << "\n";
+      ctx.err() << "gpuman: error: slurm gres-conf: " << conf.missing.size() << " of " << snap->gpus.size()
+                << " GPU(s) missing (GPU " << conf.missing.front()
+                << (conf.missing.size() > 1 ? " first" : "")
+                << "): the GPUs after it would get other Slurm indices; fix or remove the GPU, or pass "
+                   "--allow-missing to write the shorter file anyway\n";
+      return kExitUnhealthy;
+    }
     ctx.out() << "# gres.conf for " << node << " (gpuman slurm gres-conf), GPUs in PCI bus order\n";
     for (const std::string& line : conf.lines) ctx.out() << line << "\n";
     ctx.out() << "# slurm.conf: NodeName=" << node << " ... Gres=" << conf.node_gres << "\n";
-    for (const std::string& p : conf.problems) ctx.err() << "gpuman: warning: " << p << "\n";
+    for (const std::string& p : conf.problems) ctx.err() << "gpuman: warning: " << EscapeControl(p) << "\n";
     return conf.lines.empty() && !snap->gpus.empty() ? kExitError : kExitOk;
   }
   auto captured = slurm::RunCapture({"slurmd", "-G"});

@@ -1,4 +1,4 @@
-// `gpuman slurm gres-conf [--check]`, `healthcheck`, `prolog`, `epilog`: node-side help for
+// `gpuman slurm gres-conf [--check] [--allow-missing]`, `healthcheck`, `prolog`, `epilog`: node-side help for
 // Slurm admins (docs/slurm.md).
 // Main thread only.
 #pragma once
@@ -13,6 +13,7 @@ namespace gpuman::cli {
 struct SlurmArgs {
   std::string subcommand;  // gres-conf | healthcheck | prolog | epilog | job-summary (the parser sets it)
   bool check = false;  // gres-conf --check: compare slurmd -G with NVML
+  bool allow_missing = false;  // gres-conf: print the file even when a GPU is left out of it
   SlurmHookArgs hooks;  // healthcheck, prolog, epilog (cli/slurm_hooks.h)
   std::string summary_job_id;         // job-summary ID (cli/slurm_accounting.h)
 };

@@ -88,6 +88,7 @@ constexpr SymbolSpec kSymbols[] = {
   {Sym::kDeviceGetTopologyCommonAncestor, false, {"nvmlDeviceGetTopologyCommonAncestor", nullptr, nullptr}},
   {Sym::kDeviceGetNvLinkState, false, {"nvmlDeviceGetNvLinkState", nullptr, nullptr}},
   {Sym::kDeviceGetNvLinkRemotePciInfo, false, {"nvmlDeviceGetNvLinkRemotePciInfo_v2", "nvmlDeviceGetNvLinkRemotePciInfo", nullptr}},
+  {Sym::kDeviceGetNvLinkRemoteDeviceType, false, {"nvmlDeviceGetNvLinkRemoteDeviceType", nullptr, nullptr}},
   {Sym::kDeviceGetProcessUtilization, false, {"nvmlDeviceGetProcessUtilization", nullptr, nullptr}},
   {Sym::kDeviceGetSupportedEventTypes, false, {"nvmlDeviceGetSupportedEventTypes", nullptr, nullptr}},
   {Sym::kEventSetCreate, false, {"nvmlEventSetCreate", nullptr, nullptr}},

@@ -31,6 +31,7 @@ enum class Sym : int {
   kDeviceGetCpuAffinity, kDeviceGetMemoryAffinity, kDeviceGetNumaNodeId,
   kDeviceGetComputeRunningProcesses, kDeviceGetGraphicsRunningProcesses,
   kDeviceGetTopologyCommonAncestor, kDeviceGetNvLinkState, kDeviceGetNvLinkRemotePciInfo,
+  kDeviceGetNvLinkRemoteDeviceType,
   kDeviceGetProcessUtilization, kDeviceGetSupportedEventTypes,
   kEventSetCreate, kDeviceRegisterEvents, kEventSetWait, kEventSetFree,
   kCount,

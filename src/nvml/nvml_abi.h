@@ -138,6 +138,15 @@ typedef int nvmlEccCounterType_t;
 enum : int { NVML_VOLATILE_ECC = 0, NVML_AGGREGATE_ECC = 1 };
 typedef int nvmlAffinityScope_t;
 enum : int { NVML_AFFINITY_SCOPE_NODE = 0, NVML_AFFINITY_SCOPE_SOCKET = 1 };
+// nvmlIntNvLinkDeviceType_t: what is at the far end of an NVLink
+// (nvmlDeviceGetNvLinkRemoteDeviceType).
+typedef int nvmlIntNvLinkDeviceType_t;
+enum : int {
+  NVML_NVLINK_DEVICE_TYPE_GPU = 0x00,
+  NVML_NVLINK_DEVICE_TYPE_IBMNPU = 0x01,
+  NVML_NVLINK_DEVICE_TYPE_SWITCH = 0x02,
+  NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF,
+};
 typedef int nvmlGpuTopologyLevel_t;
 enum : int {
   NVML_TOPOLOGY_INTERNAL = 0,
@@ -228,6 +237,8 @@ typedef nvmlReturn_t (*nvmlDeviceGetTopologyCommonAncestor_fn)(nvmlDevice_t, nvm
 typedef nvmlReturn_t (*nvmlDeviceGetNvLinkState_fn)(nvmlDevice_t, unsigned int, nvmlEnableState_t*);
 typedef nvmlReturn_t (*nvmlDeviceGetNvLinkRemotePciInfo_fn)(nvmlDevice_t, unsigned int,
                                                             nvmlPciInfo_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetNvLinkRemoteDeviceType_fn)(nvmlDevice_t, unsigned int,
+                                                               nvmlIntNvLinkDeviceType_t*);
 
 typedef nvmlReturn_t (*nvmlEventSetCreate_fn)(nvmlEventSet_t*);
 typedef nvmlReturn_t (*nvmlDeviceRegisterEvents_fn)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "base/strings.h"
@@ -485,44 +488,99 @@ model::PcieLevel PcieLevelFromNvml(nvmlGpuTopologyLevel_t level) {
   }
 }
 
-// NVLink counts from each GPU's active links and the PCI address at their far end, and
-// the common PCIe ancestor of every pair. Links to NVSwitches (no GPU at the far end)
-// are not counted as GPU-to-GPU links.
-model::Topology ReadTopology(const NvmlLibrary& lib, const std::vector<nvmlDevice_t>& handles,
-                             const std::vector<model::DeviceSnapshot>& gpus) {
+// A return code that says the GPU itself cannot answer now (lost, needs a reset, ...):
+// what was read without it is not kept.
+bool Unreachable(nvmlReturn_t rc) {
+  return rc == NVML_ERROR_GPU_IS_LOST || rc == NVML_ERROR_RESET_REQUIRED || rc == NVML_ERROR_IRQ_ISSUE ||
+         rc == NVML_ERROR_CORRUPTED_INFOROM || rc == NVML_ERROR_UNINITIALIZED;
+}
+
+struct TopologyRead {
+  model::Topology topology;
+  bool complete = true;  // every GPU answered: fit to keep for later snapshots
+};
+
+// NVLink counts from each GPU's active links and what is at their far end, and the common
+// PCIe ancestor of every pair. A link to another GPU (its PCI address) counts for that pair.
+// Links to NVSwitches (nvmlDeviceGetNvLinkRemoteDeviceType says SWITCH) join every two GPUs
+// that reach a common switch (same switch PCI address; an unknown address counts as one
+// shared switch) with NV<n>, n = the smaller of the two GPUs' switch link counts, as
+// `nvidia-smi topo -m` shows NV18 on HGX H100. Without that entry point (old drivers)
+// switch links are not counted. Health plays no part (a GPU with ECC errors keeps its
+// links); only GPUs that cannot answer (`reachable` false: no handle, lost, reset
+// required) are left out, and the result is then marked incomplete.
+TopologyRead ReadTopology(const NvmlLibrary& lib, const std::vector<nvmlDevice_t>& handles,
+                          const std::vector<model::DeviceSnapshot>& gpus, const std::vector<bool>& reachable) {
   const size_t n = handles.size();
-  model::Topology topo;
+  TopologyRead out;
+  model::Topology& topo = out.topology;
   topo.nvlinks.assign(n, std::vector<int>(n, 0));
   topo.pcie.assign(n, std::vector<model::PcieLevel>(n, model::PcieLevel::kUnknown));
   auto ancestor = lib.Get<nvmlDeviceGetTopologyCommonAncestor_fn>(Sym::kDeviceGetTopologyCommonAncestor);
   auto link_state = lib.Get<nvmlDeviceGetNvLinkState_fn>(Sym::kDeviceGetNvLinkState);
   auto remote_pci = lib.Get<nvmlDeviceGetNvLinkRemotePciInfo_fn>(Sym::kDeviceGetNvLinkRemotePciInfo);
+  auto remote_type = lib.Get<nvmlDeviceGetNvLinkRemoteDeviceType_fn>(Sym::kDeviceGetNvLinkRemoteDeviceType);
+  auto answers = [&](size_t i) { return handles[i] != nullptr && i < reachable.size() && reachable[i]; };
+  std::vector<int> switch_links(n, 0);
+  std::vector<std::set<std::string>> switches(n);  // PCI addresses of the switches each GPU reaches
   for (size_t i = 0; i < n; ++i) {
     topo.pcie[i][i] = model::PcieLevel::kSelf;
-    if (handles[i] == nullptr || !gpus[i].is_healthy) continue;
+    if (!answers(i)) {
+      out.complete = false;
+      continue;
+    }
     for (size_t j = i + 1; j < n && ancestor; ++j) {
-      if (handles[j] == nullptr) continue;
+      if (!answers(j)) continue;
       nvmlGpuTopologyLevel_t level = 0;
-      if (ancestor(handles[i], handles[j], &level) == NVML_SUCCESS) {
+      nvmlReturn_t rc = ancestor(handles[i], handles[j], &level);
+      if (rc == NVML_SUCCESS) {
         topo.pcie[i][j] = topo.pcie[j][i] = PcieLevelFromNvml(level);
+      } else if (Unreachable(rc)) {
+        out.complete = false;
       }
     }
-    if (!link_state || !remote_pci) continue;
+    if (!link_state) continue;
     for (unsigned link = 0; link < NVML_NVLINK_MAX_LINKS; ++link) {
       nvmlEnableState_t active = NVML_FEATURE_DISABLED;
       nvmlReturn_t rc = link_state(handles[i], link, &active);
       if (rc == NVML_ERROR_NOT_SUPPORTED) break;  // no NVLink on this GPU
+      if (Unreachable(rc)) {
+        out.complete = false;
+        break;
+      }
       if (rc != NVML_SUCCESS || active != NVML_FEATURE_ENABLED) continue;
+      nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
+      const bool type_known = remote_type && remote_type(handles[i], link, &type) == NVML_SUCCESS;
       nvmlPciInfo_t pci{};
-      if (remote_pci(handles[i], link, &pci) != NVML_SUCCESS) continue;
-      char bus[32];
-      std::snprintf(bus, sizeof bus, "%08X:%02X:%02X.0", pci.domain, pci.bus, pci.device);
+      std::string bus;
+      if (remote_pci && remote_pci(handles[i], link, &pci) == NVML_SUCCESS) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%08X:%02X:%02X.0", pci.domain, pci.bus, pci.device);
+        bus = text;
+      }
+      if (type_known && type == NVML_NVLINK_DEVICE_TYPE_SWITCH) {
+        ++switch_links[i];
+        switches[i].insert(bus);  // "" when the address is unknown
+        continue;
+      }
+      if (bus.empty() || (type_known && type != NVML_NVLINK_DEVICE_TYPE_GPU)) continue;
       for (size_t j = 0; j < n; ++j) {
-        if (j != i && gpus[j].pci_bus_id == std::string(bus)) ++topo.nvlinks[i][j];
+        if (j != i && gpus[j].pci_bus_id == bus) ++topo.nvlinks[i][j];
       }
     }
   }
-  return topo;
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = i + 1; j < n && switch_links[i] > 0; ++j) {
+      if (switch_links[j] == 0) continue;
+      const bool shared = std::any_of(switches[i].begin(), switches[i].end(),
+                                      [&](const std::string& sw) { return switches[j].count(sw) > 0; });
+      if (!shared) continue;
+      const int links = std::min(switch_links[i], switch_links[j]);
+      topo.nvlinks[i][j] += links;
+      topo.nvlinks[j][i] += links;
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -576,6 +634,7 @@ Result<model::MachineSnapshot> NvmlDeviceSource::Snapshot(const devices::Snapsho
   auto get_handle = lib_.Get<nvmlDeviceGetHandleByIndex_fn>(Sym::kDeviceGetHandleByIndex);
   snap.gpus.resize(count);
   std::vector<nvmlDevice_t> handles(count, nullptr);
+  std::vector<bool> reachable(count, false);  // answered this time (for the topology)
   bool set_changed = false;
   for (unsigned i = 0; i < count; ++i) {
     model::DeviceSnapshot& dev = snap.gpus[i];
@@ -622,6 +681,7 @@ Result<model::MachineSnapshot> NvmlDeviceSource::Snapshot(const devices::Snapsho
     }
     const FieldSet fresh = fields & ~cached;
     if (!r.lost()) ReadDevice(lib_, slot.handle, sysfs_root_, fresh, r, *c, dev);
+    reachable[i] = !r.failed();
 
     if (r.failed()) {
       // Lost, reset required, ...: report what it said now, keep nothing, and ask it all
@@ -673,12 +733,10 @@ Result<model::MachineSnapshot> NvmlDeviceSource::Snapshot(const devices::Snapsho
   }
   if (options.topology) {
     if (!topology_) {
-      model::Topology topo = ReadTopology(lib_, handles, snap.gpus);
-      // Kept only when every GPU took part (a failed one may come back with its links).
-      if (std::all_of(snap.gpus.begin(), snap.gpus.end(), [](const model::DeviceSnapshot& g) { return g.is_healthy; })) {
-        topology_ = topo;
-      }
-      snap.topology = std::move(topo);
+      TopologyRead read = ReadTopology(lib_, handles, snap.gpus, reachable);
+      // Kept only when every GPU took part (a lost one may come back with its links).
+      if (read.complete) topology_ = read.topology;
+      snap.topology = std::move(read.topology);
     } else {
       snap.topology = topology_;
     }

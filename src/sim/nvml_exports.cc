@@ -206,15 +206,38 @@ nvmlReturn_t ListProcesses(const char* function, nvmlDevice_t device, bool graph
   return NVML_SUCCESS;
 }
 
+// The PCI address NVML reports for the far end of a link to NVSwitch `number`.
+Pci SwitchPci(unsigned number) {
+  Pci pci;
+  pci.domain = 0xFFFF;
+  pci.bus = number;
+  pci.device = 0;
+  pci.device_id = 0x22A3;  // an NVSwitch (third generation, HGX H100)
+  return pci;
+}
+
+// The active link `link` of `gpu`, or nullptr (inactive, or no such link).
+const NvLink* FindNvLink(const Gpu& gpu, unsigned link) {
+  if (!gpu.nvlinks) return nullptr;
+  for (const NvLink& l : *gpu.nvlinks) {
+    if (l.link == link) return &l;
+  }
+  return nullptr;
+}
+
 nvmlReturn_t NvLinkRemotePci(const char* function, nvmlDevice_t device, unsigned link,
                              nvmlPciInfo_t* pci) {
   return DeviceCall(function, device, [&](const Gpu& gpu, const Scenario& s) -> nvmlReturn_t {
     if (!pci || link >= NVML_NVLINK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
     if (!gpu.nvlinks) return NVML_ERROR_NOT_SUPPORTED;
-    for (const auto& [l, peer] : *gpu.nvlinks) {
-      if (l == link) return PutPci(s.gpus[peer], pci);
+    const NvLink* l = FindNvLink(gpu, link);
+    if (!l) return NVML_ERROR_NOT_SUPPORTED;  // an inactive link has no remote end
+    if (l->to_switch) {
+      Gpu nvswitch;
+      nvswitch.pci = SwitchPci(l->target);
+      return PutPci(nvswitch, pci);
     }
-    return NVML_ERROR_NOT_SUPPORTED;  // an inactive link has no remote end
+    return PutPci(s.gpus[l->target], pci);
   });
 }
 
@@ -607,9 +630,7 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsi
   return DeviceCall(__func__, device, [&](const Gpu& g) -> nvmlReturn_t {
     if (!is_active || link >= NVML_NVLINK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
     if (!g.nvlinks) return NVML_ERROR_NOT_SUPPORTED;
-    bool active = std::any_of(g.nvlinks->begin(), g.nvlinks->end(),
-                              [&](const auto& l) { return l.first == link; });
-    *is_active = active ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+    *is_active = FindNvLink(g, link) ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
     return NVML_SUCCESS;
   });
 }
@@ -619,6 +640,19 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t devi
   return NvLinkRemotePci(__func__, device, link, pci);
 }
 #if !FAKE_NVML_LEGACY
+// Not in the legacy build: it stands for a driver too old to tell GPUs from NVSwitches.
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device,
+                                                                  unsigned int link,
+                                                                  nvmlIntNvLinkDeviceType_t* type) {
+  return DeviceCall(__func__, device, [&](const Gpu& g) -> nvmlReturn_t {
+    if (!type || link >= NVML_NVLINK_MAX_LINKS) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!g.nvlinks) return NVML_ERROR_NOT_SUPPORTED;
+    const NvLink* l = FindNvLink(g, link);
+    if (!l) return NVML_ERROR_NOT_SUPPORTED;  // an inactive link has no remote end
+    *type = l->to_switch ? NVML_NVLINK_DEVICE_TYPE_SWITCH : NVML_NVLINK_DEVICE_TYPE_GPU;
+    return NVML_SUCCESS;
+  });
+}
 FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device,
                                                                   unsigned int link,
                                                                   nvmlPciInfo_t* pci) {

@@ -275,12 +275,26 @@ Gpu ParseGpu(const json& g, size_t gpu_count) {
     gpu.nvlinks.emplace();
     for (size_t i = 0; i < links->size(); ++i) {
       const json& l = (*links)[i];
-      auto [link, peer] = In("nvlinks[" + std::to_string(i) + "]", [&] {
-        return std::pair(Required<unsigned>(l, "link"), Required<unsigned>(l, "peer"));
+      const std::string where = "nvlinks[" + std::to_string(i) + "]";
+      const bool to_switch = l.is_object() && l.contains("switch");
+      if (l.is_object() && to_switch == l.contains("peer")) {
+        throw std::runtime_error(where + ": expected one of peer or switch");
+      }
+      NvLink nvlink = In(where, [&] {
+        return NvLink{Required<unsigned>(l, "link"),
+                      to_switch ? Required<unsigned>(l, "switch") : Required<unsigned>(l, "peer"), to_switch};
       });
-      if (link >= NVML_NVLINK_MAX_LINKS) throw std::runtime_error("nvlinks: link index >= 18");
-      if (peer >= gpu_count) throw std::runtime_error("nvlinks: peer is not a GPU index");
-      gpu.nvlinks->emplace_back(link, peer);
+      if (nvlink.link >= NVML_NVLINK_MAX_LINKS) throw std::runtime_error("nvlinks: link index >= 18");
+      if (!nvlink.to_switch && nvlink.target >= gpu_count) throw std::runtime_error("nvlinks: peer is not a GPU index");
+      if (nvlink.to_switch && nvlink.target >= kMaxNvSwitches) {
+        throw std::runtime_error("nvlinks: switch number >= " + std::to_string(kMaxNvSwitches));
+      }
+      for (const NvLink& other : *gpu.nvlinks) {
+        if (other.link == nvlink.link) {
+          throw std::runtime_error("nvlinks: link " + std::to_string(nvlink.link) + " twice");
+        }
+      }
+      gpu.nvlinks->push_back(nvlink);
     }
   }
   if (const json* procs = Section(g, "processes", /*array=*/true)) {

@@ -19,6 +19,9 @@ namespace gpuman::sim {
 
 // Handles are fixed slots (sim/state.h): a scenario has at most this many GPUs.
 inline constexpr unsigned kMaxGpus = 64;
+// NVSwitch numbers in nvlinks: 0..15. Switch k has PCI address 0000FFFF:<k>:00.0, a domain
+// no GPU of a shipped scenario uses (nvml_exports.cc).
+inline constexpr unsigned kMaxNvSwitches = 16;
 
 // ---------------------------------------------------------------------------------------
 // Return codes: scenario names (the NVML_ERROR_ suffix) and nvmlErrorString texts.
@@ -97,6 +100,14 @@ struct RemappedRows {
   unsigned corrected = 0, uncorrected = 0, pending = 0, failure = 0;
 };
 
+// One active NVLink: to another GPU of the scenario, or to NVSwitch number `target`
+// (NVSwitches have no entry of their own; each number stands for one switch chip).
+struct NvLink {
+  unsigned link = 0;
+  unsigned target = 0;  // GPU index, or switch number when to_switch
+  bool to_switch = false;
+};
+
 struct Gpu {
   std::string uuid;
   std::optional<std::string> name, serial;
@@ -115,7 +126,7 @@ struct Gpu {
   std::optional<std::vector<unsigned>> cpu_affinity;  // CPU numbers
   std::optional<unsigned> numa_node;
   std::optional<std::string> pci_switch, host_bridge;
-  std::optional<std::vector<std::pair<unsigned, unsigned>>> nvlinks;  // (link, peer index)
+  std::optional<std::vector<NvLink>> nvlinks;
   std::vector<Process> processes;
   std::vector<unsigned long long> xid_events;  // appended over time; delivered to event sets
   bool events_supported = true;

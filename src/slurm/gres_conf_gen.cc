@@ -53,8 +53,14 @@ GresConf GenerateGresConf(const model::MachineSnapshot& snap, std::string_view n
       listed.push_back(i);
       continue;
     }
-    conf.problems.push_back("GPU " + std::to_string(d.index) + " left out: NVML reports no " +
-                            (!d.minor_number ? "minor number" : "name"));
+    std::string why = "GPU " + std::to_string(d.index) + " left out: NVML reports no " +
+                      (!d.minor_number ? "minor number" : "name");
+    std::vector<std::string> about;  // which GPU, and what NVML said of it
+    if (d.uuid) about.push_back(*d.uuid);
+    if (!d.is_healthy) about.insert(about.end(), d.health_problems.begin(), d.health_problems.end());
+    if (!about.empty()) why += " (" + Join(about, "; ") + ")";
+    conf.problems.push_back(std::move(why));
+    conf.missing.push_back(d.index);
   }
   for (size_t i : listed) {
     const model::DeviceSnapshot& d = snap.gpus[i];

@@ -22,13 +22,16 @@ struct GresConf {
   std::vector<std::string> lines;  // one gres.conf line per GPU, PCI (NVML) order
   std::string node_gres;           // slurm.conf NodeName's Gres= value, e.g. "gpu:h100_80gb_hbm3:8"
   std::vector<std::string> problems;  // GPUs left out, and why
+  std::vector<int> missing;           // NVML indices of the GPUs left out, in order
 };
 
 /// One `NodeName=N Name=gpu Type=T File=/dev/nvidia<minor> [Cores=<cpus>] [Links=<l0,..>]`
 /// line per GPU of `snap`, in NVML (= PCI bus) order, so that Slurm indices equal NVML
 /// indices. Cores are the GPU's CPU affinity; Links (with snap.topology) the NVLink count
-/// to each GPU in the same order, -1 for itself. A GPU without a minor number or name is
-/// left out and named in `problems`.
+/// to each GPU in the same order, -1 for itself. A GPU without a minor number or name (a
+/// lost GPU answers neither) is left out, named in `problems` (with its health problems)
+/// and in `missing`: every GPU after it then has a Slurm index one lower than its NVML
+/// index, which `gpuman slurm gres-conf` refuses without --allow-missing.
 GresConf GenerateGresConf(const model::MachineSnapshot& snap, std::string_view node_name);
 
 /// One GPU record of `slurmd -G`: "slurmd: Gres Name=gpu Type=a100 Count=2 Index=0 ...

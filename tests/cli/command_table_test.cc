@@ -145,5 +145,19 @@ TEST(ParseCommandLineTest, ErrorsAreOneLineForTheCommandsPolicy) {
       << p.error->message;
 }
 
+// Typos get "did you mean" (issue 26), and CLI11's own wording does not leak.
+TEST(ParseCommandLineTest, TyposGetTheClosestNameAndCountsArePlain) {
+  ParsedCommandLine p = Parse({"stauts"});
+  ASSERT_TRUE(p.error);
+  EXPECT_EQ(p.error->message, "unknown command 'stauts' (did you mean 'status'?)");
+  p = Parse({"status", "--gpu", "1"});
+  ASSERT_TRUE(p.error);
+  EXPECT_EQ(p.error->message, "unknown option --gpu (did you mean --gpus?) (see gpuman status --help)");
+  p = Parse({"show", "1", "2"});
+  ASSERT_TRUE(p.error);
+  EXPECT_EQ(p.error->message, "gpuman show takes one ID (2 given) (see gpuman show --help)");
+  EXPECT_EQ(p.error->message.find("At Most"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpuman::cli

@@ -352,6 +352,48 @@ TEST_F(RunE2E, TopoMatrix) {
   EXPECT_NE(text.out.find("GPU0   X     NV12  SYS   SYS"), std::string::npos) << text.out;
 }
 
+// HGX H100 (h100-8): every GPU's 18 links go to the NVSwitches. topo shows NV18 for every
+// pair as nvidia-smi does, select calls its choice NVLink, and gres-conf writes Links=.
+TEST_F(RunE2E, NvSwitchNodeIsNvLinkedEverywhere) {
+  auto r = Gpuman({"--simulate", "h100-8", "topo", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json doc = json::parse(r.out);
+  ASSERT_EQ(doc["matrix"].size(), 8u);
+  for (size_t i = 0; i < 8; ++i) {
+    for (size_t j = 0; j < 8; ++j) EXPECT_EQ(doc["matrix"][i][j], i == j ? "X" : "NV18") << i << "," << j;
+  }
+  auto pick = Gpuman({"--simulate", "h100-8", "select", "-n", "2", "--format", "json"});
+  ASSERT_EQ(pick.exit_code, 0) << pick.err;
+  EXPECT_EQ(json::parse(pick.out)["placement"], "NVLink (NV18)");
+  auto gres = Gpuman({"--simulate", "h100-8", "slurm", "gres-conf"}, {{"SLURMD_NODENAME", "hgx1"}});
+  ASSERT_EQ(gres.exit_code, 0) << gres.err;
+  EXPECT_NE(gres.out.find(" Links=-1,18,18,18,18,18,18,18\n"), std::string::npos) << gres.out;
+  EXPECT_NE(gres.out.find(" Links=18,18,18,18,18,18,18,-1\n"), std::string::npos) << gres.out;
+}
+
+// A lost GPU would be missing from gres.conf, moving every later GPU to another Slurm
+// index: refused (exit 6, nothing on stdout) unless --allow-missing.
+TEST_F(RunE2E, GresConfRefusesToLeaveALostGpuOut) {
+  auto refused = Gpuman({"--simulate", "lost-gpu", "slurm", "gres-conf"}, {{"SLURMD_NODENAME", "n1"}});
+  EXPECT_EQ(refused.exit_code, 6) << refused.err;
+  EXPECT_EQ(refused.out, "");
+  EXPECT_NE(refused.err.find("gpuman: error: GPU 2 left out: NVML reports no minor number ("), std::string::npos)
+      << refused.err;
+  EXPECT_NE(refused.err.find("GPU is lost"), std::string::npos) << refused.err;
+  EXPECT_NE(refused.err.find("--allow-missing"), std::string::npos) << refused.err;
+
+  auto allowed = Gpuman({"--simulate", "lost-gpu", "slurm", "gres-conf", "--allow-missing"},
+                        {{"SLURMD_NODENAME", "n1"}});
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.err;
+  EXPECT_EQ(std::count(allowed.out.begin(), allowed.out.end(), '\n'), 5) << allowed.out;  // 2 comments, 3 GPUs
+  EXPECT_EQ(allowed.out.find("File=/dev/nvidia2"), std::string::npos) << allowed.out;
+  EXPECT_NE(allowed.err.find("gpuman: warning: GPU 2 left out"), std::string::npos) << allowed.err;
+
+  auto whole = Gpuman({"--simulate", "a100-4", "slurm", "gres-conf"}, {{"SLURMD_NODENAME", "n1"}});
+  EXPECT_EQ(whole.exit_code, 0) << whole.err;
+  EXPECT_EQ(whole.err, "");
+}
+
 TEST_F(RunE2E, ExplainTheClassicMixUp) {
   auto r = Gpuman({"--simulate", "workstation-mixed", "explain", "--json", "--env", "CUDA_VISIBLE_DEVICES=0"});
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -441,6 +441,53 @@ TEST_F(FakeNvmlTest, AffinityTopologyAndNvLink) {
   EXPECT_STREQ(peer.busId, "00000001:AB:00.0");
 }
 
+// NVSwitch ends: nvmlDeviceGetNvLinkRemoteDeviceType says SWITCH, the remote PCI address
+// is the switch's; a link to a GPU says GPU.
+TEST_F(FakeNvmlTest, NvLinkRemoteDeviceTypeTellsSwitchesFromGpus) {
+  json s = MinimalScenario();
+  s["gpus"][0]["nvlinks"] = json::parse(R"([{"link": 0, "peer": 1}, {"link": 3, "switch": 2}])");
+  UseScenario(WriteScenario(s));
+  ASSERT_EQ(Init(), NVML_SUCCESS);
+  auto type = F<nvmlDeviceGetNvLinkRemoteDeviceType_fn>("nvmlDeviceGetNvLinkRemoteDeviceType");
+  nvmlIntNvLinkDeviceType_t t = NVML_NVLINK_DEVICE_TYPE_UNKNOWN;
+  EXPECT_EQ(type(Handle(0), 0, &t), NVML_SUCCESS);
+  EXPECT_EQ(t, NVML_NVLINK_DEVICE_TYPE_GPU);
+  EXPECT_EQ(type(Handle(0), 3, &t), NVML_SUCCESS);
+  EXPECT_EQ(t, NVML_NVLINK_DEVICE_TYPE_SWITCH);
+  EXPECT_EQ(type(Handle(0), 1, &t), NVML_ERROR_NOT_SUPPORTED);  // inactive
+  EXPECT_EQ(type(Handle(0), 18, &t), NVML_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(type(Handle(0), 3, nullptr), NVML_ERROR_INVALID_ARGUMENT);
+  nvmlEnableState_t active = NVML_FEATURE_DISABLED;
+  EXPECT_EQ(F<nvmlDeviceGetNvLinkState_fn>("nvmlDeviceGetNvLinkState")(Handle(0), 3, &active), NVML_SUCCESS);
+  EXPECT_EQ(active, NVML_FEATURE_ENABLED);
+  nvmlPciInfo_t end{};
+  ASSERT_EQ(F<nvmlDeviceGetNvLinkRemotePciInfo_fn>("nvmlDeviceGetNvLinkRemotePciInfo_v2")(Handle(0), 3, &end),
+            NVML_SUCCESS);
+  EXPECT_STREQ(end.busId, "0000FFFF:02:00.0");
+  EXPECT_EQ(F<nvmlDeviceGetNvLinkRemoteDeviceType_fn>("nvmlDeviceGetNvLinkRemoteDeviceType")(Handle(1), 0, &t),
+            NVML_ERROR_NOT_SUPPORTED)
+      << "GPU 1 has no nvlinks key: no NVLink";
+}
+
+TEST_F(FakeNvmlTest, NvLinkEndsAreAPeerOrASwitch) {
+  const std::vector<std::pair<json, std::string>> cases = {
+      {json::parse(R"([{"link": 0, "peer": 1, "switch": 0}])"),
+       "gpus[0]: nvlinks[0]: expected one of peer or switch\n"},
+      {json::parse(R"([{"link": 0}])"), "gpus[0]: nvlinks[0]: expected one of peer or switch\n"},
+      {json::parse(R"([{"link": 0, "switch": 16}])"), "gpus[0]: nvlinks: switch number >= 16\n"},
+      {json::parse(R"([{"link": 4, "switch": 0}, {"link": 4, "peer": 1}])"), "gpus[0]: nvlinks: link 4 twice\n"},
+  };
+  for (const auto& [links, want] : cases) {
+    json s = MinimalScenario();
+    s["gpus"][0]["nvlinks"] = links;
+    std::string path = WriteScenario(s);
+    UseScenario(path);
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(Init(), NVML_ERROR_UNKNOWN) << want;
+    EXPECT_EQ(testing::internal::GetCapturedStderr(), "fake-nvml: " + path + ": " + want);
+  }
+}
+
 TEST_F(FakeNvmlTest, RunningProcessesSizeProbeProtocol) {
   UseScenario(WriteScenario(MinimalScenario()));
   ASSERT_EQ(Init(), NVML_SUCCESS);
@@ -721,7 +768,8 @@ TEST_F(FakeNvmlLegacyTest, LacksVersionedSymbols) {
         "nvmlDeviceGetMemoryInfo_v2", "nvmlDeviceGetCurrentClocksEventReasons",
         "nvmlDeviceGetNumaNodeId", "nvmlDeviceGetComputeRunningProcesses_v2",
         "nvmlDeviceGetComputeRunningProcesses_v3", "nvmlDeviceGetGraphicsRunningProcesses_v2",
-        "nvmlDeviceGetGraphicsRunningProcesses_v3", "nvmlDeviceGetNvLinkRemotePciInfo_v2"}) {
+        "nvmlDeviceGetGraphicsRunningProcesses_v3", "nvmlDeviceGetNvLinkRemotePciInfo_v2",
+        "nvmlDeviceGetNvLinkRemoteDeviceType"}) {
     EXPECT_EQ(lib().Raw(name), nullptr) << name;
     EXPECT_NE(Lib::Full().Raw(name), nullptr) << name;
   }
@@ -811,6 +859,34 @@ TEST_F(FakeNvmlTest, EveryShippedScenarioLoads) {
       EXPECT_TRUE(info.contains("user") && info.contains("uid") && info.contains("command")) << pid;
     }
     ASSERT_EQ(F<nvmlShutdown_fn>("nvmlShutdown")(), NVML_SUCCESS);
+  }
+}
+
+// A link has two ends: in every shipped scenario GPU i lists as many links to GPU j as j
+// lists to i, and a GPU's switch links are all it has or none of them (an NVSwitch box).
+TEST_F(FakeNvmlTest, ShippedLinkMatricesAreSymmetric) {
+  for (const std::string& name : ShippedScenarios()) {
+    SCOPED_TRACE(name);
+    json scenario = json::parse(std::ifstream(std::string(GPUMAN_TEST_SCENARIO_DIR) + "/" + name));
+    const size_t n = scenario["gpus"].size();
+    std::vector<std::vector<int>> links(n, std::vector<int>(n, 0));
+    std::vector<int> switch_links(n, 0);
+    for (size_t i = 0; i < n; ++i) {
+      for (const json& l : scenario["gpus"][i].value("nvlinks", json::array())) {
+        if (l.contains("switch")) {
+          ++switch_links[i];
+        } else {
+          ++links[i].at(l["peer"].get<size_t>());
+        }
+      }
+    }
+    for (size_t i = 0; i < n; ++i) {
+      EXPECT_EQ(links[i][i], 0) << "GPU " << i << " linked to itself";
+      for (size_t j = i + 1; j < n; ++j) EXPECT_EQ(links[i][j], links[j][i]) << "GPUs " << i << " and " << j;
+      if (switch_links[i] > 0) {
+        EXPECT_EQ(switch_links[i], switch_links[0]) << "GPU " << i << ": every GPU as many switch links";
+      }
+    }
   }
 }
 

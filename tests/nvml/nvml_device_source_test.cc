@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <thread>
 
 #include "nvml/nvml_test_util.h"
@@ -288,6 +289,102 @@ TEST(NvmlDeviceSourceTest, TopologyFromNvLinksAndCommonAncestors) {
   EXPECT_EQ(t.CellName(2, 3), "NV12");
   EXPECT_EQ(t.CellName(1, 3), "SYS");
   EXPECT_FALSE(Snap(*l).topology.has_value()) << "only when asked for";
+}
+
+model::Topology TopologyOf(Loaded& l) {
+  devices::SnapshotOptions options;
+  options.topology = true;
+  auto snap = l.source->Snapshot(options);
+  EXPECT_TRUE(snap.has_value()) << snap.error().message;
+  if (!snap || !snap->topology) {
+    ADD_FAILURE() << "no topology";
+    return {};
+  }
+  return *snap->topology;
+}
+
+// HGX H100: each GPU's 18 links go to the NVSwitches, none to a GPU; nvidia-smi topo -m
+// shows NV18 for every pair, and so do we.
+TEST(NvmlDeviceSourceTest, NvSwitchLinksJoinEveryPairOfTheFabric) {
+  setenv("GPUMAN_FAKE_NVML_SCENARIO", GPUMAN_TEST_SCENARIO_DIR "/h100-8.json", 1);
+  auto l = Load(GPUMAN_TEST_FAKE_NVML);
+  ASSERT_TRUE(l);
+  const model::Topology t = TopologyOf(*l);
+  ASSERT_EQ(t.size(), 8u);
+  for (size_t i = 0; i < 8; ++i) {
+    for (size_t j = 0; j < 8; ++j) {
+      EXPECT_EQ(t.nvlinks[i][j], i == j ? 0 : 18) << i << "," << j;
+      EXPECT_EQ(t.CellName(i, j), i == j ? "X" : "NV18") << i << "," << j;
+    }
+  }
+  EXPECT_EQ(t.pcie[0][4], model::PcieLevel::kSystem);  // the PCIe path is still there
+}
+
+// Two fabrics (switches 0 and 1), and a GPU with fewer switch links: pairs count the
+// smaller side, GPUs on different switches are not linked, and a direct link adds up.
+TEST(NvmlDeviceSourceTest, SwitchFabricsAreSeparateAndCountTheFewerLinks) {
+  TempDir dir;
+  auto scenario = TestScenario(4);
+  auto links = [](std::initializer_list<std::pair<const char*, unsigned>> ends) {
+    nlohmann::json out = nlohmann::json::array();
+    unsigned link = 0;
+    for (const auto& [key, target] : ends) out.push_back({{"link", link++}, {key, target}});
+    return out;
+  };
+  scenario["gpus"][0]["nvlinks"] = links({{"switch", 0}, {"switch", 0}, {"switch", 0}, {"switch", 0}});
+  scenario["gpus"][1]["nvlinks"] = links({{"switch", 0}, {"switch", 0}});
+  scenario["gpus"][2]["nvlinks"] = links({{"switch", 1}, {"switch", 1}, {"switch", 1}, {"peer", 3}});
+  scenario["gpus"][3]["nvlinks"] = links({{"switch", 1}, {"switch", 1}, {"switch", 1}, {"peer", 2}});
+  UseScenario(dir, scenario);
+  auto l = Load(GPUMAN_TEST_FAKE_NVML);
+  ASSERT_TRUE(l);
+  const model::Topology t = TopologyOf(*l);
+  ASSERT_EQ(t.size(), 4u);
+  EXPECT_EQ(t.nvlinks[0][1], 2);
+  EXPECT_EQ(t.nvlinks[1][0], 2);
+  EXPECT_EQ(t.nvlinks[2][3], 4);  // 3 through switch 1, 1 direct
+  EXPECT_EQ(t.nvlinks[3][2], 4);
+  EXPECT_EQ(t.nvlinks[0][2], 0);
+  EXPECT_EQ(t.nvlinks[1][3], 0);
+  EXPECT_EQ(t.CellName(0, 2), "SYS");
+}
+
+// A driver without nvmlDeviceGetNvLinkRemoteDeviceType (the legacy stand-in lacks it)
+// cannot tell a switch from another device: switch links are not counted, nothing fails.
+TEST(NvmlDeviceSourceTest, WithoutRemoteDeviceTypeSwitchLinksAreNotCounted) {
+  setenv("GPUMAN_FAKE_NVML_SCENARIO", GPUMAN_TEST_SCENARIO_DIR "/h100-8.json", 1);
+  auto l = Load(GPUMAN_TEST_FAKE_NVML_LEGACY);
+  ASSERT_TRUE(l);
+  EXPECT_EQ(l->lib->Get<nvmlDeviceGetNvLinkRemoteDeviceType_fn>(Sym::kDeviceGetNvLinkRemoteDeviceType), nullptr);
+  const model::Topology t = TopologyOf(*l);
+  ASSERT_EQ(t.size(), 8u);
+  EXPECT_EQ(t.nvlinks[0][1], 0);
+  EXPECT_EQ(t.CellName(0, 1), "PIX");
+  EXPECT_EQ(t.CellName(0, 4), "SYS");
+}
+
+// Topology does not depend on health: a GPU with uncorrected ECC errors is unhealthy
+// but answers, and keeps its links and PCIe paths; only the lost GPU is "?".
+TEST(NvmlDeviceSourceTest, EccErrorsDoNotHideTopology) {
+  TempDir dir;
+  nlohmann::json scenario = nlohmann::json::parse(std::ifstream(GPUMAN_TEST_SCENARIO_DIR "/lost-gpu.json"));
+  scenario["gpus"][0]["ecc"]["volatile_uncorrected"] = 3;
+  UseScenario(dir, scenario);
+  auto l = Load(GPUMAN_TEST_FAKE_NVML);
+  ASSERT_TRUE(l);
+  devices::SnapshotOptions options;
+  options.topology = true;
+  auto snap = l->source->Snapshot(options);
+  ASSERT_TRUE(snap.has_value());
+  EXPECT_FALSE(snap->gpus[0].is_healthy) << "the ECC errors count";
+  ASSERT_TRUE(snap->topology.has_value());
+  const model::Topology& t = *snap->topology;
+  EXPECT_EQ(t.CellName(0, 1), "NV12");
+  EXPECT_EQ(t.CellName(1, 0), "NV12");
+  EXPECT_NE(t.CellName(0, 3), "?");
+  EXPECT_EQ(t.CellName(0, 3), t.CellName(1, 3));  // GPUs 0 and 1 share a switch
+  EXPECT_EQ(t.CellName(0, 2), "?");  // GPU 2 is lost
+  EXPECT_EQ(t.CellName(2, 3), "?");
 }
 
 TEST(NvmlDeviceSourceTest, SysfsNumaNodeWhenNvmlCannotSay) {

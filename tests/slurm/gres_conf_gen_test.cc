@@ -63,6 +63,36 @@ TEST(GresConfGenTest, NoNvlinkNoLinksAndMissingMinorIsAProblem) {
   EXPECT_EQ(conf.node_gres, "gpu:a100-sxm4-80gb:2,gpu:h100_80gb_hbm3:1");
 }
 
+// A lost GPU answers nothing (no minor, no name): it is left out, named with what NVML
+// said, and listed in `missing`, for gres-conf to refuse the shorter file.
+TEST(GresConfGenTest, LostGpuIsMissingWithItsReason) {
+  auto snap = FourGpus();
+  auto& lost = snap.gpus[2];
+  lost.uuid.reset();
+  lost.name.reset();
+  lost.minor_number.reset();
+  lost.is_healthy = false;
+  lost.health_problems = {"nvmlDeviceGetUUID: GPU is lost"};
+  const GresConf conf = GenerateGresConf(snap, "n");
+  EXPECT_EQ(conf.lines.size(), 3u);
+  EXPECT_THAT(conf.missing, ElementsAre(2));
+  EXPECT_THAT(conf.problems,
+              ElementsAre("GPU 2 left out: NVML reports no minor number (nvmlDeviceGetUUID: GPU is lost)"));
+  EXPECT_THAT(GenerateGresConf(FourGpus(), "n").missing, IsEmpty());
+}
+
+// An NVSwitch node: every pair NV18 (as NVML reads switch links), so every line has Links=.
+TEST(GresConfGenTest, NvSwitchNodeGetsLinksToEveryGpu) {
+  auto snap = FourGpus();
+  for (size_t i = 0; i < 4; ++i) {
+    for (size_t j = 0; j < 4; ++j) snap.topology->nvlinks[i][j] = i == j ? 0 : 18;
+  }
+  const GresConf conf = GenerateGresConf(snap, "n");
+  ASSERT_EQ(conf.lines.size(), 4u);
+  EXPECT_THAT(conf.lines[0], HasSubstr(" Links=-1,18,18,18"));
+  EXPECT_THAT(conf.lines[3], HasSubstr(" Links=18,18,18,-1"));
+}
+
 TEST(SlurmdGresTest, ParsesSlurmdG) {
   const auto gres = ParseSlurmdGres(
       "slurmd: debug: something\n"
