@@ -18,6 +18,8 @@
 #include "cli/machine_view.h"
 #include "devices/process_inspector.h"
 #include "protocol/messages.h"
+#include "tui/daemon_holders.h"
+#include "tui/host_process.h"
 #include "tui/layout.h"
 #include "tui/sampler.h"
 #include "tui/top_app.h"
@@ -26,29 +28,43 @@ namespace gpuman::cli {
 namespace {
 
 // The daemon's part of top's frames (leases, jobs, drains), across a daemon restart: while
-// the connection is down, the last good part is shown with "daemon reconnecting..." in its
-// header, and the sampler tries again with the backoff of the one reconnect loop
-// (Reconnector, step-wise: the GPUs keep updating meanwhile). After the reconnect time the
-// header says the daemon is gone; top keeps looking (it is a view; q quits).
+// the connection is down, the last good part is shown with "daemon reconnecting for Ns" in
+// its header (tui::DaemonHolders), and the sampler tries again with the backoff of the one
+// reconnect loop (Reconnector, step-wise: the GPUs keep updating meanwhile). After the
+// reconnect time the header says the daemon is gone; top keeps looking (it is a view; q
+// quits). The last good answer is remembered whichever way it came: the daemon's snapshot
+// reply (Answered) or the one-by-one requests here.
 class DaemonPart {
  public:
   explicit DaemonPart(Context& ctx)
       : ctx_(ctx),
         reconnect_(ReconnectOptions{ctx.config().client.reconnect_timeout_ms}, ctx.clock(), [](int64_t) {},
-                   [](const std::string&) {}) {}
+                   [](const std::string&) {}),
+        holders_(reconnect_.options().timeout_ms, FormatReconnectTimeout(reconnect_.options().timeout_ms)) {}
+
+  // The daemon's snapshot reply carried the holders: the last good answer, outage over.
+  void Answered(const tui::Frame& f) {
+    reconnect_.Record(Status{});
+    refusal_.clear();
+    holders_.Answered(f, ctx_.clock().NowUnixMs());
+  }
 
   // Returns false when no daemon is expected (the caller then reads the lease table).
   bool Fill(tui::Frame& f) {
     DaemonClient* d = ctx_.Daemon();
     if (!d) return false;
     f.has_daemon = true;
-    if (d->broken() && reconnect_.Due()) {
-      Reconnector::Step step = reconnect_.Record(d->Reopen());
-      if (step == Reconnector::Step::kGaveUp) {
-        const Error& e = reconnect_.last_error();
-        gave_up_ = e.code == ErrorCode::kUnavailable
-                       ? "daemon gone for over " + FormatReconnectTimeout(reconnect_.options().timeout_ms)
-                       : e.message;
+    if (d->broken()) {
+      // The outage starts when the break is first seen, wherever it was seen (the snapshot
+      // request breaks it first when the daemon serves the GPUs): Record measures the
+      // reconnect time from Lost(), so without it the first failed attempt gave up at once.
+      reconnect_.Lost();
+      if (reconnect_.Due()) {
+        Reconnector::Step step = reconnect_.Record(d->Reopen());
+        // A daemon that refuses us (not kUnavailable) is not coming back: said at once.
+        const bool refused =
+            step == Reconnector::Step::kGaveUp && reconnect_.last_error().code != ErrorCode::kUnavailable;
+        refusal_ = refused ? reconnect_.last_error().message : "";
       }
     }
     if (!d->broken()) {
@@ -71,30 +87,24 @@ class DaemonPart {
         got.holders_error = drains.error().message;
       }
       if (!d->broken()) {
-        reconnect_.Record(Status{});  // connected: any outage is over
-        gave_up_.clear();
-        last_ = got;
+        Answered(got);
         f.leases = std::move(got.leases);
         f.jobs = std::move(got.jobs);
         f.drains = std::move(got.drains);
         f.holders_error = std::move(got.holders_error);
         return true;
       }
+      reconnect_.Lost();
     }
-    reconnect_.Lost();  // nothing when the outage is already under way
-    f.leases = last_.leases;
-    f.jobs = last_.jobs;
-    f.drains = last_.drains;
-    f.holders_error = gave_up_.empty() ? "daemon reconnecting... (showing its last answer)"
-                                       : gave_up_ + "; still trying";
+    holders_.Unanswered(f, ctx_.clock().NowUnixMs(), refusal_);
     return true;
   }
 
  private:
   Context& ctx_;
   Reconnector reconnect_;
-  tui::Frame last_;      // the last good answer
-  std::string gave_up_;  // set once the reconnect time has passed
+  tui::DaemonHolders holders_;
+  std::string refusal_;  // a lasting refusal from the last attempt, else ""
 };
 
 // One sample: the daemon's snapshot reply (GPUs with owners, leases, jobs, drains in one
@@ -120,6 +130,7 @@ tui::Frame CollectFrame(Context& ctx, DaemonPart& daemon, std::optional<std::str
     f.leases = std::move(view.leases);
     f.jobs = std::move(view.jobs);
     f.drains = std::move(view.drains);
+    daemon.Answered(f);
   } else if (!daemon.Fill(f)) {
     // Without a daemon only this user's store has leases; do not create one just to look.
     std::error_code ec;
@@ -128,6 +139,17 @@ tui::Frame CollectFrame(Context& ctx, DaemonPart& daemon, std::optional<std::str
         f.leases = std::move(*leases);
       } else {
         f.holders_error = leases.error().message;
+      }
+    }
+  }
+  // Host CPU time and RSS of the GPU processes we can see (tui/host_process.h).
+  if (f.snapshot) {
+    static const int64_t page_bytes = sysconf(_SC_PAGESIZE);
+    f.clock_ticks_per_s = sysconf(_SC_CLK_TCK);
+    for (const auto& gpu : f.snapshot->gpus) {
+      for (const auto& p : gpu.processes) {
+        if (!p.is_visible || f.host.count(p.pid)) continue;
+        if (auto st = tui::ReadHostProcessStat("/proc", p.pid, page_bytes)) f.host[p.pid] = *st;
       }
     }
   }
@@ -190,6 +212,13 @@ int RunTop(const TopArgs& args, Context& ctx) {
 
   if (!ctx.stdout_is_tty() || isatty(STDIN_FILENO) != 1) {
     ctx.err() << "gpuman: error: top needs a terminal (try 'gpuman top --once' or 'gpuman status --watch 1')\n";
+    return kExitUsage;
+  }
+  // A terminal that cannot move the cursor (Emacs' shell, some CI logs) is no terminal for
+  // a full-screen view: refused the same way, naming why (issue 26).
+  if (auto term = ctx.env().Get("TERM"); term && *term == "dumb") {
+    ctx.err() << "gpuman: error: top needs a terminal that can move the cursor, and TERM=dumb cannot (try 'gpuman "
+                 "top --once' or 'gpuman status --watch 1')\n";
     return kExitUsage;
   }
   const auto interval = std::chrono::milliseconds(static_cast<int64_t>(args.interval_seconds * 1000));

@@ -332,6 +332,11 @@ void DrawProcesses(Grid& grid, int top, int area, const std::vector<ProcessRow>&
     cols.push_back({"TYPE", 4, false});
     cols.push_back({"AGE", 8, true});
   }
+  const bool wider = w >= 140;  // host CPU % and RSS, as nvitop shows them
+  if (wider) {
+    cols.push_back({"CPU%", 5, true});
+    cols.push_back({"RSS", 6, true});
+  }
   int used = 0;
   for (const auto& c : cols) used += c.width + 1;
   cols.push_back({"COMMAND", std::max(0, w - used), false});
@@ -389,6 +394,10 @@ void DrawProcesses(Grid& grid, int top, int area, const std::vector<ProcessRow>&
                                                                 : "C+G");
       cells.push_back(r.start_time_unix ? FormatDurationMs(std::max<int64_t>(0, o.now_unix_ms - *r.start_time_unix * 1000))
                                         : "-");
+    }
+    if (wider) {
+      cells.push_back(r.cpu_percent ? Fixed(*r.cpu_percent, *r.cpu_percent < 100 ? 1 : 0) : "-");
+      cells.push_back(ShortBytes(r.rss_bytes));
     }
     cells.push_back(r.is_visible ? (r.command.empty() ? "?" : r.command) : "(not in this PID namespace)");
     Painter p(grid, row, o.unicode);
@@ -478,7 +487,7 @@ void DrawFooter(Grid& grid, const UiState& ui, const LayoutOptions& o) {
   }
   Painter p(grid, row, o.unicode);
   const std::pair<const char*, const char*> keys[] = {
-      {"q", "quit"}, {"s", "sort"}, {"u", "mine"}, {"g", "gpu"}, {"k", "kill"}, {"h", "help"}};
+      {"q", "quit"}, {"s", "sort"}, {"u", "mine"}, {"g", "gpu"}, {"K", "kill"}, {"h", "help"}};
   for (const auto& [k, what] : keys) {
     p.Text(k, Style::kAccent);
     p.Text(std::string(" ") + what + "  ", Style::kDim);
@@ -553,7 +562,7 @@ std::string BarText(double fraction, int width, bool unicode) {
 
 std::vector<std::string> HelpLines() {
   return {
-      "Up/Down, j, Ctrl-N/P   move the selection",
+      "Up/Down, j/k, Ctrl-N/P move the selection",
       "PgUp/PgDn, Home/End    move by a page / to the ends",
       "s or F6                next sort: gpu-mem, sm, pid, user, gpu",
       "r                      reverse the sort",
@@ -561,7 +570,7 @@ std::vector<std::string> HelpLines() {
       "g, Tab / G, Shift-Tab  next / previous GPU filter",
       "0-9                    only this GPU (again: all)",
       "a or Esc               all GPUs",
-      "k or F9                signal the selected process",
+      "K or F9                signal the selected process",
       "                       (TERM, KILL or INT; your own, or",
       "                       anyone's as root after y/n)",
       "h, ? or F1             this help",

@@ -225,6 +225,7 @@ void TopModel::Ingest(std::shared_ptr<const Frame> frame) {
   if (!frame || (frame_ && frame->sequence <= frame_->sequence)) return;
   frame_ = std::move(frame);
   if (!frame_->snapshot) return;
+  const std::shared_ptr<const Frame> before = std::move(last_good_);
   last_good_ = frame_;
   for (const auto& gpu : frame_->snapshot->gpus) {
     auto it = history_.try_emplace(GpuKey(gpu), capacity_).first;
@@ -243,6 +244,16 @@ void TopModel::Ingest(std::shared_ptr<const Frame> frame) {
     h.power_w.Push(gpu.power_usage_w);
   }
   rows_ = BuildProcessRows(*frame_->snapshot, frame_->leases, frame_->jobs);
+  // Host CPU % from the delta of utime+stime since the previous frame, as nvitop shows it.
+  for (auto& r : rows_) {
+    auto now = frame_->host.find(r.pid);
+    if (now == frame_->host.end()) continue;
+    r.rss_bytes = now->second.rss_bytes;
+    if (!before) continue;
+    auto then = before->host.find(r.pid);
+    r.cpu_percent = CpuPercent(then == before->host.end() ? nullptr : &then->second, now->second,
+                               frame_->taken_at_unix_ms - before->taken_at_unix_ms, frame_->clock_ticks_per_s);
+  }
 }
 
 const model::MachineSnapshot* TopModel::snapshot() const {

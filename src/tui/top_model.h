@@ -16,6 +16,7 @@
 #include "model/job.h"
 #include "model/lease.h"
 #include "tui/history.h"
+#include "tui/host_process.h"
 
 namespace gpuman::tui {
 
@@ -35,6 +36,9 @@ struct Frame {
   /// Where the GPUs came from when it is worth saying, shown in the title as "via ..."
   /// ("daemon", "NVML: why not the daemon"); "" (plain NVML) shows nothing.
   std::string source;
+  /// Host CPU time and RSS of the visible GPU processes, by pid (tui/host_process.h).
+  std::map<uint32_t, HostProcessStat> host;
+  int64_t clock_ticks_per_s = 100;  // sysconf(_SC_CLK_TCK)
 };
 
 /// The drain of `gpu` in `frame`, or nullptr when it is not drained (or has no UUID).
@@ -60,6 +64,8 @@ struct ProcessRow {
   std::optional<int64_t> memory_bytes;
   std::optional<int> sm_percent;
   std::string held_by;      // "job 12", "lease 7", "INTRUDER" (on someone else's lease) or ""
+  std::optional<double> cpu_percent;  // host CPU since the previous frame (100 = one core)
+  std::optional<int64_t> rss_bytes;   // host resident memory
 };
 
 /// The lease or job holding `gpu_uuid` for process `pid`: a lease listing the pid first,

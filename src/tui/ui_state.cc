@@ -124,7 +124,8 @@ Command HandleKey(UiState& ui, int key, const KeyContext& kc) {
       Move(ui, kc, 1);
       break;
     case key::kUp:
-    case 16:  // Ctrl-P
+    case 'k':  // as in vim and htop: `k` never kills (issue 26)
+    case 16:   // Ctrl-P
       Move(ui, kc, -1);
       break;
     case key::kPageDown:
@@ -162,7 +163,7 @@ Command HandleKey(UiState& ui, int key, const KeyContext& kc) {
     case key::kEscape:
       ui.gpu_filter.reset();
       break;
-    case 'k':
+    case 'K':  // kill, as htop's F9 and k; lower-case `k` moves up
     case key::kF9:
       return StartKill(ui, kc);
     case 'h':

@@ -78,8 +78,8 @@ struct KeyContext {
   int64_t now_unix_ms = 0;
 };
 
-/// Applies one key. Keys: q quit; Up/Down/j/k... see docs/top.md. Returns what the caller
-/// must do next.
+/// Applies one key. Keys: q quit; Up/Down, j/k move; K or F9 kill; ... see docs/top.md.
+/// Returns what the caller must do next.
 Command HandleKey(UiState& ui, int key, const KeyContext& kc);
 
 /// Sets the status-line message for a few seconds.

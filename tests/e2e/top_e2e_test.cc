@@ -137,7 +137,7 @@ TEST_F(TopE2E, KillSendsSigtermToOwnProcess) {
   tmux.Keys({"u"});  // only mine: the sleep is the only row, so it is selected
   screen = tmux.WaitFor([](const std::string& s) { return Has(s, "| mine") && !Has(s, " 4242 "); });
   ASSERT_TRUE(Has(screen, "| mine")) << screen;
-  tmux.Keys({"k"});
+  tmux.Keys({"K"});
   screen = tmux.WaitForText("Signal pid " + pid);
   ASSERT_TRUE(Has(screen, "Signal pid " + pid)) << screen;
   tmux.Keys({"Enter"});
@@ -166,7 +166,7 @@ TEST_F(TopE2E, SimulatedPidsAreNeverSignalled) {
   tmux.Start({kGpuman, "--simulate", Scenario(dir_, {}), "top"}, 80, 24);
   std::string screen = tmux.WaitForText("4242");
   ASSERT_TRUE(Has(screen, "4242")) << screen;
-  tmux.Keys({"k"});
+  tmux.Keys({"K"});
   screen = tmux.WaitFor([](const std::string& s) {
     return Has(s, "Signal pid 4242") || Has(s, "only root") || Has(s, "belongs to alice");
   });
@@ -181,6 +181,72 @@ TEST_F(TopE2E, SimulatedPidsAreNeverSignalled) {
     EXPECT_TRUE(Has(screen, "only root")) << screen;
   }
   tmux.Keys({"q"});
+}
+
+// Issue 26: a terminal that cannot move the cursor is refused like no terminal, exit 2,
+// with a line that names TERM=dumb; --once still works there.
+TEST_F(TopE2E, TermDumbIsRefusedLikeNoTerminal) {
+  Tmux tmux(state_);
+  const std::string scenario = Scenario(dir_, {});
+  // stdin and stdout are the terminal; stderr and the exit code go to files: a pane can
+  // lose all the output of a process that exits at once, and tmux does not always report
+  // a pane's exit status.
+  const std::string err = dir_.Join("err.txt");
+  const std::string rc = dir_.Join("rc.txt");
+  tmux.Start({"/bin/sh", "-c", "TERM=dumb \"$0\" --simulate \"$1\" top 2>\"$2\"; echo $? >\"$3.new\"; mv \"$3.new\" \"$3\"",
+              kGpuman, scenario, err, rc},
+             200, 24);
+  const auto until = std::chrono::steady_clock::now() + kDeadline;
+  while (std::chrono::steady_clock::now() < until && access(rc.c_str(), F_OK) != 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(Slurp(rc), "2\n") << tmux.Screen();
+  EXPECT_EQ(Slurp(err),
+            "gpuman: error: top needs a terminal that can move the cursor, and TERM=dumb cannot (try 'gpuman top "
+            "--once' or 'gpuman status --watch 1')\n");
+  auto once = RunGpuman(state_, {"--simulate", scenario, "top", "--once"}, {{"TERM", "dumb"}, {"LC_ALL", "C"}});
+  EXPECT_EQ(once.exit_code, 0) << once.err;
+  EXPECT_NE(once.out.find("4242"), std::string::npos) << once.out;
+}
+
+// Issue 26: with the GPUs from the daemon's snapshot (top itself not simulated), a daemon
+// restart said "daemon gone for over 60s" at once and dropped the jobs. Now the last
+// answer stays with "daemon reconnecting for Ns", and the jobs come back with the daemon.
+TEST_F(TopE2E, DaemonRestartKeepsTheJobsAndSaysReconnecting) {
+  const std::string socket = dir_.Join("gpuman.sock");
+  const std::string scenario = IdleScenario(dir_, "h100-8");
+  PrivateDaemon daemon;
+  DaemonSpec spec{.scenario = scenario,
+                  .socket = socket,
+                  .state_dir = dir_.Join("daemon-state"),
+                  .env = CleanEnv(state_),
+                  .stderr_path = "/dev/null"};
+  ASSERT_TRUE(daemon.Start(spec));
+  auto submitted = RunGpuman(state_, {"submit", "--name", "survivor", "--output", dir_.Join("job.log"), "--", "sleep", "60"},
+                             {{"GPUMAN_SOCKET", socket}});
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  Tmux tmux(state_);
+  tmux.Start({"/usr/bin/env", "GPUMAN_SOCKET=" + socket, kGpuman, "top", "--interval", "0.2"}, 160, 40);
+  std::string screen = tmux.WaitForText("survivor");
+  ASSERT_TRUE(Has(screen, "survivor")) << screen;
+  ASSERT_TRUE(Has(screen, "via daemon")) << "the GPUs come from the daemon's snapshot: " << screen;
+  daemon.Stop(SIGKILL);
+  screen = tmux.WaitForText("daemon reconnecting for");
+  EXPECT_TRUE(Has(screen, "daemon reconnecting for")) << screen;
+  EXPECT_TRUE(Has(screen, "up to 60s")) << screen;
+  EXPECT_TRUE(Has(screen, "survivor")) << "the last answer stays on screen: " << screen;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // several samples later
+  screen = tmux.Screen();
+  EXPECT_FALSE(Has(screen, "daemon gone")) << "60s have not passed: " << screen;
+  EXPECT_TRUE(Has(screen, "survivor")) << screen;
+  ASSERT_TRUE(daemon.Start(spec));
+  screen = tmux.WaitFor([](const std::string& s) { return !Has(s, "reconnecting") && Has(s, "survivor"); });
+  EXPECT_FALSE(Has(screen, "reconnecting")) << screen;
+  EXPECT_TRUE(Has(screen, "survivor")) << screen;
+  tmux.Keys({"q"});
+  tmux.WaitForExit();
+  const std::string id = submitted.out.substr(0, submitted.out.find_first_of(" \n"));
+  RunGpuman(state_, {"cancel", id}, {{"GPUMAN_SOCKET", socket}});
 }
 
 TEST(TopE2ENoTerminal, NoDriverIsOneLineAndExitCode3) {

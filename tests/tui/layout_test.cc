@@ -117,6 +117,28 @@ TEST(LayoutTest, WideTerminalAddsColumnsAndTwoSparklines) {
   EXPECT_GE(FindRow(laid.grid, "1h"), 0);  // process age
 }
 
+// Host CPU % and RSS per process, as nvitop shows them, from 140 columns on.
+TEST(LayoutTest, WiderTerminalShowsHostCpuAndRss) {
+  Screen s;
+  auto f = std::make_shared<Frame>(*MakeFrame(2, Machine()));
+  f->host[4242] = {0, 7, int64_t{3} << 30};
+  s.model.Ingest(f);
+  auto f3 = std::make_shared<Frame>(*f);
+  f3->sequence = 3;
+  f3->taken_at_unix_ms += 1000;
+  f3->host[4242] = {25, 7, int64_t{3} << 30};  // 25 ticks at 100/s in 1 s
+  s.model.Ingest(f3);
+  auto laid = s.Render(160, 40);
+  ExpectFits(laid.grid, 160, 40);
+  const int header = FindRow(laid.grid, "CPU%");
+  ASSERT_GE(header, 0) << laid.grid.Text();
+  EXPECT_NE(laid.grid.RowText(header).find("RSS"), std::string::npos);
+  const int row = FindRow(laid.grid, " 4242 ");
+  ASSERT_GE(row, 0) << laid.grid.Text();
+  EXPECT_NE(laid.grid.RowText(row).find(" 25.0     3G "), std::string::npos) << laid.grid.RowText(row);
+  EXPECT_EQ(FindRow(s.Render(120, 40).grid, "CPU%"), -1) << "not at 120 columns";
+}
+
 TEST(LayoutTest, ManyGpusGoCompactAndStillFit) {
   Screen s;
   auto snap = Machine();

@@ -108,36 +108,60 @@ TEST(KeysTest, OnlyMineAndGpuSelection) {
 
 TEST(KeysTest, KillOwnProcessAsksForTheSignal) {
   Keys k;
-  EXPECT_EQ(k.Press('k'), Command::kNone);
+  EXPECT_EQ(k.Press('K'), Command::kNone);
   EXPECT_EQ(k.ui.mode, Mode::kChooseSignal);
   EXPECT_EQ(k.ui.target.pid, 4242u);
   EXPECT_EQ(k.Press(key::kEnter), Command::kSignal);
   EXPECT_EQ(k.ui.signal, SIGTERM);
   EXPECT_EQ(k.ui.mode, Mode::kNormal);
-  k.Press('k');
-  EXPECT_EQ(k.Press('K'), Command::kSignal);
+  k.Press(key::kF9);
+  EXPECT_EQ(k.ui.mode, Mode::kChooseSignal);
+  EXPECT_EQ(k.Press('9'), Command::kSignal);
   EXPECT_EQ(k.ui.signal, SIGKILL);
-  k.Press('k');
+  k.Press('K');
   EXPECT_EQ(k.Press(key::kEscape), Command::kNone);  // cancelled
   EXPECT_EQ(k.ui.mode, Mode::kNormal);
+}
+
+// Issue 26: vim and htop users press `k` to go up; it must never start a kill.
+TEST(KeysTest, LowerKMovesUpAndNeverStartsAKill) {
+  Keys k;
+  k.Press('j');
+  k.Press('j');
+  EXPECT_EQ(k.SelectedPid(), 4243u);
+  EXPECT_EQ(k.Press('k'), Command::kNone);
+  EXPECT_EQ(k.ui.mode, Mode::kNormal);
+  EXPECT_EQ(k.SelectedPid(), 5000u);  // as Up does
+  k.Press('k');
+  EXPECT_EQ(k.SelectedPid(), 4242u);
+  EXPECT_EQ(k.Press('k'), Command::kNone);  // at the top: stays, still no dialog
+  EXPECT_EQ(k.ui.selected, 0);
+  EXPECT_EQ(k.ui.mode, Mode::kNormal);
+  EXPECT_TRUE(k.ui.message.empty()) << k.ui.message;
+  // Not even with nothing selectable ("no process selected" would mean a kill was tried).
+  k.Press('3');
+  k.Press('u');
+  ASSERT_TRUE(k.rows.empty());
+  EXPECT_EQ(k.Press('k'), Command::kNone);
+  EXPECT_TRUE(k.ui.message.empty()) << k.ui.message;
 }
 
 TEST(KeysTest, KillOthersIsDeniedUnlessRootWhoMustConfirm) {
   Keys k;
   k.Press(key::kDown);  // bob's 5000
-  EXPECT_EQ(k.Press('k'), Command::kNone);
+  EXPECT_EQ(k.Press('K'), Command::kNone);
   EXPECT_EQ(k.ui.mode, Mode::kNormal);
   EXPECT_TRUE(k.ui.message_is_error);
   EXPECT_NE(k.ui.message.find("only root"), std::string::npos);
 
   k.me = {0, true};
-  k.Press('k');
+  k.Press('K');
   EXPECT_EQ(k.ui.mode, Mode::kChooseSignal);
   EXPECT_EQ(k.Press('t'), Command::kNone);
   EXPECT_EQ(k.ui.mode, Mode::kConfirmKill);
   EXPECT_EQ(k.Press('n'), Command::kNone);  // no
   EXPECT_EQ(k.ui.message, "not signalled");
-  k.Press('k');
+  k.Press(key::kF9);
   k.Press('9');
   EXPECT_EQ(k.Press('y'), Command::kSignal);
   EXPECT_EQ(k.ui.signal, SIGKILL);
@@ -164,7 +188,7 @@ TEST(KeysTest, PageKeysAndEmptyTable) {
   k.Press('u');  // nothing of mine on GPU 3
   EXPECT_TRUE(k.rows.empty());
   k.Press(key::kDown);
-  EXPECT_EQ(k.Press('k'), Command::kNone);
+  EXPECT_EQ(k.Press('K'), Command::kNone);
   EXPECT_EQ(k.ui.message, "no process selected");
 }
 
