@@ -92,7 +92,7 @@ int main(int argc, char** argv) {
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::printf("submit throughput        %8.0f jobs/s (%d submits over one connection, %d queued)\n",
               submits / seconds, submits, submits);
-  std::vector<int64_t> ids;
+  std::vector<gpuman::model::JobRef> ids;
   if (auto q = client->Call<protocol::QueueResult>(protocol::QueueArgs{false})) {
     for (const auto& j : q->jobs) {
       if (j.id != blocker->id) ids.push_back(j.id);

@@ -321,7 +321,8 @@ std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
   submit->add_option("--name", args.name, "A name for the job");
   submit->add_option("--priority", args.priority, "Higher runs first (default 0; above 0 only root and the admin group)");
   submit->add_option("--time-limit", args.time_limit, "SIGTERM after this long, e.g. 2h (default from the daemon, 24h)");
-  submit->add_option("--output", args.output, "Log file for stdout and stderr; %j job id, %x name, %u user (default gpuman-ID.log in the current directory)");
+  submit->add_option("--output", args.output, "Log file for stdout and stderr; %j job id, %x name, %u user, %A array id, %a task (default gpuman-ID.log in the current directory)");
+  submit->add_option("--array", args.array, "A job array: one task per index, as Slurm's 0-99, 1,5,9 or 0-98:2; %N runs at most N at once (0-99%8)");
   submit->add_flag("--requeue", args.requeue, "Queue the job again if its GPU is lost");
   submit->add_option("--after", args.after, "Start only after these jobs succeeded")->delimiter(',');
   submit->add_flag("--json", args.json, "Print {\"id\": N}");
@@ -332,6 +333,7 @@ std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
   CLI::App* queue = app.add_subcommand("queue", "List queued and running jobs");
   queue->add_flag("--all", args.all, "Include finished jobs");
   queue->add_flag("--json", args.json, "Print JSON (with --watch: one object per line)");
+  queue->add_flag("-r,--expand", args.expand, "Each task of a job array on its own row (as squeue -r)");
   queue->add_option("--watch", args.watch, "Redraw every SECONDS (default 2) until interrupted, across daemon restarts")
       ->expected(0, 1);
   queue->add_option("--iterations", args.iterations, "With --watch: stop after N refreshes")
@@ -340,7 +342,7 @@ std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
   cmds.push_back(queue);
 
   CLI::App* show = app.add_subcommand("show", "Show one job");
-  show->add_option("ID", args.ids, "Job id")->required()->expected(1);
+  show->add_option("ID", args.ids, "Job id (12), array task (12_7) or array (its id)")->required()->expected(1);
   show->add_flag("--json", args.json, "Print JSON");
   cmds.push_back(show);
 
@@ -348,17 +350,17 @@ std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
     CLI::App* c = app.add_subcommand(name, std::string(name) == "cancel" ? "Cancel jobs (running ones get SIGTERM)"
                                            : std::string(name) == "hold" ? "Keep queued jobs from starting"
                                                                           : "Let held jobs start again");
-    c->add_option("ID", args.ids, "Job ids (or choose them with --all, --user, --state, --name)");
+    c->add_option("ID", args.ids, "Job ids, array tasks (12_7) or whole arrays (or choose them with --all, --user, --state, --name)");
     c->add_flag("--all", args.filter.all, std::string("Every job of yours (with --user: of that user)"));
     AddJobFilterOptions(*c, args.filter);
     cmds.push_back(c);
   }
   CLI::App* logs = app.add_subcommand("logs", "Print a job's output");
-  logs->add_option("ID", args.ids, "Job id")->required()->expected(1);
+  logs->add_option("ID", args.ids, "Job id or array task (12_7)")->required()->expected(1);
   logs->add_flag("-f,--follow", args.follow, "Keep printing until the job ends");
   cmds.push_back(logs);
   CLI::App* wait = app.add_subcommand("wait", "Wait for jobs; exit with the exit code of the first that did not succeed, or 124 timed out, 125 gpuman failed, 193 cancelled");
-  wait->add_option("ID", args.ids, "Job ids")->required();
+  wait->add_option("ID", args.ids, "Job ids, array tasks (12_7) or whole arrays")->required();
   wait->add_flag("--json", args.json, "Print the outcome (state, exit code, signal, reason, times) as one JSON object");
   cmds.push_back(wait);
   for (const char* name : {"drain", "undrain"}) {

@@ -75,7 +75,7 @@ nlohmann::json WaitOutcomeJson(const model::Job& j, int wait_exit_code) {
       j.state != model::JobState::kSucceeded) {
     signal = *j.exit_code - kJobSignalBase;  // the supervisor records signal N as 128+N
   }
-  return nlohmann::json{{"schema_version", 1},
+  nlohmann::json doc{{"schema_version", 1},
                         {"id", j.id},
                         {"name", j.name},
                         {"state", model::JobStateName(j.state)},
@@ -88,18 +88,23 @@ nlohmann::json WaitOutcomeJson(const model::Job& j, int wait_exit_code) {
                         {"started_unix_ms", opt(j.started_unix_ms)},
                         {"ended", iso(j.ended_unix_ms)},
                         {"ended_unix_ms", opt(j.ended_unix_ms)}};
+  if (j.array_id) {  // a task of an array (the one a whole array's wait ends on)
+    doc["array_id"] = *j.array_id;
+    doc["array_task"] = opt(j.array_task);
+  }
+  return doc;
 }
 
 // The queue as `gpuman queue` prints it: JSON (pretty, or one line per refresh with
 // --watch), or the table (render/job_view.h).
-std::string RenderQueue(Context& ctx, const std::vector<model::Job>& jobs, bool json, bool compact_json) {
+std::string RenderQueue(Context& ctx, const std::vector<model::Job>& jobs, bool json, bool compact_json, bool expand) {
   if (json) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& j : jobs) list.push_back(protocol::JobToJson(j, false));
     const nlohmann::json doc{{"schema_version", 1}, {"jobs", list}};
     return (compact_json ? doc.dump() : doc.dump(2)) + "\n";
   }
-  return render::QueueTable(jobs, ctx.clock().NowUnixMs(), std::max(80, ctx.Terminal(true).width));
+  return render::QueueTable(jobs, ctx.clock().NowUnixMs(), std::max(80, ctx.Terminal(true).width), expand);
 }
 
 // `queue --watch[=SECONDS]`: the period, as `status --watch` checks it (finite, 0.1 to
@@ -130,7 +135,7 @@ int WatchQueue(const QueueArgs& args, const JobFilter& filter, double seconds, D
     if (!filter.Empty()) std::erase_if(*r, [&](const model::Job& j) { return !Matches(filter, j); });
     if (clear_screen) ctx.out() << "\x1b[H\x1b[2J";
     else if (n > 0 && !args.json) ctx.out() << "\n";
-    ctx.out() << RenderQueue(ctx, *r, args.json, /*compact_json=*/true);
+    ctx.out() << RenderQueue(ctx, *r, args.json, /*compact_json=*/true, args.expand);
     ctx.out().flush();
     if (!ctx.out().good()) return kExitError;  // the reader of a pipe went away
     if (args.iterations != 0 && n + 1 >= args.iterations) break;
@@ -168,6 +173,12 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
       return ctx.Fail(MakeError(ErrorCode::kInvalidArgument, "wait: one Slurm job at a time"));
     }
     return RunSlurmQueueCommand(name, args, ctx);
+  }
+  std::vector<model::JobRef> refs;
+  for (const std::string& text : args.ids) {
+    auto ref = model::ParseJobRef(text);
+    if (!ref) return ctx.Fail(ref.error());
+    refs.push_back(*ref);
   }
   // Checked before connecting: a bad period is an argument error whether or not a daemon runs.
   double watch_seconds = 0;
@@ -221,12 +232,16 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     }
     s.requeue = args.requeue;
     s.after = args.after;
+    s.array = args.array;
     if (ec) return ctx.Fail(MakeError(ErrorCode::kInvalidArgument, "cannot read the current directory: " + ToLower(ec.message())));
     if (auto refused = CheckSubmitLocally(s)) return ctx.Fail(MakeError(ErrorCode::kInvalidArgument, *refused));
     auto r = c.Call<protocol::SubmitResult>(s);
     if (!r) return ctx.Fail(r.error());
-    if (args.json) ctx.out() << "{\"id\": " << r->id << "}\n";
-    else ctx.out() << r->id << "\n";
+    if (args.json) {
+      ctx.out() << "{\"id\": " << r->id << (r->tasks ? ", \"tasks\": " + std::to_string(*r->tasks) : std::string()) << "}\n";
+    } else {
+      ctx.out() << r->id << "\n";
+    }
     return kExitOk;
   }
   if (name == "queue") {
@@ -235,30 +250,44 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     auto r = FetchAllJobs(c, args.all || WantsFinished(*filter));
     if (!r) return ctx.Fail(r.error());
     if (!filter->Empty()) std::erase_if(*r, [&](const model::Job& j) { return !Matches(*filter, j); });
-    ctx.out() << RenderQueue(ctx, *r, args.json, /*compact_json=*/false);
+    ctx.out() << RenderQueue(ctx, *r, args.json, /*compact_json=*/false, args.expand);
     return kExitOk;
   }
   if (name == "show") {
-    auto r = c.Call<protocol::ShowResult>(protocol::ShowArgs{args.ids.front()});
+    auto r = c.Call<protocol::ShowResult>(protocol::ShowArgs{refs.front()});
     if (!r) return ctx.Fail(r.error());
+    if (r->array) {
+      if (args.json) {
+        nlohmann::json doc = protocol::JobToJson(r->job, !r->job.argv.empty());
+        doc["array"] = nlohmann::json{{"id", r->array->id}, {"tasks", r->array->tasks},
+                                      {"limit", r->array->limit ? nlohmann::json(*r->array->limit) : nlohmann::json(nullptr)},
+                                      {"by_state", r->array->by_state}};
+        ctx.out() << doc.dump(2) << "\n";
+      } else {
+        ctx.out() << render::ArrayDetailText(r->job, r->array->tasks, r->array->limit, r->array->by_state);
+      }
+      return kExitOk;
+    }
     PrintJob(ctx, r->job, args.json);
     return kExitOk;
   }
   if (acts_on_ids) {
-    std::vector<int64_t> ids = args.ids;
+    std::vector<model::JobRef> ids = refs;
     if (by_filter) {
       // The jobs the filter picks (among the ids given, when there are some). Only those
       // the command can change: hold takes queued jobs, resume held ones, cancel any
       // unfinished one.
       auto listed = FetchAllJobs(c, WantsFinished(*filter));
       if (!listed) return ctx.Fail(listed.error());
-      std::vector<int64_t> picked;
+      std::vector<model::JobRef> picked;
       for (const model::Job& j : *listed) {
         if (!Matches(*filter, j) || model::IsFinal(j.state)) continue;
         if (name == "hold" && j.state != model::JobState::kQueued) continue;
         if (name == "resume" && j.state != model::JobState::kHeld) continue;
-        if (!ids.empty() && std::find(ids.begin(), ids.end(), j.id) == ids.end()) continue;
-        picked.push_back(j.id);
+        if (!ids.empty() && std::none_of(ids.begin(), ids.end(), [&](const model::JobRef& r) { return model::RefNames(r, j); })) {
+          continue;
+        }
+        picked.push_back(model::RefOf(j));  // a task by its task reference: its plain id would name the whole array
       }
       if (picked.empty()) {
         ctx.err() << "gpuman: " << name << ": no job matches\n";
@@ -274,7 +303,7 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     for (const auto& o : r->results) {
       if (o.error) {
         const Error e = protocol::ToError(*o.error);
-        rc = ctx.Fail(MakeError(e.code, "job " + std::to_string(o.id) + ": " + EscapeControl(e.message)));
+        rc = ctx.Fail(MakeError(e.code, "job " + model::FormatJobRef(o.id) + ": " + EscapeControl(e.message)));
       }
     }
     return rc;
@@ -284,7 +313,7 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     // the next request asks for the byte it had reached, so nothing is printed twice.
     int64_t offset = 0;
     while (true) {
-      const protocol::LogsArgs ask{args.ids.front(), offset};
+      const protocol::LogsArgs ask{refs.front(), offset};
       auto r = args.follow ? c.CallResuming<protocol::LogsResult>(ask) : c.Call<protocol::LogsResult>(ask);
       if (!r) return ctx.Fail(r.error());
       ctx.out() << r->data;
@@ -304,14 +333,19 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     // job ends (with --json, one object per line).
     auto fail = [&](const Error& e) { return ctx.Fail(e); };
     int result = kExitOk;
-    for (const int64_t id : args.ids) {
+    // A whole array is waited for as one: its outcome is its first task that did not succeed.
+    for (const model::JobRef& ref : refs) {
+      model::JobRef of = ref;
       while (true) {
-        auto r = c.CallResuming<protocol::WaitResult>(protocol::WaitArgs{id});
+        auto r = c.CallResuming<protocol::WaitResult>(protocol::WaitArgs{ref});
         if (!r) return fail(r.error());
-        if (model::IsFinal(r->state)) break;
+        if (model::IsFinal(r->state)) {
+          of = r->of.value_or(ref);
+          break;
+        }
         std::this_thread::sleep_for(std::chrono::milliseconds(100));
       }
-      auto shown = c.CallResuming<protocol::ShowResult>(protocol::ShowArgs{id});
+      auto shown = c.CallResuming<protocol::ShowResult>(protocol::ShowArgs{of});
       if (!shown) return fail(shown.error());
       const model::Job& job = shown->job;
       const int code = WaitExitCode(job);
@@ -319,7 +353,7 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
         ctx.out() << WaitOutcomeJson(job, code).dump() << "\n";
         ctx.out().flush();
       } else if (job.state != model::JobState::kSucceeded) {
-        ctx.err() << "gpuman: job " << job.id << " " << model::JobStateName(job.state)
+        ctx.err() << "gpuman: job " << model::JobName(job) << " " << model::JobStateName(job.state)
                   << (job.reason.empty() ? "" : ": " + EscapeControl(job.reason)) << " (exit " << code << ")\n";
       }
       if (result == kExitOk) result = code;

@@ -27,13 +27,15 @@ struct QueueArgs {
   bool requeue = false;
   std::vector<int64_t> after;
   std::vector<std::string> command;
+  std::optional<std::string> array;  // --array 0-99%8
   // queue / show / ...
   bool all = false;
   bool json = false;
   std::optional<std::string> watch;  // queue --watch[=SECONDS]: "" = the default period
   int iterations = 0;                // with --watch: stop after this many refreshes (0 = forever)
   bool follow = false;
-  std::vector<int64_t> ids;
+  bool expand = false;                // queue --expand: every task of an array on its own row
+  std::vector<std::string> ids;       // job ids as typed: 12, or 12_7 (model::ParseJobRef)
   JobFilterArgs filter;  // queue, cancel, hold, resume: --user, --me, --state, --name, --all
   std::string gpu;
   std::string reason;

@@ -281,12 +281,13 @@ int RunSlurmQueueCommand(const std::string& name, const QueueArgs& args, Context
   if (name == "submit") return SubmitToSlurm(args, ctx, deps);
   if (name == "queue") return QueueFromSlurm(args, ctx, deps);
   std::vector<std::string> ids;
-  for (int64_t id : args.ids) {
-    if (id <= 0) {
-      return name == "wait" ? (ctx.err() << "gpuman: error: " << id << " is not a Slurm job id\n", int{kExitUsage})
-                            : FailSubmit(ctx, MakeError(ErrorCode::kInvalidArgument, std::to_string(id) + " is not a Slurm job id"));
+  for (const std::string& text : args.ids) {
+    auto ref = model::ParseJobRef(text);  // Slurm writes a task of an array as 12_7 too
+    if (!ref) {
+      return name == "wait" ? (ctx.err() << "gpuman: error: " << text << " is not a Slurm job id\n", int{kExitUsage})
+                            : FailSubmit(ctx, MakeError(ErrorCode::kInvalidArgument, text + " is not a Slurm job id"));
     }
-    ids.push_back(std::to_string(id));
+    ids.push_back(model::FormatJobRef(*ref));
   }
   if (name == "show") {
     auto job = slurm::FindJob(*deps.tools, ids.front());

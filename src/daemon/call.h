@@ -17,15 +17,17 @@ namespace gpuman::daemon {
 
 /// One job a Target::kJobs request names: the job when the caller may act on it, else why not.
 struct JobTarget {
-  int64_t id = 0;
-  std::optional<model::Job> job;
+  model::JobRef ref;
+  std::optional<model::Job> job;  // for a whole array, its first task
+  std::vector<model::Job> tasks;  // a whole array: every task (summaries), in task order
   std::optional<protocol::WireError> error;
 };
 
 struct Daemon::Call {
   const Peer& peer;
   const protocol::Request& request;
-  std::optional<model::Job> job;      // Target::kJob
+  std::optional<model::Job> job;      // Target::kJob (for a whole array, its first task)
+  std::vector<model::Job> tasks;      // Target::kJob naming a whole array: its tasks (summaries)
   std::vector<JobTarget> jobs;        // Target::kJobs, in the order of the request's ids
   std::optional<model::Lease> lease;  // Target::kLease
 

@@ -19,14 +19,14 @@ using protocol::Reply;
 using protocol::WireCode;
 using protocol::WireError;
 
-// The ids a request names: "ids", "lease_id" or "id" of its args.
-std::vector<int64_t> TargetIds(const protocol::RequestArgs& args) {
+// The ids a request names: "ids", "lease_id" or "id" of its args (a lease id as a plain ref).
+std::vector<model::JobRef> TargetIds(const protocol::RequestArgs& args) {
   return std::visit(
-      [](const auto& a) -> std::vector<int64_t> {
+      [](const auto& a) -> std::vector<model::JobRef> {
         if constexpr (requires { a.ids; }) {
           return a.ids;
         } else if constexpr (requires { a.lease_id; }) {
-          return {a.lease_id};
+          return {model::JobRef{a.lease_id, std::nullopt}};
         } else if constexpr (requires { a.id; }) {
           return {a.id};
         } else {
@@ -36,8 +36,8 @@ std::vector<int64_t> TargetIds(const protocol::RequestArgs& args) {
       args);
 }
 
-WireError JobDenied(int64_t job_id) {
-  return WireError{WireCode::kPermissionDenied, "job " + std::to_string(job_id) + " belongs to another user"};
+WireError JobDenied(const model::JobRef& ref) {
+  return WireError{WireCode::kPermissionDenied, "job " + model::FormatJobRef(ref) + " belongs to another user"};
 }
 
 }  // namespace
@@ -80,7 +80,7 @@ Reply Daemon::Handle(const Peer& peer, const protocol::Request& request) {
     }
   }
   if (!row) return MakeErrorReply(request.id, WireError{WireCode::kUnknownOp, "unknown op"});
-  Call call{peer, request, std::nullopt, {}, std::nullopt};
+  Call call{peer, request, std::nullopt, {}, {}, std::nullopt};
   if (auto refused = Resolve(*row, call)) return std::move(*refused);
   // New work while the state cannot be written (a full disk) would be lost or half-done.
   if (request.op() == protocol::Op::kSubmit || request.op() == protocol::Op::kAcquire) {
@@ -96,13 +96,32 @@ Reply Daemon::Handle(const Peer& peer, const protocol::Request& request) {
 std::optional<Reply> Daemon::Resolve(const Command& row, Call& call) {
   const int64_t id = call.id();
   const DaemonIdentity self = identity();
-  const std::vector<int64_t> ids = TargetIds(call.request.args);
+  const std::vector<model::JobRef> ids = TargetIds(call.request.args);
   // kJob and kLease rows always name one id (an args struct with `id` or `lease_id`).
   GPUMAN_CHECK(row.target == Target::kNone || row.target == Target::kJobs || ids.size() == 1);
-  auto get_job = [&](int64_t job_id) -> Result<model::Job> {
-    auto job = jobs_->Get(job_id);
+  // The job a reference names: a task ("12_7"), or a job by id, which for an array's id
+  // is the array's first task, with every task in `tasks`.
+  auto get_job = [&](const model::JobRef& ref, std::vector<model::Job>* tasks) -> Result<model::Job> {
+    const std::string name = model::FormatJobRef(ref);
+    if (ref.task) {
+      auto task = jobs_->GetTask(ref.id, *ref.task);
+      if (!task) return task.error();
+      if (*task) return **task;
+      auto job = jobs_->Get(ref.id);
+      if (job && *job && !(*job)->array_id) {
+        return MakeError(ErrorCode::kNotFound, "job " + std::to_string(ref.id) + " is not an array (name it as " +
+                                                   std::to_string(ref.id) + ")");
+      }
+      return MakeError(ErrorCode::kNotFound, "no job " + name);
+    }
+    auto job = jobs_->Get(ref.id);
     if (!job) return job.error();
-    if (!*job) return MakeError(ErrorCode::kNotFound, "no job " + std::to_string(job_id));
+    if (!*job) return MakeError(ErrorCode::kNotFound, "no job " + name);
+    if (model::IsArrayHead(**job)) {
+      auto all = jobs_->ArrayTasks(ref.id);
+      if (!all) return all.error();
+      *tasks = std::move(*all);
+    }
     return **job;
   };
 
@@ -121,7 +140,7 @@ std::optional<Reply> Daemon::Resolve(const Command& row, Call& call) {
       }
     }
     case Target::kJob: {
-      auto job = get_job(ids.front());
+      auto job = get_job(ids.front(), &call.tasks);
       if (!job) return Fail(id, job.error());
       if (!Permits(row.who, call.peer, job->uid, self)) return MakeErrorReply(id, JobDenied(ids.front()));
       call.job = std::move(*job);
@@ -129,13 +148,14 @@ std::optional<Reply> Daemon::Resolve(const Command& row, Call& call) {
     }
     case Target::kJobs: {
       // Each id on its own: the request as a whole succeeds, with one outcome per id.
-      for (int64_t job_id : ids) {
-        JobTarget target{job_id, std::nullopt, std::nullopt};
-        auto job = get_job(job_id);
+      for (const model::JobRef& ref : ids) {
+        JobTarget target{ref, std::nullopt, {}, std::nullopt};
+        auto job = get_job(ref, &target.tasks);
         if (!job) {
           target.error = protocol::ToWireError(job.error());
         } else if (!Permits(row.who, call.peer, job->uid, self)) {
-          target.error = JobDenied(job_id);
+          target.error = JobDenied(ref);
+          target.tasks.clear();
         } else {
           target.job = std::move(*job);
         }
@@ -144,7 +164,7 @@ std::optional<Reply> Daemon::Resolve(const Command& row, Call& call) {
       return std::nullopt;
     }
     case Target::kLease: {
-      const int64_t lease_id = ids.front();
+      const int64_t lease_id = ids.front().id;
       auto lease = leases_->Get(lease_id);
       if (!lease) return Fail(id, lease.error());
       if (!*lease) return MakeErrorReply(id, WireError{WireCode::kNotFound, "no lease " + std::to_string(lease_id)});

@@ -513,6 +513,8 @@ Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& g
   visibility::ChildGpuEnvRequest gpu_env;  // GPUMAN_LEASE_ID: the supervisor adds it at Go
   gpu_env.uuids = gpus;
   gpu_env.job_id = job.id;
+  gpu_env.array_id = job.array_id;
+  gpu_env.array_task = job.array_task;
   gpu_env.simulated_scenario = options_.scenario_path;
   for (const auto& var : visibility::ChildGpuEnv(gpu_env)) spec.gpu_env.push_back(visibility::EnvEntry(var));
   spec.grace_ms = options_.grace_ms;
@@ -536,7 +538,7 @@ Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& g
   draft.uid = job.uid;
   draft.user = job.user;
   draft.kind = "job";
-  draft.command = CutText("job " + std::to_string(job.id) + (job.name.empty() ? "" : " (" + job.name + ")"),
+  draft.command = CutText("job " + model::JobName(job) + (job.name.empty() ? "" : " (" + job.name + ")"),
                           kMaxLeaseCommandBytes);
   draft.created_unix_ms = clock_.NowUnixMs();
   draft.processes = {*holder};
@@ -722,8 +724,22 @@ void Daemon::SchedulePass() {
         if (!have.insert(dep).second) continue;
         auto at = std::lower_bound(listed->begin(), listed->end(), dep,
                                    [](const model::Job& x, int64_t id) { return x.id < id; });
-        if (at != listed->end() && at->id == dep) continue;  // active: already shown
-        if (auto got = jobs_->Get(dep); got && *got) deps.push_back(**got);
+        bool is_array = false;
+        if (at != listed->end() && at->id == dep) {  // active: already shown
+          is_array = model::IsArrayHead(*at);
+        } else if (auto got = jobs_->Get(dep); got && *got) {
+          is_array = model::IsArrayHead(**got);
+          deps.push_back(std::move(**got));
+        }
+        // `after` an array is after all of its tasks: its finished ones that failed count.
+        if (!is_array) continue;
+        if (auto tasks = jobs_->ArrayTasks(dep)) {
+          for (auto& task : *tasks) {
+            if (task.id != dep && model::IsFinal(task.state) && task.state != model::JobState::kSucceeded) {
+              deps.push_back(std::move(task));
+            }
+          }
+        }
       }
     }
   }

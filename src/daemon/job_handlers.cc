@@ -78,6 +78,14 @@ Reply Daemon::OnSubmit(const Call& call) {
   draft.requeue = args.requeue;
   draft.after = args.after;
   draft.submitted_unix_ms = clock_.NowUnixMs();
+  if (args.array) {
+    auto spec = model::ParseArraySpec(*args.array);
+    if (!spec) return Fail(id, spec.error());
+    auto tasks = jobs_->SubmitArray(draft, spec->tasks, spec->limit);
+    if (!tasks) return Fail(id, tasks.error());
+    dirty_ = true;
+    return MakeReply(id, protocol::SubmitResult{tasks->front().id, static_cast<int64_t>(tasks->size())});
+  }
   auto job = jobs_->Submit(draft);
   if (!job) return Fail(id, job.error());
   dirty_ = true;
@@ -125,40 +133,95 @@ Reply Daemon::OnShow(const Call& call) {
     result.job = std::move(one[0]);
   }
   result.include_private = Permits(kSeePrivateFields, call.peer, job.uid, identity());
+  if (!call.tasks.empty()) {
+    protocol::ArrayInfo info;
+    info.id = job.id;
+    info.limit = job.array_limit;
+    info.tasks = static_cast<int64_t>(call.tasks.size());
+    std::map<std::string, std::vector<int64_t>> by_state;
+    for (const model::Job& task : call.tasks) {
+      by_state[model::JobStateName(task.state)].push_back(task.array_task.value_or(0));
+    }
+    for (const auto& [state, tasks] : by_state) info.by_state[state] = model::FormatTaskRanges(tasks);
+    result.array = std::move(info);
+  }
   return MakeReply(call.id(), result);
 }
 
 Reply Daemon::OnWait(const Call& call) {
-  return MakeReply(call.id(), protocol::WaitResult{call.job->state, call.job->exit_code});
+  if (call.tasks.empty()) return MakeReply(call.id(), protocol::WaitResult{call.job->state, call.job->exit_code});
+  // A whole array: waiting until every task is final, then the first that did not succeed.
+  const model::Job* outcome = &call.tasks.back();
+  for (const model::Job& task : call.tasks) {
+    if (!model::IsFinal(task.state)) return MakeReply(call.id(), protocol::WaitResult{task.state, std::nullopt});
+  }
+  for (const model::Job& task : call.tasks) {
+    if (task.state != model::JobState::kSucceeded) {
+      outcome = &task;
+      break;
+    }
+  }
+  return MakeReply(call.id(), protocol::WaitResult{outcome->state, outcome->exit_code, model::RefOf(*outcome)});
+}
+
+// cancel, hold or resume one job. `in_array`: the job is a task of an array the request
+// named as a whole, and a task the command does not apply to (hold of a running task) is
+// left as it is: nullopt.
+std::optional<Result<model::Job>> Daemon::ChangeJob(protocol::Op op, const model::Job& job, const Peer& peer,
+                                                    bool in_array) {
+  store::JobStore::Update update;
+  update.reason = "by " + peer.user;
+  const int64_t job_id = job.id;
+  if (op == protocol::Op::kHold) {
+    if (in_array && job.state != model::JobState::kQueued) return std::nullopt;
+    return jobs_->Transition(job_id, model::JobState::kQueued, model::JobState::kHeld, update);
+  }
+  if (op == protocol::Op::kResume) {
+    if (in_array && job.state != model::JobState::kHeld) return std::nullopt;
+    return jobs_->Transition(job_id, model::JobState::kHeld, model::JobState::kQueued, update);
+  }
+  if (job.state == model::JobState::kQueued || job.state == model::JobState::kHeld) {
+    update.ended_unix_ms = clock_.NowUnixMs();
+    update.reason = "cancelled by " + peer.user;
+    return jobs_->Transition(job_id, job.state, model::JobState::kCancelled, update);
+  }
+  if (job.state == model::JobState::kRunning || job.state == model::JobState::kStarting) {
+    // The supervisor ends the job and records "cancelled"; without one, the daemon does.
+    if (Status ended = EndOrphanedJob(job, peer.user); !ended) return Result<model::Job>(ended.error());
+    return Result<model::Job>(job);
+  }
+  if (in_array) return std::nullopt;
+  return Result<model::Job>(MakeError(ErrorCode::kConflict, "job " + model::JobName(job) + " is already " +
+                                                                 model::JobStateName(job.state)));
 }
 
 Reply Daemon::OnCancelHoldResume(const Call& call) {
   const protocol::Op op = call.request.op();
   protocol::IdsResult result;
   for (const JobTarget& target : call.jobs) {
-    protocol::IdOutcome outcome{target.id, target.error};
-    if (target.job) {
-      const int64_t job_id = target.id;
-      const model::Job& job = *target.job;
-      store::JobStore::Update update;
-      update.reason = "by " + call.peer.user;
-      Result<model::Job> changed = job;
-      if (op == protocol::Op::kHold) {
-        changed = jobs_->Transition(job_id, model::JobState::kQueued, model::JobState::kHeld, update);
-      } else if (op == protocol::Op::kResume) {
-        changed = jobs_->Transition(job_id, model::JobState::kHeld, model::JobState::kQueued, update);
-      } else if (job.state == model::JobState::kQueued || job.state == model::JobState::kHeld) {
-        update.ended_unix_ms = clock_.NowUnixMs();
-        update.reason = "cancelled by " + call.peer.user;
-        changed = jobs_->Transition(job_id, job.state, model::JobState::kCancelled, update);
-      } else if (job.state == model::JobState::kRunning || job.state == model::JobState::kStarting) {
-        // The supervisor ends the job and records "cancelled"; without one, the daemon does.
-        if (Status ended = EndOrphanedJob(job, call.peer.user); !ended) changed = ended.error();
-      } else {
-        changed = MakeError(ErrorCode::kConflict, "job " + std::to_string(job_id) + " is already " +
-                                                      model::JobStateName(job.state));
+    protocol::IdOutcome outcome{target.ref, target.error};
+    if (target.job && target.tasks.empty()) {
+      if (auto changed = ChangeJob(op, *target.job, call.peer, false); changed && !*changed) {
+        outcome.error = protocol::ToWireError(changed->error());
       }
-      if (!changed) outcome.error = protocol::ToWireError(changed.error());
+    } else if (target.job) {
+      // A whole array: every task the command applies to; the first error, if any.
+      int changed_tasks = 0;
+      for (const model::Job& task : target.tasks) {
+        auto changed = ChangeJob(op, task, call.peer, true);
+        if (!changed) continue;
+        if (*changed) {
+          ++changed_tasks;
+        } else if (!outcome.error) {
+          outcome.error = protocol::ToWireError(changed->error().WithContext("task " + model::JobName(task)));
+        }
+      }
+      if (changed_tasks == 0 && !outcome.error) {
+        const char* none = op == protocol::Op::kHold     ? "no task of the array is queued"
+                           : op == protocol::Op::kResume ? "no task of the array is held"
+                                                         : "every task of the array has ended";
+        outcome.error = Wire(WireCode::kConflict, none);
+      }
     }
     result.results.push_back(outcome);
   }
@@ -170,6 +233,11 @@ Reply Daemon::OnLogs(const Call& call) {
   const int64_t id = call.id();
   const model::Job& job = *call.job;
   const auto& args = call.args<protocol::LogsArgs>();
+  if (!call.tasks.empty()) {
+    return MakeErrorReply(id, Wire(WireCode::kInvalidArgument,
+                                   "job " + std::to_string(job.id) + " is an array of " + std::to_string(call.tasks.size()) +
+                                       " tasks: name one, as " + model::JobName(job)));
+  }
   std::string path = job.output_path.empty() ? sched::DefaultLogPath(job) : job.output_path;
   protocol::LogsResult result;
   result.next_offset = args.offset;

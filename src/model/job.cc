@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "base/strings.h"
+
 namespace gpuman::model {
 
 namespace {
@@ -102,6 +104,8 @@ std::string ExpandOutputPattern(const std::string& pattern, const Job& job) {
     }
     switch (pattern[i + 1]) {
       case 'j': out += std::to_string(job.id); break;
+      case 'A': out += std::to_string(job.array_id.value_or(job.id)); break;
+      case 'a': out += std::to_string(job.array_task.value_or(0)); break;
       case 'u': out += job.user.empty() ? std::to_string(job.uid) : job.user; break;
       case 'x':
         for (char n : job.name) out += n == '/' ? '_' : n;
@@ -110,6 +114,101 @@ std::string ExpandOutputPattern(const std::string& pattern, const Job& job) {
       default: out += c; continue;  // kept as written: the next character is copied next
     }
     ++i;
+  }
+  return out;
+}
+
+Result<JobRef> ParseJobRef(std::string_view text) {
+  auto bad = [&] {
+    return MakeError(ErrorCode::kInvalidArgument,
+                     "'" + EscapeControl(std::string(text)) + "': not a job ID (12, or 12_7 for task 7 of array 12)");
+  };
+  JobRef ref;
+  const size_t underscore = text.find('_');
+  const std::optional<int64_t> id = ParseInt(text.substr(0, underscore));
+  if (!id || *id < 1) return bad();
+  ref.id = *id;
+  if (underscore != std::string_view::npos) {
+    const std::optional<int64_t> task = ParseInt(text.substr(underscore + 1));
+    if (!task || *task < 0 || *task > kMaxArrayTaskIndex) return bad();
+    ref.task = *task;
+  }
+  return ref;
+}
+
+std::string FormatJobRef(const JobRef& ref) {
+  return ref.task ? std::to_string(ref.id) + "_" + std::to_string(*ref.task) : std::to_string(ref.id);
+}
+
+JobRef RefOf(const Job& job) {
+  if (job.array_id && job.array_task) return JobRef{*job.array_id, *job.array_task};
+  return JobRef{job.id, std::nullopt};
+}
+
+std::string JobName(const Job& job) { return FormatJobRef(RefOf(job)); }
+
+bool RefNames(const JobRef& ref, const Job& job) {
+  if (ref.task) return job.array_id == ref.id && job.array_task == ref.task;
+  return job.id == ref.id || job.array_id == ref.id;
+}
+
+Result<ArraySpec> ParseArraySpec(std::string_view spec) {
+  auto bad = [&](std::string_view item, const std::string& why) {
+    return MakeError(ErrorCode::kInvalidArgument, "--array: '" + EscapeControl(std::string(item)) + "': " + why);
+  };
+  ArraySpec out;
+  std::string_view list = spec;
+  if (const size_t percent = spec.find('%'); percent != std::string_view::npos) {
+    list = spec.substr(0, percent);
+    const std::optional<int64_t> limit = ParseInt(spec.substr(percent + 1));
+    if (!limit || *limit < 1 || *limit > static_cast<int64_t>(kMaxArrayTasks)) {
+      return bad(spec.substr(percent), "the limit after % is a number of tasks from 1 to " + std::to_string(kMaxArrayTasks));
+    }
+    out.limit = static_cast<int>(*limit);
+  }
+  if (Trim(list).empty()) return bad(spec, "no tasks (give them as 0-99, 1,5,9 or 0-98:2, then %N to run at most N at once)");
+  const std::string max_index = std::to_string(kMaxArrayTaskIndex);
+  while (true) {
+    const size_t comma = list.find(',');
+    const std::string_view item = list.substr(0, comma);
+    std::string_view range = item;
+    int64_t step = 1;
+    if (const size_t colon = item.find(':'); colon != std::string_view::npos) {
+      range = item.substr(0, colon);
+      const std::optional<int64_t> s = ParseInt(item.substr(colon + 1));
+      if (!s || *s < 1) return bad(item, "the step after : is a number from 1");
+      step = *s;
+    }
+    const size_t dash = range.find('-');
+    const std::optional<int64_t> first = ParseInt(range.substr(0, dash));
+    const std::optional<int64_t> last = dash == std::string_view::npos ? first : ParseInt(range.substr(dash + 1));
+    if (!first || !last) return bad(item, "not a task index or range (0-" + max_index + ")");
+    if (*first > kMaxArrayTaskIndex || *last > kMaxArrayTaskIndex) return bad(item, "task indices go up to " + max_index);
+    if (*last < *first) return bad(item, "the range is backwards");
+    if (dash == std::string_view::npos && step != 1) return bad(item, "a step needs a range (0-98:2)");
+    for (int64_t t = *first; t <= *last; t += step) {
+      out.tasks.push_back(t);
+      if (out.tasks.size() > kMaxArrayTasks) {
+        return bad(spec, "more than " + std::to_string(kMaxArrayTasks) + " tasks; submit the sweep in parts");
+      }
+    }
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+  std::sort(out.tasks.begin(), out.tasks.end());
+  out.tasks.erase(std::unique(out.tasks.begin(), out.tasks.end()), out.tasks.end());
+  return out;
+}
+
+std::string FormatTaskRanges(const std::vector<int64_t>& tasks) {
+  std::string out;
+  for (size_t i = 0; i < tasks.size();) {
+    size_t j = i;
+    while (j + 1 < tasks.size() && tasks[j + 1] == tasks[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += std::to_string(tasks[i]);
+    if (j > i) out += '-' + std::to_string(tasks[j]);
+    i = j + 1;
   }
   return out;
 }

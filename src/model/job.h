@@ -8,7 +8,10 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "base/result.h"
 
 namespace gpuman::model {
 
@@ -123,11 +126,58 @@ struct Job {
   std::string reason;                      // why it waits / why it failed
   JobFailure failure = JobFailure::kNone;  // why it never ran, for a job failed before exec
   std::optional<int64_t> idle_since_unix_ms;  // running but idle (daemon's idle watch)
+
+  // A task of a job array (`submit --array 0-99%8`): every task is a job of its own, and
+  // array_id is the id of the array's first task (Slurm's ArrayJobID). Unset otherwise.
+  std::optional<int64_t> array_id;
+  std::optional<int64_t> array_task;   // the task's index: GPUMAN_ARRAY_TASK_ID, %a
+  std::optional<int> array_limit;      // %N: at most this many tasks of the array at once
 };
 
+/// How a command names a job: `12` (a job, or every task of array 12) or `12_7` (task 7 of
+/// array 12), as Slurm's commands do.
+struct JobRef {
+  JobRef() = default;
+  JobRef(int64_t job_id, std::optional<int64_t> task_index = std::nullopt)  // NOLINT: a plain id is a ref
+      : id(job_id), task(task_index) {}
+  int64_t id = 0;
+  std::optional<int64_t> task;
+  bool operator==(const JobRef&) const = default;
+};
+/// "12" or "12_7". Errors: kInvalidArgument ("'x': not a job ID (12, or 12_7 for task 7
+/// of array 12)").
+Result<JobRef> ParseJobRef(std::string_view text);
+std::string FormatJobRef(const JobRef& ref);
+/// How a job is named: its task reference for a task of an array ("12_7"), else its id.
+JobRef RefOf(const Job& job);
+/// "12_7" for a task of array 12, else "12".
+std::string JobName(const Job& job);
+/// Whether `job` is the first task of its array, whose id names the whole array.
+inline bool IsArrayHead(const Job& job) { return job.array_id && *job.array_id == job.id; }
+/// Whether `ref` names `job`: the job itself, its task reference, or (a plain id) the
+/// array it is a task of.
+bool RefNames(const JobRef& ref, const Job& job);
+
+/// The tasks `submit --array SPEC` asks for: Slurm's syntax, comma-separated items of N,
+/// N-M or N-M:STEP, then optionally %LIMIT (how many run at once). Task indices are
+/// 0..kMaxArrayTaskIndex, at most kMaxArrayTasks of them, ascending without duplicates.
+struct ArraySpec {
+  std::vector<int64_t> tasks;
+  std::optional<int> limit;
+};
+inline constexpr int64_t kMaxArrayTaskIndex = 4000000;  // Slurm's largest MaxArraySize - 1
+inline constexpr size_t kMaxArrayTasks = 10000;
+/// Errors: kInvalidArgument, one line naming the item ("--array: '5-2': the range is
+/// backwards").
+Result<ArraySpec> ParseArraySpec(std::string_view spec);
+/// Tasks as ranges: {0,1,2,5,7,8} -> "0-2,5,7-8".
+std::string FormatTaskRanges(const std::vector<int64_t>& tasks);
+
 /// A job's --output with Slurm's patterns filled in: %j the job id, %u the user, %x the
-/// job's name ('/' in it written '_', so that a name never makes a directory), %% one '%'.
-/// Any other '%' sequence is kept as written. Needs job.id, user and name.
+/// job's name ('/' in it written '_', so that a name never makes a directory), %A the
+/// array's id and %a the task's index (for a job that is not an array task, %A is its id
+/// and %a is "0", as Slurm has it), %% one '%'. Any other '%' sequence is kept as
+/// written. Needs job.id, user, name and the array fields.
 std::string ExpandOutputPattern(const std::string& pattern, const Job& job);
 
 }  // namespace gpuman::model

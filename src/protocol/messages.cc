@@ -34,12 +34,42 @@ void ReadId(FieldReader& f, std::string_view key, int64_t& out) {
   f.Check(out >= 1, key, "integer >= 1");
 }
 
-// A non-empty array of job ids.
-void ReadIds(FieldReader& f, std::vector<int64_t>& out) {
-  f.Required("ids", out);
-  f.Check(!out.empty(), "ids", "non-empty array of integers >= 1");
-  for (std::size_t i = 0; i < out.size() && f.ok(); ++i) {
-    f.Check(out[i] >= 1, "ids[" + std::to_string(i) + "]", "integer >= 1");
+// A job reference: an integer >= 1, or a string "12" / "12_7" (model::ParseJobRef).
+std::optional<model::JobRef> JobRefFromJson(const json& v) {
+  if (v.is_number_integer()) {
+    const int64_t id = v.get<int64_t>();
+    if (id < 1) return std::nullopt;
+    return model::JobRef{id, std::nullopt};
+  }
+  if (!v.is_string()) return std::nullopt;
+  auto ref = model::ParseJobRef(v.get<std::string>());
+  if (!ref) return std::nullopt;
+  return *ref;
+}
+
+constexpr const char* kJobRefExpected = "job id (integer >= 1) or task (\"12_7\")";
+
+void ReadJobRef(FieldReader& f, std::string_view key, model::JobRef& out) {
+  const json* v = f.Find(key);
+  if (!f.ok()) return;
+  if (v == nullptr) return f.Fail(key, "missing");
+  if (auto ref = JobRefFromJson(*v)) {
+    out = *ref;
+  } else {
+    f.Fail(key, std::string("expected ") + kJobRefExpected);
+  }
+}
+
+// A non-empty array of job references.
+void ReadIds(FieldReader& f, std::vector<model::JobRef>& out) {
+  const json* v = f.Find("ids");
+  if (!f.ok()) return;
+  if (v == nullptr) return f.Fail("ids", "missing");
+  if (!v->is_array() || v->empty()) return f.Fail("ids", std::string("expected non-empty array of ") + kJobRefExpected);
+  for (std::size_t i = 0; i < v->size(); ++i) {
+    auto ref = JobRefFromJson((*v)[i]);
+    if (!ref) return f.Fail("ids[" + std::to_string(i) + "]", std::string("expected ") + kJobRefExpected);
+    out.push_back(*ref);
   }
 }
 
@@ -78,7 +108,13 @@ Result<T> Done(const FieldReader& f, T value) {
   return value;
 }
 
-json IdsArgsToJson(const std::vector<int64_t>& ids) { return json{{"ids", ids}}; }
+json JobRefToJson(const model::JobRef& ref) { return ref.task ? json(model::FormatJobRef(ref)) : json(ref.id); }
+
+json IdsArgsToJson(const std::vector<model::JobRef>& ids) {
+  json list = json::array();
+  for (const auto& ref : ids) list.push_back(JobRefToJson(ref));
+  return json{{"ids", std::move(list)}};
+}
 
 Result<WireError> WireErrorFromJson(const json& j, const std::string& path) {
   FieldReader f(j, path);
@@ -138,34 +174,48 @@ json ToJson(const SubmitArgs& v) {
       {"time_limit_ms", OrNull(v.time_limit_ms)},
       {"requeue", v.requeue},
       {"after", v.after},
+      {"array", OrNull(v.array)},
   };
 }
-json ToJson(const SubmitResult& v) { return json{{"id", v.id}}; }
+json ToJson(const SubmitResult& v) {
+  json j{{"id", v.id}};
+  if (v.tasks) j["tasks"] = *v.tasks;
+  return j;
+}
 json ToJson(const QueueArgs& v) { return json{{"all", v.all}, {"after_id", v.after_id}, {"limit", OrNull(v.limit)}}; }
 json ToJson(const QueueResult& v) {
   json jobs = json::array();
   for (const auto& job : v.jobs) jobs.push_back(JobToJson(job, /*include_private=*/false));
   return json{{"jobs", std::move(jobs)}, {"next", OrNull(v.next)}};
 }
-json ToJson(const ShowArgs& v) { return json{{"id", v.id}}; }
-json ToJson(const ShowResult& v) { return json{{"job", JobToJson(v.job, v.include_private)}}; }
+json ToJson(const ShowArgs& v) { return json{{"id", JobRefToJson(v.id)}}; }
+json ToJson(const ShowResult& v) {
+  json j{{"job", JobToJson(v.job, v.include_private)}};
+  if (v.array) {
+    j["array"] = json{{"id", v.array->id}, {"limit", OrNull(v.array->limit)}, {"tasks", v.array->tasks},
+                      {"by_state", v.array->by_state}};
+  }
+  return j;
+}
 json ToJson(const CancelArgs& v) { return IdsArgsToJson(v.ids); }
 json ToJson(const HoldArgs& v) { return IdsArgsToJson(v.ids); }
 json ToJson(const ResumeArgs& v) { return IdsArgsToJson(v.ids); }
 json ToJson(const IdsResult& v) {
   json results = json::array();
   for (const auto& r : v.results) {
-    json item = {{"id", r.id}, {"ok", !r.error.has_value()}};
+    json item = {{"id", JobRefToJson(r.id)}, {"ok", !r.error.has_value()}};
     if (r.error) item["error"] = ToJson(*r.error);
     results.push_back(std::move(item));
   }
   return json{{"results", std::move(results)}};
 }
-json ToJson(const WaitArgs& v) { return json{{"id", v.id}}; }
+json ToJson(const WaitArgs& v) { return json{{"id", JobRefToJson(v.id)}}; }
 json ToJson(const WaitResult& v) {
-  return json{{"state", model::JobStateName(v.state)}, {"exit_code", OrNull(v.exit_code)}};
+  json j{{"state", model::JobStateName(v.state)}, {"exit_code", OrNull(v.exit_code)}};
+  if (v.of) j["of"] = JobRefToJson(*v.of);
+  return j;
 }
-json ToJson(const LogsArgs& v) { return json{{"id", v.id}, {"offset", v.offset}}; }
+json ToJson(const LogsArgs& v) { return json{{"id", JobRefToJson(v.id)}, {"offset", v.offset}}; }
 json ToJson(const LogsResult& v) { return json{{"data", v.data}, {"next_offset", v.next_offset}, {"eof", v.eof}}; }
 json ToJson(const DrainArgs& v) { return json{{"gpu", v.gpu}, {"reason", v.reason}}; }
 json ToJson(const UndrainArgs& v) { return json{{"gpu", v.gpu}, {"reason", v.reason}}; }
@@ -333,6 +383,8 @@ Result<SubmitArgs> FromJson<SubmitArgs>(const json& j) {
   for (std::size_t i = 0; i < v.after.size() && f.ok(); ++i) {
     f.Check(v.after[i] >= 1, "after[" + std::to_string(i) + "]", "integer >= 1");
   }
+  f.Optional("array", v.array);
+  f.Check(!v.array || !v.array->empty(), "array", "non-empty task list (\"0-99%8\") or null");
   return Done(f, std::move(v));
 }
 
@@ -341,6 +393,7 @@ Result<SubmitResult> FromJson<SubmitResult>(const json& j) {
   SubmitResult v;
   FieldReader f(j, "result");
   ReadId(f, "id", v.id);
+  f.Optional("tasks", v.tasks);
   return Done(f, v);
 }
 
@@ -371,7 +424,7 @@ template <>
 Result<ShowArgs> FromJson<ShowArgs>(const json& j) {
   ShowArgs v;
   FieldReader f(j, "args");
-  ReadId(f, "id", v.id);
+  ReadJobRef(f, "id", v.id);
   return Done(f, v);
 }
 
@@ -388,6 +441,19 @@ Result<ShowResult> FromJson<ShowResult>(const json& j) {
       v.include_private = job->contains("argv");
     } else {
       f.Adopt(parsed.error());
+    }
+  }
+  if (const json* array = f.Find("array"); f.ok() && array != nullptr && !array->is_null()) {
+    ArrayInfo info;
+    FieldReader g(*array, f.PathOf("array"));
+    g.Required("id", info.id);
+    g.Optional("limit", info.limit);
+    g.Optional("tasks", info.tasks);
+    g.Optional("by_state", info.by_state);
+    if (g.ok()) {
+      v.array = std::move(info);
+    } else {
+      f.Adopt(g.error());
     }
   }
   return Done(f, std::move(v));
@@ -426,7 +492,7 @@ Result<IdsResult> FromJson<IdsResult>(const json& j) {
     IdOutcome o;
     FieldReader g(item, path);
     bool ok = false;
-    g.Required("id", o.id);
+    ReadJobRef(g, "id", o.id);
     g.Required("ok", ok);
     if (g.ok() && !ok) {
       const json* e = g.Find("error");
@@ -450,7 +516,7 @@ template <>
 Result<WaitArgs> FromJson<WaitArgs>(const json& j) {
   WaitArgs v;
   FieldReader f(j, "args");
-  ReadId(f, "id", v.id);
+  ReadJobRef(f, "id", v.id);
   return Done(f, v);
 }
 
@@ -468,6 +534,11 @@ Result<WaitResult> FromJson<WaitResult>(const json& j) {
     }
   }
   f.Optional("exit_code", v.exit_code);
+  if (const json* of = f.Find("of"); f.ok() && of != nullptr && !of->is_null()) {
+    model::JobRef ref;
+    ReadJobRef(f, "of", ref);
+    if (f.ok()) v.of = ref;
+  }
   return Done(f, v);
 }
 
@@ -475,7 +546,7 @@ template <>
 Result<LogsArgs> FromJson<LogsArgs>(const json& j) {
   LogsArgs v;
   FieldReader f(j, "args");
-  ReadId(f, "id", v.id);
+  ReadJobRef(f, "id", v.id);
   f.Optional("offset", v.offset);
   f.Check(v.offset >= 0, "offset", "integer >= 0");
   return Done(f, v);

@@ -82,9 +82,13 @@ struct SubmitArgs {
   std::optional<int64_t> time_limit_ms;  // >= 1 or null
   bool requeue = false;
   std::vector<int64_t> after;  // job ids >= 1
+  /// `--array` as typed ("0-99%8", model::ParseArraySpec): the job is an array of tasks.
+  /// The daemon parses it, so that its limits bind every client.
+  std::optional<std::string> array = std::nullopt;
 };
 struct SubmitResult {
-  int64_t id = 0;
+  int64_t id = 0;  // the job's id; for an array, the array's id (its first task's)
+  std::optional<int64_t> tasks = std::nullopt;  // an array: how many tasks it has
 };
 
 // ---- queue: list jobs (summaries: JobToJson(job, false)), one page at a time.
@@ -102,27 +106,39 @@ struct QueueResult {
   std::optional<int64_t> next = std::nullopt;
 };
 
-// ---- show: one job.
+// Job references on the wire: a plain id is a JSON integer (as before arrays), a task of
+// an array is a string "12_7" (model::JobRef). A plain id that is an array's id names the
+// whole array.
+
+// ---- show: one job, or a whole array.
 struct ShowArgs {
+  model::JobRef id;
+};
+/// An array in `show`: its tasks by state, as ranges ("0-4,7").
+struct ArrayInfo {
   int64_t id = 0;
+  std::optional<int> limit;
+  int64_t tasks = 0;
+  std::map<std::string, std::string> by_state;  // state name -> task ranges; only states with tasks
 };
 struct ShowResult {
-  model::Job job;
+  model::Job job;                // for an array, its first task
   bool include_private = false;  // sender: send argv/env/cwd/output_path; receiver: they were sent
+  std::optional<ArrayInfo> array = std::nullopt;  // the reference named a whole array
 };
 
 // ---- cancel, hold, resume: act on several jobs, one outcome each.
 struct CancelArgs {
-  std::vector<int64_t> ids;  // non-empty, each >= 1
+  std::vector<model::JobRef> ids;  // non-empty, each id >= 1
 };
 struct HoldArgs {
-  std::vector<int64_t> ids;
+  std::vector<model::JobRef> ids;
 };
 struct ResumeArgs {
-  std::vector<int64_t> ids;
+  std::vector<model::JobRef> ids;
 };
 struct IdOutcome {
-  int64_t id = 0;
+  model::JobRef id;                // as the request named it
   std::optional<WireError> error;  // nullopt: done
 };
 struct IdsResult {
@@ -131,16 +147,19 @@ struct IdsResult {
 
 // ---- wait: until the job is final.
 struct WaitArgs {
-  int64_t id = 0;
+  model::JobRef id;
 };
+/// For an array: final when every task is; then the outcome of its first task that did
+/// not succeed (or of its last task), named by `of`.
 struct WaitResult {
   model::JobState state = model::JobState::kQueued;
   std::optional<int> exit_code;
+  std::optional<model::JobRef> of = std::nullopt;  // the task the outcome is of (an array)
 };
 
 // ---- logs: a chunk of the job's output file.
 struct LogsArgs {
-  int64_t id = 0;
+  model::JobRef id;
   int64_t offset = 0;  // byte offset in the log file
 };
 struct LogsResult {

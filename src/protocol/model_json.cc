@@ -77,6 +77,11 @@ json JobToJson(const model::Job& job, bool include_private) {
   j["reason"] = job.reason;
   j["failure"] = job.failure == model::JobFailure::kNone ? json(nullptr) : json(model::JobFailureName(job.failure));
   if (job.idle_since_unix_ms) j["idle_since_unix_ms"] = *job.idle_since_unix_ms;
+  if (job.array_id) {
+    j["array_id"] = *job.array_id;
+    j["array_task"] = OrNull(job.array_task);
+    j["array_limit"] = OrNull(job.array_limit);
+  }
   return j;
 }
 
@@ -131,6 +136,9 @@ Result<model::Job> JobFromJson(const json& j, std::string_view path) {
     if (failure->empty()) job.failure = model::JobFailure::kNone;
   }
   f.Optional("idle_since_unix_ms", job.idle_since_unix_ms);
+  f.Optional("array_id", job.array_id);
+  f.Optional("array_task", job.array_task);
+  f.Optional("array_limit", job.array_limit);
   if (!f.ok()) return f.error();
   return job;
 }

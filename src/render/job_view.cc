@@ -1,6 +1,8 @@
 #include "render/job_view.h"
 
+#include <map>
 #include <sstream>
+#include <utility>
 
 #include "base/duration.h"
 #include "base/strings.h"
@@ -27,13 +29,19 @@ std::string JobDetailText(const model::Job& j) {
   std::vector<std::string> argv;
   for (const auto& a : j.argv) argv.push_back(EscapeControl(a));
   const std::string failure = j.failure == model::JobFailure::kNone ? "" : std::string(" [") + model::JobFailureName(j.failure) + "]";
-  out << "job " << j.id << " (" << EscapeControl(j.name) << ")\n"
+  out << "job " << model::JobName(j) << " (" << EscapeControl(j.name) << ")\n"
       << "  state:     " << model::JobStateName(j.state) << (j.reason.empty() ? "" : " — " + EscapeControl(j.reason)) << failure << "\n"
       << "  user:      " << EscapeControl(j.user) << "\n"
       << "  gpus:      " << (j.gpu_uuids.empty() ? "-" : EscapeControl(Join(j.gpu_uuids, ","))) << " (wants " << j.request.count << ")\n"
       << "  asks for:  " << EscapeControl(DescribeRequest(j.request)) << "\n"
-      << "  priority:  " << j.priority << "\n"
-      << "  submitted: " << FormatIsoUtcMillis(j.submitted_unix_ms) << "\n";
+      << "  priority:  " << j.priority << "\n";
+  if (j.array_id && j.array_task && !model::IsArrayHead(j)) {
+    out << "  array:     task " << *j.array_task << " of array " << *j.array_id << " (job " << j.id << ")\n";
+  } else if (j.array_id) {
+    out << "  array:     task " << j.array_task.value_or(0) << " of array " << *j.array_id << " (`gpuman show " << *j.array_id
+        << "` shows the whole array)\n";
+  }
+  out << "  submitted: " << FormatIsoUtcMillis(j.submitted_unix_ms) << "\n";
   if (j.started_unix_ms) out << "  started:   " << FormatIsoUtcMillis(*j.started_unix_ms) << "\n";
   if (j.ended_unix_ms) out << "  ended:     " << FormatIsoUtcMillis(*j.ended_unix_ms) << "\n";
   if (j.exit_code) out << "  exit code: " << *j.exit_code << "\n";
@@ -45,12 +53,71 @@ std::string JobDetailText(const model::Job& j) {
   return out.str();
 }
 
-std::string QueueTable(const std::vector<model::Job>& jobs, int64_t now_unix_ms, int width) {
+std::string ArrayDetailText(const model::Job& first, int64_t tasks, std::optional<int> limit,
+                            const std::map<std::string, std::string>& by_state) {
+  std::ostringstream out;
+  out << "array " << first.array_id.value_or(first.id) << " (" << EscapeControl(first.name) << "): " << tasks
+      << (tasks == 1 ? " task" : " tasks");
+  if (limit) out << ", at most " << *limit << " at once";
+  out << "\n";
+  // In the order of a job's life, not of the names.
+  for (const char* state : {"running", "starting", "queued", "held", "succeeded", "failed", "cancelled", "timed_out"}) {
+    auto it = by_state.find(state);
+    if (it != by_state.end()) out << "  " << PadRight(std::string(state) + ":", 11) << it->second << "\n";
+  }
+  out << "  user:      " << EscapeControl(first.user) << "\n"
+      << "  asks for:  " << EscapeControl(DescribeRequest(first.request)) << " (each task)\n"
+      << "  priority:  " << first.priority << "\n"
+      << "  submitted: " << FormatIsoUtcMillis(first.submitted_unix_ms) << "\n";
+  if (!first.argv.empty()) {
+    std::vector<std::string> argv;
+    for (const auto& a : first.argv) argv.push_back(EscapeControl(a));
+    out << "  command:   " << Join(argv, " ") << "\n  cwd:       " << EscapeControl(first.cwd) << "\n";
+  }
+  out << "  tasks:     gpuman show " << first.array_id.value_or(first.id) << "_N shows task N\n";
+  return out.str();
+}
+
+std::string QueueTable(const std::vector<model::Job>& jobs, int64_t now_unix_ms, int width, bool expand_arrays) {
   const int64_t now = now_unix_ms;
   if (jobs.empty()) return "no jobs\n";
-  std::string out = PadLeft("ID", 6) + "  " + PadRight("STATE", 10) + "  " + PadRight("USER", 10) +
-                    "  " + PadRight("GPUS", 5) + "  " + PadRight("NAME", 16) + "  WHY / WHEN\n";
+  // Without expand_arrays, the tasks of an array that wait in one state share one row, as
+  // squeue shows them: 12_[5-99%8]. Running and finished tasks keep a row each.
+  auto pending = [](const model::Job& j) {
+    return j.array_id && (j.state == model::JobState::kQueued || j.state == model::JobState::kHeld);
+  };
+  std::map<std::pair<int64_t, model::JobState>, std::vector<int64_t>> waiting_tasks;
+  if (!expand_arrays) {
+    for (const auto& j : jobs) {
+      if (pending(j)) waiting_tasks[{*j.array_id, j.state}].push_back(j.array_task.value_or(0));
+    }
+  }
+  struct Row {
+    const model::Job* job;
+    std::string id;
+  };
+  std::vector<Row> rows;
+  rows.reserve(jobs.size());
+  size_t id_width = 6;
   for (const auto& j : jobs) {
+    std::string id = model::JobName(j);
+    if (!expand_arrays && pending(j)) {
+      auto it = waiting_tasks.find({*j.array_id, j.state});
+      if (it == waiting_tasks.end()) continue;  // its row is already out
+      if (it->second.size() > 1 || j.array_limit) {
+        id = std::to_string(*j.array_id) + "_[" + model::FormatTaskRanges(it->second) +
+             (j.array_limit ? "%" + std::to_string(*j.array_limit) : std::string()) + "]";
+      }
+      waiting_tasks.erase(it);
+    }
+    id_width = std::max(id_width, id.size());
+    rows.push_back({&j, std::move(id)});
+  }
+  const int idw = static_cast<int>(id_width);
+  std::string out = PadLeft("ID", idw) + "  " + PadRight("STATE", 10) + "  " + PadRight("USER", 10) +
+                    "  " + PadRight("GPUS", 5) + "  " + PadRight("NAME", 16) + "  WHY / WHEN\n";
+  for (const auto& [job, id] : rows) {
+    const model::Job& j = *job;
     std::string when = EscapeControl(j.reason);
     if (j.state == model::JobState::kRunning && j.started_unix_ms) when = "running " + FormatDurationMs(now - *j.started_unix_ms);
     if (j.state == model::JobState::kRunning && j.idle_since_unix_ms) {
@@ -60,7 +127,7 @@ std::string QueueTable(const std::vector<model::Job>& jobs, int64_t now_unix_ms,
       when = "ended " + FormatDurationMs(now - *j.ended_unix_ms) + " ago";
     }
     if (when.empty()) when = "queued " + FormatDurationMs(now - j.submitted_unix_ms) + " ago";
-    std::string line = PadLeft(std::to_string(j.id), 6) + "  " + PadRight(model::JobStateName(j.state), 10) +
+    std::string line = PadLeft(id, idw) + "  " + PadRight(model::JobStateName(j.state), 10) +
                        "  " + PadRight(TruncateToWidth(EscapeControl(j.user), 10), 10) + "  " +
                        PadRight(std::to_string(j.request.count), 5) + "  " +
                        PadRight(TruncateToWidth(EscapeControl(j.name), 16), 16) + "  " + when;

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,9 +20,15 @@ std::string DescribeRequest(const model::GpuRequest& request);
 /// `gpuman show ID`: the job, one field a line.
 std::string JobDetailText(const model::Job& job);
 
+/// `gpuman show ARRAY`: an array as a whole: its tasks by state (state name -> task
+/// ranges), then what `first` (its first task) says of all of them.
+std::string ArrayDetailText(const model::Job& first, int64_t tasks, std::optional<int> limit,
+                            const std::map<std::string, std::string>& by_state);
+
 /// `gpuman queue`: a header and one line per job (why it waits, or how long it ran or has
 /// been queued, relative to `now_unix_ms`), each cut to `width` columns; "no jobs" when
-/// there are none.
-std::string QueueTable(const std::vector<model::Job>& jobs, int64_t now_unix_ms, int width);
+/// there are none. The waiting tasks of an array share one row per state ("12_[5-99%8]",
+/// with the reason of the first) unless `expand_arrays`.
+std::string QueueTable(const std::vector<model::Job>& jobs, int64_t now_unix_ms, int width, bool expand_arrays = false);
 
 }  // namespace gpuman::render

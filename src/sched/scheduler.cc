@@ -102,7 +102,32 @@ struct Item {
   bool is_plain = false;  // no --gpus, --exclude or filters: counting decides everything
   bool allow_shared = false;
   bool has_filters = false;
+  int64_t array_id = 0;     // a task of an array with a %N limit: the array's id
+  int array_limit = 0;      // that N
 };
+
+// How a job that others run `after` stands, with a whole array (named by its id) as one:
+// waiting while any task is unfinished, else failed when any task did not succeed.
+JobState CombineDependency(JobState a, JobState b) {
+  auto rank = [](JobState s) { return !model::IsFinal(s) ? 2 : s != JobState::kSucceeded ? 1 : 0; };
+  return rank(b) > rank(a) ? b : a;
+}
+
+// The state of every job id in `named` that `jobs` holds: its own, or for an array's id
+// its tasks' taken together (CombineDependency).
+std::unordered_map<int64_t, JobState> DependencyStates(const std::vector<Job>& jobs,
+                                                       const std::unordered_set<int64_t>& named) {
+  std::unordered_map<int64_t, JobState> out;
+  for (const Job& job : jobs) {
+    if (job.array_id && named.contains(*job.array_id)) {
+      auto [it, inserted] = out.emplace(*job.array_id, job.state);
+      if (!inserted) it->second = CombineDependency(it->second, job.state);
+    } else if (named.contains(job.id)) {
+      out[job.id] = job.state;
+    }
+  }
+  return out;
+}
 
 // What a placement of `r` depends on, as a memo key: sweeps repeat one request many times.
 std::string RequestKey(const model::GpuRequest& r) {
@@ -189,6 +214,7 @@ class Pass {
           open_foreign_reserved_ = 0;
 
   std::unordered_map<int64_t, JobState> state_of_;
+  std::unordered_map<int64_t, int> array_running_;  // array id -> its tasks starting or running (limited arrays)
   std::unordered_map<uint32_t, int64_t> held_by_user_;
   std::unordered_map<uint32_t, double> usage_;
 
@@ -323,9 +349,10 @@ void Pass::ReadJobs() {
   // the rest of the walk.
   std::unordered_set<int64_t> named;
   for (const Job& job : jobs_) named.insert(job.after.begin(), job.after.end());
-  if (!named.empty()) {
-    for (const Job& job : jobs_) {
-      if (named.contains(job.id)) state_of_[job.id] = job.state;
+  if (!named.empty()) state_of_ = DependencyStates(jobs_, named);
+  for (const Job& job : jobs_) {
+    if (job.array_limit && job.array_id && (job.state == JobState::kRunning || job.state == JobState::kStarting)) {
+      ++array_running_[*job.array_id];
     }
   }
   for (const auto& u : in_.usage) usage_[u.uid] = u.decayed_gpu_seconds;
@@ -362,6 +389,10 @@ SchedulerOutput Pass::Run() {
     item.allow_shared = r.allow_shared;
     item.has_filters = HasMomentaryOrStaticFilters(r);
     item.is_plain = !r.gpus && r.exclude.empty() && !item.has_filters;
+    if (job.array_limit && job.array_id) {
+      item.array_id = *job.array_id;
+      item.array_limit = *job.array_limit;
+    }
     queue.push_back({-static_cast<int64_t>(job.priority), job.uid, job.submitted_unix_ms,
                      job.id, item});
   }
@@ -435,6 +466,14 @@ void Pass::Visit(const Item& item) {
         reason += (i > 0 ? ", " : "") + std::to_string(pending[i]);
       }
       return Wait(item, reason);
+    }
+  }
+  if (item.array_limit > 0) {
+    const int running = array_running_[item.array_id];
+    if (running >= item.array_limit) {
+      return Wait(item, "array " + std::to_string(item.array_id) + ": " + std::to_string(running) +
+                            (running == 1 ? " task runs" : " tasks run") + " (at most " +
+                            std::to_string(item.array_limit) + " at once)");
     }
   }
 
@@ -820,6 +859,7 @@ void Pass::Start(const Item& item, std::vector<std::string> uuids, bool backfill
     if (reserved_[p]) --(foreign_[p] ? open_foreign_reserved_ : open_clean_reserved_);
   }
   held_by_user_[item.uid] += static_cast<int64_t>(uuids.size());
+  if (item.array_limit > 0) ++array_running_[item.array_id];
   ++version_;
   out_.start.push_back({item.id, std::move(uuids), backfilled});
 }
@@ -893,8 +933,9 @@ double DecayUsage(double gpu_seconds, int64_t elapsed_ms, double half_life_s) {
 }
 
 std::vector<int64_t> JobsWithFailedDependencies(const std::vector<model::Job>& jobs) {
-  std::unordered_map<int64_t, JobState> state_of;
-  for (const Job& job : jobs) state_of[job.id] = job.state;
+  std::unordered_set<int64_t> named;
+  for (const Job& job : jobs) named.insert(job.after.begin(), job.after.end());
+  const std::unordered_map<int64_t, JobState> state_of = DependencyStates(jobs, named);
   std::vector<int64_t> out;
   for (const Job& job : jobs) {
     if (job.state != JobState::kQueued && job.state != JobState::kHeld) continue;

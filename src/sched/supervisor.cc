@@ -450,7 +450,7 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
 
 std::string DefaultLogPath(const model::Job& job) {
   std::string dir = job.cwd.empty() ? "/tmp" : job.cwd;
-  return dir + "/gpuman-" + std::to_string(job.id) + ".log";
+  return dir + "/gpuman-" + model::JobName(job) + ".log";  // gpuman-12.log, gpuman-12_7.log
 }
 
 PendingSupervisor::~PendingSupervisor() = default;  // closing the barrier ends a supervisor never let go

@@ -22,7 +22,8 @@ namespace gpuman::store {
   "req_min_free_memory_bytes, req_max_utilization_percent, req_model, "                     \
   "req_min_compute_capability, req_exclude, req_allow_shared, priority, time_limit_ms, "    \
   "requeue, after, state, submitted_unix_ms, started_unix_ms, ended_unix_ms, exit_code, "   \
-  "gpu_uuids, lease_id, supervisor_pid, supervisor_start_ticks, reason, failure"
+  "gpu_uuids, lease_id, supervisor_pid, supervisor_start_ticks, reason, failure, array_id, "      \
+  "array_task, array_limit"
 #define GPUMAN_JOB_COLUMNS GPUMAN_JOB_COLUMNS_HEAD "argv, env, " GPUMAN_JOB_COLUMNS_TAIL
 // A summary (JobFields::kSummary): argv and env read as empty, so that they are neither
 // copied out of the page cache nor decoded (a sweep's 10,000 environments are megabytes).
@@ -36,6 +37,8 @@ struct JobStore::Statements {
   Statement select_job_summaries;
   Statement select_active;
   Statement select_active_summaries;
+  Statement select_array;
+  Statement select_task;
   Statement data_version;
   Statement insert_job;
   Statement update_job;
@@ -61,7 +64,7 @@ enum Column {
   kReqMinFreeMemory, kReqMaxUtilization, kReqModel, kReqMinComputeCapability, kReqExclude,
   kReqAllowShared, kPriority, kTimeLimit, kRequeue, kAfter, kState, kSubmitted, kStarted,
   kEnded, kExitCode, kGpuUuids, kLeaseId, kSupervisorPid, kSupervisorStartTicks, kReason,
-  kFailure, kColumnCount
+  kFailure, kArrayId, kArrayTask, kArrayLimit, kColumnCount
 };
 
 // ---- Encodings of list columns (see migration 2)
@@ -250,6 +253,9 @@ Result<model::Job> ReadJob(const Database& db, const Statement& s) {
   auto failure = model::ParseJobFailure(s.ColumnText(kFailure));
   if (!failure) return Corrupt(db, job.id, "failure");
   job.failure = *failure;
+  job.array_id = OptionalInt(s, kArrayId);
+  job.array_task = OptionalInt(s, kArrayTask);
+  job.array_limit = Narrow<int>(OptionalInt(s, kArrayLimit));
   return job;
 }
 
@@ -298,16 +304,21 @@ Result<std::unique_ptr<JobStore>> JobStore::Attach(std::shared_ptr<Database> db,
        "SELECT " GPUMAN_JOB_COLUMNS " FROM jobs WHERE " GPUMAN_JOB_ACTIVE " ORDER BY id"},
       {&stmts->select_active_summaries, "read active job summaries",
        "SELECT " GPUMAN_JOB_SUMMARY_COLUMNS " FROM jobs WHERE " GPUMAN_JOB_ACTIVE " ORDER BY id"},
+      {&stmts->select_array, "read array tasks",
+       "SELECT " GPUMAN_JOB_SUMMARY_COLUMNS " FROM jobs WHERE array_id = ?1 ORDER BY array_task"},
+      {&stmts->select_task, "read array task",
+       "SELECT " GPUMAN_JOB_COLUMNS " FROM jobs WHERE array_id = ?1 AND array_task = ?2"},
       {&stmts->data_version, "read data version", "PRAGMA data_version"},
       {&stmts->insert_job, "insert job",
        "INSERT INTO jobs (" GPUMAN_JOB_COLUMNS ") VALUES (NULL, ?1, ?2, ?3, ?4, ?5, ?6, ?7, "
        "?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, "
-       "?25, ?26, ?27, ?28, ?29, ?30, ?31)"},
+       "?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34)"},
       {&stmts->update_job, "update job",
        "UPDATE jobs SET state = ?2, started_unix_ms = ?3, ended_unix_ms = ?4, exit_code = ?5, "
        "gpu_uuids = ?6, lease_id = ?7, supervisor_pid = ?8, supervisor_start_ticks = ?9, "
        "reason = ?10, failure = ?12 WHERE id = ?1 AND state = ?11"},
-      {&stmts->update_output, "set job output", "UPDATE jobs SET output_path = ?2 WHERE id = ?1"},
+      {&stmts->update_output, "set job output and array",
+       "UPDATE jobs SET output_path = ?2, array_id = ?3 WHERE id = ?1"},
       {&stmts->log_event, "log job event",
        "INSERT INTO job_events (at_unix_ms, job_id, kind, from_state, to_state, reason) "
        "VALUES (" GPUMAN_JOB_SQL_NOW_MS ", ?1, ?2, ?3, ?4, ?5)"},
@@ -375,7 +386,20 @@ Status JobStore::LogEventLocked(int64_t job_id, const char* kind,
 }
 
 Result<model::Job> JobStore::Submit(model::Job draft) {
-  const char* context = "submit job";
+  auto jobs = SubmitTasks(std::move(draft), {}, std::nullopt);
+  if (!jobs) return jobs.error();
+  return std::move(jobs->front());
+}
+
+Result<std::vector<model::Job>> JobStore::SubmitArray(model::Job draft, const std::vector<int64_t>& tasks,
+                                                      std::optional<int> limit) {
+  if (tasks.empty()) return MakeError(ErrorCode::kInvalidArgument, "submit job array: no tasks");
+  return SubmitTasks(std::move(draft), tasks, limit);
+}
+
+Result<std::vector<model::Job>> JobStore::SubmitTasks(model::Job draft, const std::vector<int64_t>& tasks,
+                                                      std::optional<int> limit) {
+  const char* context = tasks.empty() ? "submit job" : "submit job array";
   if (draft.argv.empty()) {
     return MakeError(ErrorCode::kInvalidArgument, std::string(context) + ": no command given");
   }
@@ -395,71 +419,118 @@ Result<model::Job> JobStore::Submit(model::Job draft) {
   job.supervisor_pid.reset();
   job.supervisor_start_ticks.reset();
   job.failure = model::JobFailure::kNone;
+  job.array_id.reset();
+  job.array_task.reset();
+  job.array_limit = tasks.empty() ? std::nullopt : limit;
+  const std::string pattern = job.output_path;
+  // Encoded once: a sweep's tasks share them.
+  const std::string argv = EncodeStrings(job.argv);
+  const std::string env = EncodeEnv(job.env);
 
   auto tx = Transaction::BeginWrite(*db_);
   if (!tx) return tx.error().WithContext(context);
   const bool was_current = SummariesCurrentLocked();
-  {
-    Statement& s = stmts_->insert_job;
-    const model::GpuRequest& r = job.request;
-    auto use = s.Use();
-    s.Bind(kName, job.name)
-        .Bind(kUid, static_cast<int64_t>(job.uid))
-        .Bind(kGid, static_cast<int64_t>(job.gid))
-        .Bind(kUser, job.user)
-        .Bind(kArgv, EncodeStrings(job.argv))
-        .Bind(kEnv, EncodeEnv(job.env))
-        .Bind(kCwd, job.cwd)
-        .Bind(kOutputPath, job.output_path)
-        .Bind(kReqCount, static_cast<int64_t>(r.count));
-    BindOptional(s, kReqGpus,
-                 r.gpus ? std::optional<std::string>(EncodeStrings(*r.gpus)) : std::nullopt);
-    BindOptional(s, kReqMinFreeMemory, r.min_free_memory_bytes);
-    BindOptional(s, kReqMaxUtilization, Widen(r.max_utilization_percent));
-    BindOptional(s, kReqModel, r.model);
-    BindOptional(s, kReqMinComputeCapability, r.min_compute_capability);
-    s.Bind(kReqExclude, EncodeStrings(r.exclude))
-        .Bind(kReqAllowShared, int64_t{r.allow_shared ? 1 : 0})
-        .Bind(kPriority, static_cast<int64_t>(job.priority));
-    BindOptional(s, kTimeLimit, job.time_limit_ms);
-    s.Bind(kRequeue, int64_t{job.requeue ? 1 : 0})
-        .Bind(kAfter, EncodeIds(job.after))
-        .Bind(kState, model::JobStateName(job.state))
-        .Bind(kSubmitted, job.submitted_unix_ms)
-        .BindNull(kStarted)
-        .BindNull(kEnded)
-        .BindNull(kExitCode)
-        .Bind(kGpuUuids, std::string())
-        .BindNull(kLeaseId)
-        .BindNull(kSupervisorPid)
-        .BindNull(kSupervisorStartTicks)
-        .Bind(kReason, job.reason)
-        .Bind(kFailure, std::string());
-    static_assert(kFailure == kColumnCount - 1);
-    if (auto run = s.Run(); !run) return run.error().WithContext(context);
-    job.id = db_->LastInsertRowId();
-  }
-  // --output's %j (and %u, %x) are filled in now that the id is known: the stored path is
-  // the one the supervisor writes, `logs` reads and `show` prints.
-  if (job.output_path.find('%') != std::string::npos) {
-    job.output_path = model::ExpandOutputPattern(job.output_path, job);
-    if (job.output_path.size() > model::kMaxJobPathBytes) {
-      return MakeError(ErrorCode::kInvalidArgument,
-                       "--output: " + std::to_string(job.output_path.size()) +
-                           " bytes once its patterns are filled in; the limit is " +
-                           std::to_string(model::kMaxJobPathBytes) + " bytes");
+  std::vector<model::Job> stored;
+  stored.reserve(std::max<size_t>(1, tasks.size()));
+  for (size_t i = 0; i < std::max<size_t>(1, tasks.size()); ++i) {
+    if (!tasks.empty()) job.array_task = tasks[i];
+    {
+      Statement& s = stmts_->insert_job;
+      const model::GpuRequest& r = job.request;
+      auto use = s.Use();
+      s.Bind(kName, job.name)
+          .Bind(kUid, static_cast<int64_t>(job.uid))
+          .Bind(kGid, static_cast<int64_t>(job.gid))
+          .Bind(kUser, job.user)
+          .Bind(kArgv, argv)
+          .Bind(kEnv, env)
+          .Bind(kCwd, job.cwd)
+          .Bind(kOutputPath, pattern)
+          .Bind(kReqCount, static_cast<int64_t>(r.count));
+      BindOptional(s, kReqGpus,
+                   r.gpus ? std::optional<std::string>(EncodeStrings(*r.gpus)) : std::nullopt);
+      BindOptional(s, kReqMinFreeMemory, r.min_free_memory_bytes);
+      BindOptional(s, kReqMaxUtilization, Widen(r.max_utilization_percent));
+      BindOptional(s, kReqModel, r.model);
+      BindOptional(s, kReqMinComputeCapability, r.min_compute_capability);
+      s.Bind(kReqExclude, EncodeStrings(r.exclude))
+          .Bind(kReqAllowShared, int64_t{r.allow_shared ? 1 : 0})
+          .Bind(kPriority, static_cast<int64_t>(job.priority));
+      BindOptional(s, kTimeLimit, job.time_limit_ms);
+      s.Bind(kRequeue, int64_t{job.requeue ? 1 : 0})
+          .Bind(kAfter, EncodeIds(job.after))
+          .Bind(kState, model::JobStateName(job.state))
+          .Bind(kSubmitted, job.submitted_unix_ms)
+          .BindNull(kStarted)
+          .BindNull(kEnded)
+          .BindNull(kExitCode)
+          .Bind(kGpuUuids, std::string())
+          .BindNull(kLeaseId)
+          .BindNull(kSupervisorPid)
+          .BindNull(kSupervisorStartTicks)
+          .Bind(kReason, job.reason)
+          .Bind(kFailure, std::string());
+      BindOptional(s, kArrayId, job.array_id);
+      BindOptional(s, kArrayTask, job.array_task);
+      BindOptional(s, kArrayLimit, Widen(job.array_limit));
+      static_assert(kArrayLimit == kColumnCount - 1);
+      if (auto run = s.Run(); !run) return run.error().WithContext(context);
+      job.id = db_->LastInsertRowId();
     }
-    Statement& u = stmts_->update_output;
-    auto use = u.Use();
-    u.Bind(1, job.id).Bind(2, job.output_path);
-    if (auto run = u.Run(); !run) return run.error().WithContext(context);
-  }
-  if (auto s = LogEventLocked(job.id, "submitted", std::nullopt, job.state, job.reason); !s) {
-    return s.error().WithContext(context);
+    // The first task's id names the array; it is known once that task is stored.
+    const bool names_array = !tasks.empty() && i == 0;
+    if (names_array) job.array_id = job.id;
+    // --output's %j (and %u, %x, %A, %a) are filled in now that the id is known: the
+    // stored path is the one the supervisor writes, `logs` reads and `show` prints.
+    job.output_path = pattern;
+    const bool expand = pattern.find('%') != std::string::npos;
+    if (expand) {
+      job.output_path = model::ExpandOutputPattern(pattern, job);
+      if (job.output_path.size() > model::kMaxJobPathBytes) {
+        return MakeError(ErrorCode::kInvalidArgument,
+                         "--output: " + std::to_string(job.output_path.size()) +
+                             " bytes once its patterns are filled in; the limit is " +
+                             std::to_string(model::kMaxJobPathBytes) + " bytes");
+      }
+    }
+    if (expand || names_array) {
+      Statement& u = stmts_->update_output;
+      auto use = u.Use();
+      u.Bind(1, job.id).Bind(2, job.output_path);
+      BindOptional(u, 3, job.array_id);
+      if (auto run = u.Run(); !run) return run.error().WithContext(context);
+    }
+    if (auto s = LogEventLocked(job.id, "submitted", std::nullopt, job.state, job.reason); !s) {
+      return s.error().WithContext(context);
+    }
+    stored.push_back(job);
+    if (!tasks.empty()) {  // a sweep's tasks come back as summaries: argv and env once, not 10,000 times
+      stored.back().argv.clear();
+      stored.back().env.clear();
+    }
   }
   if (auto s = tx->Commit(); !s) return s.error().WithContext(context);
-  NoteOwnWrite(was_current, job);
-  return job;
+  for (const model::Job& one : stored) NoteOwnWrite(was_current, one);
+  return stored;
+}
+
+Result<std::vector<model::Job>> JobStore::ArrayTasks(int64_t array_id) {
+  Statement& s = stmts_->select_array;
+  auto use = s.Use();
+  s.Bind(1, array_id);
+  auto jobs = ReadJobs(s);
+  if (!jobs) return jobs.error().WithContext("read the tasks of array " + std::to_string(array_id));
+  return jobs;
+}
+
+Result<std::optional<model::Job>> JobStore::GetTask(int64_t array_id, int64_t task) {
+  Statement& s = stmts_->select_task;
+  auto use = s.Use();
+  s.Bind(1, array_id).Bind(2, task);
+  auto jobs = ReadJobs(s);
+  if (!jobs) return jobs.error().WithContext("read job " + std::to_string(array_id) + "_" + std::to_string(task));
+  if (jobs->empty()) return std::optional<model::Job>();
+  return std::optional<model::Job>(std::move(jobs->front()));
 }
 
 Result<std::optional<model::Job>> JobStore::Get(int64_t id) {

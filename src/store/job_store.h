@@ -69,6 +69,17 @@ class JobStore {
   /// GPUs, lease, supervisor) start empty. Logs a 'submitted' event. Returns the stored
   /// job. Errors: kInvalidArgument (empty argv, GPU count below 1); kBusy; kIo.
   Result<model::Job> Submit(model::Job draft);
+  /// Stores a job array in one transaction: one job per task of `tasks` (ascending, not
+  /// empty), each as Submit stores `draft`, with array_task set, array_id the id of the
+  /// first, and array_limit `limit`. --output patterns are filled in per task (%A, %a).
+  /// Returns the tasks in order, as summaries (argv and env empty). Errors: as Submit.
+  Result<std::vector<model::Job>> SubmitArray(model::Job draft, const std::vector<int64_t>& tasks,
+                                              std::optional<int> limit);
+  /// The tasks of array `array_id` (every state), as summaries, in task order; empty when
+  /// there is no such array. Errors: kIo.
+  Result<std::vector<model::Job>> ArrayTasks(int64_t array_id);
+  /// Task `task` of array `array_id`, or nullopt. Errors: kIo.
+  Result<std::optional<model::Job>> GetTask(int64_t array_id, int64_t task);
 
   /// The job with this id, or nullopt. Errors: kIo.
   Result<std::optional<model::Job>> Get(int64_t id);
@@ -160,6 +171,8 @@ class JobStore {
            JobStoreOptions options);
 
   Result<std::vector<model::Job>> ReadJobs(Statement& stmt);
+  Result<std::vector<model::Job>> SubmitTasks(model::Job draft, const std::vector<int64_t>& tasks,
+                                              std::optional<int> limit);
   Result<int64_t> DataVersionLocked();
   /// Inside a transaction: whether summaries_ has seen every commit so far.
   bool SummariesCurrentLocked();

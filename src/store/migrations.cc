@@ -174,6 +174,16 @@ CREATE TABLE machine_facts (
 -- leases of a table share one. NULL when none was free (or for older rows).
 ALTER TABLE leases ADD COLUMN master_port INTEGER;
 )sql"},
+    {7, "job arrays: each task is a job row that names its array",
+     R"sql(
+-- A task of `submit --array`: array_id is the id of the array's first task (Slurm's
+-- ArrayJobID), array_task its index, array_limit the %N of the submit (the most tasks of
+-- the array running at once; NULL: no limit). All three NULL for a job that is no task.
+ALTER TABLE jobs ADD COLUMN array_id INTEGER;
+ALTER TABLE jobs ADD COLUMN array_task INTEGER;
+ALTER TABLE jobs ADD COLUMN array_limit INTEGER;
+CREATE INDEX jobs_array ON jobs (array_id, array_task) WHERE array_id IS NOT NULL;
+)sql"},
 };
 
 }  // namespace

@@ -20,8 +20,8 @@ std::string JoinInts(std::vector<int> values) {
   return out;
 }
 
-constexpr std::array<std::string_view, 4> kMachineBound = {kCudaVisibleDevices, kNvidiaVisibleDevices,
-                                                           kLeaseIdVariable, kJobIdVariable};
+constexpr std::array<std::string_view, 6> kMachineBound = {kCudaVisibleDevices, kNvidiaVisibleDevices, kLeaseIdVariable,
+                                                           kJobIdVariable,      kArrayJobIdVariable,   kArrayTaskIdVariable};
 
 }  // namespace
 
@@ -38,6 +38,8 @@ std::vector<EnvVar> ChildGpuEnv(const ChildGpuEnvRequest& request) {
   env.push_back({std::string(kNvidiaVisibleDevices), request.uuids.empty() ? std::string("none") : uuids});
   if (request.lease_id) env.push_back({std::string(kLeaseIdVariable), std::to_string(*request.lease_id)});
   if (request.job_id) env.push_back({std::string(kJobIdVariable), std::to_string(*request.job_id)});
+  if (request.array_id) env.push_back({std::string(kArrayJobIdVariable), std::to_string(*request.array_id)});
+  if (request.array_task) env.push_back({std::string(kArrayTaskIdVariable), std::to_string(*request.array_task)});
   if (request.simulated_scenario) env.push_back({std::string(kSimulateVariable), *request.simulated_scenario});
   if (request.master_port) {
     for (auto& var : LaunchEnv(*request.master_port, request.uuids.size())) env.push_back(std::move(var));

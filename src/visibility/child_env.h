@@ -25,6 +25,8 @@
 //   its go (sched/supervisor.cc); the daemon builds the rest here without it.
 // - GPUMAN_JOB_ID: a queued job's id; nothing else sets it (a `run` inside a job keeps the
 //   job's, inherited).
+// - GPUMAN_ARRAY_JOB_ID, GPUMAN_ARRAY_TASK_ID: for a task of a job array, the array's id
+//   and the task's index (Slurm's SLURM_ARRAY_JOB_ID and SLURM_ARRAY_TASK_ID).
 // - GPUMAN_SIMULATE: the scenario file of a simulated node, so that a gpuman inside the
 //   child sees the same (simulated) GPUs its lease names.
 // Every variable set here replaces an inherited one of the same name. The ones that name
@@ -63,6 +65,8 @@ struct ChildGpuEnvRequest {
   std::optional<int64_t> job_id;                   // GPUMAN_JOB_ID
   std::optional<std::string> simulated_scenario;   // GPUMAN_SIMULATE: a scenario file's path
   std::optional<int> master_port;                  // the lease's rendezvous port: LaunchEnv's variables
+  std::optional<int64_t> array_id;                 // GPUMAN_ARRAY_JOB_ID
+  std::optional<int64_t> array_task;               // GPUMAN_ARRAY_TASK_ID
 };
 
 inline constexpr std::string_view kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
@@ -70,10 +74,13 @@ inline constexpr std::string_view kCudaDeviceOrder = "CUDA_DEVICE_ORDER";
 inline constexpr std::string_view kNvidiaVisibleDevices = "NVIDIA_VISIBLE_DEVICES";
 inline constexpr std::string_view kLeaseIdVariable = "GPUMAN_LEASE_ID";
 inline constexpr std::string_view kJobIdVariable = "GPUMAN_JOB_ID";
+inline constexpr std::string_view kArrayJobIdVariable = "GPUMAN_ARRAY_JOB_ID";
+inline constexpr std::string_view kArrayTaskIdVariable = "GPUMAN_ARRAY_TASK_ID";
 inline constexpr std::string_view kSimulateVariable = "GPUMAN_SIMULATE";
 
 /// The variables, in this order: CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER,
-/// NVIDIA_VISIBLE_DEVICES, then GPUMAN_LEASE_ID, GPUMAN_JOB_ID and GPUMAN_SIMULATE when
+/// NVIDIA_VISIBLE_DEVICES, then GPUMAN_LEASE_ID, GPUMAN_JOB_ID, GPUMAN_ARRAY_JOB_ID,
+/// GPUMAN_ARRAY_TASK_ID and GPUMAN_SIMULATE when
 /// given, then LaunchEnv(master_port, the GPU count) when a port is given. kPciIndices with `indices` not matching `uuids` in size is a broken invariant
 /// (GPUMAN_CHECK).
 std::vector<EnvVar> ChildGpuEnv(const ChildGpuEnvRequest& request);
@@ -85,7 +92,8 @@ std::vector<EnvVar> ChildGpuEnv(const ChildGpuEnvRequest& request);
 std::vector<EnvVar> LaunchEnv(int master_port, size_t gpus);
 
 /// The variables that name the GPUs or the lease of the machine they were set on:
-/// CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, GPUMAN_LEASE_ID, GPUMAN_JOB_ID.
+/// CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, GPUMAN_LEASE_ID, GPUMAN_JOB_ID and the
+/// array's two.
 std::span<const std::string_view> MachineBoundVariables();
 
 /// "NAME=VALUE", as execve's envp wants it.

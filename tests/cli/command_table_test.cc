@@ -112,7 +112,7 @@ TEST(ParseCommandLineTest, QueueCommandsAndSlurmIds) {
   ParsedCommandLine p = Parse({"wait", "slurm:42", "--json"});
   ASSERT_FALSE(p.error) << p.error->message;
   EXPECT_EQ(p.args.command, "wait");
-  EXPECT_EQ(p.args.queue.ids, std::vector<int64_t>{42});
+  EXPECT_EQ(p.args.queue.ids, std::vector<std::string>{"42"});
   EXPECT_EQ(p.args.queue.slurm_ids, 1);
   EXPECT_TRUE(p.args.queue.json);
 }

@@ -117,7 +117,7 @@ TEST_F(SlurmSubmitTest, WhichBackend) {
   EXPECT_FALSE(*UsesSlurm(Parse({"queue", "--backend", "gpuman"}), args_, slurm_default));
   args_ = QueueArgs{};
   EXPECT_EQ(Parse({"wait", "slurm:12"}), "wait");
-  EXPECT_THAT(args_.ids, ElementsAre(12));
+  EXPECT_THAT(args_.ids, ElementsAre("12"));
   EXPECT_TRUE(*UsesSlurm("wait", args_, Config{}));
   args_ = QueueArgs{};
   EXPECT_FALSE(UsesSlurm(Parse({"cancel", "slurm:12", "13"}), args_, Config{}));  // mixed

@@ -97,6 +97,22 @@ TEST(RequestRoundTripTest, SubmitMinimalUsesDefaults) {
   EXPECT_FALSE(a.requeue);
 }
 
+// A task of an array travels as "12_7"; a plain id stays an integer, as before arrays.
+TEST(RequestRoundTripTest, JobReferencesAreIntegersOrTaskStrings) {
+  std::variant<Request, RequestError> parsed =
+      ParseRequest(R"({"v":1,"id":1,"op":"cancel","args":{"ids":[12,"12_7","13"]}})");
+  ASSERT_TRUE(std::holds_alternative<Request>(parsed)) << std::get<RequestError>(parsed).error.message;
+  const auto& ids = std::get<CancelArgs>(std::get<Request>(parsed).args).ids;
+  EXPECT_EQ(ids, (std::vector<model::JobRef>{{12}, {12, 7}, {13}}));
+  EXPECT_EQ(ToJson(CancelArgs{{model::JobRef{12}, model::JobRef{12, 7}}}).dump(), R"({"ids":[12,"12_7"]})");
+  EXPECT_EQ(ToJson(WaitArgs{model::JobRef{12, 0}}).dump(), R"({"id":"12_0"})");
+  for (const char* bad : {R"("12_")", R"("x")", "0", R"("-1")", "1.5", "null"}) {
+    auto refused = ParseRequest(std::string(R"({"v":1,"id":1,"op":"show","args":{"id":)") + bad + "}}");
+    ASSERT_TRUE(std::holds_alternative<RequestError>(refused)) << bad;
+    EXPECT_NE(std::get<RequestError>(refused).error.message.find("args.id"), std::string::npos) << bad;
+  }
+}
+
 // One case per result type: encode as a reply, carry it through a frame, read it back.
 struct ResultCase {
   const char* name;
@@ -123,7 +139,10 @@ std::vector<ResultCase> ResultCases() {
   IdsResult ids;
   ids.results = {{1, std::nullopt},
                  {2, WireError{WireCode::kNotFound, "job 2: not found"}},
-                 {3, WireError{WireCode::kPermissionDenied, "job 3 belongs to bob"}}};
+                 {3, WireError{WireCode::kPermissionDenied, "job 3 belongs to bob"}},
+                 {model::JobRef{12, 7}, std::nullopt}};
+  ShowResult array_show{public_job, false};
+  array_show.array = ArrayInfo{12, 8, 100, {{"queued", "5-99"}, {"running", "0-4"}}};
   SnapshotResult full_snapshot;
   full_snapshot.snapshot = FullSnapshot();
   full_snapshot.sample_interval_ms = 1000;
@@ -145,6 +164,9 @@ std::vector<ResultCase> ResultCases() {
       Case("ids", ids),
       Case("wait", WaitResult{model::JobState::kFailed, 2}),
       Case("wait_no_exit", WaitResult{model::JobState::kCancelled, std::nullopt}),
+      Case("wait_array", WaitResult{model::JobState::kFailed, 3, model::JobRef{12, 7}}),
+      Case("submit_array", SubmitResult{12, 100}),
+      Case("show_array", array_show),
       Case("logs", LogsResult{"line 1\nline 2\n\x01\t\"quoted\"", 123, true}),
       Case("drain", DrainResult{"GPU-aaaa"}),
       Case("leases", LeasesResult{{FullLease(), FullLease()}}),

@@ -67,6 +67,37 @@ TEST(QueueTableTest, IdleRunningAndEndedJobs) {
   EXPECT_TRUE(lines[2].ends_with("ended 1h ago")) << lines[2];
 }
 
+TEST(QueueTableTest, AnArraysWaitingTasksShareOneRowUntilExpanded) {
+  std::vector<model::Job> jobs;
+  for (int64_t task = 0; task < 6; ++task) {
+    model::Job j;
+    j.id = 20 + task;
+    j.array_id = 20;
+    j.array_task = task;
+    j.array_limit = 2;
+    j.name = "sweep";
+    j.user = "bob";
+    j.submitted_unix_ms = kNow - 60'000;
+    j.reason = "array 20: 2 tasks run (at most 2 at once)";
+    if (task < 2) {
+      j.state = model::JobState::kRunning;
+      j.started_unix_ms = kNow - 30'000;
+    }
+    if (task == 5) j.state = model::JobState::kHeld;
+    jobs.push_back(j);
+  }
+  const std::vector<std::string> lines = Lines(QueueTable(jobs, kNow, 200));
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_EQ(lines[0], "        ID  STATE       USER        GPUS   NAME              WHY / WHEN");
+  EXPECT_EQ(lines[1], "      20_0  running     bob         1      sweep             running 30s");
+  EXPECT_EQ(lines[2], "      20_1  running     bob         1      sweep             running 30s");
+  EXPECT_EQ(lines[3], "20_[2-4%2]  queued      bob         1      sweep             array 20: 2 tasks run (at most 2 at once)");
+  EXPECT_EQ(lines[4], "  20_[5%2]  held        bob         1      sweep             array 20: 2 tasks run (at most 2 at once)");
+  const std::vector<std::string> expanded = Lines(QueueTable(jobs, kNow, 200, /*expand_arrays=*/true));
+  ASSERT_EQ(expanded.size(), 7u);
+  EXPECT_EQ(expanded[3], "  20_2  queued      bob         1      sweep             array 20: 2 tasks run (at most 2 at once)");
+}
+
 TEST(QueueTableTest, LinesAreCutToTheWidthAndTextIsEscaped) {
   model::Job j = RunningJob();
   j.state = model::JobState::kQueued;

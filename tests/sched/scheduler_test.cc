@@ -224,6 +224,58 @@ TEST(SchedulerTest, AfterDependencies) {
   EXPECT_THAT(JobsWithFailedDependencies(in.jobs), ElementsAre(3));
 }
 
+TEST(SchedulerTest, AnArraysLimitCountsItsRunningTasksAndTheOnesThisPassStarts) {
+  // Given 8 free GPUs, an array of 5 one-GPU tasks with %2 of which one already runs
+  SchedulerInput in = Given(Plain(8));
+  auto task = [](int64_t id, int64_t index) {
+    Job job = Queued(id, 1000, 1);
+    job.array_id = 10;
+    job.array_task = index;
+    job.array_limit = 2;
+    return job;
+  };
+  Job running = Running(10, 1000, {0}, kNow - kMinute, kHour);
+  running.array_id = 10;
+  running.array_task = 0;
+  running.array_limit = 2;
+  AddRunning(in, running);
+  for (int64_t i = 1; i < 5; ++i) in.jobs.push_back(task(10 + i, i));
+  in.jobs.push_back(Queued(20, 1000, 1));  // not in the array: not limited
+  // When
+  SchedulerOutput out = Schedule(in);
+  // Then one more task starts, and the others wait for the limit, not for GPUs
+  EXPECT_THAT(Started(out), ElementsAre(11, 20));
+  EXPECT_EQ(ReasonOf(out, 12), "array 10: 2 tasks run (at most 2 at once)");
+  EXPECT_EQ(ReasonOf(out, 14), "array 10: 2 tasks run (at most 2 at once)");
+}
+
+TEST(SchedulerTest, AfterAnArrayIsAfterEveryTask) {
+  // Given array 10 whose first task succeeded and whose second still runs
+  SchedulerInput in = Given(Plain(4));
+  Job first = Queued(10, 1000, 1);
+  first.state = JobState::kSucceeded;
+  first.array_id = 10;
+  first.array_task = 0;
+  Job second = Running(11, 1000, {0}, kNow - kMinute, kHour);
+  second.array_id = 10;
+  second.array_task = 1;
+  in.jobs.push_back(first);
+  AddRunning(in, second);
+  Job after = Queued(20, 1000, 1);
+  after.after = {10};
+  in.jobs.push_back(after);
+  EXPECT_EQ(ReasonOf(Schedule(in), 20), "after job 10") << "the first task alone does not free it";
+  // When the second task fails, the dependency has failed
+  in.jobs[1].state = JobState::kFailed;
+  in.leases.clear();
+  EXPECT_EQ(ReasonOf(Schedule(in), 20), "dependency 10 failed");
+  EXPECT_THAT(JobsWithFailedDependencies(in.jobs), ElementsAre(20));
+  // And when it succeeded, the job starts
+  in.jobs[1].state = JobState::kSucceeded;
+  EXPECT_THAT(Started(Schedule(in)), ElementsAre(20));
+  EXPECT_THAT(JobsWithFailedDependencies(in.jobs), IsEmpty());
+}
+
 // --- caps, drained and unhealthy GPUs -----------------------------------------------
 
 TEST(SchedulerTest, PerUserCapCountsRunningAndNewlyStartedJobs) {

@@ -842,5 +842,55 @@ TEST_F(JobStoreTest, SummariesSeeAnotherProcesssCommits) {
   EXPECT_TRUE(*v3 == *v4) << "no change, same version";
 }
 
+// ---- Job arrays
+
+TEST_F(JobStoreTest, AnArrayIsOneTaskRowPerIndexNamedByItsFirstTasksId) {
+  Job before = Submit(Draft());
+  Job draft = Draft();
+  draft.output_path = "/logs/%x-%A_%a-%j.log";
+  draft.name = "sweep";
+  auto tasks = store_->SubmitArray(draft, {0, 1, 5}, 2);
+  ASSERT_TRUE(tasks.has_value()) << tasks.error().message;
+  ASSERT_EQ(tasks->size(), 3u);
+  const int64_t array = tasks->front().id;
+  EXPECT_GT(array, before.id);
+  for (size_t i = 0; i < tasks->size(); ++i) {
+    const Job& t = (*tasks)[i];
+    EXPECT_EQ(t.array_id, array);
+    EXPECT_EQ(t.array_limit, 2);
+    EXPECT_TRUE(t.argv.empty()) << "returned as summaries";
+  }
+  EXPECT_EQ((*tasks)[2].array_task, 5);
+  // Read back: whole rows, patterns filled in per task, the array's own listing.
+  auto task5 = store_->GetTask(array, 5);
+  ASSERT_TRUE(task5.has_value() && *task5);
+  EXPECT_EQ((*task5)->id, (*tasks)[2].id);
+  EXPECT_EQ((*task5)->argv, draft.argv) << "every task has the command";
+  EXPECT_EQ((*task5)->output_path, "/logs/sweep-" + std::to_string(array) + "_5-" + std::to_string((*task5)->id) + ".log");
+  auto head = store_->Get(array);
+  ASSERT_TRUE(head.has_value() && *head);
+  EXPECT_TRUE(model::IsArrayHead(**head));
+  EXPECT_EQ((*head)->array_task, 0);
+  EXPECT_FALSE(model::IsArrayHead(**store_->GetTask(array, 1)));
+  auto listed = store_->ArrayTasks(array);
+  ASSERT_TRUE(listed.has_value());
+  EXPECT_THAT(Ids(*listed), ElementsAre((*tasks)[0].id, (*tasks)[1].id, (*tasks)[2].id));
+  EXPECT_TRUE((*store_->GetTask(array, 2)) == std::nullopt);
+  EXPECT_TRUE(store_->ArrayTasks(before.id)->empty()) << "a plain job is no array";
+  EXPECT_FALSE(before.array_id.has_value());
+  // The kept summaries saw the whole array, as a fresh read does.
+  auto kept = store_->ActiveSummaries();
+  ASSERT_TRUE(kept.has_value());
+  EXPECT_EQ((*kept)->size(), 4u);
+  auto fresh = JobStore::Open(path_);
+  ASSERT_TRUE(fresh.has_value());
+  auto read = (*fresh)->ActiveSummaries();
+  ASSERT_TRUE(read.has_value());
+  ASSERT_EQ((*read)->size(), 4u);
+  EXPECT_EQ((*read)->back().array_task, 5);
+  EXPECT_EQ((**kept).back().array_task, 5);
+  EXPECT_FALSE(store_->SubmitArray(Draft(), {}, std::nullopt).has_value());
+}
+
 }  // namespace
 }  // namespace gpuman::store

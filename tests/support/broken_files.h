@@ -99,7 +99,7 @@ inline std::string DamageFile(const std::string& path, Damage d) {
       WriteBytes(path, "# not a database\nhello = world\n");
       return "";
     case Damage::kNewerSchema: {
-      if (auto e = RawSql(path, "PRAGMA user_version = 7"); !e.empty()) return e;
+      if (auto e = RawSql(path, "PRAGMA user_version = 999"); !e.empty()) return e;
       return Consolidate(path);
     }
   }

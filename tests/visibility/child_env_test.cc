@@ -93,9 +93,11 @@ TEST(ChildGpuEnvTest, MachineBoundVariablesAreTheOnesNamingGpusOrALease) {
   std::vector<std::string> names;
   for (std::string_view n : MachineBoundVariables()) names.emplace_back(n);
   EXPECT_EQ(names, (std::vector<std::string>{"CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "GPUMAN_LEASE_ID",
-                                             "GPUMAN_JOB_ID"}));
+                                             "GPUMAN_JOB_ID", "GPUMAN_ARRAY_JOB_ID", "GPUMAN_ARRAY_TASK_ID"}));
   // Everything the builder can set is either machine-bound or a setting that travels.
   ChildGpuEnvRequest all{{kA}, {0}, GpuNumbering::kUuids, 1, 2, "/s.json"};
+  all.array_id = 2;
+  all.array_task = 7;
   for (const EnvVar& v : ChildGpuEnv(all)) {
     const bool bound = std::find(names.begin(), names.end(), v.name) != names.end();
     EXPECT_EQ(bound, v.name != "CUDA_DEVICE_ORDER" && v.name != "GPUMAN_SIMULATE") << v.name;
