@@ -1,12 +1,14 @@
 #include "cli/lease_commands.h"
 
 #include <pwd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "base/duration.h"
+#include "base/file.h"
 #include "base/interrupts.h"
 #include "base/strings.h"
 #include "cli/acquire.h"
@@ -25,6 +27,27 @@ using ojson = nlohmann::ordered_json;
 
 // Busy and not found are kExitNotEnoughGpus here (ExitPolicy::kLease, the command table).
 int FailLease(Context& ctx, const Error& error) { return ctx.Fail(error); }
+
+// `select --lease` ties the lease to its parent (the shell). Under `sudo -u` or `runuser`
+// the parent is root's, ends as soon as gpuman does, and is not the caller's to hold a
+// lease with: refused here, with the reason, whichever authority would take the lease (the
+// daemon refuses it too, as "process N is not yours"; the machine table would take a lease
+// that dies at once).
+Status CheckLeaseHolder(pid_t holder) {
+  const uid_t me = getuid();
+  if (me == 0) return {};
+  struct stat st{};
+  if (stat(("/proc/" + std::to_string(holder)).c_str(), &st) != 0 || st.st_uid == me) return {};
+  std::string comm = ReadWholeFile("/proc/" + std::to_string(holder) + "/comm").value_or("?");
+  while (!comm.empty() && comm.back() == '\n') comm.pop_back();
+  passwd* pw = getpwuid(st.st_uid);
+  const std::string owner = pw ? pw->pw_name : std::to_string(st.st_uid);
+  return MakeError(ErrorCode::kPermissionDenied,
+                   "select --lease: the lease would live as long as its parent, process " + std::to_string(holder) + " (" +
+                       EscapeControl(comm) + "), which is " + owner +
+                       "'s, not yours (sudo -u and runuser start gpuman that way): run it from your own shell, or "
+                       "use `gpuman run -- CMD`, whose lease lives as long as CMD");
+}
 
 }  // namespace
 
@@ -47,6 +70,7 @@ int RunSelect(const SelectArgs& args, Context& ctx) {
   std::optional<BlockInterrupts> interrupts;  // held until the lease's id is printed
   if (args.lease) {
     // The lease lives as long as the shell that ran us (our parent), like an exported variable.
+    if (auto holder = CheckLeaseHolder(getppid()); !holder) return FailLease(ctx, holder.error());
     auto draft = DraftLease(ctx, getppid(), "select", "gpuman select --lease");
     if (!draft) return FailLease(ctx, draft.error());
     // Ctrl-C or SIGTERM while waiting ends the wait (128 + N) and takes no lease; one that

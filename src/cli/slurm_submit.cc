@@ -67,6 +67,10 @@ int SubmitToSlurm(const QueueArgs& args, Context& ctx, const SlurmCliDeps& deps)
     if (id <= 0) return FailSubmit(ctx, MakeError(ErrorCode::kInvalidArgument, "--after: " + std::to_string(id) + " is not a Slurm job id"));
     spec.after.push_back(std::to_string(id));
   }
+  if (args.array) {  // the same syntax, checked the same way as for gpuman's queue
+    if (auto checked = model::ParseArraySpec(*args.array); !checked) return FailSubmit(ctx, checked.error());
+    spec.array = *args.array;
+  }
   spec.name = args.name;
   spec.output = args.output;
   spec.requeue = args.requeue;

@@ -205,15 +205,49 @@ Reply Daemon::OnCancelHoldResume(const Call& call) {
         outcome.error = protocol::ToWireError(changed->error());
       }
     } else if (target.job) {
-      // A whole array: every task the command applies to; the first error, if any.
+      // A whole array: every task the command applies to, the waiting ones in one write
+      // transaction (a sweep has 10,000); the first error, if any.
       int changed_tasks = 0;
-      for (const model::Job& task : target.tasks) {
-        auto changed = ChangeJob(op, task, call.peer, true);
-        if (!changed) continue;
-        if (*changed) {
+      auto note = [&](const model::Job& task, const Result<model::Job>& changed) {
+        if (changed) {
           ++changed_tasks;
         } else if (!outcome.error) {
-          outcome.error = protocol::ToWireError(changed->error().WithContext("task " + model::JobName(task)));
+          outcome.error = protocol::ToWireError(changed.error().WithContext("task " + model::JobName(task)));
+        }
+      };
+      std::vector<store::JobStore::TransitionRequest> batch;
+      std::vector<const model::Job*> batched;
+      for (const model::Job& task : target.tasks) {
+        const bool waiting = task.state == model::JobState::kQueued || task.state == model::JobState::kHeld;
+        if (!waiting) {
+          if (op != protocol::Op::kCancel) continue;
+          if (auto changed = ChangeJob(op, task, call.peer, true)) note(task, *changed);
+          continue;
+        }
+        store::JobStore::TransitionRequest r;
+        r.id = task.id;
+        r.from_expected = task.state;
+        r.update.reason = "by " + call.peer.user;
+        if (op == protocol::Op::kHold) {
+          if (task.state != model::JobState::kQueued) continue;
+          r.to = model::JobState::kHeld;
+        } else if (op == protocol::Op::kResume) {
+          if (task.state != model::JobState::kHeld) continue;
+          r.to = model::JobState::kQueued;
+        } else {
+          r.to = model::JobState::kCancelled;
+          r.update.ended_unix_ms = clock_.NowUnixMs();
+          r.update.reason = "cancelled by " + call.peer.user;
+        }
+        batch.push_back(std::move(r));
+        batched.push_back(&task);
+      }
+      if (!batch.empty()) {
+        auto results = jobs_->TransitionAll(batch);
+        if (!results) {
+          outcome.error = protocol::ToWireError(results.error());
+        } else {
+          for (size_t i = 0; i < results->size(); ++i) note(*batched[i], (*results)[i]);
         }
       }
       if (changed_tasks == 0 && !outcome.error) {

@@ -125,7 +125,9 @@ std::vector<std::string> SbatchArgv(const SbatchSpec& spec) {
   }
   // One node: the job runs under one `gpuman run`, which sees that node's GPUs only.
   std::vector<std::string> argv = {"sbatch", "--parsable", "--nodes=1", "--job-name=" + name, "--chdir=" + spec.cwd,
-                                   "--output=" + (spec.output ? *spec.output : std::string("gpuman-%j.log"))};
+                                   "--output=" + (spec.output ? *spec.output
+                                                              : std::string(spec.array ? "gpuman-%A_%a.log" : "gpuman-%j.log"))};
+  if (spec.array) argv.push_back("--array=" + *spec.array);
   if (spec.gpus > 0) {
     if (spec.gres_type) argv.push_back("--gres=gpu:" + *spec.gres_type + ":" + std::to_string(spec.gpus));
     else argv.push_back("--gpus=" + std::to_string(spec.gpus));

@@ -31,6 +31,7 @@ struct SbatchSpec {
   std::string cwd;                        // -D
   std::string gpuman_exe;                 // the gpuman the node runs the job under
   std::vector<std::string> argv;          // the job's command
+  std::optional<std::string> array;       // --array, already checked (model::ParseArraySpec): Slurm's own syntax
 };
 
 /// `text` quoted for a POSIX shell: '...' with every ' written '\''. Any byte but NUL

@@ -141,6 +141,18 @@ class JobStore {
   Result<model::Job> Transition(int64_t id, model::JobState from_expected, model::JobState to,
                                 const Update& update);
 
+  /// Several Transitions in one write transaction (cancelling 10,000 tasks of an array at
+  /// once): each request's outcome as Transition gives it, in order. A request refused
+  /// (kConflict, kNotFound) is that request's outcome and the others still apply; any
+  /// other error undoes all of them and is returned. Errors: kBusy; kIo.
+  struct TransitionRequest {
+    int64_t id = 0;
+    model::JobState from_expected = model::JobState::kQueued;
+    model::JobState to = model::JobState::kQueued;
+    Update update;
+  };
+  Result<std::vector<Result<model::Job>>> TransitionAll(const std::vector<TransitionRequest>& requests);
+
   /// Adds GPU-seconds used by `uid` at `at_unix_ms` (to the bucket holding it), and drops
   /// buckets older than the retention. Errors: kInvalidArgument (negative or not finite);
   /// kBusy; kIo.
@@ -179,6 +191,11 @@ class JobStore {
   /// After this connection committed `job` (submitted or changed): brings summaries_ up to
   /// date in place if it was current before (`was_current`), or drops it.
   void NoteOwnWrite(bool was_current, const model::Job& job);
+  /// NoteOwnWrite for several jobs, in one pass over the list when there are many.
+  void NoteOwnWrites(bool was_current, const std::vector<model::Job>& jobs);
+  /// Transition's work inside a write transaction this store holds.
+  Result<model::Job> TransitionLocked(int64_t id, model::JobState from_expected, model::JobState to,
+                                      const Update& update);
   Status LogEventLocked(int64_t job_id, const char* kind, std::optional<model::JobState> from,
                         model::JobState to, const std::string& reason);
 

@@ -191,6 +191,32 @@ TEST_F(AuthorityE2E, OtherUsersLeaseIsTakenAndNotTheirsToRelease) {
   holder.join();
 }
 
+// `select --lease` run through `runuser`/`sudo -u` would tie the lease to a root process
+// that ends at once: refused with the reason, with and without the daemon alike (the
+// daemon used to say "process N is not yours"; the machine table took a lease that died).
+TEST_F(AuthorityE2E, SelectLeaseFromRunuserIsRefusedAlikeOnBothPaths) {
+  if (getuid() != 0) GTEST_SKIP() << "needs root to create users";
+  auto alice = EnsureTestUser("gpumanta");
+  if (!alice) GTEST_SKIP() << "useradd is not available";
+  ASSERT_EQ(Gpuman({"leases"}).exit_code, 0);
+  auto check = [&](const char* path, std::map<std::string, std::string> extra) {
+    // RunAsUser forks from this (root) test process: the parent is root's, as with runuser.
+    auto r = RunAsUser(*alice, {kGpuman, "select", "--lease"}, Env(std::move(extra)));
+    EXPECT_EQ(r.exit_code, 5) << path << ": " << r.err;
+    EXPECT_NE(r.err.find("select --lease: the lease would live as long as its parent, process "), std::string::npos)
+        << path << ": " << r.err;
+    EXPECT_NE(r.err.find("which is root's, not yours"), std::string::npos) << path << ": " << r.err;
+    EXPECT_EQ(r.out, "") << path;
+  };
+  check("without a daemon", {});
+  EXPECT_TRUE(WaitForLeases(0).empty()) << "no lease was taken";
+  StartDaemon();
+  check("through the daemon", {{"GPUMAN_SOCKET", socket_}});
+  // From a shell of one's own it works.
+  auto own = RunAsUser(*alice, {"/bin/sh", "-c", "\"$0\" select --lease", kGpuman}, Env({{"GPUMAN_SOCKET", socket_}}));
+  EXPECT_EQ(own.exit_code, 0) << own.err;
+}
+
 // In a shell that holds `select --lease`, `gpuman run` works within the shell's GPUs, like a
 // Slurm step inside its allocation, and never beyond them.
 TEST_F(AuthorityE2E, NestedRunInsideALeaseShell) {

@@ -30,7 +30,7 @@ TEST(BadInputE2E, EachIsOneLineAndItsExitCode) {
       {{"select", "-n", "1.5"}, "gpuman: error: --count: '1.5' is not a whole number"},
       {{"run", "--frob"}, "gpuman: error: unknown option --frob (see gpuman run --help)", 125},
       {{"run", "-n", "0", "--", "true"}, "gpuman: error: run needs at least one GPU (-n 1 or more)", 125},
-      {{"wait", "abc"}, "gpuman: error: ID: 'abc' is not a whole number", 125},
+      {{"wait", "abc"}, "gpuman: error: 'abc': not a job ID (12, or 12_7 for task 7 of array 12)", 125},
       {{"wait"}, "gpuman: error: ID is required (see gpuman wait --help)", 125},
       {{"--config", "/", "wait", "1"}, "gpuman: error: config /: is a directory, not a file", 125},
       {{"select", "--frob=3"}, "gpuman: error: unknown option --frob (see gpuman select --help)"},

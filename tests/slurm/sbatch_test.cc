@@ -80,6 +80,14 @@ TEST(SbatchTest, DefaultsAndGresType) {
   }
 }
 
+TEST(SbatchTest, AnArrayIsSlurmsOwnWithATaskLogEach) {
+  SbatchSpec s = Spec();
+  s.argv = {"train.sh"};
+  s.array = "0-99%8";
+  EXPECT_THAT(SbatchArgv(s), ElementsAre("sbatch", "--parsable", "--nodes=1", "--job-name=train.sh", "--chdir=/home/alice/exp",
+                                         "--output=gpuman-%A_%a.log", "--array=0-99%8", "--gpus=2", "--no-requeue"));
+}
+
 TEST(SbatchTest, TimeLimits) {
   EXPECT_EQ(SlurmTimeLimit(1), "0-00:00:01");
   EXPECT_EQ(SlurmTimeLimit(60000), "0-00:01:00");
