@@ -69,6 +69,7 @@ constexpr Command kCommands[] = {
     {"cancel", RunQueue},
     {"hold", RunQueue},
     {"resume", RunQueue},
+    {"update", RunQueue},
     {"logs", RunQueue},
     {"wait", RunQueue, P::kJobCode},
     {"drain", RunQueue},

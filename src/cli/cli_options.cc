@@ -240,7 +240,7 @@ void AddSlurmBackendOptions(const std::vector<CLI::App*>& cmds, QueueArgs& args)
   };
   for (CLI::App* cmd : cmds) {
     const std::string name = cmd->get_name();
-    if (name == "daemon" || name == "drain" || name == "undrain") continue;
+    if (name == "daemon" || name == "drain" || name == "undrain" || name == "update") continue;
     cmd->add_option("--backend", args.backend,
                     name == "submit" ? "gpuman (the machine's daemon) or slurm (sbatch); default from [submit] backend"
                                      : "gpuman or slurm (default from [submit] backend; slurm:ID ids are Slurm's)")
@@ -355,6 +355,12 @@ std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
     AddJobFilterOptions(*c, args.filter);
     cmds.push_back(c);
   }
+  CLI::App* update = app.add_subcommand("update", "Change the priority, time limit or name of queued or held jobs");
+  update->add_option("ID", args.ids, "Job ids, array tasks (12_7) or whole arrays")->required();
+  update->add_option("--priority", args.new_priority, "Higher runs first (above 0 only root and the admin group)");
+  update->add_option("--time-limit", args.time_limit, "SIGTERM after this long, e.g. 2h");
+  update->add_option("--name", args.new_name, "A new name");
+  cmds.push_back(update);
   CLI::App* logs = app.add_subcommand("logs", "Print a job's output");
   logs->add_option("ID", args.ids, "Job id or array task (12_7)")->required()->expected(1);
   logs->add_flag("-f,--follow", args.follow, "Keep printing until the job ends");

@@ -308,6 +308,32 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     }
     return rc;
   }
+  if (name == "update") {
+    protocol::UpdateArgs u;
+    u.ids = refs;
+    u.priority = args.new_priority;
+    u.name = args.new_name;
+    if (args.time_limit) {
+      auto ms = ParseDurationMs(*args.time_limit);
+      if (!ms) return ctx.Fail(ms.error().WithContext("--time-limit"));
+      if (*ms <= 0) return ctx.Fail(MakeError(ErrorCode::kInvalidArgument, "--time-limit: must be more than 0"));
+      u.time_limit_ms = *ms;
+    }
+    if (!u.priority && !u.time_limit_ms && !u.name) {
+      return ctx.Fail(MakeError(ErrorCode::kInvalidArgument, "update: give --priority, --time-limit or --name"));
+    }
+    if (u.name && u.name->empty()) return ctx.Fail(MakeError(ErrorCode::kInvalidArgument, "--name: must not be empty"));
+    auto r = c.Call<protocol::IdsResult>(u);
+    if (!r) return ctx.Fail(r.error());
+    int rc = kExitOk;
+    for (const auto& o : r->results) {
+      if (o.error) {
+        const Error e = protocol::ToError(*o.error);
+        rc = ctx.Fail(MakeError(e.code, "job " + model::FormatJobRef(o.id) + ": " + EscapeControl(e.message)));
+      }
+    }
+    return rc;
+  }
   if (name == "logs") {
     // With -f, a daemon restart is ridden out (docs/cli.md, "When the daemon restarts"):
     // the next request asks for the byte it had reached, so nothing is printed twice.

@@ -28,6 +28,9 @@ struct QueueArgs {
   std::vector<int64_t> after;
   std::vector<std::string> command;
   std::optional<std::string> array;  // --array 0-99%8
+  // update
+  std::optional<int> new_priority;
+  std::optional<std::string> new_name;  // (--time-limit: time_limit)
   // queue / show / ...
   bool all = false;
   bool json = false;

@@ -243,7 +243,7 @@ int WaitForSlurm(const std::string& id, bool json, Context& ctx, const SlurmCliD
 }  // namespace
 
 Result<bool> UsesSlurm(const std::string& name, const QueueArgs& args, const Config& config) {
-  if (name == "daemon" || name == "drain" || name == "undrain") return false;
+  if (name == "daemon" || name == "drain" || name == "undrain" || name == "update") return false;
   const int prefixed = name == "submit" ? args.slurm_after : args.slurm_ids;
   const size_t given = name == "submit" ? args.after.size() : args.ids.size();
   if (prefixed > 0 && static_cast<size_t>(prefixed) != given) {

@@ -56,7 +56,7 @@ bool Allows(Access who, Role role) {
 std::vector<AccessRule> FinerRules() {
   return {
       {"show: private fields", kSeePrivateFields},
-      {"submit: priority above 0", kRaisePriority},
+      {"submit, update: priority above 0", kRaisePriority},
       {"acquire, add_processes: another user's process", kNameOthersProcess},
   };
 }

@@ -67,6 +67,7 @@ std::span<const Daemon::Command> Daemon::Commands() {
       // others' processes: only what the caller's /proc shows it (proc_visibility.h)
       {Op::kSnapshot, Access::kAnyone, Target::kNone, "read the device snapshot", &Daemon::OnSnapshot},
       {Op::kPreview, Access::kAnyone, Target::kNone, "preview an acquire", &Daemon::OnPreview},
+      {Op::kUpdate, Access::kOwner, Target::kJobs, "update jobs", &Daemon::OnUpdate},  // priority: kRaisePriority
   };
   return kTable;
 }

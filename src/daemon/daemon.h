@@ -246,6 +246,7 @@ class Daemon {
   protocol::Reply OnShow(const Call& call);
   protocol::Reply OnWait(const Call& call);
   protocol::Reply OnCancelHoldResume(const Call& call);
+  protocol::Reply OnUpdate(const Call& call);
   std::optional<Result<model::Job>> ChangeJob(protocol::Op op, const model::Job& job, const Peer& peer, bool in_array);
   protocol::Reply OnLogs(const Call& call);
   // gpu_handlers.cc

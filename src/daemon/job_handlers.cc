@@ -263,6 +263,60 @@ Reply Daemon::OnCancelHoldResume(const Call& call) {
   return MakeReply(call.id(), result);
 }
 
+// `gpuman update`: priority, time limit or name of queued and held jobs, as a same-state
+// Transition (a compare-and-set on the state: a job that starts meanwhile is not changed).
+// A whole array: its waiting tasks, in one write transaction.
+Reply Daemon::OnUpdate(const Call& call) {
+  const auto& args = call.args<protocol::UpdateArgs>();
+  if (args.priority && *args.priority > kDefaultPriority && !Permits(kRaisePriority, call.peer, std::nullopt, identity())) {
+    return MakeErrorReply(call.id(), Wire(WireCode::kPermissionDenied,
+                                          "only root or the admin group may raise a job's priority above " +
+                                              std::to_string(kDefaultPriority)));
+  }
+  if (args.name && args.name->size() > model::kMaxJobNameBytes) {
+    return MakeErrorReply(call.id(), Wire(WireCode::kInvalidArgument,
+                                          "--name: " + std::to_string(args.name->size()) + " bytes; the limit is " +
+                                              std::to_string(model::kMaxJobNameBytes) + " bytes"));
+  }
+  auto waiting = [](const model::Job& j) {
+    return j.state == model::JobState::kQueued || j.state == model::JobState::kHeld;
+  };
+  protocol::IdsResult result;
+  for (const JobTarget& target : call.jobs) {
+    protocol::IdOutcome outcome{target.ref, target.error};
+    if (target.job) {
+      const std::vector<model::Job> one{*target.job};
+      const std::vector<model::Job>& jobs = target.tasks.empty() ? one : target.tasks;
+      std::vector<store::JobStore::TransitionRequest> batch;
+      for (const model::Job& j : jobs) {
+        if (!waiting(j)) continue;
+        store::JobStore::TransitionRequest r;
+        r.id = j.id;
+        r.from_expected = r.to = j.state;
+        r.update.priority = args.priority;
+        r.update.time_limit_ms = args.time_limit_ms;
+        r.update.name = args.name;
+        batch.push_back(std::move(r));
+      }
+      if (batch.empty()) {
+        outcome.error = Wire(WireCode::kConflict, target.tasks.empty()
+                                                      ? std::string("it is ") + model::JobStateName(target.job->state) +
+                                                            ": only a queued or held job can be updated"
+                                                      : "no task of the array is queued or held");
+      } else if (auto results = jobs_->TransitionAll(batch); !results) {
+        outcome.error = protocol::ToWireError(results.error());
+      } else {
+        for (const auto& r : *results) {
+          if (!r && !outcome.error) outcome.error = protocol::ToWireError(r.error());
+        }
+      }
+    }
+    result.results.push_back(outcome);
+  }
+  dirty_ = true;
+  return MakeReply(call.id(), result);
+}
+
 Reply Daemon::OnLogs(const Call& call) {
   const int64_t id = call.id();
   const model::Job& job = *call.job;

@@ -11,7 +11,7 @@ using nlohmann::json;
 
 namespace {
 
-static_assert(std::variant_size_v<RequestArgs> == static_cast<std::size_t>(Op::kPreview) + 1,
+static_assert(std::variant_size_v<RequestArgs> == static_cast<std::size_t>(Op::kUpdate) + 1,
               "RequestArgs needs one alternative per Op");
 
 // FromJson for the alternative at index I, chosen at run time by `op`.

@@ -21,7 +21,7 @@ namespace gpuman::protocol {
 using RequestArgs =
     std::variant<HelloArgs, SubmitArgs, QueueArgs, ShowArgs, CancelArgs, HoldArgs, ResumeArgs, WaitArgs, LogsArgs,
                  DrainArgs, UndrainArgs, LeasesArgs, AcquireArgs, AddProcessesArgs, ReleaseArgs, StatusArgs,
-                 HealthArgs, DrainsArgs, SnapshotArgs, PreviewArgs>;
+                 HealthArgs, DrainsArgs, SnapshotArgs, PreviewArgs, UpdateArgs>;
 
 struct Request {
   int64_t id = 0;  // chosen by the client, echoed in the reply

@@ -21,6 +21,7 @@ constexpr std::pair<Op, const char*> kOpNames[] = {
     {Op::kAcquire, "acquire"}, {Op::kAddProcesses, "add_processes"},
     {Op::kRelease, "release"}, {Op::kStatus, "status"}, {Op::kHealth, "health"},
     {Op::kDrains, "drains"},   {Op::kSnapshot, "snapshot"}, {Op::kPreview, "preview"},
+    {Op::kUpdate, "update"},
 };
 
 template <typename T>
@@ -308,6 +309,13 @@ json ToJson(const SnapshotResult& v) {
       {"jobs", std::move(jobs)},
       {"drains", ToJson(DrainsResult{v.drains})["drains"]},
   };
+}
+json ToJson(const UpdateArgs& v) {
+  json j = IdsArgsToJson(v.ids);
+  if (v.priority) j["priority"] = *v.priority;
+  if (v.time_limit_ms) j["time_limit_ms"] = *v.time_limit_ms;
+  if (v.name) j["name"] = *v.name;
+  return j;
 }
 json ToJson(const PreviewArgs& v) {
   return json{{"request", GpuRequestToJson(v.request)}, {"within_lease_id", OrNull(v.within_lease_id)}};
@@ -779,6 +787,20 @@ Result<SnapshotResult> FromJson<SnapshotResult>(const json& j) {
       f.Fail("drains", drains.error().message);
     }
   }
+  return Done(f, std::move(v));
+}
+
+template <>
+Result<UpdateArgs> FromJson<UpdateArgs>(const json& j) {
+  UpdateArgs v;
+  FieldReader f(j, "args");
+  ReadIds(f, v.ids);
+  f.Optional("priority", v.priority);
+  f.Optional("time_limit_ms", v.time_limit_ms);
+  f.Check(!v.time_limit_ms || *v.time_limit_ms >= 1, "time_limit_ms", "integer >= 1");
+  f.Optional("name", v.name);
+  f.Check(!v.name || (!v.name->empty() && HasNoNul(*v.name)), "name", "non-empty string without NUL bytes");
+  f.Check(v.priority || v.time_limit_ms || v.name, "priority", "at least one of priority, time_limit_ms, name");
   return Done(f, std::move(v));
 }
 

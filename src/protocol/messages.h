@@ -48,10 +48,11 @@ enum class Op {
   kDrains,
   kSnapshot,
   kPreview,
+  kUpdate,
 };
 
 /// "hello", "submit", ..., "add_processes", "release", "status", "health", "drains", "snapshot",
-/// "preview".
+/// "preview", "update".
 const char* OpName(Op op);
 /// The inverse of OpName; nullopt for an unknown name.
 std::optional<Op> ParseOp(std::string_view name);
@@ -289,6 +290,14 @@ struct SnapshotResult {
 
 // ---- preview: what an acquire would be granted now, without taking anything (plain
 // `gpuman select`): the same step as acquire, so the answer is the one `run` would get.
+// ---- update: change what queued or held jobs asked for (`gpuman update`).
+struct UpdateArgs {
+  std::vector<model::JobRef> ids;               // non-empty; an array's id: its waiting tasks
+  std::optional<int> priority;                  // above the default only for the admin group and root
+  std::optional<int64_t> time_limit_ms;         // >= 1
+  std::optional<std::string> name;              // non-empty, at most kMaxJobNameBytes
+};
+
 struct PreviewArgs {
   model::GpuRequest request;
   std::optional<int64_t> within_lease_id;  // as acquire's
@@ -343,6 +352,7 @@ nlohmann::json ToJson(const DrainsResult& v);
 nlohmann::json ToJson(const SnapshotArgs& v);
 nlohmann::json ToJson(const SnapshotResult& v);
 nlohmann::json ToJson(const PreviewArgs& v);
+nlohmann::json ToJson(const UpdateArgs& v);
 nlohmann::json ToJson(const PreviewResult& v);
 nlohmann::json ToJson(const WireError& v);
 
@@ -427,6 +437,8 @@ template <>
 Result<SnapshotResult> FromJson<SnapshotResult>(const nlohmann::json& j);
 template <>
 Result<PreviewArgs> FromJson<PreviewArgs>(const nlohmann::json& j);
+template <>
+Result<UpdateArgs> FromJson<UpdateArgs>(const nlohmann::json& j);
 template <>
 Result<PreviewResult> FromJson<PreviewResult>(const nlohmann::json& j);
 template <>

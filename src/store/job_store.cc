@@ -180,7 +180,7 @@ std::optional<int64_t> Widen(const std::optional<int32_t>& value) {
 }
 static_assert(std::is_same_v<int, int32_t>);  // Widen serves exit_code and percentages too
 
-// The fields of `job` that a Transition may change, in update_job's parameters 3..10 and 12.
+// The fields of `job` that a Transition may change, in update_job's parameters 3..10 and 12..15.
 void BindRunFields(Statement& s, const model::Job& job) {
   s.Bind(12, model::JobFailureName(job.failure));
   BindOptional(s, 3, job.started_unix_ms);
@@ -191,6 +191,9 @@ void BindRunFields(Statement& s, const model::Job& job) {
   BindOptional(s, 8, Widen(job.supervisor_pid));
   BindOptional(s, 9, job.supervisor_start_ticks);
   s.Bind(10, job.reason);
+  s.Bind(13, static_cast<int64_t>(job.priority));
+  BindOptional(s, 14, job.time_limit_ms);
+  s.Bind(15, job.name);
 }
 
 Error Corrupt(const Database& db, int64_t id, const char* column) {
@@ -317,7 +320,7 @@ Result<std::unique_ptr<JobStore>> JobStore::Attach(std::shared_ptr<Database> db,
       {&stmts->update_job, "update job",
        "UPDATE jobs SET state = ?2, started_unix_ms = ?3, ended_unix_ms = ?4, exit_code = ?5, "
        "gpu_uuids = ?6, lease_id = ?7, supervisor_pid = ?8, supervisor_start_ticks = ?9, "
-       "reason = ?10, failure = ?12 WHERE id = ?1 AND state = ?11"},
+       "reason = ?10, failure = ?12, priority = ?13, time_limit_ms = ?14, name = ?15 WHERE id = ?1 AND state = ?11"},
       {&stmts->update_output, "set job output and array",
        "UPDATE jobs SET output_path = ?2, array_id = ?3 WHERE id = ?1"},
       {&stmts->log_event, "log job event",
@@ -769,6 +772,9 @@ Result<model::Job> JobStore::TransitionLocked(int64_t id, model::JobState from_e
   if (update.exit_code) job.exit_code = update.exit_code;
   if (update.reason) job.reason = *update.reason;
   if (update.failure) job.failure = *update.failure;
+  if (update.priority) job.priority = *update.priority;
+  if (update.time_limit_ms) job.time_limit_ms = update.time_limit_ms;
+  if (update.name) job.name = *update.name;
   job.state = to;
   {
     Statement& s = stmts_->update_job;

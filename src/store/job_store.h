@@ -124,6 +124,10 @@ class JobStore {
     std::optional<int> exit_code;
     std::optional<std::string> reason;
     std::optional<model::JobFailure> failure;
+    // What `gpuman update` changes (a same-state Transition of a queued or held job).
+    std::optional<int> priority;
+    std::optional<int64_t> time_limit_ms;
+    std::optional<std::string> name;
     /// First empties gpu_uuids and clears lease_id, supervisor_pid, supervisor_start_ticks,
     /// started_unix_ms, ended_unix_ms, exit_code and failure (a requeued job); the fields above
     /// are applied after that.

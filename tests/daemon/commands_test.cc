@@ -27,7 +27,7 @@ constexpr int32_t kNoSuchPid = 0x3ffffff0;
 // The verdict on a request: its error, or for cancel / hold / resume the first id's.
 std::optional<WireError> Verdict(const Reply& reply, Op op) {
   if (reply.error) return reply.error;
-  if (op == Op::kCancel || op == Op::kHold || op == Op::kResume) {
+  if (op == Op::kCancel || op == Op::kHold || op == Op::kResume || op == Op::kUpdate) {
     auto ids = protocol::ResultOf<protocol::IdsResult>(reply);
     if (!ids || ids->results.size() != 1) return WireError{WireCode::kInternal, "bad ids result"};
     return ids->results[0].error;
@@ -84,6 +84,13 @@ std::map<Op, OpCase> Cases() {
   cases[Op::kDrains] = {[](World&) -> RequestArgs { return protocol::DrainsArgs{}; }, std::nullopt};
   cases[Op::kSnapshot] = {[](World&) -> RequestArgs { return protocol::SnapshotArgs{}; }, std::nullopt};
   cases[Op::kPreview] = {[](World&) -> RequestArgs { return protocol::PreviewArgs{}; }, std::nullopt};
+  cases[Op::kUpdate] = {[](World& w) -> RequestArgs {
+                          protocol::UpdateArgs u;
+                          u.ids = {w.SubmitJob()};
+                          u.time_limit_ms = 60000;
+                          return u;
+                        },
+                        std::nullopt};
   return cases;
 }
 
@@ -142,6 +149,7 @@ TEST(CommandTableTest, TodaysRulesHold) {
       {Op::kDrains, "yyyy"},
       {Op::kSnapshot, "yyyy"},
       {Op::kPreview, "yyyy"},
+      {Op::kUpdate, "ynyy"},
   };
   for (const Daemon::Command& row : Daemon::Commands()) {
     std::string got;

@@ -130,5 +130,65 @@ TEST_F(QueueHabitsE2E, WaitTakesSeveralJobsAndOutputPatternsAreFilledIn) {
       << daemon_log;
 }
 
+// `update` (scontrol update's everyday use): priority, time limit and name of waiting jobs,
+// a task or a whole array; never a running job, never above the default priority for a
+// user, never another user's job.
+TEST_F(QueueHabitsE2E, UpdateChangesWaitingJobsWithinTheRules) {
+  const int64_t blocker = Submit({"-n", "4", "--", "sleep", "60"});
+  const int64_t job = Submit({"--name", "eval", "--", "true"});
+  const int64_t array = Submit({"--array", "0-2", "--name", "sweep", "--", "true"});
+  auto shown = [&](const std::string& ref) {
+    auto r = Gpuman({"show", ref, "--json"});
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return r.exit_code == 0 ? nlohmann::json::parse(r.out) : nlohmann::json();
+  };
+
+  auto changed = Gpuman({"update", std::to_string(job), "--priority", "-5", "--time-limit", "2h", "--name", "eval-2"});
+  EXPECT_EQ(changed.exit_code, 0) << changed.err;
+  nlohmann::json j = shown(std::to_string(job));
+  EXPECT_EQ(j["priority"], -5);
+  EXPECT_EQ(j["time_limit_ms"], 7200000);
+  EXPECT_EQ(j["name"], "eval-2");
+  EXPECT_EQ(j["state"], "queued");
+
+  EXPECT_EQ(Gpuman({"update", std::to_string(array) + "_1", "--name", "one"}).exit_code, 0);
+  EXPECT_EQ(shown(std::to_string(array) + "_1")["name"], "one");
+  EXPECT_EQ(shown(std::to_string(array) + "_2")["name"], "sweep");
+  EXPECT_EQ(Gpuman({"update", std::to_string(array), "--time-limit", "10m"}).exit_code, 0);
+  for (const char* task : {"_0", "_1", "_2"}) {
+    EXPECT_EQ(shown(std::to_string(array) + task)["time_limit_ms"], 600000) << task;
+  }
+
+  auto running = Gpuman({"update", std::to_string(blocker), "--time-limit", "1h"});
+  EXPECT_EQ(running.exit_code, 1);
+  EXPECT_EQ(running.err, "gpuman: error: job " + std::to_string(blocker) +
+                             ": it is running: only a queued or held job can be updated\n");
+  auto nothing = Gpuman({"update", std::to_string(job)});
+  EXPECT_EQ(nothing.exit_code, 2);
+  EXPECT_EQ(nothing.err, "gpuman: error: update: give --priority, --time-limit or --name\n");
+
+  auto other = EnsureTestUser("gpumanta");
+  if (getuid() == 0 && other) {
+    std::map<std::string, std::string> env = CleanEnv("");
+    env["GPUMAN_SOCKET"] = socket_;
+    env["PATH"] = "/usr/bin:/bin";
+    auto theirs = RunAsUser(*other, {kGpuman, "update", std::to_string(job), "--priority", "-9"}, env);
+    EXPECT_EQ(theirs.exit_code, 5) << theirs.err;
+    EXPECT_NE(theirs.err.find("belongs to another user"), std::string::npos) << theirs.err;
+    const std::string dir = dir_.Join("as-user");
+    ASSERT_EQ(mkdir(dir.c_str(), 0777), 0);
+    chmod(dir.c_str(), 0777);
+    auto own = RunAsUser(*other, {"/bin/sh", "-c", "cd \"$0\" && \"$1\" submit -- true", dir, kGpuman}, env);
+    ASSERT_EQ(own.exit_code, 0) << own.err;
+    const std::string mine = std::to_string(std::atoll(own.out.c_str()));
+    auto raise = RunAsUser(*other, {kGpuman, "update", mine, "--priority", "10"}, env);
+    EXPECT_EQ(raise.exit_code, 5) << raise.err;
+    EXPECT_EQ(raise.err, "gpuman: error: only root or the admin group may raise a job's priority above 0\n");
+    EXPECT_EQ(shown(mine)["priority"], 0);
+    EXPECT_EQ(Gpuman({"update", mine, "--priority", "10"}).exit_code, 0) << "root may";
+    EXPECT_EQ(shown(mine)["priority"], 10);
+  }
+}
+
 }  // namespace
 }  // namespace gpuman::e2e

@@ -186,6 +186,7 @@ inline std::vector<Request> OneRequestPerOp() {
       Request{17, DrainsArgs{}},
       Request{18, SnapshotArgs{false}},
       Request{19, PreviewArgs{FullGpuRequest(), 7}},
+      Request{20, UpdateArgs{{model::JobRef{12, 7}, model::JobRef{13}}, 5, 3600000, "sweep-2"}},
   };
 }
 
