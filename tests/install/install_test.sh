@@ -8,6 +8,8 @@
 #       tmpfiles.d snippet create the state directories with docs/state.md's modes (inside
 #       the namespace, over tmpfs /var/lib and /run); lintian reports no error;
 #   (c) `systemd-analyze verify` on the shipped units.
+# Both (a) and (b) check that the units name the install prefix (ExecStart) and that what
+# the installed texts point to is installed.
 # Needs root and unshare (CI runs as root); exits 77 (skipped) without them. Tools that are
 # missing (cpack/dpkg-deb, lintian, systemd-analyze, systemd-socket-activate, man) skip
 # only their own check, with a note.
@@ -56,6 +58,21 @@ for f in bin/gpuman lib/gpuman/gpuman-metrics-http.so lib/gpuman/gpuman-tui-curs
   [ -e "$T/prefix/$f" ] || fail "cmake --install did not install $f"
 done
 [ ! -e "$T/prefix/lib/gpuman/sim-legacy" ] || fail "the test-only legacy stand-in was installed"
+# The units name the prefix given to `cmake --install` (written at install time, not the
+# configured /usr/local), and what the installed texts point to lies in PREFIX/share/doc/gpuman:
+# no "docs/X.md" of the sources, no @VAR@ left, and every document named exists.
+grep -qx "ExecStart=$T/prefix/bin/gpuman daemon" "$T/prefix/lib/systemd/system/gpuman.service" ||
+  fail "gpuman.service: $(grep ExecStart "$T/prefix/lib/systemd/system/gpuman.service")"
+grep -qx "ExecStart=$T/prefix/bin/gpuman leases" "$T/prefix/lib/systemd/system/gpuman-leases.service" ||
+  fail "gpuman-leases.service: $(grep ExecStart "$T/prefix/lib/systemd/system/gpuman-leases.service")"
+texts=(lib/systemd/system/gpuman.service lib/systemd/system/gpuman-leases.service lib/systemd/system/gpuman.socket
+       lib/tmpfiles.d/gpuman.conf share/doc/gpuman/config.toml.example)
+for f in "${texts[@]}"; do
+  if grep -n -e '[ (`"]docs/' -e '@[A-Z_]*@' "$T/prefix/$f"; then fail "installed $f names the sources' docs/ or an unsubstituted @VAR@ (above)"; fi
+done
+named_docs=$(cd "$T/prefix" && grep -oh "$T/prefix/share/doc/gpuman/[a-z_]*\.[a-z]*" "${texts[@]}" | sort -u)
+[ -n "$named_docs" ] || fail "the installed units and config name no installed document"
+for doc in $named_docs; do [ -e "$doc" ] || fail "an installed text names $doc, which was not installed"; done
 # The Python package (docs/python.md): where Debian's python3 looks under a prefix other
 # than /usr, and it finds the installed binary with the checkout hidden.
 pyver=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
@@ -132,6 +149,9 @@ if command -v cpack >/dev/null && command -v dpkg-deb >/dev/null; then
   dpkg-deb -e "$deb" "$T/control"
   if grep -rl --exclude="*.md" -e "$B" -e "$S" "$T/root" "$T/control"; then fail "build-tree path $B or source path $S inside the package"; fi
   check_status "$T/root/usr/bin/gpuman"
+  grep -qx 'ExecStart=/usr/bin/gpuman daemon' "$T/root/usr/lib/systemd/system/gpuman.service" || fail "the .deb's gpuman.service ExecStart"
+  grep -qx 'ExecStart=/usr/bin/gpuman leases' "$T/root/usr/lib/systemd/system/gpuman-leases.service" || fail "the .deb's gpuman-leases.service ExecStart"
+  grep -q '/usr/share/doc/gpuman/install\.md' "$T/root/usr/lib/systemd/system/gpuman.service" || fail "the .deb's gpuman.service does not point to /usr/share/doc/gpuman"
 
   # postinst + tmpfiles.d, over empty /var/lib and /run in the namespace.
   modes=$(unshare -m --propagation private env R="$T/root" C="$T/control" bash -c '
@@ -182,15 +202,13 @@ fi
 
 # ---- (c) the units -------------------------------------------------------------------
 U="$T/moved/lib/systemd/system"
-grep -qx 'ExecStart=/usr/bin/gpuman daemon' "$U/gpuman.service" || fail "gpuman.service ExecStart"
-grep -qx 'ExecStart=/usr/bin/gpuman leases' "$U/gpuman-leases.service" || fail "gpuman-leases.service ExecStart"
 grep -qx 'ListenStream=/run/gpuman/gpuman.sock' "$U/gpuman.socket" || fail "gpuman.socket ListenStream"
 grep -qx 'SocketMode=0666' "$U/gpuman.socket" || fail "gpuman.socket SocketMode"
 if command -v systemd-analyze >/dev/null && [ -e /usr/lib/systemd/system/sysinit.target ]; then
   mkdir "$T/units"
   cp "$U"/gpuman.service "$U"/gpuman.socket "$U"/gpuman-leases.service "$T/units/"
-  # /usr/bin/gpuman is not on this machine: point ExecStart at the installed copy.
-  sed -i "s|ExecStart=/usr/bin/gpuman|ExecStart=$G|" "$T/units"/*.service
+  # The prefix was moved after installing: point ExecStart at where the binary is now.
+  sed -i "s|ExecStart=$T/prefix/bin/gpuman|ExecStart=$G|" "$T/units"/*.service
   (cd "$T/units" && SYSTEMD_UNIT_PATH="$T/units:" systemd-analyze verify --man=no \
      "$T/units/gpuman.socket" "$T/units/gpuman.service" "$T/units/gpuman-leases.service") ||
     fail "systemd-analyze verify"
