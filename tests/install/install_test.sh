@@ -73,6 +73,21 @@ done
 named_docs=$(cd "$T/prefix" && grep -oh "$T/prefix/share/doc/gpuman/[a-z_]*\.[a-z]*" "${texts[@]}" | sort -u)
 [ -n "$named_docs" ] || fail "the installed units and config name no installed document"
 for doc in $named_docs; do [ -e "$doc" ] || fail "an installed text names $doc, which was not installed"; done
+# The documentation is installed, and the man pages send readers there: the full reference
+# is PREFIX/share/doc/gpuman/cli.md (not "docs/cli.md in the sources"), no page names docs/,
+# and every document a page names was installed. (Roff writes '-' in paths as '\-'.)
+for f in cli.md install.md state.md; do [ -e "$T/prefix/share/doc/gpuman/$f" ] || fail "share/doc/gpuman/$f not installed"; done
+roff_doc_dir="${T//-/\\-}/prefix/share/doc/gpuman"
+pages=("$T/prefix/share/man/man1/"gpuman*.1.gz)
+[ "${#pages[@]}" -gt 20 ] || fail "only ${#pages[@]} man pages installed"
+for page in "${pages[@]}"; do
+  text=$(zcat "$page")
+  grep -qF "The full reference is \\fI$roff_doc_dir/cli.md\\fR." <<<"$text" || fail "$page does not name $T/prefix/share/doc/gpuman/cli.md"
+  if grep -n -e 'docs/' -e 'gpuman sources' <<<"$text"; then fail "$page names the sources (above)"; fi
+done
+named_docs=$(zcat "${pages[@]}" | grep -o "share/doc/gpuman/[a-z_]*\.md" | sort -u)
+[ "$(wc -l <<<"$named_docs")" -gt 3 ] || fail "the man pages name few documents: $named_docs"
+for doc in $named_docs; do [ -e "$T/prefix/$doc" ] || fail "a man page names $doc, which was not installed"; done
 # The Python package (docs/python.md): where Debian's python3 looks under a prefix other
 # than /usr, and it finds the installed binary with the checkout hidden.
 pyver=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
@@ -91,6 +106,10 @@ mv "$T/prefix" "$T/moved"
 G="$T/moved/bin/gpuman"
 check_status "$G"
 scenarios=$(hidden "${E[@]}" "$G" scenarios 2>&1) || fail "gpuman scenarios: $scenarios"
+# Help names the documents where this gpuman's prefix has them, found from its own path.
+out=$(hidden "${E[@]}" "$G" --help 2>&1) || fail "gpuman --help: $out"
+grep -qF "Node-side tools for Slurm admins ($T/moved/share/doc/gpuman/slurm.md)" <<<"$out" ||
+  fail "gpuman --help does not name the moved prefix's slurm.md: $out"
 grep -qx 'h100-8' <<<"$scenarios" || fail "installed scenarios not listed: $scenarios"
 
 # The daemon finds its metrics module in ../lib/gpuman.
@@ -152,6 +171,9 @@ if command -v cpack >/dev/null && command -v dpkg-deb >/dev/null; then
   grep -qx 'ExecStart=/usr/bin/gpuman daemon' "$T/root/usr/lib/systemd/system/gpuman.service" || fail "the .deb's gpuman.service ExecStart"
   grep -qx 'ExecStart=/usr/bin/gpuman leases' "$T/root/usr/lib/systemd/system/gpuman-leases.service" || fail "the .deb's gpuman-leases.service ExecStart"
   grep -q '/usr/share/doc/gpuman/install\.md' "$T/root/usr/lib/systemd/system/gpuman.service" || fail "the .deb's gpuman.service does not point to /usr/share/doc/gpuman"
+  for f in cli.md install.md; do [ -e "$T/root/usr/share/doc/gpuman/$f" ] || fail "the .deb lacks /usr/share/doc/gpuman/$f"; done
+  zcat "$T/root/usr/share/man/man1/gpuman-run.1.gz" | grep -qF 'The full reference is \fI/usr/share/doc/gpuman/cli.md\fR.' ||
+    fail "the .deb's gpuman-run(1) does not name /usr/share/doc/gpuman/cli.md"
 
   # postinst + tmpfiles.d, over empty /var/lib and /run in the namespace.
   modes=$(unshare -m --propagation private env R="$T/root" C="$T/control" bash -c '
