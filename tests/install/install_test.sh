@@ -121,6 +121,38 @@ kill "$dpid" 2>/dev/null || true; wait "$dpid" 2>/dev/null || true
 grep -q 'metrics at http://127.0.0.1:[0-9]*/metrics' "$T/daemon.log" ||
   fail "the installed daemon did not serve metrics: $(cat "$T/daemon.log")"
 
+# The libraries only the modules link are Recommends of the .deb: without one, the command
+# that loads the module says so in one line naming the library and its package, and the
+# daemon keeps serving without /metrics. A copy of the prefix whose modules name a library
+# that does not exist (same length, patched in the ELF string table) stands for a machine
+# without them.
+cp -a "$T/moved" "$T/nolibs"
+python3 - "$T/nolibs/lib/gpuman" <<'PY' || fail "patching the modules' library names"
+import sys
+for module, lib in (("gpuman-metrics-http.so", b"libcpp-httplib.so.0.11"), ("gpuman-tui-curses.so", b"libncursesw.so.6")):
+    path = sys.argv[1] + "/" + module
+    data = open(path, "rb").read()
+    assert data.count(lib + b"\0") == 1, (path, lib, data.count(lib + b"\0"))
+    open(path, "wb").write(data.replace(lib + b"\0", b"lbx" + lib[3:] + b"\0"))
+PY
+N="$T/nolibs/bin/gpuman"
+hidden "${E[@]}" timeout 30 "$N" --simulate a100-4 daemon --socket "$T/nolibs.sock" --state-dir "$T/nolibs-state" \
+  --metrics 127.0.0.1:0 >"$T/nolibs.log" 2>&1 &
+npid=$!
+for _ in $(seq 150); do [ -S "$T/nolibs.sock" ] && break; sleep 0.1; done
+out=$(hidden "${E[@]}" GPUMAN_SOCKET="$T/nolibs.sock" "$N" queue 2>&1) || fail "the daemon without cpp-httplib does not serve: $out; $(cat "$T/nolibs.log")"
+kill "$npid" 2>/dev/null || true; wait "$npid" 2>/dev/null || true
+grep -qx 'gpuman daemon: the metrics endpoint needs lbxcpp-httplib.so.0.11, which is not installed (Debian package libcpp-httplib0.11: apt install libcpp-httplib0.11); serving no /metrics, everything else runs' \
+  "$T/nolibs.log" || fail "the daemon without cpp-httplib: $(cat "$T/nolibs.log")"
+! grep -q 'metrics at' "$T/nolibs.log" || fail "the daemon without cpp-httplib claims to serve metrics"
+# `top` in a terminal (script(1) gives it one) without ncurses: one line, exit 1.
+rc=0
+out=$(hidden "${E[@]}" TERM=xterm script -qec "$N --simulate a100-4 top" /dev/null 2>&1) || rc=$?
+[ "$rc" -eq 1 ] || fail "top without ncurses exited $rc: $out"
+grep -q '^gpuman: error: top needs lbxncursesw.so.6, which is not installed (Debian package libncursesw6: apt install libncursesw6)$' <<<"${out//$'\r'/}" ||
+  fail "top without ncurses: $out"
+out=$(hidden "${E[@]}" "$N" --simulate a100-4 top --once 2>&1) || fail "top --once without ncurses: $out"
+
 # Socket activation: the daemon serves the listening socket it is handed (LISTEN_FDS)
 # and does not bind its own --socket path.
 if command -v systemd-socket-activate >/dev/null; then
@@ -155,6 +187,12 @@ if command -v cpack >/dev/null && command -v dpkg-deb >/dev/null; then
     grep -q "\b$lib\b" <<<"$depends" || fail "Depends lacks $lib: $depends"
   done
   ! grep -q -- '-dev\b' <<<"$depends" || fail "Depends names a -dev package: $depends"
+  # The optional modules' libraries: Recommends, not Depends (cmake/deb_depends.cmake).
+  recommends=$(dpkg-deb -f "$deb" Recommends)
+  for lib in libcpp-httplib0.11 libncursesw6; do
+    ! grep -q "\b$lib\b" <<<"$depends" || fail "Depends names $lib, which only an optional module needs: $depends"
+    grep -q "\b$lib\b" <<<"$recommends" || fail "Recommends lacks $lib: $recommends"
+  done
   files=$(dpkg-deb -c "$deb")
   for f in ./usr/bin/gpuman ./usr/lib/gpuman/gpuman-metrics-http.so ./usr/lib/gpuman/gpuman-tui-curses.so ./usr/lib/gpuman/sim/libnvidia-ml.so.1 \
            ./usr/share/gpuman/scenarios/a100-4.json ./usr/lib/systemd/system/gpuman.socket \
