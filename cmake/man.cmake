@@ -30,8 +30,21 @@ foreach(t cli_test e2e_test)
   endif()
 endforeach()
 
-install(DIRECTORY ${GPUMAN_MAN_DIR}/ DESTINATION ${CMAKE_INSTALL_MANDIR}/man1
-        FILES_MATCHING PATTERN "*.1")
+# The installed pages are written again at install time, naming the documents' installed
+# directory (PREFIX/share/doc/gpuman, from the prefix actually used: `cmake --install
+# --prefix P`, cpack's /usr) where build/man/'s name the build tree's docs/ link.
+install(CODE "set(gpuman_exe \"$<TARGET_FILE:gpuman>\")\nset(gpuman_mandir \"${CMAKE_INSTALL_MANDIR}\")")
+install(CODE [[
+  set(gpuman_man1 "$ENV{DESTDIR}${CMAKE_INSTALL_PREFIX}/${gpuman_mandir}/man1")
+  message(STATUS "Installing: ${gpuman_man1}/gpuman*.1")
+  execute_process(COMMAND "${gpuman_exe}" __man "${gpuman_man1}" "${CMAKE_INSTALL_PREFIX}/share/doc/gpuman"
+                  RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "gpuman __man ${gpuman_man1} failed")
+  endif()
+  file(GLOB gpuman_pages "${gpuman_man1}/gpuman*.1")
+  file(CHMOD ${gpuman_pages} PERMISSIONS OWNER_READ OWNER_WRITE GROUP_READ WORLD_READ)  # not the umask's
+]])
 install(FILES ${GPUMAN_COMPLETION_DIR}/gpuman
         DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions)
 install(FILES ${GPUMAN_COMPLETION_DIR}/_gpuman

@@ -27,6 +27,8 @@ TEST_PACKAGES=(
   python3-ipykernel
   # `gpuman doctor` gives Debian's real, CPU-only PyTorch its verdict (tests/e2e/doctor_e2e_test.cc)
   python3-torch
+  # the stock sqlite3 shell on the machine lease table (tests/e2e/lease_table_sqlite3_e2e_test.cc)
+  sqlite3
   # fuzzing (tests/fuzz/): clang 14 and its libFuzzer runtime (a Recommends of clang-14)
   clang libclang-rt-14-dev
 )

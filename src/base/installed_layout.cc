@@ -1,5 +1,6 @@
 #include "base/installed_layout.h"
 
+#include <cctype>
 #include <filesystem>
 
 namespace gpuman {
@@ -20,9 +21,38 @@ InstalledLayout InstalledLayout::ForExecutable(const std::string& exe, const std
     layout.scenario_dirs = {dir.string() + "/../share/gpuman/scenarios"};
     layout.sim_libraries = {dir.string() + "/../lib/gpuman/sim/libnvidia-ml.so.1",
                             dir.string() + "/sim/libnvidia-ml.so.1"};
+    layout.doc_dirs = {(prefix / "share" / "doc" / "gpuman").string(), dir.string() + "/docs"};
   }
   if (!build_tree_scenarios.empty()) layout.scenario_dirs.push_back(build_tree_scenarios);
   return layout;
+}
+
+std::string InstalledLayout::FindDocDir() const {
+  for (const auto& dir : doc_dirs) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(dir, ec)) return dir;
+  }
+  return {};
+}
+
+std::string PointDocReferencesAt(std::string_view text, std::string_view doc_dir) {
+  if (doc_dir.empty()) return std::string(text);
+  constexpr std::string_view kDocs = "docs/";
+  std::string out;
+  size_t from = 0;
+  for (size_t at = text.find(kDocs); at != std::string_view::npos; at = text.find(kDocs, at + kDocs.size())) {
+    // Only at the start of a word: "src/docs/x" or "mydocs/x" are some other path.
+    if (at > 0) {
+      const unsigned char before = static_cast<unsigned char>(text[at - 1]);
+      if (std::isalnum(before) || before == '_' || before == '-' || before == '.' || before == '/') continue;
+    }
+    out.append(text.substr(from, at - from));
+    out.append(doc_dir);
+    out.push_back('/');
+    from = at + kDocs.size();
+  }
+  out.append(text.substr(from));
+  return out;
 }
 
 std::string ReadExecutablePath() {

@@ -99,14 +99,19 @@ int RunSupervise(int argc, char** argv) {
   return sched::RunSupervisor(db, job, go_fd, std::move(env), grace_ms);
 }
 
-// `gpuman __man DIR`: writes the man pages (cmake/man.cmake runs it at build time). Hidden.
+// `gpuman __man DIR [DOC_DIR]`: writes the man pages, naming DOC_DIR as where the documents
+// are (default: this gpuman's, found from its path). cmake/man.cmake runs it at build time
+// for build/man/, and at install time with PREFIX/share/doc/gpuman. Hidden.
 int RunMan(int argc, char** argv) {
-  if (argc != 3) {
-    std::cerr << "gpuman: error: usage: gpuman __man DIR\n";
+  if (argc != 3 && argc != 4) {
+    std::cerr << "gpuman: error: usage: gpuman __man DIR [DOC_DIR]\n";
     return kExitUsage;
   }
+  const std::string doc_dir = argc == 4 ? std::string(argv[3]) : ThisInstallation().FindDocDir();
   CommandTree tree;
-  if (auto st = WriteManPages(tree.app(), argv[2]); !st) return ReportError(std::cerr, st.error(), ExitPolicy::kPlain);
+  if (auto st = WriteManPages(tree.app(), argv[2], doc_dir); !st) {
+    return ReportError(std::cerr, st.error(), ExitPolicy::kPlain);
+  }
   return kExitOk;
 }
 

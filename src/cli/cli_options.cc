@@ -19,6 +19,7 @@
 #include "cli/command_tree.h"
 #include "cli/exit_codes.h"
 #include "cli/help_docs.h"
+#include "cli/installed_layout.h"
 #include "cli/slurm_submit.h"
 #include "render/command_doc.h"
 
@@ -574,10 +575,23 @@ void AddRoot(Parts& p) {
   app.add_option("--nvml-library", global.nvml_library, "NVML library to load (default libnvidia-ml.so.1; also $GPUMAN_NVML_LIBRARY)");
 }
 
+// Help as CLI11 formats it, with each docs/NAME of its texts pointing at this gpuman's
+// documents (PREFIX/share/doc/gpuman when installed, base/installed_layout.h), so that an
+// installed gpuman never sends a user to the sources. The directory is looked up only when
+// help is printed.
+class DocReferenceFormatter : public CLI::Formatter {
+ public:
+  std::string make_help(const CLI::App* app, std::string name, CLI::AppFormatMode mode) const override {
+    return PointDocReferencesAt(CLI::Formatter::make_help(app, std::move(name), mode), ThisInstallation().FindDocDir());
+  }
+};
+
 }  // namespace
 
 CommandTree::CommandTree() : parts_(std::make_unique<Parts>()) {
   AddRoot(*parts_);
+  // Before the commands are added: each subcommand takes its parent's formatter.
+  parts_->app.formatter(std::make_shared<DocReferenceFormatter>());
   for (const CommandEntry& entry : kCommands) entry.add(*parts_);
 }
 

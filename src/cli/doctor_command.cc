@@ -11,6 +11,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "base/installed_layout.h"
 #include "base/posix_error.h"
 #include "base/spawn.h"
 #include "base/unique_fd.h"
@@ -182,7 +183,8 @@ int RunDoctor(const DoctorArgs& args, Context& ctx) {
     checks.push_back({"daemon", "warn",
                       "no daemon serves: leases go through the machine lease table in " + ctx.lease_dir() +
                           ", with no queue, health watch or confinement",
-                      "systemctl enable --now gpuman.socket (docs/cli.md, \"The daemon\")"});
+                      PointDocReferencesAt("systemctl enable --now gpuman.socket (docs/cli.md, \"The daemon\")",
+                                           ctx.layout().FindDocDir())});
   }
   // What CUDA will see here: the explain warnings.
   std::vector<health::VisibleGpu> visible;

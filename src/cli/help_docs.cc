@@ -85,11 +85,12 @@ int RunCompletion(const CLI::App& app, const std::string& shell, std::ostream& o
   return kExitOk;
 }
 
-Status WriteManPages(const CLI::App& app, const std::string& dir) {
+Status WriteManPages(const CLI::App& app, const std::string& dir, const std::string& doc_dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return MakeError(ErrorCode::kIo, "create " + dir + ": " + ec.message());
-  const render::ProgramDoc doc = DescribeCommandLine(app);
+  render::ProgramDoc doc = DescribeCommandLine(app);
+  doc.doc_dir = doc_dir;
   auto write = [&](const std::string& name, const std::string& text) -> Status {
     const std::string path = (std::filesystem::path(dir) / name).string();
     std::ofstream file(path, std::ios::binary | std::ios::trunc);

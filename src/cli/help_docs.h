@@ -29,9 +29,10 @@ int RunHelp(const CLI::App& app, const std::optional<std::string>& command, std:
 /// `gpuman completion SHELL` (bash or zsh; the parser has checked it).
 int RunCompletion(const CLI::App& app, const std::string& shell, std::ostream& out);
 
-/// Writes gpuman.1 and gpuman-COMMAND.1 for every visible command into `dir` (created).
+/// Writes gpuman.1 and gpuman-COMMAND.1 for every visible command into `dir` (created),
+/// naming `doc_dir` as where gpuman's documents are ("" for unknown: render/man_page.h).
 /// Errors: kIo when the directory or a file cannot be written.
-Status WriteManPages(const CLI::App& app, const std::string& dir);
+Status WriteManPages(const CLI::App& app, const std::string& dir, const std::string& doc_dir = "");
 
 /// Exit codes as docs/cli.md lists them (tests compare the two).
 const std::vector<render::TableRow>& ExitCodeTable();

@@ -10,6 +10,7 @@
 
 
 #include "base/duration.h"
+#include "base/installed_layout.h"
 #include "base/strings.h"
 #include "cli/exit_codes.h"
 #include "cli/health_command.h"
@@ -111,7 +112,7 @@ std::optional<std::string> RequiredJobId(const std::string& what, Context& ctx) 
   auto id = ctx.env().Get("SLURM_JOB_ID");
   if (!id || id->empty()) {
     ctx.err() << "gpuman: error: slurm " << what << ": SLURM_JOB_ID is not set (run it as Slurm's " << what
-              << ", docs/slurm.md)\n";
+              << ", " << PointDocReferencesAt("docs/slurm.md", ctx.layout().FindDocDir()) << ")\n";
     return std::nullopt;
   }
   if (!slurm::IsValidJobId(*id)) {

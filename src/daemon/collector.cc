@@ -41,8 +41,15 @@ Collector::~Collector() {
 Status Collector::Start() {
   if (options_.metrics_address) {
     auto server = metrics::MetricsServer::Start(*options_.metrics_address, options_.layout);
-    if (!server) return server.error();
-    metrics_ = std::move(*server);
+    if (server) {
+      metrics_ = std::move(*server);
+    } else if (server.error().code == ErrorCode::kUnavailable) {
+      // The module or the library it links is not installed (a Recommends of the .deb,
+      // docs/install.md): the daemon, the machine's lease authority, runs without /metrics.
+      Log(server.error().message + "; serving no /metrics, everything else runs");
+    } else {
+      return server.error();  // the address: bad, taken, privileged
+    }
   }
   if (!options_.history_path.empty()) {
     auto store = store::HistoryStore::Open(options_.history_path, /*read_only=*/false, options_.retention);

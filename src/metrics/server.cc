@@ -1,18 +1,21 @@
 #include "metrics/server.h"
 
 #include <dlfcn.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <vector>
 
+#include "base/module.h"
 #include "base/posix_error.h"
 
 namespace gpuman::metrics {
 namespace {
 
 constexpr const char* kModuleName = "gpuman-metrics-http.so";
+#ifndef GPUMAN_METRICS_HTTP_PACKAGE
+#define GPUMAN_METRICS_HTTP_PACKAGE "libcpp-httplib"  // CMakeLists.txt names the Debian package
+#endif
 
 using StartFn = void* (*)(const char* host, int port, int* bound_port, int* error);
 using SetTextFn = void (*)(void* handle, const char* data, size_t size);
@@ -47,19 +50,10 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::Start(const std::string& a
   auto impl = std::make_unique<Impl>();
   // Relative to the running binary only (InstalledLayout), never a compiled-in path, so
   // an installed gpuman works wherever its prefix is and holds no build-tree path.
-  const std::vector<std::string> candidates = layout.ModulePaths(kModuleName);
-  std::string tried;
-  for (const auto& path : candidates) {
-    if (access(path.c_str(), R_OK) != 0) continue;
-    impl->module = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (impl->module) break;
-    tried += std::string(tried.empty() ? "" : "; ") + dlerror();
-  }
-  if (!impl->module) {
-    return fail(ErrorCode::kUnavailable,
-                std::string("the metrics server module ") + kModuleName + " could not be loaded" +
-                    (tried.empty() ? " (not found next to gpuman or in ../lib/gpuman)" : ": " + tried));
-  }
+  auto module = OpenModule(layout.ModulePaths(kModuleName),
+                           {kModuleName, "the metrics endpoint", GPUMAN_METRICS_HTTP_PACKAGE});
+  if (!module) return module.error();
+  impl->module = *module;
   auto start = reinterpret_cast<StartFn>(dlsym(impl->module, "gpuman_metrics_http_start"));
   impl->set_text = reinterpret_cast<SetTextFn>(dlsym(impl->module, "gpuman_metrics_http_set_text"));
   impl->stop = reinterpret_cast<StopFn>(dlsym(impl->module, "gpuman_metrics_http_stop"));

@@ -25,7 +25,8 @@ class MetricsServer {
   /// error rather than a silently shared port.
   /// Errors: kInvalidArgument (bad address), kConflict (address in use),
   /// kPermissionDenied (privileged port), kIo (other bind or thread failures).
-  /// kUnavailable when the module cannot be found or loaded. The module
+  /// kUnavailable when the module cannot be found or loaded (one line naming the missing
+  /// file or library and its Debian package, base/module.h). The module
   /// (gpuman-metrics-http.so) is looked for in layout.module_dirs, in order.
   static Result<std::unique_ptr<MetricsServer>> Start(const std::string& address, const InstalledLayout& layout);
 

@@ -60,6 +60,9 @@ struct ProgramDoc {
   std::vector<TableRow> exit_codes;
   std::vector<TableRow> environment;
   std::vector<TableRow> files;
+  /// Where gpuman's documents are ("/usr/share/doc/gpuman"): the pages' references to
+  /// docs/NAME point there. "" (unknown): they stay docs/NAME, "in the gpuman sources".
+  std::string doc_dir;
 };
 
 }  // namespace gpuman::render

@@ -2,6 +2,8 @@
 
 #include <cctype>
 
+#include "base/installed_layout.h"
+
 namespace gpuman::render {
 namespace {
 
@@ -63,6 +65,17 @@ std::string Positional(const OptionDoc& pos) {
   return pos.required ? s : "[" + s + "]";
 }
 
+// Where the full reference is: the installed cli.md, or the sources' when no installed copy is known.
+std::string FullReference(const ProgramDoc& program) {
+  if (program.doc_dir.empty()) return "The full reference is docs/cli.md in the " + RoffEscape(program.name) + " sources.\n";
+  return "The full reference is " + Italic(program.doc_dir + "/cli.md") + ".\n";
+}
+
+// Every docs/NAME of the page (option texts, tables) pointing into the documents' directory.
+std::string WithDocReferences(const ProgramDoc& program, const std::string& page) {
+  return PointDocReferencesAt(page, RoffEscape(program.doc_dir));
+}
+
 void ExitStatus(std::string& out, const ProgramDoc& program) {
   out += ".SH \"EXIT STATUS\"\n";
   for (const auto& row : program.exit_codes) Entry(out, Bold(row.key), RoffEscape(Sentence(row.meaning)));
@@ -102,6 +115,7 @@ std::string RenderProgramManPage(const ProgramDoc& program) {
     if (i > 0) out += ".PP\n";
     out += RoffEscape(program.description[i]) + "\n";
   }
+  out += ".PP\n" + FullReference(program);
   out += ".SH OPTIONS\n";
   for (const auto& opt : program.global_options) Entry(out, OptionTag(opt), OptionBody(opt));
   out += ".PP\nGlobal options may also follow the command.\n";
@@ -114,13 +128,19 @@ std::string RenderProgramManPage(const ProgramDoc& program) {
   for (const auto& row : program.environment) Entry(out, Bold(row.key), RoffEscape(row.meaning));
   out += ".SH FILES\n";
   for (const auto& row : program.files) Entry(out, Italic(row.key), RoffEscape(row.meaning));
+  if (!program.doc_dir.empty()) {
+    Entry(out, Italic(program.doc_dir),
+          RoffEscape(program.name + "'s documents (Markdown): cli.md, the full reference of every command, "
+                     "option, exit code and config key; install.md; state.md (the lease table and the "
+                     "daemon's state); and one per topic (enforce.md, health.md, slurm.md, ...)."));
+  }
   out += ".SH \"SEE ALSO\"\n";
   std::string see;
   for (const auto& cmd : program.commands) {
     see += (see.empty() ? "" : ",\n") + Bold(program.name + "-" + cmd.name) + "(1)";
   }
   out += see + "\n";
-  return out;
+  return WithDocReferences(program, out);
 }
 
 std::string ManPageStem(const CommandDoc& command) {
@@ -154,7 +174,7 @@ std::string RenderCommandManPage(const ProgramDoc& program, const CommandDoc& co
   out += "\n";
   out += ".SH DESCRIPTION\n" + RoffEscape(Sentence(command.summary)) + "\n";
   if (!command.footer.empty()) out += ".PP\n" + RoffEscape(command.footer) + "\n";
-  out += ".PP\nThe full reference is docs/cli.md in the " + RoffEscape(program.name) + " sources.\n";
+  out += ".PP\n" + FullReference(program);
   out += ".SH OPTIONS\n";
   for (const auto& opt : command.options) Entry(out, OptionTag(opt), OptionBody(opt));
   if (!command.positionals.empty()) {
@@ -178,7 +198,7 @@ std::string RenderCommandManPage(const ProgramDoc& program, const CommandDoc& co
   }
   for (const auto& sub : command.subcommands) see += ",\n" + Bold(program.name + "-" + ManPageStem(sub)) + "(1)";
   out += ".SH \"SEE ALSO\"\n" + see + "\n";
-  return out;
+  return WithDocReferences(program, out);
 }
 
 }  // namespace gpuman::render

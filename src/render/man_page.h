@@ -10,7 +10,9 @@
 namespace gpuman::render {
 
 /// The page for the program itself: NAME, SYNOPSIS, DESCRIPTION, OPTIONS (the global ones),
-/// COMMANDS, EXIT STATUS, ENVIRONMENT, FILES, SEE ALSO.
+/// COMMANDS, EXIT STATUS, ENVIRONMENT, FILES (with program.doc_dir, when known), SEE ALSO.
+/// Both kinds of page name program.doc_dir/cli.md as the full reference and point every
+/// docs/NAME of their texts there (or say docs/cli.md "in the sources" without a doc_dir).
 std::string RenderProgramManPage(const ProgramDoc& program);
 
 /// The page for one command: NAME, SYNOPSIS, DESCRIPTION, OPTIONS, ARGUMENTS (when it has

@@ -91,12 +91,23 @@ Result<MachineLeaseTable> OpenMachineLeaseTable(const std::string& dir, uint32_t
       const std::string path = db + suffix;
       struct stat f {};
       if (::lstat(path.c_str(), &f) != 0) {
-        if (errno == ENOENT) {
+        const int err = errno;
+        if (err == ENOENT && *suffix != '\0' && ::lstat(db.c_str(), &f) == 0) {
+          // The table was set up, and its WAL files are gone: SQLite deletes them when the last
+          // connection that does not keep them closes, such as the sqlite3 shell's without
+          // -readonly (gpuman's keep them). Users cannot create files here; root can.
+          return MakeError(ErrorCode::kUnavailable,
+                           "the machine lease table " + dir + " lacks " + path +
+                               ": another program removed it when it closed the table (the sqlite3 shell does, "
+                               "unless run with -readonly); run any gpuman command once as root to recreate it "
+                               "(e.g. `sudo gpuman leases`)");
+        }
+        if (err == ENOENT) {
           return MakeError(ErrorCode::kUnavailable,
                            "the machine lease table " + dir + " is not set up (" + path +
                                " is missing): run any gpuman command once as root (e.g. `sudo gpuman leases`)");
         }
-        return MakeError(ErrorCode::kIo, "lease table " + path + ": " + ErrnoDescription(errno));
+        return MakeError(ErrorCode::kIo, "lease table " + path + ": " + ErrnoDescription(err));
       }
       if (!S_ISREG(f.st_mode)) return Refuse(path, "it is not a regular file");
       if (f.st_uid != 0) return Refuse(path, "it belongs to " + OwnerName(f.st_uid) + ", not to root");

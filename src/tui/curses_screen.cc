@@ -2,6 +2,8 @@
 
 #include <dlfcn.h>
 
+#include "base/module.h"
+
 #include <string>
 #include <vector>
 
@@ -20,6 +22,9 @@ struct CursesScreen::Module {
 namespace {
 
 constexpr const char* kModuleName = "gpuman-tui-curses.so";
+#ifndef GPUMAN_TUI_CURSES_PACKAGE
+#define GPUMAN_TUI_CURSES_PACKAGE "libncursesw6"  // CMakeLists.txt names the Debian package
+#endif
 
 // Loaded once and kept (ncurses keeps process-wide state; unloading it is not worth it).
 // Like the metrics module (src/metrics/server.cc): relative to the running binary only,
@@ -28,17 +33,9 @@ Result<const CursesScreen::Module*> LoadModule(const InstalledLayout& layout) {
   static CursesScreen::Module module;
   static bool loaded = false;
   if (loaded) return &module;
-  std::string errors;
-  void* handle = nullptr;
-  for (const std::string& path : layout.ModulePaths(kModuleName)) {
-    handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (handle) break;
-    errors += std::string(errors.empty() ? "" : "; ") + dlerror();
-  }
-  if (!handle) {
-    return MakeError(ErrorCode::kUnavailable, std::string("the terminal module ") + kModuleName +
-                                                  " could not be loaded" + (errors.empty() ? "" : ": " + errors));
-  }
+  auto opened = OpenModule(layout.ModulePaths(kModuleName), {kModuleName, "top", GPUMAN_TUI_CURSES_PACKAGE});
+  if (!opened) return opened.error();
+  void* handle = *opened;
   auto sym = [&](const char* name) { return dlsym(handle, name); };
   module.open = reinterpret_cast<void* (*)(int)>(sym("gpuman_curses_open"));
   module.close = reinterpret_cast<void (*)(void*)>(sym("gpuman_curses_close"));

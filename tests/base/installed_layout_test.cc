@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,31 @@ TEST(InstalledLayoutTest, InstalledPrefix) {
                                       "/opt/gpuman/bin/sim/libnvidia-ml.so.1"}));
   EXPECT_EQ(l.ModulePaths("gpuman-tui-curses.so"),
             (Strings{"/opt/gpuman/lib/gpuman/gpuman-tui-curses.so", "/opt/gpuman/bin/gpuman-tui-curses.so"}));
+  EXPECT_EQ(l.doc_dirs, (Strings{"/opt/gpuman/share/doc/gpuman", "/opt/gpuman/bin/docs"}));
+}
+
+TEST(InstalledLayoutTest, FindDocDirTakesTheFirstThatExists) {
+  const std::string tmp = ::testing::TempDir() + "installed_layout_docs";
+  std::filesystem::remove_all(tmp);
+  InstalledLayout l = InstalledLayout::ForExecutable(tmp + "/bin/gpuman");
+  EXPECT_EQ(l.FindDocDir(), "");
+  std::filesystem::create_directories(tmp + "/bin/docs");
+  EXPECT_EQ(l.FindDocDir(), tmp + "/bin/docs");
+  std::filesystem::create_directories(tmp + "/share/doc/gpuman");
+  EXPECT_EQ(l.FindDocDir(), tmp + "/share/doc/gpuman");
+  std::filesystem::remove_all(tmp);
+}
+
+TEST(InstalledLayoutTest, PointDocReferencesAt) {
+  EXPECT_EQ(PointDocReferencesAt("Node-side tools (docs/slurm.md)", "/usr/share/doc/gpuman"),
+            "Node-side tools (/usr/share/doc/gpuman/slurm.md)");
+  EXPECT_EQ(PointDocReferencesAt("docs/cli.md, \"The daemon\"; see docs/state.md.", "/d"),
+            "/d/cli.md, \"The daemon\"; see /d/state.md.");
+  // Only at the start of a word.
+  EXPECT_EQ(PointDocReferencesAt("src/docs/x mydocs/y my-docs/z", "/d"), "src/docs/x mydocs/y my-docs/z");
+  EXPECT_EQ(PointDocReferencesAt("no documents here", "/d"), "no documents here");
+  // No directory: the text as written.
+  EXPECT_EQ(PointDocReferencesAt("(docs/slurm.md)", ""), "(docs/slurm.md)");
 }
 
 TEST(InstalledLayoutTest, BuildTreeScenariosComeLast) {

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -189,6 +191,42 @@ TEST(ManPageTest, BuildTreeHasAPagePerCommand) {
   // cmake/man.cmake generates them before this test binary is built.
   const auto build_dir = std::filesystem::path(GPUMAN_TEST_BINARY).parent_path();
   ExpectAPagePerCommand((build_dir / "man").string());
+}
+
+// The installed pages (cmake/man.cmake: `gpuman __man DIR PREFIX/share/doc/gpuman`) send
+// readers to the installed documents, never to "docs/cli.md in the sources", and every
+// document a page or a help text names is one that is installed (docs/*.md).
+TEST(ManPageTest, PagesAndHelpNameInstalledDocumentsThatExist) {
+  gpuman::testing::TempDir tmp;
+  CommandTree tree;
+  const std::string dir = tmp.Join("man");
+  ASSERT_TRUE(WriteManPages(tree.app(), dir, "/usr/share/doc/gpuman").has_value());
+  std::set<std::string> named;
+  const std::regex installed_ref(R"(/usr/share/doc/gpuman/([A-Za-z0-9_]+\.md))");
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    const std::string page = ReadFile(entry.path().string());
+    EXPECT_NE(page.find("The full reference is \\fI/usr/share/doc/gpuman/cli.md\\fR.\n"), std::string::npos)
+        << entry.path();
+    EXPECT_EQ(page.find("docs/"), std::string::npos) << entry.path() << " still names the sources' docs/";
+    EXPECT_EQ(page.find("gpuman sources"), std::string::npos) << entry.path();
+    for (std::sregex_iterator m(page.begin(), page.end(), installed_ref), end; m != end; ++m) named.insert((*m)[1]);
+  }
+  // Help (`--help`, `help`) as printed by a gpuman whose documents are not found: docs/NAME.
+  std::vector<std::string> commands = {""};
+  for (const CLI::App* sub : VisibleCommands(tree.app())) commands.push_back(sub->get_name());
+  const std::regex help_ref(R"(docs/([A-Za-z0-9_]+\.md))");
+  for (const std::string& command : commands) {
+    std::ostringstream out, err;
+    ASSERT_EQ(RunHelp(tree.app(), command.empty() ? std::nullopt : std::optional<std::string>(command), out, err), 0)
+        << err.str();
+    const std::string help = out.str();
+    for (std::sregex_iterator m(help.begin(), help.end(), help_ref), end; m != end; ++m) named.insert((*m)[1]);
+  }
+  EXPECT_TRUE(named.count("cli.md"));
+  EXPECT_TRUE(named.count("slurm.md")) << "`slurm --help` names docs/slurm.md";
+  for (const std::string& name : named) {
+    EXPECT_TRUE(std::filesystem::exists(std::string(GPUMAN_TEST_DOCS_DIR) + "/" + name)) << name << " is named but not in docs/";
+  }
 }
 
 TEST(ManPageTest, UnwritableDirectoryIsAnIoError) {

@@ -8,6 +8,8 @@
 #       tmpfiles.d snippet create the state directories with docs/state.md's modes (inside
 #       the namespace, over tmpfs /var/lib and /run); lintian reports no error;
 #   (c) `systemd-analyze verify` on the shipped units.
+# Both (a) and (b) check that the units name the install prefix (ExecStart) and that what
+# the installed texts point to is installed.
 # Needs root and unshare (CI runs as root); exits 77 (skipped) without them. Tools that are
 # missing (cpack/dpkg-deb, lintian, systemd-analyze, systemd-socket-activate, man) skip
 # only their own check, with a note.
@@ -56,6 +58,36 @@ for f in bin/gpuman lib/gpuman/gpuman-metrics-http.so lib/gpuman/gpuman-tui-curs
   [ -e "$T/prefix/$f" ] || fail "cmake --install did not install $f"
 done
 [ ! -e "$T/prefix/lib/gpuman/sim-legacy" ] || fail "the test-only legacy stand-in was installed"
+# The units name the prefix given to `cmake --install` (written at install time, not the
+# configured /usr/local), and what the installed texts point to lies in PREFIX/share/doc/gpuman:
+# no "docs/X.md" of the sources, no @VAR@ left, and every document named exists.
+grep -qx "ExecStart=$T/prefix/bin/gpuman daemon" "$T/prefix/lib/systemd/system/gpuman.service" ||
+  fail "gpuman.service: $(grep ExecStart "$T/prefix/lib/systemd/system/gpuman.service")"
+grep -qx "ExecStart=$T/prefix/bin/gpuman leases" "$T/prefix/lib/systemd/system/gpuman-leases.service" ||
+  fail "gpuman-leases.service: $(grep ExecStart "$T/prefix/lib/systemd/system/gpuman-leases.service")"
+texts=(lib/systemd/system/gpuman.service lib/systemd/system/gpuman-leases.service lib/systemd/system/gpuman.socket
+       lib/tmpfiles.d/gpuman.conf share/doc/gpuman/config.toml.example)
+for f in "${texts[@]}"; do
+  if grep -n -e '[ (`"]docs/' -e '@[A-Z_]*@' "$T/prefix/$f"; then fail "installed $f names the sources' docs/ or an unsubstituted @VAR@ (above)"; fi
+done
+named_docs=$(cd "$T/prefix" && grep -oh "$T/prefix/share/doc/gpuman/[a-z_]*\.[a-z]*" "${texts[@]}" | sort -u)
+[ -n "$named_docs" ] || fail "the installed units and config name no installed document"
+for doc in $named_docs; do [ -e "$doc" ] || fail "an installed text names $doc, which was not installed"; done
+# The documentation is installed, and the man pages send readers there: the full reference
+# is PREFIX/share/doc/gpuman/cli.md (not "docs/cli.md in the sources"), no page names docs/,
+# and every document a page names was installed. (Roff writes '-' in paths as '\-'.)
+for f in cli.md install.md state.md; do [ -e "$T/prefix/share/doc/gpuman/$f" ] || fail "share/doc/gpuman/$f not installed"; done
+roff_doc_dir="${T//-/\\-}/prefix/share/doc/gpuman"
+pages=("$T/prefix/share/man/man1/"gpuman*.1.gz)
+[ "${#pages[@]}" -gt 20 ] || fail "only ${#pages[@]} man pages installed"
+for page in "${pages[@]}"; do
+  text=$(zcat "$page")
+  grep -qF "The full reference is \\fI$roff_doc_dir/cli.md\\fR." <<<"$text" || fail "$page does not name $T/prefix/share/doc/gpuman/cli.md"
+  if grep -n -e 'docs/' -e 'gpuman sources' <<<"$text"; then fail "$page names the sources (above)"; fi
+done
+named_docs=$(zcat "${pages[@]}" | grep -o "share/doc/gpuman/[a-z_]*\.md" | sort -u)
+[ "$(wc -l <<<"$named_docs")" -gt 3 ] || fail "the man pages name few documents: $named_docs"
+for doc in $named_docs; do [ -e "$T/prefix/$doc" ] || fail "a man page names $doc, which was not installed"; done
 # The Python package (docs/python.md): where Debian's python3 looks under a prefix other
 # than /usr, and it finds the installed binary with the checkout hidden.
 pyver=$(python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
@@ -74,6 +106,10 @@ mv "$T/prefix" "$T/moved"
 G="$T/moved/bin/gpuman"
 check_status "$G"
 scenarios=$(hidden "${E[@]}" "$G" scenarios 2>&1) || fail "gpuman scenarios: $scenarios"
+# Help names the documents where this gpuman's prefix has them, found from its own path.
+out=$(hidden "${E[@]}" "$G" --help 2>&1) || fail "gpuman --help: $out"
+grep -qF "Node-side tools for Slurm admins ($T/moved/share/doc/gpuman/slurm.md)" <<<"$out" ||
+  fail "gpuman --help does not name the moved prefix's slurm.md: $out"
 grep -qx 'h100-8' <<<"$scenarios" || fail "installed scenarios not listed: $scenarios"
 
 # The daemon finds its metrics module in ../lib/gpuman.
@@ -84,6 +120,38 @@ for _ in $(seq 150); do grep -q 'metrics at http://127.0.0.1:' "$T/daemon.log" &
 kill "$dpid" 2>/dev/null || true; wait "$dpid" 2>/dev/null || true
 grep -q 'metrics at http://127.0.0.1:[0-9]*/metrics' "$T/daemon.log" ||
   fail "the installed daemon did not serve metrics: $(cat "$T/daemon.log")"
+
+# The libraries only the modules link are Recommends of the .deb: without one, the command
+# that loads the module says so in one line naming the library and its package, and the
+# daemon keeps serving without /metrics. A copy of the prefix whose modules name a library
+# that does not exist (same length, patched in the ELF string table) stands for a machine
+# without them.
+cp -a "$T/moved" "$T/nolibs"
+python3 - "$T/nolibs/lib/gpuman" <<'PY' || fail "patching the modules' library names"
+import sys
+for module, lib in (("gpuman-metrics-http.so", b"libcpp-httplib.so.0.11"), ("gpuman-tui-curses.so", b"libncursesw.so.6")):
+    path = sys.argv[1] + "/" + module
+    data = open(path, "rb").read()
+    assert data.count(lib + b"\0") == 1, (path, lib, data.count(lib + b"\0"))
+    open(path, "wb").write(data.replace(lib + b"\0", b"lbx" + lib[3:] + b"\0"))
+PY
+N="$T/nolibs/bin/gpuman"
+hidden "${E[@]}" timeout 30 "$N" --simulate a100-4 daemon --socket "$T/nolibs.sock" --state-dir "$T/nolibs-state" \
+  --metrics 127.0.0.1:0 >"$T/nolibs.log" 2>&1 &
+npid=$!
+for _ in $(seq 150); do [ -S "$T/nolibs.sock" ] && break; sleep 0.1; done
+out=$(hidden "${E[@]}" GPUMAN_SOCKET="$T/nolibs.sock" "$N" queue 2>&1) || fail "the daemon without cpp-httplib does not serve: $out; $(cat "$T/nolibs.log")"
+kill "$npid" 2>/dev/null || true; wait "$npid" 2>/dev/null || true
+grep -qx 'gpuman daemon: the metrics endpoint needs lbxcpp-httplib.so.0.11, which is not installed (Debian package libcpp-httplib0.11: apt install libcpp-httplib0.11); serving no /metrics, everything else runs' \
+  "$T/nolibs.log" || fail "the daemon without cpp-httplib: $(cat "$T/nolibs.log")"
+! grep -q 'metrics at' "$T/nolibs.log" || fail "the daemon without cpp-httplib claims to serve metrics"
+# `top` in a terminal (script(1) gives it one) without ncurses: one line, exit 1.
+rc=0
+out=$(hidden "${E[@]}" TERM=xterm script -qec "$N --simulate a100-4 top" /dev/null 2>&1) || rc=$?
+[ "$rc" -eq 1 ] || fail "top without ncurses exited $rc: $out"
+grep -q '^gpuman: error: top needs lbxncursesw.so.6, which is not installed (Debian package libncursesw6: apt install libncursesw6)$' <<<"${out//$'\r'/}" ||
+  fail "top without ncurses: $out"
+out=$(hidden "${E[@]}" "$N" --simulate a100-4 top --once 2>&1) || fail "top --once without ncurses: $out"
 
 # Socket activation: the daemon serves the listening socket it is handed (LISTEN_FDS)
 # and does not bind its own --socket path.
@@ -119,6 +187,12 @@ if command -v cpack >/dev/null && command -v dpkg-deb >/dev/null; then
     grep -q "\b$lib\b" <<<"$depends" || fail "Depends lacks $lib: $depends"
   done
   ! grep -q -- '-dev\b' <<<"$depends" || fail "Depends names a -dev package: $depends"
+  # The optional modules' libraries: Recommends, not Depends (cmake/deb_depends.cmake).
+  recommends=$(dpkg-deb -f "$deb" Recommends)
+  for lib in libcpp-httplib0.11 libncursesw6; do
+    ! grep -q "\b$lib\b" <<<"$depends" || fail "Depends names $lib, which only an optional module needs: $depends"
+    grep -q "\b$lib\b" <<<"$recommends" || fail "Recommends lacks $lib: $recommends"
+  done
   files=$(dpkg-deb -c "$deb")
   for f in ./usr/bin/gpuman ./usr/lib/gpuman/gpuman-metrics-http.so ./usr/lib/gpuman/gpuman-tui-curses.so ./usr/lib/gpuman/sim/libnvidia-ml.so.1 \
            ./usr/share/gpuman/scenarios/a100-4.json ./usr/lib/systemd/system/gpuman.socket \
@@ -132,6 +206,12 @@ if command -v cpack >/dev/null && command -v dpkg-deb >/dev/null; then
   dpkg-deb -e "$deb" "$T/control"
   if grep -rl --exclude="*.md" -e "$B" -e "$S" "$T/root" "$T/control"; then fail "build-tree path $B or source path $S inside the package"; fi
   check_status "$T/root/usr/bin/gpuman"
+  grep -qx 'ExecStart=/usr/bin/gpuman daemon' "$T/root/usr/lib/systemd/system/gpuman.service" || fail "the .deb's gpuman.service ExecStart"
+  grep -qx 'ExecStart=/usr/bin/gpuman leases' "$T/root/usr/lib/systemd/system/gpuman-leases.service" || fail "the .deb's gpuman-leases.service ExecStart"
+  grep -q '/usr/share/doc/gpuman/install\.md' "$T/root/usr/lib/systemd/system/gpuman.service" || fail "the .deb's gpuman.service does not point to /usr/share/doc/gpuman"
+  for f in cli.md install.md; do [ -e "$T/root/usr/share/doc/gpuman/$f" ] || fail "the .deb lacks /usr/share/doc/gpuman/$f"; done
+  zcat "$T/root/usr/share/man/man1/gpuman-run.1.gz" | grep -qF 'The full reference is \fI/usr/share/doc/gpuman/cli.md\fR.' ||
+    fail "the .deb's gpuman-run(1) does not name /usr/share/doc/gpuman/cli.md"
 
   # postinst + tmpfiles.d, over empty /var/lib and /run in the namespace.
   modes=$(unshare -m --propagation private env R="$T/root" C="$T/control" bash -c '
@@ -182,15 +262,13 @@ fi
 
 # ---- (c) the units -------------------------------------------------------------------
 U="$T/moved/lib/systemd/system"
-grep -qx 'ExecStart=/usr/bin/gpuman daemon' "$U/gpuman.service" || fail "gpuman.service ExecStart"
-grep -qx 'ExecStart=/usr/bin/gpuman leases' "$U/gpuman-leases.service" || fail "gpuman-leases.service ExecStart"
 grep -qx 'ListenStream=/run/gpuman/gpuman.sock' "$U/gpuman.socket" || fail "gpuman.socket ListenStream"
 grep -qx 'SocketMode=0666' "$U/gpuman.socket" || fail "gpuman.socket SocketMode"
 if command -v systemd-analyze >/dev/null && [ -e /usr/lib/systemd/system/sysinit.target ]; then
   mkdir "$T/units"
   cp "$U"/gpuman.service "$U"/gpuman.socket "$U"/gpuman-leases.service "$T/units/"
-  # /usr/bin/gpuman is not on this machine: point ExecStart at the installed copy.
-  sed -i "s|ExecStart=/usr/bin/gpuman|ExecStart=$G|" "$T/units"/*.service
+  # The prefix was moved after installing: point ExecStart at where the binary is now.
+  sed -i "s|ExecStart=$T/prefix/bin/gpuman|ExecStart=$G|" "$T/units"/*.service
   (cd "$T/units" && SYSTEMD_UNIT_PATH="$T/units:" systemd-analyze verify --man=no \
      "$T/units/gpuman.socket" "$T/units/gpuman.service" "$T/units/gpuman-leases.service") ||
     fail "systemd-analyze verify"

@@ -69,6 +69,31 @@ TEST(ManPageRenderTest, ProgramPage) {
   EXPECT_NE(page.find("\\fBtool\\-go\\fR(1)"), std::string::npos) << page;
 }
 
+TEST(ManPageRenderTest, DocumentReferencesPointToTheDocDirectory) {
+  ProgramDoc p = Sample();
+  p.commands[0].options[1].description = "How many (docs/counting.md)";
+  p.files = {{"/etc/tool", "config (docs/cli.md, Configuration)"}};
+  // Where the documents are is unknown: the sources' docs/, said so.
+  std::string page = RenderCommandManPage(p, p.commands[0]);
+  EXPECT_NE(page.find(".PP\nThe full reference is docs/cli.md in the tool sources.\n"), std::string::npos) << page;
+  EXPECT_NE(page.find("How many (docs/counting.md) (default: 1)."), std::string::npos) << page;
+
+  p.doc_dir = "/usr/share/doc/my-tool";
+  for (const std::string& page_now : {RenderCommandManPage(p, p.commands[0]), RenderProgramManPage(p)}) {
+    EXPECT_NE(page_now.find("The full reference is \\fI/usr/share/doc/my\\-tool/cli.md\\fR.\n"), std::string::npos)
+        << page_now;
+    EXPECT_EQ(page_now.find("docs/"), std::string::npos) << page_now;
+    EXPECT_EQ(page_now.find("sources"), std::string::npos) << page_now;
+  }
+  page = RenderCommandManPage(p, p.commands[0]);
+  EXPECT_NE(page.find("How many (/usr/share/doc/my\\-tool/counting.md) (default: 1)."), std::string::npos) << page;
+  const std::string program = RenderProgramManPage(p);
+  EXPECT_NE(program.find(".TP\n\\fI/etc/tool\\fR\nconfig (/usr/share/doc/my\\-tool/cli.md, Configuration)\n"),
+            std::string::npos) << program;
+  EXPECT_NE(program.find(".TP\n\\fI/usr/share/doc/my\\-tool\\fR\ntool's documents (Markdown): cli.md"), std::string::npos)
+      << program;
+}
+
 TEST(CompletionRenderTest, BashArms) {
   const std::string script = RenderBashCompletion(Sample());
   EXPECT_NE(script.find("    go)\n"), std::string::npos) << script;

@@ -95,5 +95,28 @@ TEST(MachineLeaseTableTest, AUserFindsAnUnsetSharedTableWithOneLine) {
   EXPECT_FALSE(OpenMachineLeaseTable("relative/dir", 0));
 }
 
+// A table whose -wal and -shm another program removed (the sqlite3 shell without -readonly
+// does, on closing it last): users are told what happened and how to recover, and root's
+// next gpuman recreates them. (tests/e2e/lease_table_sqlite3_e2e_test.cc with the real shell.)
+TEST(MachineLeaseTableTest, RemovedWalFilesAreNamedAndRootRecreatesThem) {
+  if (getuid() != 0) GTEST_SKIP() << "needs root to set up a shared table";
+  TempDir dir;
+  const std::string place = dir.Join("leases");
+  ASSERT_TRUE(OpenMachineLeaseTable(place, 0));
+  ASSERT_EQ(::unlink((place + "/leases.db-wal").c_str()), 0);
+  ASSERT_EQ(::unlink((place + "/leases.db-shm").c_str()), 0);
+  auto user = OpenMachineLeaseTable(place, 4242);
+  ASSERT_FALSE(user);
+  EXPECT_EQ(user.error().code, ErrorCode::kUnavailable);
+  EXPECT_EQ(user.error().message, "the machine lease table " + place + " lacks " + place +
+                                      "/leases.db-wal: another program removed it when it closed the table (the "
+                                      "sqlite3 shell does, unless run with -readonly); run any gpuman command once "
+                                      "as root to recreate it (e.g. `sudo gpuman leases`)");
+  ASSERT_TRUE(OpenMachineLeaseTable(place, 0)) << "root's gpuman";
+  for (const char* f : {"/leases.db-wal", "/leases.db-shm"}) EXPECT_EQ(ModeOf(place + f), 0666u) << f;
+  auto again = OpenMachineLeaseTable(place, 4242);
+  EXPECT_TRUE(again) << again.error().message;
+}
+
 }  // namespace
 }  // namespace gpuman::store

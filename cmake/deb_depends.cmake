@@ -1,0 +1,75 @@
+# Run by cpack (CPACK_PRE_BUILD_SCRIPTS, CMakeLists.txt) once the package's files are staged:
+# works out the .deb's Depends and Recommends with dpkg-shlibdeps. The optional modules
+# (CPACK_GPUMAN_OPTIONAL_MODULES: the metrics endpoint's cpp-httplib, top's ncurses) are
+# loaded only by the command that needs them and say in one line what is missing
+# (src/base/module.h), so the libraries only they need are Recommends; what gpuman itself and
+# the stand-in NVML need is Depends. A library both need is Depends, at the version the
+# strictest user asks for. CPack's own dpkg-shlibdeps pass (CPACK_DEBIAN_PACKAGE_SHLIBDEPS),
+# which cannot leave files out, is turned off here.
+cmake_policy(PUSH)
+cmake_policy(VERSION 3.20)  # IN_LIST (cpack reads this script with no policies set)
+set(gpuman_stage "${CPACK_TEMPORARY_DIRECTORY}")
+file(GLOB_RECURSE gpuman_files LIST_DIRECTORIES false "${gpuman_stage}/*")
+set(gpuman_core)
+set(gpuman_all)
+foreach(f IN LISTS gpuman_files)
+  if(IS_SYMLINK "${f}")
+    continue()
+  endif()
+  file(READ "${f}" gpuman_magic LIMIT 4 HEX)
+  if(NOT gpuman_magic STREQUAL "7f454c46")  # not ELF
+    continue()
+  endif()
+  list(APPEND gpuman_all "${f}")
+  file(RELATIVE_PATH rel "${gpuman_stage}${CPACK_PACKAGING_INSTALL_PREFIX}" "${f}")
+  if(NOT rel IN_LIST CPACK_GPUMAN_OPTIONAL_MODULES)
+    list(APPEND gpuman_core "${f}")
+  endif()
+endforeach()
+foreach(m IN LISTS CPACK_GPUMAN_OPTIONAL_MODULES)
+  if(NOT EXISTS "${gpuman_stage}${CPACK_PACKAGING_INSTALL_PREFIX}/${m}")
+    message(FATAL_ERROR "deb_depends.cmake: the optional module ${m} is not in the package")
+  endif()
+endforeach()
+
+# dpkg-shlibdeps wants a debian/control in its working directory (CPackDeb does the same).
+set(gpuman_work "${CPACK_TOPLEVEL_DIRECTORY}/gpuman-shlibdeps")
+file(MAKE_DIRECTORY "${gpuman_work}/debian")
+file(WRITE "${gpuman_work}/debian/control" "")
+function(gpuman_shlibdeps out)
+  execute_process(COMMAND dpkg-shlibdeps -O ${ARGN} WORKING_DIRECTORY "${gpuman_work}"
+                  OUTPUT_VARIABLE text ERROR_VARIABLE err RESULT_VARIABLE rc OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "dpkg-shlibdeps ${ARGN}: ${err}")
+  endif()
+  string(REGEX REPLACE "^.*Depends=" "" text "${text}")
+  string(REPLACE ", " ";" text "${text}")
+  set(${out} "${text}" PARENT_SCOPE)
+endfunction()
+gpuman_shlibdeps(gpuman_core_deps ${gpuman_core})
+gpuman_shlibdeps(gpuman_all_deps ${gpuman_all})
+file(REMOVE_RECURSE "${gpuman_work}")
+
+set(gpuman_core_names)
+foreach(d IN LISTS gpuman_core_deps)
+  string(REGEX MATCH "^[^ (|]+" name "${d}")
+  list(APPEND gpuman_core_names "${name}")
+endforeach()
+set(gpuman_depends)
+set(gpuman_recommends)
+foreach(d IN LISTS gpuman_all_deps)  # the versions every file together asks for
+  string(REGEX MATCH "^[^ (|]+" name "${d}")
+  if(name IN_LIST gpuman_core_names)
+    list(APPEND gpuman_depends "${d}")
+  else()
+    list(APPEND gpuman_recommends "${d}")
+  endif()
+endforeach()
+list(JOIN gpuman_depends ", " gpuman_depends)
+list(JOIN gpuman_recommends ", " gpuman_recommends)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS OFF)
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "${CPACK_DEBIAN_PACKAGE_DEPENDS}, ${gpuman_depends}")
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "${gpuman_recommends}")
+message(STATUS "gpuman .deb: Depends: ${CPACK_DEBIAN_PACKAGE_DEPENDS}")
+message(STATUS "gpuman .deb: Recommends: ${CPACK_DEBIAN_PACKAGE_RECOMMENDS}")
+cmake_policy(POP)
