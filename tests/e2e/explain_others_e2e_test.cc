@@ -4,7 +4,9 @@
 // a throwaway user takes the lease in a shared machine lease table (GPUMAN_LEASE_DIR).
 #include <sys/stat.h>
 
+#include <fstream>
 #include <regex>
+#include <thread>
 
 #include "e2e/user_env.h"
 #include "e2e/users.h"
@@ -94,13 +96,34 @@ TEST_F(ExplainOthersE2E, AnotherUsersLeaseIsWarnedTheOwnersIsNot) {
   auto probe = RunAsUser(*bob, {kGpuman, "--version"}, env);
   if (probe.exit_code != 0) GTEST_SKIP() << "the test user cannot run " << kGpuman << ": " << probe.err;
 
-  // Bob's lease lives as long as its holder, gpuman's parent: this test process.
-  auto sel = RunAsUser(*bob, {kGpuman, "--simulate", "a100-4", "select", "--lease", "-n", "1", "--format", "env"}, env);
-  ASSERT_EQ(sel.exit_code, 0) << sel.err;
+  // Bob's lease lives as long as its holder, gpuman's parent: a shell of bob's that waits
+  // for `gate` (select --lease refuses a parent that is not the caller's own).
+  const std::string out = home.Join("select.out"), gate = home.Join("gate");
+  std::thread holder([&] {
+    RunAsUser(*bob,
+              {"/bin/sh", "-c",
+               "\"$0\" --simulate a100-4 select --lease -n 1 --format env > \"$1\" 2>&1; "
+               "while [ ! -e \"$2\" ]; do sleep 0.05; done",
+               kGpuman, out, gate},
+              env);
+  });
+  struct Gate {
+    std::string path;
+    std::thread& t;
+    ~Gate() {
+      std::ofstream(path).put('\n');
+      t.join();
+    }
+  } opened{gate, holder};
+  std::string sel_out;
+  for (int i = 0; i < 600 && sel_out.find("GPUMAN_LEASE_ID=") == std::string::npos; ++i) {
+    usleep(50 * 1000);
+    sel_out = Slurp(out);
+  }
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(sel.out, m, std::regex("CUDA_VISIBLE_DEVICES=(GPU-[0-9a-f-]+)"))) << sel.out;
+  ASSERT_TRUE(std::regex_search(sel_out, m, std::regex("CUDA_VISIBLE_DEVICES=(GPU-[0-9a-f-]+)"))) << sel_out;
   const std::string uuid = m[1];
-  ASSERT_TRUE(std::regex_search(sel.out, m, std::regex("GPUMAN_LEASE_ID=([0-9]+)"))) << sel.out;
+  ASSERT_TRUE(std::regex_search(sel_out, m, std::regex("GPUMAN_LEASE_ID=([0-9]+)"))) << sel_out;
   const std::string lease_id = m[1];
 
   // Bob, in the shell that holds it (GPUMAN_LEASE_ID and CUDA_VISIBLE_DEVICES exported):
