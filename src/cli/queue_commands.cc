@@ -99,7 +99,8 @@ std::string RenderQueue(Context& ctx, const std::vector<model::Job>& jobs, bool 
     const nlohmann::json doc{{"schema_version", 1}, {"jobs", list}};
     return (compact_json ? doc.dump() : doc.dump(2)) + "\n";
   }
-  return render::QueueTable(jobs, ctx.clock().NowUnixMs(), std::max(80, ctx.Terminal(true).width));
+  const render::TerminalInfo term = ctx.Terminal(true);
+  return render::QueueTable(jobs, ctx.clock().NowUnixMs(), std::max(80, term.width), term.cut_to_width);
 }
 
 // `queue --watch[=SECONDS]`: the period, as `status --watch` checks it (finite, 0.1 to

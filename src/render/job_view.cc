@@ -1,5 +1,6 @@
 #include "render/job_view.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "base/duration.h"
@@ -45,11 +46,21 @@ std::string JobDetailText(const model::Job& j) {
   return out.str();
 }
 
-std::string QueueTable(const std::vector<model::Job>& jobs, int64_t now_unix_ms, int width) {
+std::string QueueTable(const std::vector<model::Job>& jobs, int64_t now_unix_ms, int width, bool cut) {
   const int64_t now = now_unix_ms;
   if (jobs.empty()) return "no jobs\n";
-  std::string out = PadLeft("ID", 6) + "  " + PadRight("STATE", 10) + "  " + PadRight("USER", 10) +
-                    "  " + PadRight("GPUS", 5) + "  " + PadRight("NAME", 16) + "  WHY / WHEN\n";
+  int user_width = 10;
+  int name_width = 16;
+  if (!cut) {
+    for (const auto& j : jobs) {
+      user_width = std::max(user_width, DisplayWidth(EscapeControl(j.user)));
+      name_width = std::max(name_width, DisplayWidth(EscapeControl(j.name)));
+    }
+  }
+  // A cell cut to its column (a no-op when nothing is cut: the column fits its longest).
+  const auto cell = [](const std::string& text, int w) { return PadRight(TruncateToWidth(text, w), w); };
+  std::string out = PadLeft("ID", 6) + "  " + PadRight("STATE", 10) + "  " + PadRight("USER", user_width) +
+                    "  " + PadRight("GPUS", 5) + "  " + PadRight("NAME", name_width) + "  WHY / WHEN\n";
   for (const auto& j : jobs) {
     std::string when = EscapeControl(j.reason);
     if (j.state == model::JobState::kRunning && j.started_unix_ms) when = "running " + FormatDurationMs(now - *j.started_unix_ms);
@@ -61,10 +72,10 @@ std::string QueueTable(const std::vector<model::Job>& jobs, int64_t now_unix_ms,
     }
     if (when.empty()) when = "queued " + FormatDurationMs(now - j.submitted_unix_ms) + " ago";
     std::string line = PadLeft(std::to_string(j.id), 6) + "  " + PadRight(model::JobStateName(j.state), 10) +
-                       "  " + PadRight(TruncateToWidth(EscapeControl(j.user), 10), 10) + "  " +
+                       "  " + cell(EscapeControl(j.user), user_width) + "  " +
                        PadRight(std::to_string(j.request.count), 5) + "  " +
-                       PadRight(TruncateToWidth(EscapeControl(j.name), 16), 16) + "  " + when;
-    out += TruncateToWidth(line, width) + "\n";
+                       cell(EscapeControl(j.name), name_width) + "  " + when;
+    out += (cut ? TruncateToWidth(line, width) : line) + "\n";
   }
   return out;
 }

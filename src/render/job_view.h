@@ -20,7 +20,8 @@ std::string JobDetailText(const model::Job& job);
 
 /// `gpuman queue`: a header and one line per job (why it waits, or how long it ran or has
 /// been queued, relative to `now_unix_ms`), each cut to `width` columns; "no jobs" when
-/// there are none.
-std::string QueueTable(const std::vector<model::Job>& jobs, int64_t now_unix_ms, int width);
+/// there are none. With `cut` false (output to a pipe or a file) nothing is cut: USER and
+/// NAME grow to the longest of them and the reason is written whole.
+std::string QueueTable(const std::vector<model::Job>& jobs, int64_t now_unix_ms, int width, bool cut = true);
 
 }  // namespace gpuman::render

@@ -10,8 +10,13 @@
 // shrinks (down to kNameMinWidth) and HEALTH, the last column, takes what is left and
 // is cut with "…". Optional columns (fan, performance state, bars, PCI bus) are added
 // in priority order only while the full names still fit, so an 80-column terminal gets
-// the compact table and a wide one the rich table. Widths are computed on plain text;
-// colour escapes are wrapped around already-padded cells so they never shift columns.
+// the compact table and a wide one the rich table. Widths are computed on plain text, in
+// display columns (a CJK user name takes two per character); colour escapes are wrapped
+// around already-padded cells so they never shift columns.
+//
+// Output that is not a terminal (TerminalInfo::cut_to_width false: a pipe, a file) is laid
+// out for the same width but nothing is cut: NAME, HEALTH and USER grow to their longest
+// cell, and header, detail and process lines are written whole.
 #include <algorithm>
 #include <cctype>
 #include <optional>
@@ -239,10 +244,13 @@ std::vector<Column> BuildColumns(const model::MachineSnapshot& snap, const Statu
   return cols;
 }
 
-// Decides which columns show and how wide NAME and HEALTH are (see the file comment).
-void LayoutColumns(std::vector<Column>& cols, int avail) {
+// Decides which columns show and how wide NAME and HEALTH are (see the file comment);
+// with `cut` false NAME and HEALTH keep their natural widths.
+void LayoutColumns(std::vector<Column>& cols, int avail, bool cut) {
   Column& name = cols[1];
   Column& health = cols.back();
+  const int name_full = name.width;
+  const int health_full = health.width;
   const int name_natural = std::min(name.width, kNameMaxWidth);
   const int health_reserve = std::min(health.width, kHealthReserve);
 
@@ -270,6 +278,11 @@ void LayoutColumns(std::vector<Column>& cols, int avail) {
     if (fixed_width() + c->gap + c->width + name_natural + health_reserve <= avail) {
       c->visible = true;
     }
+  }
+  if (!cut) {
+    name.width = name_full;
+    health.width = health_full;
+    return;
   }
   const int room = avail - fixed_width() - health_reserve;
   name.width = std::clamp(room, kNameMinWidth, name_natural);
@@ -316,13 +329,13 @@ std::string RenderRow(const std::vector<Column>& cols, std::optional<size_t> row
 // ---- Sections --------------------------------------------------------------------
 
 std::string HeaderLine(const model::MachineSnapshot& snap, const StatusOptions& opts,
-                       const TerminalInfo& term, int avail) {
+                       const TerminalInfo& term, int limit) {
   std::string marker;
   int marker_width = 0;
   if (opts.simulated) {
     std::string plain = opts.scenario.empty()
                             ? std::string("[SIMULATED]")
-                            : "[SIMULATED: " + TruncateToWidth(opts.scenario, avail / 2) + "]";
+                            : "[SIMULATED: " + TruncateToWidth(opts.scenario, limit / 2) + "]";
     marker_width = DisplayWidth(plain) + kSeparator;
     marker = Colorize(plain, Color::kYellowInverse, term.use_color) + "  ";
   }
@@ -332,13 +345,13 @@ std::string HeaderLine(const model::MachineSnapshot& snap, const StatusOptions& 
       sys.cuda_driver_version.value_or(std::string(kUnknown)),
       FormatIsoUtcSeconds(snap.taken_at_unix_ms / 1000 -
                           (snap.taken_at_unix_ms % 1000 < 0 ? 1 : 0)));
-  return marker + TruncateToWidth(rest, avail - marker_width);
+  return marker + TruncateToWidth(rest, limit - marker_width);
 }
 
 void AppendDetailLine(std::vector<std::string>& lines, std::string_view prefix,
-                      const std::string& text, Color color, bool use_color, int avail) {
+                      const std::string& text, Color color, bool use_color, int limit) {
   const std::string plain =
-      TruncateToWidth(std::string(kIndent) + std::string(prefix) + text, avail);
+      TruncateToWidth(std::string(kIndent) + std::string(prefix) + text, limit);
   lines.push_back(Colorize(plain, color, use_color));
 }
 
@@ -357,12 +370,13 @@ std::string ProcessMemory(const model::GpuProcess& p, bool in_mib) {
   return FormatBytes(*p.used_memory_bytes);
 }
 
-ProcessWidths MeasureProcesses(const model::MachineSnapshot& snap, int avail, bool in_mib) {
+// `avail` chooses the columns, `user_max` caps USER (no cap when nothing is cut).
+ProcessWidths MeasureProcesses(const model::MachineSnapshot& snap, int avail, int user_max, bool in_mib) {
   ProcessWidths w;
   const int64_t now = snap.taken_at_unix_ms / 1000;
   for (const model::DeviceSnapshot& d : snap.gpus) {
     for (const model::GpuProcess& p : d.processes) {
-      w.user = std::max(w.user, std::min(kUserMaxWidth, DisplayWidth(ProcessUser(p))));
+      w.user = std::max(w.user, std::min(user_max, DisplayWidth(ProcessUser(p))));
       w.pid = std::max(w.pid, DisplayWidth(std::to_string(p.pid)));
       w.memory = std::max(w.memory, DisplayWidth(ProcessMemory(p, in_mib)));
       w.type = std::max(w.type, DisplayWidth(ShortProcessType(p.type)));
@@ -375,7 +389,7 @@ ProcessWidths MeasureProcesses(const model::MachineSnapshot& snap, int avail, bo
 }
 
 std::string ProcessLine(const model::GpuProcess& p, const ProcessWidths& w, int64_t now, bool in_mib,
-                        bool use_color, int avail, const model::Lease* intruded) {
+                        bool use_color, int limit, const model::Lease* intruded) {
   const std::string sep(kSeparator, ' ');
   std::string line(kIndent);
   line += PadRight(TruncateToWidth(ProcessUser(p), w.user), w.user) + sep;
@@ -386,9 +400,9 @@ std::string ProcessLine(const model::GpuProcess& p, const ProcessWidths& w, int6
   // On a GPU leased to someone else (model/intruders.h): said before the command.
   if (intruded) {
     const std::string mark = "INTRUDER on lease " + std::to_string(intruded->id) + " (" + EscapeControl(intruded->user) + "): ";
-    line += Colorize(TruncateToWidth(mark, std::max(0, avail - DisplayWidth(line))), Color::kRed, use_color);
+    line += Colorize(TruncateToWidth(mark, std::max(0, limit - DisplayWidth(line))), Color::kRed, use_color);
   }
-  const int room = avail - DisplayWidth(line);
+  const int room = limit - DisplayWidth(line);
   if (!p.is_visible) {
     return line + Colorize(TruncateToWidth("(not in this PID namespace)", room), Color::kDim,
                            use_color);
@@ -401,31 +415,33 @@ std::string ProcessLine(const model::GpuProcess& p, const ProcessWidths& w, int6
 
 std::string RenderStatusText(const model::MachineSnapshot& snap, const StatusOptions& opts,
                              const TerminalInfo& term) {
-  const int avail = std::max(term.width, kMinWidth);
+  const int avail = std::max(term.width, kMinWidth);  // what the layout is for
+  const int limit = LineLimit(term);                   // where lines are cut (a terminal's edge, or never)
   const bool color = term.use_color;
   std::vector<std::string> lines;
-  lines.push_back(HeaderLine(snap, opts, term, avail));
+  lines.push_back(HeaderLine(snap, opts, term, limit));
 
   if (snap.gpus.empty()) {
     lines.push_back("no GPUs found");
   } else {
     std::vector<Column> cols = BuildColumns(snap, opts);
-    LayoutColumns(cols, avail);
+    LayoutColumns(cols, avail, term.cut_to_width);
     lines.push_back(Colorize(RenderRow(cols, std::nullopt, false), Color::kBold, color));
 
-    const ProcessWidths pw = MeasureProcesses(snap, avail, opts.memory_in_mib);
+    const ProcessWidths pw =
+        MeasureProcesses(snap, avail, term.cut_to_width ? kUserMaxWidth : limit, opts.memory_in_mib);
     const int64_t now = snap.taken_at_unix_ms / 1000;
     for (size_t row = 0; row < snap.gpus.size(); ++row) {
       const model::DeviceSnapshot& d = snap.gpus[row];
       lines.push_back(RenderRow(cols, row, color));
 
       if (const model::GpuDrain* drain = DrainOf(d, opts.drains)) {
-        AppendDetailLine(lines, "", DrainText(*drain), Color::kYellow, color, avail);
+        AppendDetailLine(lines, "", DrainText(*drain), Color::kYellow, color, limit);
       }
       if (opts.allocation && d.uuid &&
           std::find(opts.allocation->uuids.begin(), opts.allocation->uuids.end(), *d.uuid) !=
               opts.allocation->uuids.end()) {
-        AppendDetailLine(lines, "in this allocation: ", opts.allocation->source, Color::kGreen, color, avail);
+        AppendDetailLine(lines, "in this allocation: ", opts.allocation->source, Color::kGreen, color, limit);
       }
       // Problem text the row could not show in full goes beneath it.
       const Column& health = cols.back();
@@ -434,11 +450,11 @@ std::string RenderStatusText(const model::MachineSnapshot& snap, const StatusOpt
       if (!d.is_healthy) {
         for (size_t i = first_shown ? 1 : 0; i < d.health_problems.size(); ++i) {
           AppendDetailLine(lines, "problem: ", d.health_problems[i], Color::kRed, color,
-                           avail);
+                           limit);
         }
       }
       for (const std::string& warning : d.warnings) {
-        AppendDetailLine(lines, "warning: ", warning, Color::kYellow, color, avail);
+        AppendDetailLine(lines, "warning: ", warning, Color::kYellow, color, limit);
       }
       if (opts.leases && d.uuid) {
         for (const model::Lease& l : *opts.leases) {
@@ -449,12 +465,12 @@ std::string RenderStatusText(const model::MachineSnapshot& snap, const StatusOpt
             text += ", IDLE for " + FormatDurationMs(snap.taken_at_unix_ms - *l.idle_since_unix_ms);
           }
           text += ": " + EscapeControl(l.command);  // a job's name, a user's command line
-          AppendDetailLine(lines, "", text, l.idle_since_unix_ms ? Color::kYellow : Color::kDim, color, avail);
+          AppendDetailLine(lines, "", text, l.idle_since_unix_ms ? Color::kYellow : Color::kDim, color, limit);
         }
       }
       if (opts.show_processes) {
         for (const model::GpuProcess& p : d.processes) {
-          lines.push_back(ProcessLine(p, pw, now, opts.memory_in_mib, color, avail,
+          lines.push_back(ProcessLine(p, pw, now, opts.memory_in_mib, color, limit,
                                       opts.leases ? model::IntrudedLease(d, p, *opts.leases) : nullptr));
         }
       }

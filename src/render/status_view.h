@@ -12,16 +12,10 @@
 #include "model/device_snapshot.h"
 #include "model/drain.h"
 #include "model/lease.h"
-#include "render/format.h"  // FormatBytes, used across the CLI
+#include "render/format.h"  // FormatBytes and TerminalInfo, used across the CLI
 #include "render/json_text.h"
 
 namespace gpuman::render {
-
-/// Facts about the output terminal, decided by the CLI (isatty, $COLUMNS, NO_COLOR...).
-struct TerminalInfo {
-  int width = 80;  // display columns; values below 80 are treated as 80
-  bool use_color = false;
-};
 
 /// The GPUs of the allocation gpuman runs inside (a Slurm job, a container's device list,
 /// an outer CUDA_VISIBLE_DEVICES), as the CLI resolved them (visibility::AllowedGpus).
@@ -71,9 +65,10 @@ nlohmann::ordered_json StatusToJson(const model::MachineSnapshot& snap, const St
 
 /// Human view: a header line, a column-title line, one line per GPU, then indented
 /// problem / warning / process lines under it. Lines are joined with '\n' and the
-/// result ends with '\n'. No line is wider than max(term.width, 80) display columns
-/// (ANSI escapes, present only with use_color, are not counted). Unknown values print
-/// as "-". Wider terminals get extra columns (fan, performance state, bars, PCI bus).
+/// result ends with '\n'. With term.cut_to_width no line is wider than max(term.width, 80)
+/// display columns (ANSI escapes, present only with use_color, are not counted); without
+/// it nothing is cut. Unknown values print as "-". Wider terminals get extra columns (fan,
+/// performance state, bars, PCI bus).
 std::string RenderStatusText(const model::MachineSnapshot& snap, const StatusOptions& opts,
                              const TerminalInfo& term);
 

@@ -81,6 +81,32 @@ TEST(QueueTableTest, LinesAreCutToTheWidthAndTextIsEscaped) {
   EXPECT_TRUE(lines[1].ends_with("x\u2026")) << "cut with an ellipsis: " << lines[1];
 }
 
+TEST(QueueTableTest, NothingIsCutWhenNotATerminal) {
+  // To a pipe or a file: the whole reason, the whole name, and columns that stay aligned
+  // (USER and NAME grow to the longest, wide characters count two columns).
+  model::Job j = RunningJob();
+  j.state = model::JobState::kQueued;
+  j.started_unix_ms.reset();
+  j.reason = "waiting for GPUs: " + std::string(150, 'r');
+  j.name = "a-very-long-sweep-name-that-is-longer-than-sixteen";
+  model::Job cjk = RunningJob();
+  cjk.user = "\xE7\x8E\x8B\xE8\x8A\xB3";  // 王芳
+  const std::vector<std::string> lines = Lines(QueueTable({j, cjk}, kNow, 80, /*cut=*/false));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_TRUE(lines[1].ends_with(std::string(150, 'r'))) << lines[1];
+  EXPECT_NE(lines[1].find(j.name + "  "), std::string::npos) << lines[1];
+  EXPECT_EQ(lines[1].find("\u2026"), std::string::npos) << lines[1];
+  // NAME starts at the same display column on every line, after a 2-column-per-character user.
+  EXPECT_EQ(DisplayWidth(lines[1].substr(0, lines[1].find(j.name))),
+            DisplayWidth(lines[2].substr(0, lines[2].find("train"))))
+      << lines[1] << "\n" << lines[2];
+  EXPECT_EQ(DisplayWidth(lines[0].substr(0, lines[0].find("NAME"))),
+            DisplayWidth(lines[2].substr(0, lines[2].find("train"))))
+      << lines[0] << "\n" << lines[2];
+  // On a terminal the same rows are cut to its width.
+  for (const std::string& line : Lines(QueueTable({j, cjk}, kNow, 80))) EXPECT_LE(DisplayWidth(line), 80) << line;
+}
+
 TEST(JobDetailTextTest, EveryKnownField) {
   model::Job j = RunningJob();
   j.argv = {"python", "train.py", "--lr\n1"};

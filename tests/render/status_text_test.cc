@@ -201,6 +201,55 @@ TEST(StatusTextTest, UnhealthyProblemOnTheRowWhenItFits) {
   EXPECT_NE(text.find("    problem: uncorrectable ECC errors since boot: 3"), std::string::npos);
 }
 
+TEST(StatusTextTest, NothingIsCutWhenNotATerminal) {
+  // A pipe or a file: the same layout as an 80-column terminal (no extra columns), but
+  // every line whole: the long command, the long user name, the long GPU name.
+  const TerminalInfo pipe{80, false, /*cut_to_width=*/false};
+  const std::string text = RenderStatusText(FourGpuMachine(), Simulated(), pipe);
+  EXPECT_EQ(text.find("\xE2\x80\xA6"), std::string::npos) << text;
+  EXPECT_NE(text.find("--output-dir /scratch/bartholomew/runs/2024-05-01\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("bartholomew_long_name  1048577"), std::string::npos) << text;
+  EXPECT_NE(text.find("GeForce RTX 4090 Founders Edition Overclocked"), std::string::npos) << text;
+  EXPECT_EQ(text.find("FAN"), std::string::npos) << "laid out for 80 columns";
+  // The table's columns stay aligned: every GPU row has its UUID where the title says.
+  const std::vector<std::string> lines = Lines(text);
+  const size_t uuid_at = lines.at(1).find("UUID");
+  ASSERT_NE(uuid_at, std::string::npos);
+  for (const std::string& line : lines) {
+    if (line.size() > 3 && line[0] == ' ' && line[2] != ' ' && line[3] == ' ') {  // "  0 NAME…"
+      EXPECT_EQ(line.substr(uuid_at, 4), "GPU-") << line;
+    }
+  }
+  // A wider $COLUMNS still chooses the richer layout.
+  EXPECT_NE(RenderStatusText(FourGpuMachine(), {}, TerminalInfo{140, false, false}).find("FAN"), std::string::npos);
+}
+
+TEST(StatusTextTest, WideCharactersArePaddedByDisplayWidth) {
+  // A user and a command written in CJK and emoji: the PID column stays where it is for
+  // everyone, and a cut line is cut by columns, never past the terminal's edge.
+  model::MachineSnapshot snap = FourGpuMachine();
+  model::GpuProcess& train = snap.gpus[1].processes[0];
+  train.user = "\xE7\x8E\x8B\xE8\x8A\xB3";  // 王芳, 4 columns
+  train.command = "python \xE8\xAE\xAD\xE7\xBB\x83.py \xF0\x9F\x9A\x80" + std::string(100, 'x');
+  snap.gpus[1].processes[2].user = "bob";  // not capped: both users fit USER's width
+  for (const TerminalInfo& term : {TerminalInfo{80, false}, TerminalInfo{80, false, false}}) {
+    const std::string text = RenderStatusText(snap, {}, term);
+    std::vector<std::string> process_lines;
+    for (const std::string& line : Lines(text)) {
+      if (line.find("41234") != std::string::npos || line.find("1048577") != std::string::npos) {
+        process_lines.push_back(line);
+      }
+      if (term.cut_to_width) EXPECT_LE(DisplayWidth(line), 80) << line;
+    }
+    ASSERT_EQ(process_lines.size(), 2u) << text;
+    const auto pid_end = [](const std::string& line, const std::string& pid) {
+      return DisplayWidth(line.substr(0, line.find(pid) + pid.size()));
+    };
+    EXPECT_EQ(pid_end(process_lines[0], "41234"), pid_end(process_lines[1], "1048577"))
+        << process_lines[0] << "\n" << process_lines[1];
+  }
+}
+
 TEST(StatusTextTest, WideTerminalShowsMoreColumns) {
   const std::string narrow = Render(80, false);
   const std::string wide = Render(140, false);
