@@ -77,6 +77,9 @@ Result<Output> ChooseOutput(const StatusArgs& args) {
     return Usage(
         "--fields (--query-gpu) needs --format csv, e.g. gpuman status --format csv --fields index,memory.used");
   }
+  if (args.compact && out.format != StatusFormat::kText) {
+    return Usage("--compact is a text view (--json and --format csv have every GPU's users already)");
+  }
   if (args.units && out.format != StatusFormat::kText) {
     return Usage("--units is for the text view (CSV gives memory in MiB, JSON in bytes)");
   }
@@ -202,6 +205,27 @@ void SetHolders(const MachineView& view, bool with_leases, Context& ctx, render:
   opts.drains = StatusDrains(ctx);
 }
 
+// The queue job behind each lease (the compact view says "job N"); none without leases.
+void SetLeaseJobs(render::StatusOptions& opts) {
+  opts.lease_jobs.clear();
+  if (!opts.leases) return;
+  for (const model::Lease& lease : *opts.leases) {
+    if (auto job = policy::JobIdOfLease(lease)) opts.lease_jobs[lease.id] = *job;
+  }
+}
+
+// The human view: the table, or one line per GPU with --compact. The source line ends the
+// table; the compact view keeps only what a reader must know: why NVML was read although
+// a daemon was expected.
+std::string StatusText(const MachineView& view, const StatusArgs& args, render::StatusOptions& opts,
+                       const render::TerminalInfo& term, int64_t now_unix_ms) {
+  if (!args.compact) return render::RenderStatusText(*view.snapshot, opts, term) + SourceLine(view, now_unix_ms) + "\n";
+  SetLeaseJobs(opts);
+  std::string text = render::RenderStatusCompact(*view.snapshot, opts, term);
+  if (!view.note.empty()) text += SourceLine(view, now_unix_ms) + "\n";
+  return text;
+}
+
 void SetSimulated(const MachineView& view, Context& ctx, render::StatusOptions& opts) {
   opts.simulated = ctx.is_simulated() || view.scenario.has_value();
   if (ctx.simulation()) opts.scenario = ctx.simulation()->scenario_name;
@@ -250,8 +274,7 @@ int RunStatus(const StatusArgs& args, Context& ctx) {
       return Emit(ctx, StatusJson(*view, opts, render::JsonWriter::Style::kPretty) + "\n");
     }
     if (format == StatusFormat::kCsv) return Emit(ctx, StatusCsv(*view, opts, *output, true));
-    return Emit(ctx, render::RenderStatusText(*view->snapshot, opts, term) +
-                         SourceLine(*view, ctx.clock().NowUnixMs()) + "\n");
+    return Emit(ctx, StatusText(*view, args, opts, term, ctx.clock().NowUnixMs()));
   }
 
   g_watch_stop = 0;
@@ -285,8 +308,7 @@ int RunStatus(const StatusArgs& args, Context& ctx) {
       } else {
         if (clear_screen) text = "\x1b[H\x1b[2J";
         else if (n > 0) text = "\n";
-        text += render::RenderStatusText(*view->snapshot, opts, term) + SourceLine(*view, ctx.clock().NowUnixMs()) +
-                "\n";
+        text += StatusText(*view, args, opts, term, ctx.clock().NowUnixMs());
       }
       if (int code = Emit(ctx, text); code != kExitOk) return code;  // e.g. the reader of a pipe went away
     }

@@ -1,4 +1,5 @@
-// RenderStatusText: the human `gpuman status` view.
+// RenderStatusText: the human `gpuman status` view; RenderStatusCompact: its one line per
+// GPU form (`status --compact`, at the end of this file), which shares the cells.
 //
 // Layout, top to bottom: a header line (simulated marker first so it can never be cut
 // off, then driver, CUDA and snapshot time), a column-title line, and per GPU one
@@ -411,7 +412,135 @@ std::string ProcessLine(const model::GpuProcess& p, const ProcessWidths& w, int6
   return line + TruncateToWidth(EscapeControl(p.command.value_or(std::string(kUnknown))), room);
 }
 
+// ---- The compact view --------------------------------------------------------------
+
+// A process's memory as gpustat writes it: "9.8G", "3G", "512M"; whole MiB with `in_mib`.
+std::string CompactMemory(int64_t bytes, bool in_mib) {
+  if (in_mib || bytes < kGiB) return std::to_string(bytes / kMiB) + "M";
+  std::string number = fmt::format("{:.1f}", static_cast<double>(bytes) / static_cast<double>(kGiB));
+  if (number.ends_with(".0")) number.resize(number.size() - 2);
+  return number + "G";
+}
+
+// "alice(9.8G) bob(3G)": each user of the GPU's processes once, with their memory in all,
+// most first (ties by name). A user whose processes report no memory gets "(-)".
+std::string CompactUsers(const model::DeviceSnapshot& d, bool in_mib) {
+  struct Use {
+    std::string user;
+    std::optional<int64_t> bytes;
+  };
+  std::vector<Use> uses;
+  for (const model::GpuProcess& p : d.processes) {
+    std::string user = p.user ? EscapeControl(*p.user) : p.uid ? "uid:" + std::to_string(*p.uid) : "?";
+    auto it = std::find_if(uses.begin(), uses.end(), [&](const Use& u) { return u.user == user; });
+    if (it == uses.end()) it = uses.insert(uses.end(), Use{std::move(user), std::nullopt});
+    if (p.used_memory_bytes) it->bytes = it->bytes.value_or(0) + *p.used_memory_bytes;
+  }
+  std::stable_sort(uses.begin(), uses.end(), [](const Use& a, const Use& b) {
+    if (a.bytes.value_or(-1) != b.bytes.value_or(-1)) return a.bytes.value_or(-1) > b.bytes.value_or(-1);
+    return a.user < b.user;
+  });
+  std::string out;
+  for (const Use& u : uses) {
+    if (!out.empty()) out += ' ';
+    out += u.user + "(" + (u.bytes ? CompactMemory(*u.bytes, in_mib) : std::string(kUnknown)) + ")";
+  }
+  return out;
+}
+
+// "[lease 7 alice]", "[job 12 bob]", "[lease 7 alice, IDLE 2h]": the leases of the GPU.
+std::string CompactLeases(const model::DeviceSnapshot& d, const StatusOptions& opts, int64_t now_ms, bool color) {
+  if (!opts.leases || !d.uuid) return "";
+  std::string out;
+  for (const model::Lease& l : *opts.leases) {
+    if (std::find(l.gpu_uuids.begin(), l.gpu_uuids.end(), *d.uuid) == l.gpu_uuids.end()) continue;
+    const auto job = opts.lease_jobs.find(l.id);
+    std::string text = job != opts.lease_jobs.end() ? "[job " + std::to_string(job->second)
+                                                    : "[lease " + std::to_string(l.id);
+    text += " " + EscapeControl(l.user);
+    if (l.idle_since_unix_ms) text += ", IDLE " + FormatDurationMs(now_ms - *l.idle_since_unix_ms);
+    text += "]";
+    if (!out.empty()) out += ' ';
+    out += Colorize(text, l.idle_since_unix_ms ? Color::kYellow : Color::kNone, color);
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string RenderStatusCompact(const model::MachineSnapshot& snap, const StatusOptions& opts,
+                                const TerminalInfo& term) {
+  const int limit = LineLimit(term);
+  const bool color = term.use_color;
+  std::string out = HeaderLine(snap, opts, term, limit) + "\n";
+  if (snap.gpus.empty()) return out + "no GPUs found\n";
+
+  // The cells of every GPU first, so that each column is as wide as its widest cell.
+  struct Row {
+    std::string index, name, temp;
+    Cell mark, util_cell, memory_cell;
+  };
+  std::vector<Row> rows;
+  size_t index_w = 0, name_w = 0, temp_w = 0, util_w = 0, memory_w = 0;
+  for (const model::DeviceSnapshot& d : snap.gpus) {
+    Row r;
+    r.index = "[" + std::to_string(d.index) + "]";
+    r.name = EscapeControl(ShortName(d.name));
+    if (term.cut_to_width) r.name = TruncateToWidth(r.name, kNameMaxWidth);  // as the table's NAME
+    const Cell health = HealthCell(d, DrainOf(d, opts.drains) != nullptr);
+    if (health.text != "ok") {
+      r.mark = {health.text.starts_with("UNHEALTHY") ? std::string("UNHEALTHY") : health.text, health.color};
+    }
+    r.temp = d.temperature_c ? fmt::format("{}C", *d.temperature_c) : std::string(kUnknown);
+    r.util_cell = PercentCell(d.gpu_utilization_percent);
+    r.memory_cell = MemoryCell(d, opts.memory_in_mib);
+    const int name_cols = DisplayWidth(r.name) + (r.mark.text.empty() ? 0 : 1 + DisplayWidth(r.mark.text));
+    index_w = std::max(index_w, r.index.size());
+    name_w = std::max(name_w, static_cast<size_t>(name_cols));
+    temp_w = std::max(temp_w, r.temp.size());
+    util_w = std::max(util_w, r.util_cell.text.size());
+    memory_w = std::max(memory_w, r.memory_cell.text.size());
+    rows.push_back(std::move(r));
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const model::DeviceSnapshot& d = snap.gpus[i];
+    const Row& r = rows[i];
+    // Padding is measured on plain text and stays outside the colour escapes.
+    const auto pad = [](const std::string& text, size_t width) {
+      return std::string(width - std::min(width, static_cast<size_t>(DisplayWidth(text))), ' ');
+    };
+    const std::string name = r.name + (r.mark.text.empty() ? "" : " " + r.mark.text);
+    const std::string index = PadLeft(r.index, static_cast<int>(index_w)) + " ";
+    const std::string figures = " | " + PadLeft(r.temp, static_cast<int>(temp_w)) + " " + pad(r.util_cell.text, util_w);
+    const std::string memory = " | " + pad(r.memory_cell.text, memory_w);
+    const std::string plain = index + name + pad(name, name_w) + figures + r.util_cell.text + memory +
+                              r.memory_cell.text + " |";
+    const int fixed_width = DisplayWidth(plain);
+    // Then the leases and the users, which a terminal may cut (uncoloured, then).
+    std::string tail = CompactLeases(d, opts, snap.taken_at_unix_ms, false);
+    const std::string users = opts.show_processes ? CompactUsers(d, opts.memory_in_mib) : "";
+    if (!users.empty()) tail += (tail.empty() ? "" : " ") + users;
+    if (fixed_width + (tail.empty() ? 0 : 2) > limit) {  // not even the figures fit: cut it all
+      out += TruncateToWidth(plain + (tail.empty() ? "" : " " + tail), limit) + "\n";
+      continue;
+    }
+    std::string line = index + r.name;
+    if (!r.mark.text.empty()) line += " " + Colorize(r.mark.text, r.mark.color, color);
+    line += pad(name, name_w) + figures + Colorize(r.util_cell.text, r.util_cell.color, color) + memory +
+            Colorize(r.memory_cell.text, r.memory_cell.color, color) + " |";
+    if (!tail.empty()) {
+      if (fixed_width + 1 + DisplayWidth(tail) > limit) {
+        line += " " + TruncateToWidth(tail, std::max(1, limit - fixed_width - 1));
+      } else {
+        std::string colored = CompactLeases(d, opts, snap.taken_at_unix_ms, color);
+        if (!users.empty()) colored += (colored.empty() ? "" : " ") + users;
+        line += " " + colored;
+      }
+    }
+    out += line + "\n";
+  }
+  return out;
+}
 
 std::string RenderStatusText(const model::MachineSnapshot& snap, const StatusOptions& opts,
                              const TerminalInfo& term) {

@@ -261,5 +261,87 @@ TEST(StatusTextTest, WideTerminalShowsMoreColumns) {
   EXPECT_NE(wide.find("--nproc_per_node=8"), std::string::npos);
 }
 
+// ---- status --compact ------------------------------------------------------------
+
+model::Lease LeaseOn(int64_t id, std::string user, std::string uuid, std::string kind = "run") {
+  model::Lease l;
+  l.id = id;
+  l.user = std::move(user);
+  l.kind = std::move(kind);
+  l.gpu_uuids = {std::move(uuid)};
+  return l;
+}
+
+TEST(StatusCompactTest, OneLinePerGpuWithUsersInline) {
+  StatusOptions opts = Drained();
+  opts.simulated = true;
+  opts.scenario = "busy-node";
+  // The header is status's (the simulated marker first); then gpustat's line per GPU, the
+  // health marks after the name; users with their memory in all, most first; the nameless
+  // process by uid; the process in another namespace as "?".
+  const TerminalInfo pipe{80, false, /*cut_to_width=*/false};
+  EXPECT_EQ(RenderStatusCompact(FourGpuMachine(), opts, pipe),
+            "[SIMULATED: busy-node]  driver 550.54.15  CUDA 12.4  2024-05-01T12:00:00Z\n"
+            "[0] A100-SXM4-80GB DRAINED                                  | 34C  0% |  0.5/80.0 GiB |\n"
+            "[1] A100-SXM4-80GB                                          | 78C 97% | 71.2/80.0 GiB | alice(40.3G) ?(20G) "
+            "bartholomew_long_name(10.5G)\n"
+            "[2] A100-SXM4-80GB LOST                                     |   -   - |             - |\n"
+            "[3] GeForce RTX 4090 Founders Edition Overclocked UNHEALTHY |   - 55% |    -/24.0 GiB | uid:1234(-)\n");
+  // On an 80-column terminal the long name is cut as the table cuts it, and the users
+  // where the line ends; the marks stay.
+  EXPECT_EQ(RenderStatusCompact(FourGpuMachine(), opts, TerminalInfo{80, false}),
+            "[SIMULATED: busy-node]  driver 550.54.15  CUDA 12.4  2024-05-01T12:00:00Z\n"
+            "[0] A100-SXM4-80GB DRAINED             | 34C  0% |  0.5/80.0 GiB |\n"
+            "[1] A100-SXM4-80GB                     | 78C 97% | 71.2/80.0 GiB | alice(40.3G)\u2026\n"
+            "[2] A100-SXM4-80GB LOST                |   -   - |             - |\n"
+            "[3] GeForce RTX 4090 Founde\u2026 UNHEALTHY |   - 55% |    -/24.0 GiB | uid:1234(-)\n");
+}
+
+TEST(StatusCompactTest, LeasesAndJobsInBrackets) {
+  const model::MachineSnapshot snap = FourGpuMachine();
+  StatusOptions opts;
+  model::Lease idle = LeaseOn(7, "alice", *snap.gpus[0].uuid);
+  idle.idle_since_unix_ms = kTakenAtMs - 2 * 3600 * 1000;
+  opts.leases = {idle, LeaseOn(12, "alice", *snap.gpus[1].uuid, "job")};
+  opts.lease_jobs = {{12, 34}};
+  const std::vector<std::string> lines = Lines(RenderStatusCompact(snap, opts, TerminalInfo{200, false}));
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_TRUE(lines[1].ends_with("| [lease 7 alice, IDLE 2h]")) << lines[1];
+  EXPECT_TRUE(lines[2].ends_with("| [job 34 alice] alice(40.3G) ?(20G) bartholomew_long_name(10.5G)")) << lines[2];
+  // Without processes: the leases only.
+  opts.show_processes = false;
+  const std::vector<std::string> bare = Lines(RenderStatusCompact(snap, opts, TerminalInfo{200, false}));
+  EXPECT_TRUE(bare.at(2).ends_with("| [job 34 alice]")) << bare.at(2);
+  EXPECT_TRUE(bare.at(4).ends_with("|")) << bare.at(4);
+}
+
+TEST(StatusCompactTest, MibAsNvidiaSmiAndGpustat) {
+  StatusOptions opts;
+  opts.memory_in_mib = true;
+  const std::vector<std::string> lines = Lines(RenderStatusCompact(FourGpuMachine(), opts, TerminalInfo{200, false}));
+  EXPECT_NE(lines.at(2).find("| 72908/81920 MiB | alice(41260M) ?(20480M) bartholomew_long_name(10752M)"),
+            std::string::npos)
+      << lines.at(2);
+}
+
+TEST(StatusCompactTest, ATerminalCutsThePipeDoesNotAndColourNeverShiftsColumns) {
+  model::MachineSnapshot snap = FourGpuMachine();
+  snap.gpus[1].processes[0].user = "\xE7\x8E\x8B\xE8\x8A\xB3";  // 王芳
+  for (int width : {80, 100}) {
+    for (const std::string& line : Lines(RenderStatusCompact(snap, {}, TerminalInfo{width, false}))) {
+      EXPECT_LE(DisplayWidth(line), width) << line;
+    }
+  }
+  const std::string whole = RenderStatusCompact(snap, {}, TerminalInfo{80, false, /*cut_to_width=*/false});
+  EXPECT_NE(whole.find("\xE7\x8E\x8B\xE8\x8A\xB3(40.3G) ?(20G) bartholomew_long_name(10.5G)\n"), std::string::npos)
+      << whole;
+  EXPECT_EQ(whole.find("\xE2\x80\xA6"), std::string::npos) << whole;
+  // Coloured, the same text once the escapes are taken out.
+  std::string colored = RenderStatusCompact(snap, Drained(), TerminalInfo{200, true, false});
+  EXPECT_NE(colored.find("\x1b["), std::string::npos);
+  for (size_t at; (at = colored.find("\x1b[")) != std::string::npos;) colored.erase(at, colored.find('m', at) + 1 - at);
+  EXPECT_EQ(colored, RenderStatusCompact(snap, Drained(), TerminalInfo{200, false, false}));
+}
+
 }  // namespace
 }  // namespace gpuman::render
