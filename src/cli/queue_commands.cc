@@ -290,6 +290,7 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
       if (!r) return ctx.Fail(r.error());
       ctx.out() << r->data;
       ctx.out().flush();
+      if (!ctx.out().good()) return kExitError;  // a full disk, a reader gone: said at the edge
       offset = r->next_offset;
       if (!r->data.empty()) continue;
       if (!args.follow || r->eof) return kExitOk;

@@ -203,6 +203,7 @@ int LogsFromSlurm(const std::string& id, bool follow, Context& ctx, const SlurmC
       offset += static_cast<std::streamoff>(chunk.size());
       ctx.out() << chunk;
       ctx.out().flush();
+      if (!ctx.out().good()) return kExitError;  // a full disk, a reader gone: said at the edge
     } else if (errno == EACCES) {
       return FailSubmit(ctx, MakeError(ErrorCode::kPermissionDenied, "job " + Shown(id) + ": cannot read its output " + *path + ": permission denied"));
     } else if (final_before_read || !follow) {

@@ -3,9 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <csignal>
-#include <cstring>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -91,18 +89,13 @@ Result<Output> ChooseOutput(const StatusArgs& args) {
   return out;
 }
 
-// Writes `text` to stdout and flushes it: output that could not be written (a full disk)
-// fails the command, once, with the reason; a reader that went away (EPIPE, when SIGPIPE
-// is ignored) fails it quietly.
+// Writes `text` to stdout and flushes it; false when the write failed (a full disk, a
+// reader that went away): the command stops, and the command line's edge says why, once
+// (cli/stdout_buffer.h).
 int Emit(Context& ctx, const std::string& text) {
-  errno = 0;  // what the failed write leaves here is the reason
   ctx.out() << text;
   ctx.out().flush();
-  if (ctx.out().good()) return kExitOk;
-  const int err = errno;
-  if (err == EPIPE) return kExitError;
-  const std::string reason = err != 0 ? ": " + std::string(std::strerror(err)) : "";
-  return ctx.Fail(MakeError(ErrorCode::kIo, "write standard output" + reason));
+  return ctx.out().good() ? kExitOk : kExitError;
 }
 
 // The allocation this process runs inside (Slurm job, container list, outer
