@@ -4,7 +4,10 @@
 // CLI11); nothing here sees CLI11's types.
 #include "cli/app.h"
 
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +23,7 @@
 #include "cli/help_docs.h"
 #include "cli/installed_layout.h"
 #include "cli/simulation.h"
+#include "cli/stdout_buffer.h"
 #include "sched/supervisor.h"
 
 namespace gpuman::cli {
@@ -148,15 +152,35 @@ int Dispatch(const Command& command, const CommandArgs& args) {
   return command.run(args, ctx);
 }
 
-int RunGpuman(int argc, char** argv) {
-  if (argc > 1 && std::string(argv[1]) == "__supervise") return RunSupervise(argc, argv);
+// `policy`: set to the exit policy of the command named, for what Main adds at the end.
+int RunGpuman(int argc, char** argv, ExitPolicy& policy) {
   if (argc > 1 && std::string(argv[1]) == "__man") return RunMan(argc, argv);
   ParsedCommandLine parsed = ParseCommandLine(argc, argv);
+  policy = ExitPolicyOf(parsed.args.command);
   if (parsed.exit_code) return *parsed.exit_code;
-  if (parsed.error) return ReportError(std::cerr, *parsed.error, ExitPolicyOf(parsed.args.command));
+  if (parsed.error) return ReportError(std::cerr, *parsed.error, policy);
   const Command* command = FindCommand(parsed.args.command);
   if (command == nullptr) return kExitUsage;  // the parser knows every command
   return Dispatch(*command, parsed.args);
+}
+
+// A standard descriptor the caller closed is /dev/null from here on, so that no file this
+// process opens (a database, a library) becomes its stdout or stderr. Returns EBADF when
+// stdout was closed (its first write then fails as it would have), else 0.
+int ReserveStandardFds() {
+  int stdout_error = 0;
+  for (int fd = 0; fd <= 2; ++fd) {
+    if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
+    if (fd == STDOUT_FILENO) stdout_error = EBADF;
+    const int opened = open("/dev/null", (fd == 0 ? O_RDONLY : O_WRONLY) | O_CLOEXEC);
+    if (opened >= 0 && opened != fd) {  // the lower ones are open, so this is rare
+      dup2(opened, fd);
+      close(opened);
+    } else if (opened == fd) {
+      fcntl(fd, F_SETFD, 0);  // a child inherits it as the closed descriptor's stand-in
+    }
+  }
+  return stdout_error;
 }
 
 }  // namespace
@@ -176,13 +200,24 @@ ExitPolicy ExitPolicyOf(std::string_view name) {
 }
 
 int Main(int argc, char** argv) {
+  // The daemon's per-job helper: its descriptors are the daemon's choice, its output none.
+  if (argc > 1 && std::string(argv[1]) == "__supervise") return RunSupervise(argc, argv);
+  // Everything printed to stdout goes through one buffer that remembers a failed write, and
+  // is checked once at the end (docs/cli.md, "Output: terminals, pipes and files").
+  const int stdout_error = ReserveStandardFds();
+  StdoutBuffer buffer(STDOUT_FILENO, stdout_error == 0 && isatty(STDOUT_FILENO) == 1, stdout_error);
+  std::streambuf* const previous = std::cout.rdbuf(&buffer);
+  ExitPolicy policy = ExitPolicy::kPlain;
+  int rc = kExitError;
   try {
-    return RunGpuman(argc, argv);
+    rc = RunGpuman(argc, argv, policy);
   } catch (const std::exception& e) {
     // Backstop: nothing below should throw, but a user must never see a stack trace.
     std::cerr << "gpuman: internal error: " << e.what() << "\n";
-    return kExitError;
   }
+  rc = FinishStdout(std::cout, buffer, rc, std::cerr, policy);
+  std::cout.rdbuf(previous);
+  return rc;
 }
 
 }  // namespace gpuman::cli

@@ -82,6 +82,8 @@ CLI::App* AddStatusCommand(CLI::App& app, StatusArgs& args) {
                   "Only these GPUs: indices, ranges such as 0-3, or UUIDs, comma-separated; -i/--id as nvidia-smi");
   cmd->add_option("--units", args.units, "Text view memory: auto (GiB; MiB below 1 GiB) or mib (as nvidia-smi)")
       ->check(CLI::IsMember({"auto", "mib"}));
+  cmd->add_flag("--compact,-c", args.compact,
+                "One line per GPU with its users inline, alice(9.8G), as gpustat prints it");
   cmd->add_flag("--no-processes", args.no_processes, "Do not list processes");
   cmd->add_flag("--no-color", args.no_color, "Never use colour");
   cmd->add_flag("--allocation", args.allocation,

@@ -209,6 +209,9 @@ devices::ProcessInspector& Context::Inspector() {
 render::TerminalInfo Context::Terminal(bool no_color) const {
   render::TerminalInfo term;
   term.width = 80;
+  // A pipe or a file gets whole lines: what reads them (grep, a log, a chat paste) has no
+  // width to fit. $COLUMNS there still chooses how wide a table is laid out.
+  term.cut_to_width = stdout_is_tty_;
   winsize ws{};
   if (stdout_is_tty_ && ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) {
     term.width = ws.ws_col;

@@ -87,8 +87,9 @@ class Context {
   const std::optional<Simulation>& simulation() const { return sim_; }
   bool is_simulated() const { return sim_.has_value(); }
 
-  /// Terminal facts for stdout: width from the tty (or $COLUMNS, else 80); colour when
-  /// stdout is a tty, $NO_COLOR is unset, $TERM is not "dumb" and --no-color was not given.
+  /// Terminal facts for stdout: width from the tty (or $COLUMNS, else 80); lines cut to it
+  /// only on a tty (a pipe or a file gets them whole); colour when stdout is a tty,
+  /// $NO_COLOR is unset, $TERM is not "dumb" and --no-color was not given.
   render::TerminalInfo Terminal(bool no_color) const;
   bool stdout_is_tty() const { return stdout_is_tty_; }
 

@@ -44,7 +44,7 @@ const std::vector<render::TableRow>& FilesTable() {
 const std::vector<render::TableRow>& ExitCodeTable() {
   static const std::vector<render::TableRow> rows = {
       {std::to_string(kExitOk), "success"},
-      {std::to_string(kExitError), "other error (I/O, internal; a state file that is not gpuman's, corrupt, truncated or newer; a full disk)"},
+      {std::to_string(kExitError), "other error (I/O, internal; a state file that is not gpuman's, corrupt, truncated or newer; a full disk; output that cannot be written)"},
       {std::to_string(kExitUsage), "invalid arguments, unknown GPU id or scenario, broken config file"},
       {std::to_string(kExitNoDriver),
        "NVML or the NVIDIA driver could not be loaded or initialised (one line names the library and the reason)"},

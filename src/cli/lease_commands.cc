@@ -174,23 +174,35 @@ int RunLeases(const LeasesArgs& args, Context& ctx) {
     ctx.out() << "no leases\n";
     return kExitOk;
   }
-  ctx.out() << render::PadLeft("ID", 5) << "  " << render::PadRight("USER", 10) << "  "
-            << render::PadRight("GPUS", 14) << "  " << render::PadRight("AGE", 8) << "  "
-            << render::PadRight("KIND", 6) << "  " << render::PadRight("IDLE", 8) << "  COMMAND\n";
+  // On a terminal a line is cut to its width; to a pipe or a file nothing is (USER grows).
+  const render::TerminalInfo term = ctx.Terminal(true);
+  int user_width = 10;
+  int gpus_width = 14;
+  std::vector<std::string> gpu_cells;
   for (const auto& l : *live) {
     std::vector<std::string> gpus;
     for (size_t i = 0; i < l.gpu_uuids.size(); ++i) {
       const auto index = index_of(l, i);
       gpus.push_back(index ? std::to_string(*index) : l.gpu_uuids[i].substr(0, 12));
     }
+    gpu_cells.push_back(Join(gpus, ","));
+    gpus_width = std::max(gpus_width, render::DisplayWidth(gpu_cells.back()));
+    if (!term.cut_to_width) user_width = std::max(user_width, render::DisplayWidth(EscapeControl(l.user)));
+  }
+  ctx.out() << render::PadLeft("ID", 5) << "  " << render::PadRight("USER", user_width) << "  "
+            << render::PadRight("GPUS", gpus_width) << "  " << render::PadRight("AGE", 8) << "  "
+            << render::PadRight("KIND", 6) << "  " << render::PadRight("IDLE", 8) << "  COMMAND\n";
+  for (size_t n = 0; n < live->size(); ++n) {
+    const model::Lease& l = (*live)[n];
     // The command is a user's command line or a job's name: escaped, never sent raw.
-    std::string line = render::PadLeft(std::to_string(l.id), 5) + "  " + render::PadRight(render::TruncateToWidth(EscapeControl(l.user), 10), 10) +
-                       "  " + render::PadRight(Join(gpus, ","), 14) + "  " +
+    std::string line = render::PadLeft(std::to_string(l.id), 5) + "  " +
+                       render::PadRight(render::TruncateToWidth(EscapeControl(l.user), user_width), user_width) +
+                       "  " + render::PadRight(gpu_cells[n], gpus_width) + "  " +
                        render::PadRight(FormatDurationMs(now - l.created_unix_ms), 8) + "  " +
                        render::PadRight(EscapeControl(l.kind), 6) + "  " +
                        render::PadRight(l.idle_since_unix_ms ? FormatDurationMs(now - *l.idle_since_unix_ms) : "-", 8) +
                        "  " + EscapeControl(l.command);
-    ctx.out() << render::TruncateToWidth(line, std::max(80, ctx.Terminal(true).width)) << "\n";
+    ctx.out() << render::TruncateToWidth(line, render::LineLimit(term)) << "\n";
   }
   return kExitOk;
 }

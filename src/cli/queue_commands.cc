@@ -104,7 +104,8 @@ std::string RenderQueue(Context& ctx, const std::vector<model::Job>& jobs, bool 
     const nlohmann::json doc{{"schema_version", 1}, {"jobs", list}};
     return (compact_json ? doc.dump() : doc.dump(2)) + "\n";
   }
-  return render::QueueTable(jobs, ctx.clock().NowUnixMs(), std::max(80, ctx.Terminal(true).width), expand);
+  const render::TerminalInfo term = ctx.Terminal(true);
+  return render::QueueTable(jobs, ctx.clock().NowUnixMs(), std::max(80, term.width), term.cut_to_width, expand);
 }
 
 // `queue --watch[=SECONDS]`: the period, as `status --watch` checks it (finite, 0.1 to
@@ -344,6 +345,7 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
       if (!r) return ctx.Fail(r.error());
       ctx.out() << r->data;
       ctx.out().flush();
+      if (!ctx.out().good()) return kExitError;  // a full disk, a reader gone: said at the edge
       offset = r->next_offset;
       if (!r->data.empty()) continue;
       if (!args.follow || r->eof) return kExitOk;

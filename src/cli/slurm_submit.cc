@@ -137,16 +137,26 @@ int QueueFromSlurm(const QueueArgs& args, Context& ctx, const SlurmCliDeps& deps
     ctx.out() << "no jobs\n";
     return kExitOk;
   }
-  ctx.out() << render::PadRight("ID", 12) << "  " << render::PadRight("STATE", 10) << "  " << render::PadRight("USER", 10) << "  "
-            << render::PadRight("GPUS", 5) << "  " << render::PadRight("NAME", 16) << "  WHY / WHEN\n";
+  // On a terminal a line is cut to its width; to a pipe or a file nothing is (USER and NAME grow).
+  const render::TerminalInfo term = ctx.Terminal(true);
+  int user_width = 10;
+  int name_width = 16;
+  if (!term.cut_to_width) {
+    for (const auto& j : *jobs) {
+      user_width = std::max(user_width, render::DisplayWidth(EscapeControl(j.user)));
+      name_width = std::max(name_width, render::DisplayWidth(EscapeControl(j.name)));
+    }
+  }
+  ctx.out() << render::PadRight("ID", 12) << "  " << render::PadRight("STATE", 10) << "  " << render::PadRight("USER", user_width) << "  "
+            << render::PadRight("GPUS", 5) << "  " << render::PadRight("NAME", name_width) << "  WHY / WHEN\n";
   for (const auto& j : *jobs) {
     const std::string line = render::PadRight(Shown(j.id), 12) + "  " +
                              render::PadRight(model::JobStateName(slurm::GpumanState(j)), 10) + "  " +
-                             render::PadRight(render::TruncateToWidth(EscapeControl(j.user), 10), 10) + "  " +
+                             render::PadRight(render::TruncateToWidth(EscapeControl(j.user), user_width), user_width) + "  " +
                              render::PadRight(std::to_string(j.gpus), 5) + "  " +
-                             render::PadRight(render::TruncateToWidth(EscapeControl(j.name), 16), 16) + "  " +
+                             render::PadRight(render::TruncateToWidth(EscapeControl(j.name), name_width), name_width) + "  " +
                              EscapeControl(WhyOrWhen(j));
-    ctx.out() << render::TruncateToWidth(line, std::max(80, ctx.Terminal(true).width)) << "\n";
+    ctx.out() << render::TruncateToWidth(line, render::LineLimit(term)) << "\n";
   }
   return kExitOk;
 }
@@ -197,6 +207,7 @@ int LogsFromSlurm(const std::string& id, bool follow, Context& ctx, const SlurmC
       offset += static_cast<std::streamoff>(chunk.size());
       ctx.out() << chunk;
       ctx.out().flush();
+      if (!ctx.out().good()) return kExitError;  // a full disk, a reader gone: said at the edge
     } else if (errno == EACCES) {
       return FailSubmit(ctx, MakeError(ErrorCode::kPermissionDenied, "job " + Shown(id) + ": cannot read its output " + *path + ": permission denied"));
     } else if (final_before_read || !follow) {

@@ -3,9 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <csignal>
-#include <cstring>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -77,6 +75,9 @@ Result<Output> ChooseOutput(const StatusArgs& args) {
     return Usage(
         "--fields (--query-gpu) needs --format csv, e.g. gpuman status --format csv --fields index,memory.used");
   }
+  if (args.compact && out.format != StatusFormat::kText) {
+    return Usage("--compact is a text view (--json and --format csv have every GPU's users already)");
+  }
   if (args.units && out.format != StatusFormat::kText) {
     return Usage("--units is for the text view (CSV gives memory in MiB, JSON in bytes)");
   }
@@ -88,18 +89,13 @@ Result<Output> ChooseOutput(const StatusArgs& args) {
   return out;
 }
 
-// Writes `text` to stdout and flushes it: output that could not be written (a full disk)
-// fails the command, once, with the reason; a reader that went away (EPIPE, when SIGPIPE
-// is ignored) fails it quietly.
+// Writes `text` to stdout and flushes it; false when the write failed (a full disk, a
+// reader that went away): the command stops, and the command line's edge says why, once
+// (cli/stdout_buffer.h).
 int Emit(Context& ctx, const std::string& text) {
-  errno = 0;  // what the failed write leaves here is the reason
   ctx.out() << text;
   ctx.out().flush();
-  if (ctx.out().good()) return kExitOk;
-  const int err = errno;
-  if (err == EPIPE) return kExitError;
-  const std::string reason = err != 0 ? ": " + std::string(std::strerror(err)) : "";
-  return ctx.Fail(MakeError(ErrorCode::kIo, "write standard output" + reason));
+  return ctx.out().good() ? kExitOk : kExitError;
 }
 
 // The allocation this process runs inside (Slurm job, container list, outer
@@ -202,6 +198,27 @@ void SetHolders(const MachineView& view, bool with_leases, Context& ctx, render:
   opts.drains = StatusDrains(ctx);
 }
 
+// The queue job behind each lease (the compact view says "job N"); none without leases.
+void SetLeaseJobs(render::StatusOptions& opts) {
+  opts.lease_jobs.clear();
+  if (!opts.leases) return;
+  for (const model::Lease& lease : *opts.leases) {
+    if (auto job = policy::JobIdOfLease(lease)) opts.lease_jobs[lease.id] = *job;
+  }
+}
+
+// The human view: the table, or one line per GPU with --compact. The source line ends the
+// table; the compact view keeps only what a reader must know: why NVML was read although
+// a daemon was expected.
+std::string StatusText(const MachineView& view, const StatusArgs& args, render::StatusOptions& opts,
+                       const render::TerminalInfo& term, int64_t now_unix_ms) {
+  if (!args.compact) return render::RenderStatusText(*view.snapshot, opts, term) + SourceLine(view, now_unix_ms) + "\n";
+  SetLeaseJobs(opts);
+  std::string text = render::RenderStatusCompact(*view.snapshot, opts, term);
+  if (!view.note.empty()) text += SourceLine(view, now_unix_ms) + "\n";
+  return text;
+}
+
 void SetSimulated(const MachineView& view, Context& ctx, render::StatusOptions& opts) {
   opts.simulated = ctx.is_simulated() || view.scenario.has_value();
   if (ctx.simulation()) opts.scenario = ctx.simulation()->scenario_name;
@@ -250,8 +267,7 @@ int RunStatus(const StatusArgs& args, Context& ctx) {
       return Emit(ctx, StatusJson(*view, opts, render::JsonWriter::Style::kPretty) + "\n");
     }
     if (format == StatusFormat::kCsv) return Emit(ctx, StatusCsv(*view, opts, *output, true));
-    return Emit(ctx, render::RenderStatusText(*view->snapshot, opts, term) +
-                         SourceLine(*view, ctx.clock().NowUnixMs()) + "\n");
+    return Emit(ctx, StatusText(*view, args, opts, term, ctx.clock().NowUnixMs()));
   }
 
   g_watch_stop = 0;
@@ -285,8 +301,7 @@ int RunStatus(const StatusArgs& args, Context& ctx) {
       } else {
         if (clear_screen) text = "\x1b[H\x1b[2J";
         else if (n > 0) text = "\n";
-        text += render::RenderStatusText(*view->snapshot, opts, term) + SourceLine(*view, ctx.clock().NowUnixMs()) +
-                "\n";
+        text += StatusText(*view, args, opts, term, ctx.clock().NowUnixMs());
       }
       if (int code = Emit(ctx, text); code != kExitOk) return code;  // e.g. the reader of a pipe went away
     }

@@ -23,6 +23,7 @@ struct StatusArgs {
   std::optional<std::string> format;
   std::optional<std::string> fields;  // --fields / --query-gpu: the CSV columns
   std::optional<std::string> units;   // --units: "mib" or "auto" (text memory figures)
+  bool compact = false;  // --compact/-c: one line per GPU, users inline (gpustat's view)
 };
 
 /// Runs it. Returns the process exit code; prints errors itself as one line.

@@ -5,6 +5,7 @@
 #include "render/explain_view.h"
 
 #include <algorithm>
+#include <limits>
 #include <string_view>
 #include <vector>
 
@@ -138,7 +139,8 @@ std::string DeviceNotes(const VisibleDevice& v) {
   return out;
 }
 
-void RenderLayers(const VisibilityReport& report, int width, bool color, std::string& out) {
+// `cut`: a setting longer than the line is cut (a terminal); else it is written whole.
+void RenderLayers(const VisibilityReport& report, int width, bool cut, bool color, std::string& out) {
   out += Colorize("Layers, outermost first:", Color::kBold, color) + "\n";
   int name_width = 0;
   for (const auto& layer : report.layers) name_width = std::max(name_width, DisplayWidth(layer.name));
@@ -147,18 +149,18 @@ void RenderLayers(const VisibilityReport& report, int width, bool color, std::st
     const std::string setting =
         layer.value ? layer.variable + "=\"" + EscapeControl(*layer.value) + "\"" : layer.variable + " (unset)";
     out += "  " + PadRight(layer.name, name_width) + "  " +
-           TruncateToWidth(setting, width - indent) + "\n";
+           (cut ? TruncateToWidth(setting, width - indent) : setting) + "\n";
     AppendWrapped(out, std::string(static_cast<size_t>(indent), ' '), indent, EscapeControl(layer.effect), width);
   }
 }
 
-void RenderEntries(const VisibilityReport& report, int width, std::string& out) {
+void RenderEntries(const VisibilityReport& report, int width, bool cut, std::string& out) {
   const bool interesting = std::any_of(
       report.entries.begin(), report.entries.end(),
       [](const EntryDiagnostic& e) { return e.outcome != EntryOutcome::kVisible; });
   if (!interesting) return;
   out += "\nCUDA_VISIBLE_DEVICES entries:\n";
-  constexpr int kTextMaxWidth = 24;
+  const int kTextMaxWidth = cut ? 24 : std::numeric_limits<int>::max();
   int text_width = 0;
   for (const EntryDiagnostic& e : report.entries) {
     text_width = std::max(text_width, std::min(DisplayWidth(EscapeControl(e.text)) + 2, kTextMaxWidth));
@@ -173,7 +175,7 @@ void RenderEntries(const VisibilityReport& report, int width, std::string& out) 
   }
 }
 
-void RenderVisible(const VisibilityReport& report, int width, bool color, std::string& out) {
+void RenderVisible(const VisibilityReport& report, int width, bool cut, bool color, std::string& out) {
   if (!report.has_driver) return;
   std::string title = "Visible to CUDA (" + std::string(visibility::DeviceOrderName(report.device_order));
   if (report.order_is_estimate) title += ", order estimated";
@@ -192,7 +194,7 @@ void RenderVisible(const VisibilityReport& report, int width, bool color, std::s
   const int fixed = 2 + cuda_width + 2 + gpu_width + 2;
   const bool full_uuid = width - fixed - kUuidFullWidth - 2 >= kNameMinWidth;
   const int uuid_width = full_uuid ? kUuidFullWidth : kUuidShortWidth;
-  const int name_width = width - fixed - uuid_width - 2;
+  const int name_width = cut ? width - fixed - uuid_width - 2 : std::numeric_limits<int>::max();
   out += "  " + PadRight("CUDA", cuda_width) + "  " + PadRight("GPU", gpu_width) + "  " +
          PadRight("UUID", uuid_width) + "  NAME\n";
   for (const VisibleDevice& v : report.visible) {
@@ -327,9 +329,9 @@ nlohmann::ordered_json ExplainToJson(const VisibilityReport& report) {
 std::string RenderExplainText(const VisibilityReport& report, const TerminalInfo& term) {
   const int width = std::max(term.width, kMinWidth);
   std::string out;
-  RenderLayers(report, width, term.use_color, out);
-  RenderEntries(report, width, out);
-  RenderVisible(report, width, term.use_color, out);
+  RenderLayers(report, width, term.cut_to_width, term.use_color, out);
+  RenderEntries(report, width, term.cut_to_width, out);
+  RenderVisible(report, width, term.cut_to_width, term.use_color, out);
   RenderWarnings(report, width, term.use_color, out);
   RenderNotes(report, width, term.use_color, out);
   return out;

@@ -1,5 +1,6 @@
 #include "render/format.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <iterator>
@@ -7,14 +8,12 @@
 
 #include <fmt/format.h>
 
+#include "base/utf8.h"
+
 namespace gpuman::render {
 namespace {
 
 constexpr std::string_view kEllipsis = "\xE2\x80\xA6";  // U+2026, one column
-
-bool IsContinuationByte(char c) {
-  return (static_cast<unsigned char>(c) & 0xC0) == 0x80;
-}
 
 struct CivilTime {
   int year;
@@ -77,26 +76,24 @@ std::string FormatIsoUtcSeconds(int64_t unix_s) {
                      t.minute, t.second);
 }
 
-int DisplayWidth(std::string_view text) {
-  int width = 0;
-  for (char c : text) {
-    if (!IsContinuationByte(c)) ++width;
-  }
-  return width;
+int LineLimit(const TerminalInfo& term) {
+  return term.cut_to_width ? std::max(term.width, 80) : std::numeric_limits<int>::max();
 }
+
+int DisplayWidth(std::string_view text) { return TextWidth(text); }
 
 std::string TruncateToWidth(std::string_view text, int width) {
   if (width <= 0) return "";
   if (DisplayWidth(text) <= width) return std::string(text);
-  // Keep width - 1 code points, then the ellipsis.
-  int kept = 0;
+  // Keep what fits in width - 1 columns, then the ellipsis (one column).
+  int used = 0;
   size_t end = 0;
   while (end < text.size()) {
-    if (!IsContinuationByte(text[end])) {
-      if (kept == width - 1) break;
-      ++kept;
-    }
-    ++end;
+    size_t next = end;
+    const int w = CodePointWidth(DecodeUtf8(text, next));
+    if (used + (w < 0 ? 1 : w) > width - 1) break;
+    used += w < 0 ? 1 : w;
+    end = next;
   }
   std::string out(text.substr(0, end));
   out += kEllipsis;

@@ -19,12 +19,28 @@ std::string FormatIsoUtcMillis(int64_t unix_ms);
 /// ISO-8601 UTC to the second: 1714564800 -> "2024-05-01T12:00:00Z".
 std::string FormatIsoUtcSeconds(int64_t unix_s);
 
-/// Display columns of UTF-8 text, counted as code points (we only emit ASCII and
-/// U+2026 "…", both one column wide). ANSI escape sequences are not skipped.
+/// Facts about the output, decided by the CLI (isatty, $COLUMNS, NO_COLOR...).
+struct TerminalInfo {
+  int width = 80;  // display columns; values below 80 are treated as 80
+  bool use_color = false;
+  /// True on a terminal: lines are cut to `width` with "…". False for a pipe or a file:
+  /// nothing is cut (a table's columns grow to their longest cell), and `width` only
+  /// chooses which optional columns a table shows.
+  bool cut_to_width = true;
+};
+
+/// The most display columns a line may take: max(width, 80) on a terminal, no limit
+/// (INT_MAX) when nothing is cut.
+int LineLimit(const TerminalInfo& term);
+
+/// Display columns of UTF-8 text as a terminal shows it: East Asian wide characters and
+/// most emoji take two columns, combining marks none (base/utf8.h, independent of the
+/// locale). ANSI escape sequences are not skipped.
 int DisplayWidth(std::string_view text);
 
 /// Cuts `text` to at most `width` display columns, ending with "…" when something
-/// was dropped. Never splits a UTF-8 sequence. width <= 0 yields "".
+/// was dropped. Never splits a UTF-8 sequence, nor a wide character (the result may then
+/// be a column narrower). width <= 0 yields "".
 std::string TruncateToWidth(std::string_view text, int width);
 
 /// Pads with spaces on the right (PadRight) or left (PadLeft) to `width` columns;

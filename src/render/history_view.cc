@@ -247,7 +247,7 @@ std::string RenderHistoryText(const HistoryView& view, const TerminalInfo& term)
     for (const auto& [share, who] : holders) {
       held += fmt::format(" {} {:.0f}%", model::UsageLabel(who), 100.0 * share / g.samples);
     }
-    out += TruncateToWidth(held, width) + "\n";
+    out += TruncateToWidth(held, LineLimit(term)) + "\n";  // whole to a pipe or a file
   }
   return out;
 }

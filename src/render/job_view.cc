@@ -1,5 +1,6 @@
 #include "render/job_view.h"
 
+#include <algorithm>
 #include <map>
 #include <sstream>
 #include <utility>
@@ -78,7 +79,7 @@ std::string ArrayDetailText(const model::Job& first, int64_t tasks, std::optiona
   return out.str();
 }
 
-std::string QueueTable(const std::vector<model::Job>& jobs, int64_t now_unix_ms, int width, bool expand_arrays) {
+std::string QueueTable(const std::vector<model::Job>& jobs, int64_t now_unix_ms, int width, bool cut, bool expand_arrays) {
   const int64_t now = now_unix_ms;
   if (jobs.empty()) return "no jobs\n";
   // Without expand_arrays, the tasks of an array that wait in one state share one row, as
@@ -114,8 +115,18 @@ std::string QueueTable(const std::vector<model::Job>& jobs, int64_t now_unix_ms,
     rows.push_back({&j, std::move(id)});
   }
   const int idw = static_cast<int>(id_width);
-  std::string out = PadLeft("ID", idw) + "  " + PadRight("STATE", 10) + "  " + PadRight("USER", 10) +
-                    "  " + PadRight("GPUS", 5) + "  " + PadRight("NAME", 16) + "  WHY / WHEN\n";
+  int user_width = 10;
+  int name_width = 16;
+  if (!cut) {
+    for (const auto& [job, id] : rows) {
+      user_width = std::max(user_width, DisplayWidth(EscapeControl(job->user)));
+      name_width = std::max(name_width, DisplayWidth(EscapeControl(job->name)));
+    }
+  }
+  // A cell cut to its column (a no-op when nothing is cut: the column fits its longest).
+  const auto cell = [](const std::string& text, int w) { return PadRight(TruncateToWidth(text, w), w); };
+  std::string out = PadLeft("ID", idw) + "  " + PadRight("STATE", 10) + "  " + PadRight("USER", user_width) +
+                    "  " + PadRight("GPUS", 5) + "  " + PadRight("NAME", name_width) + "  WHY / WHEN\n";
   for (const auto& [job, id] : rows) {
     const model::Job& j = *job;
     std::string when = EscapeControl(j.reason);
@@ -128,10 +139,10 @@ std::string QueueTable(const std::vector<model::Job>& jobs, int64_t now_unix_ms,
     }
     if (when.empty()) when = "queued " + FormatDurationMs(now - j.submitted_unix_ms) + " ago";
     std::string line = PadLeft(id, idw) + "  " + PadRight(model::JobStateName(j.state), 10) +
-                       "  " + PadRight(TruncateToWidth(EscapeControl(j.user), 10), 10) + "  " +
+                       "  " + cell(EscapeControl(j.user), user_width) + "  " +
                        PadRight(std::to_string(j.request.count), 5) + "  " +
-                       PadRight(TruncateToWidth(EscapeControl(j.name), 16), 16) + "  " + when;
-    out += TruncateToWidth(line, width) + "\n";
+                       cell(EscapeControl(j.name), name_width) + "  " + when;
+    out += (cut ? TruncateToWidth(line, width) : line) + "\n";
   }
   return out;
 }

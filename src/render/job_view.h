@@ -27,8 +27,11 @@ std::string ArrayDetailText(const model::Job& first, int64_t tasks, std::optiona
 
 /// `gpuman queue`: a header and one line per job (why it waits, or how long it ran or has
 /// been queued, relative to `now_unix_ms`), each cut to `width` columns; "no jobs" when
-/// there are none. The waiting tasks of an array share one row per state ("12_[5-99%8]",
-/// with the reason of the first) unless `expand_arrays`.
-std::string QueueTable(const std::vector<model::Job>& jobs, int64_t now_unix_ms, int width, bool expand_arrays = false);
+/// there are none. With `cut` false (output to a pipe or a file) nothing is cut: USER and
+/// NAME grow to the longest of them and the reason is written whole. The waiting tasks of
+/// an array share one row per state ("12_[5-99%8]", with the reason of the first) unless
+/// `expand_arrays`.
+std::string QueueTable(const std::vector<model::Job>& jobs, int64_t now_unix_ms, int width, bool cut = true,
+                       bool expand_arrays = false);
 
 }  // namespace gpuman::render

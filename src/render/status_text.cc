@@ -1,4 +1,5 @@
-// RenderStatusText: the human `gpuman status` view.
+// RenderStatusText: the human `gpuman status` view; RenderStatusCompact: its one line per
+// GPU form (`status --compact`, at the end of this file), which shares the cells.
 //
 // Layout, top to bottom: a header line (simulated marker first so it can never be cut
 // off, then driver, CUDA and snapshot time), a column-title line, and per GPU one
@@ -10,8 +11,13 @@
 // shrinks (down to kNameMinWidth) and HEALTH, the last column, takes what is left and
 // is cut with "…". Optional columns (fan, performance state, bars, PCI bus) are added
 // in priority order only while the full names still fit, so an 80-column terminal gets
-// the compact table and a wide one the rich table. Widths are computed on plain text;
-// colour escapes are wrapped around already-padded cells so they never shift columns.
+// the compact table and a wide one the rich table. Widths are computed on plain text, in
+// display columns (a CJK user name takes two per character); colour escapes are wrapped
+// around already-padded cells so they never shift columns.
+//
+// Output that is not a terminal (TerminalInfo::cut_to_width false: a pipe, a file) is laid
+// out for the same width but nothing is cut: NAME, HEALTH and USER grow to their longest
+// cell, and header, detail and process lines are written whole.
 #include <algorithm>
 #include <cctype>
 #include <optional>
@@ -239,10 +245,13 @@ std::vector<Column> BuildColumns(const model::MachineSnapshot& snap, const Statu
   return cols;
 }
 
-// Decides which columns show and how wide NAME and HEALTH are (see the file comment).
-void LayoutColumns(std::vector<Column>& cols, int avail) {
+// Decides which columns show and how wide NAME and HEALTH are (see the file comment);
+// with `cut` false NAME and HEALTH keep their natural widths.
+void LayoutColumns(std::vector<Column>& cols, int avail, bool cut) {
   Column& name = cols[1];
   Column& health = cols.back();
+  const int name_full = name.width;
+  const int health_full = health.width;
   const int name_natural = std::min(name.width, kNameMaxWidth);
   const int health_reserve = std::min(health.width, kHealthReserve);
 
@@ -270,6 +279,11 @@ void LayoutColumns(std::vector<Column>& cols, int avail) {
     if (fixed_width() + c->gap + c->width + name_natural + health_reserve <= avail) {
       c->visible = true;
     }
+  }
+  if (!cut) {
+    name.width = name_full;
+    health.width = health_full;
+    return;
   }
   const int room = avail - fixed_width() - health_reserve;
   name.width = std::clamp(room, kNameMinWidth, name_natural);
@@ -316,13 +330,13 @@ std::string RenderRow(const std::vector<Column>& cols, std::optional<size_t> row
 // ---- Sections --------------------------------------------------------------------
 
 std::string HeaderLine(const model::MachineSnapshot& snap, const StatusOptions& opts,
-                       const TerminalInfo& term, int avail) {
+                       const TerminalInfo& term, int limit) {
   std::string marker;
   int marker_width = 0;
   if (opts.simulated) {
     std::string plain = opts.scenario.empty()
                             ? std::string("[SIMULATED]")
-                            : "[SIMULATED: " + TruncateToWidth(opts.scenario, avail / 2) + "]";
+                            : "[SIMULATED: " + TruncateToWidth(opts.scenario, limit / 2) + "]";
     marker_width = DisplayWidth(plain) + kSeparator;
     marker = Colorize(plain, Color::kYellowInverse, term.use_color) + "  ";
   }
@@ -332,13 +346,13 @@ std::string HeaderLine(const model::MachineSnapshot& snap, const StatusOptions& 
       sys.cuda_driver_version.value_or(std::string(kUnknown)),
       FormatIsoUtcSeconds(snap.taken_at_unix_ms / 1000 -
                           (snap.taken_at_unix_ms % 1000 < 0 ? 1 : 0)));
-  return marker + TruncateToWidth(rest, avail - marker_width);
+  return marker + TruncateToWidth(rest, limit - marker_width);
 }
 
 void AppendDetailLine(std::vector<std::string>& lines, std::string_view prefix,
-                      const std::string& text, Color color, bool use_color, int avail) {
+                      const std::string& text, Color color, bool use_color, int limit) {
   const std::string plain =
-      TruncateToWidth(std::string(kIndent) + std::string(prefix) + text, avail);
+      TruncateToWidth(std::string(kIndent) + std::string(prefix) + text, limit);
   lines.push_back(Colorize(plain, color, use_color));
 }
 
@@ -357,12 +371,13 @@ std::string ProcessMemory(const model::GpuProcess& p, bool in_mib) {
   return FormatBytes(*p.used_memory_bytes);
 }
 
-ProcessWidths MeasureProcesses(const model::MachineSnapshot& snap, int avail, bool in_mib) {
+// `avail` chooses the columns, `user_max` caps USER (no cap when nothing is cut).
+ProcessWidths MeasureProcesses(const model::MachineSnapshot& snap, int avail, int user_max, bool in_mib) {
   ProcessWidths w;
   const int64_t now = snap.taken_at_unix_ms / 1000;
   for (const model::DeviceSnapshot& d : snap.gpus) {
     for (const model::GpuProcess& p : d.processes) {
-      w.user = std::max(w.user, std::min(kUserMaxWidth, DisplayWidth(ProcessUser(p))));
+      w.user = std::max(w.user, std::min(user_max, DisplayWidth(ProcessUser(p))));
       w.pid = std::max(w.pid, DisplayWidth(std::to_string(p.pid)));
       w.memory = std::max(w.memory, DisplayWidth(ProcessMemory(p, in_mib)));
       w.type = std::max(w.type, DisplayWidth(ShortProcessType(p.type)));
@@ -375,7 +390,7 @@ ProcessWidths MeasureProcesses(const model::MachineSnapshot& snap, int avail, bo
 }
 
 std::string ProcessLine(const model::GpuProcess& p, const ProcessWidths& w, int64_t now, bool in_mib,
-                        bool use_color, int avail, const model::Lease* intruded) {
+                        bool use_color, int limit, const model::Lease* intruded) {
   const std::string sep(kSeparator, ' ');
   std::string line(kIndent);
   line += PadRight(TruncateToWidth(ProcessUser(p), w.user), w.user) + sep;
@@ -386,9 +401,9 @@ std::string ProcessLine(const model::GpuProcess& p, const ProcessWidths& w, int6
   // On a GPU leased to someone else (model/intruders.h): said before the command.
   if (intruded) {
     const std::string mark = "INTRUDER on lease " + std::to_string(intruded->id) + " (" + EscapeControl(intruded->user) + "): ";
-    line += Colorize(TruncateToWidth(mark, std::max(0, avail - DisplayWidth(line))), Color::kRed, use_color);
+    line += Colorize(TruncateToWidth(mark, std::max(0, limit - DisplayWidth(line))), Color::kRed, use_color);
   }
-  const int room = avail - DisplayWidth(line);
+  const int room = limit - DisplayWidth(line);
   if (!p.is_visible) {
     return line + Colorize(TruncateToWidth("(not in this PID namespace)", room), Color::kDim,
                            use_color);
@@ -397,35 +412,165 @@ std::string ProcessLine(const model::GpuProcess& p, const ProcessWidths& w, int6
   return line + TruncateToWidth(EscapeControl(p.command.value_or(std::string(kUnknown))), room);
 }
 
+// ---- The compact view --------------------------------------------------------------
+
+// A process's memory as gpustat writes it: "9.8G", "3G", "512M"; whole MiB with `in_mib`.
+std::string CompactMemory(int64_t bytes, bool in_mib) {
+  if (in_mib || bytes < kGiB) return std::to_string(bytes / kMiB) + "M";
+  std::string number = fmt::format("{:.1f}", static_cast<double>(bytes) / static_cast<double>(kGiB));
+  if (number.ends_with(".0")) number.resize(number.size() - 2);
+  return number + "G";
+}
+
+// "alice(9.8G) bob(3G)": each user of the GPU's processes once, with their memory in all,
+// most first (ties by name). A user whose processes report no memory gets "(-)".
+std::string CompactUsers(const model::DeviceSnapshot& d, bool in_mib) {
+  struct Use {
+    std::string user;
+    std::optional<int64_t> bytes;
+  };
+  std::vector<Use> uses;
+  for (const model::GpuProcess& p : d.processes) {
+    std::string user = p.user ? EscapeControl(*p.user) : p.uid ? "uid:" + std::to_string(*p.uid) : "?";
+    auto it = std::find_if(uses.begin(), uses.end(), [&](const Use& u) { return u.user == user; });
+    if (it == uses.end()) it = uses.insert(uses.end(), Use{std::move(user), std::nullopt});
+    if (p.used_memory_bytes) it->bytes = it->bytes.value_or(0) + *p.used_memory_bytes;
+  }
+  std::stable_sort(uses.begin(), uses.end(), [](const Use& a, const Use& b) {
+    if (a.bytes.value_or(-1) != b.bytes.value_or(-1)) return a.bytes.value_or(-1) > b.bytes.value_or(-1);
+    return a.user < b.user;
+  });
+  std::string out;
+  for (const Use& u : uses) {
+    if (!out.empty()) out += ' ';
+    out += u.user + "(" + (u.bytes ? CompactMemory(*u.bytes, in_mib) : std::string(kUnknown)) + ")";
+  }
+  return out;
+}
+
+// "[lease 7 alice]", "[job 12 bob]", "[lease 7 alice, IDLE 2h]": the leases of the GPU.
+std::string CompactLeases(const model::DeviceSnapshot& d, const StatusOptions& opts, int64_t now_ms, bool color) {
+  if (!opts.leases || !d.uuid) return "";
+  std::string out;
+  for (const model::Lease& l : *opts.leases) {
+    if (std::find(l.gpu_uuids.begin(), l.gpu_uuids.end(), *d.uuid) == l.gpu_uuids.end()) continue;
+    const auto job = opts.lease_jobs.find(l.id);
+    std::string text = job != opts.lease_jobs.end() ? "[job " + std::to_string(job->second)
+                                                    : "[lease " + std::to_string(l.id);
+    text += " " + EscapeControl(l.user);
+    if (l.idle_since_unix_ms) text += ", IDLE " + FormatDurationMs(now_ms - *l.idle_since_unix_ms);
+    text += "]";
+    if (!out.empty()) out += ' ';
+    out += Colorize(text, l.idle_since_unix_ms ? Color::kYellow : Color::kNone, color);
+  }
+  return out;
+}
+
 }  // namespace
+
+std::string RenderStatusCompact(const model::MachineSnapshot& snap, const StatusOptions& opts,
+                                const TerminalInfo& term) {
+  const int limit = LineLimit(term);
+  const bool color = term.use_color;
+  std::string out = HeaderLine(snap, opts, term, limit) + "\n";
+  if (snap.gpus.empty()) return out + "no GPUs found\n";
+
+  // The cells of every GPU first, so that each column is as wide as its widest cell.
+  struct Row {
+    std::string index, name, temp;
+    Cell mark, util_cell, memory_cell;
+  };
+  std::vector<Row> rows;
+  size_t index_w = 0, name_w = 0, temp_w = 0, util_w = 0, memory_w = 0;
+  for (const model::DeviceSnapshot& d : snap.gpus) {
+    Row r;
+    r.index = "[" + std::to_string(d.index) + "]";
+    r.name = EscapeControl(ShortName(d.name));
+    if (term.cut_to_width) r.name = TruncateToWidth(r.name, kNameMaxWidth);  // as the table's NAME
+    const Cell health = HealthCell(d, DrainOf(d, opts.drains) != nullptr);
+    if (health.text != "ok") {
+      r.mark = {health.text.starts_with("UNHEALTHY") ? std::string("UNHEALTHY") : health.text, health.color};
+    }
+    r.temp = d.temperature_c ? fmt::format("{}C", *d.temperature_c) : std::string(kUnknown);
+    r.util_cell = PercentCell(d.gpu_utilization_percent);
+    r.memory_cell = MemoryCell(d, opts.memory_in_mib);
+    const int name_cols = DisplayWidth(r.name) + (r.mark.text.empty() ? 0 : 1 + DisplayWidth(r.mark.text));
+    index_w = std::max(index_w, r.index.size());
+    name_w = std::max(name_w, static_cast<size_t>(name_cols));
+    temp_w = std::max(temp_w, r.temp.size());
+    util_w = std::max(util_w, r.util_cell.text.size());
+    memory_w = std::max(memory_w, r.memory_cell.text.size());
+    rows.push_back(std::move(r));
+  }
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const model::DeviceSnapshot& d = snap.gpus[i];
+    const Row& r = rows[i];
+    // Padding is measured on plain text and stays outside the colour escapes.
+    const auto pad = [](const std::string& text, size_t width) {
+      return std::string(width - std::min(width, static_cast<size_t>(DisplayWidth(text))), ' ');
+    };
+    const std::string name = r.name + (r.mark.text.empty() ? "" : " " + r.mark.text);
+    const std::string index = PadLeft(r.index, static_cast<int>(index_w)) + " ";
+    const std::string figures = " | " + PadLeft(r.temp, static_cast<int>(temp_w)) + " " + pad(r.util_cell.text, util_w);
+    const std::string memory = " | " + pad(r.memory_cell.text, memory_w);
+    const std::string plain = index + name + pad(name, name_w) + figures + r.util_cell.text + memory +
+                              r.memory_cell.text + " |";
+    const int fixed_width = DisplayWidth(plain);
+    // Then the leases and the users, which a terminal may cut (uncoloured, then).
+    std::string tail = CompactLeases(d, opts, snap.taken_at_unix_ms, false);
+    const std::string users = opts.show_processes ? CompactUsers(d, opts.memory_in_mib) : "";
+    if (!users.empty()) tail += (tail.empty() ? "" : " ") + users;
+    if (fixed_width + (tail.empty() ? 0 : 2) > limit) {  // not even the figures fit: cut it all
+      out += TruncateToWidth(plain + (tail.empty() ? "" : " " + tail), limit) + "\n";
+      continue;
+    }
+    std::string line = index + r.name;
+    if (!r.mark.text.empty()) line += " " + Colorize(r.mark.text, r.mark.color, color);
+    line += pad(name, name_w) + figures + Colorize(r.util_cell.text, r.util_cell.color, color) + memory +
+            Colorize(r.memory_cell.text, r.memory_cell.color, color) + " |";
+    if (!tail.empty()) {
+      if (fixed_width + 1 + DisplayWidth(tail) > limit) {
+        line += " " + TruncateToWidth(tail, std::max(1, limit - fixed_width - 1));
+      } else {
+        std::string colored = CompactLeases(d, opts, snap.taken_at_unix_ms, color);
+        if (!users.empty()) colored += (colored.empty() ? "" : " ") + users;
+        line += " " + colored;
+      }
+    }
+    out += line + "\n";
+  }
+  return out;
+}
 
 std::string RenderStatusText(const model::MachineSnapshot& snap, const StatusOptions& opts,
                              const TerminalInfo& term) {
-  const int avail = std::max(term.width, kMinWidth);
+  const int avail = std::max(term.width, kMinWidth);  // what the layout is for
+  const int limit = LineLimit(term);                   // where lines are cut (a terminal's edge, or never)
   const bool color = term.use_color;
   std::vector<std::string> lines;
-  lines.push_back(HeaderLine(snap, opts, term, avail));
+  lines.push_back(HeaderLine(snap, opts, term, limit));
 
   if (snap.gpus.empty()) {
     lines.push_back("no GPUs found");
   } else {
     std::vector<Column> cols = BuildColumns(snap, opts);
-    LayoutColumns(cols, avail);
+    LayoutColumns(cols, avail, term.cut_to_width);
     lines.push_back(Colorize(RenderRow(cols, std::nullopt, false), Color::kBold, color));
 
-    const ProcessWidths pw = MeasureProcesses(snap, avail, opts.memory_in_mib);
+    const ProcessWidths pw =
+        MeasureProcesses(snap, avail, term.cut_to_width ? kUserMaxWidth : limit, opts.memory_in_mib);
     const int64_t now = snap.taken_at_unix_ms / 1000;
     for (size_t row = 0; row < snap.gpus.size(); ++row) {
       const model::DeviceSnapshot& d = snap.gpus[row];
       lines.push_back(RenderRow(cols, row, color));
 
       if (const model::GpuDrain* drain = DrainOf(d, opts.drains)) {
-        AppendDetailLine(lines, "", DrainText(*drain), Color::kYellow, color, avail);
+        AppendDetailLine(lines, "", DrainText(*drain), Color::kYellow, color, limit);
       }
       if (opts.allocation && d.uuid &&
           std::find(opts.allocation->uuids.begin(), opts.allocation->uuids.end(), *d.uuid) !=
               opts.allocation->uuids.end()) {
-        AppendDetailLine(lines, "in this allocation: ", opts.allocation->source, Color::kGreen, color, avail);
+        AppendDetailLine(lines, "in this allocation: ", opts.allocation->source, Color::kGreen, color, limit);
       }
       // Problem text the row could not show in full goes beneath it.
       const Column& health = cols.back();
@@ -434,11 +579,11 @@ std::string RenderStatusText(const model::MachineSnapshot& snap, const StatusOpt
       if (!d.is_healthy) {
         for (size_t i = first_shown ? 1 : 0; i < d.health_problems.size(); ++i) {
           AppendDetailLine(lines, "problem: ", d.health_problems[i], Color::kRed, color,
-                           avail);
+                           limit);
         }
       }
       for (const std::string& warning : d.warnings) {
-        AppendDetailLine(lines, "warning: ", warning, Color::kYellow, color, avail);
+        AppendDetailLine(lines, "warning: ", warning, Color::kYellow, color, limit);
       }
       if (opts.leases && d.uuid) {
         for (const model::Lease& l : *opts.leases) {
@@ -449,12 +594,12 @@ std::string RenderStatusText(const model::MachineSnapshot& snap, const StatusOpt
             text += ", IDLE for " + FormatDurationMs(snap.taken_at_unix_ms - *l.idle_since_unix_ms);
           }
           text += ": " + EscapeControl(l.command);  // a job's name, a user's command line
-          AppendDetailLine(lines, "", text, l.idle_since_unix_ms ? Color::kYellow : Color::kDim, color, avail);
+          AppendDetailLine(lines, "", text, l.idle_since_unix_ms ? Color::kYellow : Color::kDim, color, limit);
         }
       }
       if (opts.show_processes) {
         for (const model::GpuProcess& p : d.processes) {
-          lines.push_back(ProcessLine(p, pw, now, opts.memory_in_mib, color, avail,
+          lines.push_back(ProcessLine(p, pw, now, opts.memory_in_mib, color, limit,
                                       opts.leases ? model::IntrudedLease(d, p, *opts.leases) : nullptr));
         }
       }

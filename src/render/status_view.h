@@ -4,6 +4,8 @@
 // Safe to call from any thread.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
@@ -12,16 +14,10 @@
 #include "model/device_snapshot.h"
 #include "model/drain.h"
 #include "model/lease.h"
-#include "render/format.h"  // FormatBytes, used across the CLI
+#include "render/format.h"  // FormatBytes and TerminalInfo, used across the CLI
 #include "render/json_text.h"
 
 namespace gpuman::render {
-
-/// Facts about the output terminal, decided by the CLI (isatty, $COLUMNS, NO_COLOR...).
-struct TerminalInfo {
-  int width = 80;  // display columns; values below 80 are treated as 80
-  bool use_color = false;
-};
 
 /// The GPUs of the allocation gpuman runs inside (a Slurm job, a container's device list,
 /// an outer CUDA_VISIBLE_DEVICES), as the CLI resolved them (visibility::AllowedGpus).
@@ -46,6 +42,9 @@ struct StatusOptions {
   /// Text: memory in whole MiB, as nvidia-smi prints it (`status --units mib`), instead of
   /// GiB with one decimal (MiB only below 1 GiB).
   bool memory_in_mib = false;
+  /// Lease id -> the queue job that holds the lease (policy::JobIdOfLease), filled in by the
+  /// CLI: the compact view says "job N" for such a lease.
+  std::map<int64_t, int64_t> lease_jobs;
 };
 
 /// Where a status came from: the members `status --json` ends with (docs/json.md).
@@ -71,10 +70,24 @@ nlohmann::ordered_json StatusToJson(const model::MachineSnapshot& snap, const St
 
 /// Human view: a header line, a column-title line, one line per GPU, then indented
 /// problem / warning / process lines under it. Lines are joined with '\n' and the
-/// result ends with '\n'. No line is wider than max(term.width, 80) display columns
-/// (ANSI escapes, present only with use_color, are not counted). Unknown values print
-/// as "-". Wider terminals get extra columns (fan, performance state, bars, PCI bus).
+/// result ends with '\n'. With term.cut_to_width no line is wider than max(term.width, 80)
+/// display columns (ANSI escapes, present only with use_color, are not counted); without
+/// it nothing is cut. Unknown values print as "-". Wider terminals get extra columns (fan,
+/// performance state, bars, PCI bus).
 std::string RenderStatusText(const model::MachineSnapshot& snap, const StatusOptions& opts,
                              const TerminalInfo& term);
+
+/// `status --compact`: gpustat's one line per GPU, what people paste into chat. The header
+/// line of RenderStatusText (simulated marker first), then per GPU
+///   `[0] H100 80GB HBM3 | 58C  99% | 71.3/79.6 GiB | [job 12 bob] bob(71.3G)`
+/// index, name (with DRAINED, UNHEALTHY or LOST after it when the GPU is not plain "ok"),
+/// temperature, utilization, memory used/total, then gpuman's leases of the GPU in brackets
+/// ("[lease 7 alice]", "[job 12 bob]" for a queue job's, ", IDLE 2h" when idle) and the users
+/// of its processes with the GPU memory each uses in all ("alice(9.8G)", most first; whole
+/// MiB "bob(73000M)" with memory_in_mib). Columns are padded by display width. With
+/// term.cut_to_width a long GPU name is cut as in the table and lines to the terminal's
+/// width (the users first); without it nothing is cut. No users without show_processes.
+std::string RenderStatusCompact(const model::MachineSnapshot& snap, const StatusOptions& opts,
+                                const TerminalInfo& term);
 
 }  // namespace gpuman::render

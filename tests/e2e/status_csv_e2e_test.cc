@@ -130,7 +130,7 @@ TEST_F(StatusCsvE2E, OutputThatCannotBeWrittenFails) {
     auto r = testing::Run(
         {"/bin/sh", "-c", kGpuman + " --simulate a100-4 status --format " + format + " >/dev/full"}, env);
     EXPECT_EQ(r.exit_code, 1) << format;
-    EXPECT_EQ(r.err, "gpuman: error: write standard output: No space left on device\n") << format;
+    EXPECT_EQ(r.err, "gpuman: error: write standard output: no space left on device\n") << format;
   }
 }
 

@@ -39,10 +39,24 @@ TEST(FormatTimeTest, IsoUtc) {
   EXPECT_EQ(FormatIsoUtcSeconds(951782400), "2000-02-29T00:00:00Z");
 }
 
-TEST(DisplayWidthTest, CountsCodePoints) {
+TEST(DisplayWidthTest, CountsTerminalColumns) {
   EXPECT_EQ(DisplayWidth(""), 0);
   EXPECT_EQ(DisplayWidth("abc"), 3);
   EXPECT_EQ(DisplayWidth("ab\xE2\x80\xA6"), 3);
+  EXPECT_EQ(DisplayWidth("\xC3\xA9t\xC3\xA9"), 3);                 // été: one column each
+  EXPECT_EQ(DisplayWidth("\xE7\x8E\x8B\xE8\x8A\xB3"), 4);         // 王芳: two columns each
+  EXPECT_EQ(DisplayWidth("\xEA\xB9\x80"), 2);                     // 김 (Hangul)
+  EXPECT_EQ(DisplayWidth("\xF0\x9F\x9A\x80x"), 3);                // 🚀 and x
+  EXPECT_EQ(DisplayWidth("e\xCC\x81"), 1);                         // e and a combining acute
+}
+
+TEST(DisplayWidthTest, PaddingAlignsWideCharacters) {
+  // A column of user names stays aligned whatever script they are written in.
+  const std::string cjk = PadRight("\xE7\x8E\x8B\xE8\x8A\xB3", 8) + "|";
+  const std::string ascii = PadRight("bob", 8) + "|";
+  EXPECT_EQ(DisplayWidth(cjk), DisplayWidth(ascii));
+  EXPECT_EQ(cjk, "\xE7\x8E\x8B\xE8\x8A\xB3    |");
+  EXPECT_EQ(PadLeft("\xF0\x9F\x9A\x80", 4), "  \xF0\x9F\x9A\x80");
 }
 
 TEST(TruncateToWidthTest, Table) {
@@ -54,6 +68,18 @@ TEST(TruncateToWidthTest, Table) {
   // Never splits a multi-byte sequence.
   EXPECT_EQ(TruncateToWidth("a\xE2\x80\xA6" "bcd", 3), "a\xE2\x80\xA6\xE2\x80\xA6");
   EXPECT_EQ(DisplayWidth(TruncateToWidth("a\xE2\x80\xA6" "bcd", 3)), 3);
+  // Counts columns, not code points, and never halves a wide character.
+  const std::string cjk = "\xE7\x8E\x8B\xE8\x8A\xB3\xE7\x8E\x8B";  // 王芳王: 6 columns
+  EXPECT_EQ(TruncateToWidth(cjk, 6), cjk);
+  EXPECT_EQ(TruncateToWidth(cjk, 5), "\xE7\x8E\x8B\xE8\x8A\xB3\xE2\x80\xA6");  // 王芳…
+  EXPECT_EQ(TruncateToWidth(cjk, 4), "\xE7\x8E\x8B\xE2\x80\xA6");              // 王… (3 columns)
+  EXPECT_LE(DisplayWidth(TruncateToWidth(cjk, 4)), 4);
+}
+
+TEST(LineLimitTest, OnlyATerminalCutsLines) {
+  EXPECT_EQ(LineLimit(TerminalInfo{120, false}), 120);
+  EXPECT_EQ(LineLimit(TerminalInfo{40, false}), 80);
+  EXPECT_EQ(LineLimit(TerminalInfo{120, false, /*cut_to_width=*/false}), std::numeric_limits<int>::max());
 }
 
 TEST(PadTest, LeftAndRight) {

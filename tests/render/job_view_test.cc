@@ -93,7 +93,7 @@ TEST(QueueTableTest, AnArraysWaitingTasksShareOneRowUntilExpanded) {
   EXPECT_EQ(lines[2], "      20_1  running     bob         1      sweep             running 30s");
   EXPECT_EQ(lines[3], "20_[2-4%2]  queued      bob         1      sweep             array 20: 2 tasks run (at most 2 at once)");
   EXPECT_EQ(lines[4], "  20_[5%2]  held        bob         1      sweep             array 20: 2 tasks run (at most 2 at once)");
-  const std::vector<std::string> expanded = Lines(QueueTable(jobs, kNow, 200, /*expand_arrays=*/true));
+  const std::vector<std::string> expanded = Lines(QueueTable(jobs, kNow, 200, /*cut=*/true, /*expand_arrays=*/true));
   ASSERT_EQ(expanded.size(), 7u);
   EXPECT_EQ(expanded[3], "  20_2  queued      bob         1      sweep             array 20: 2 tasks run (at most 2 at once)");
 }
@@ -110,6 +110,32 @@ TEST(QueueTableTest, LinesAreCutToTheWidthAndTextIsEscaped) {
   EXPECT_NE(lines[1].find("a\\x1b[2Jb"), std::string::npos) << lines[1];
   EXPECT_EQ(DisplayWidth(lines[1]), 100) << lines[1];
   EXPECT_TRUE(lines[1].ends_with("x\u2026")) << "cut with an ellipsis: " << lines[1];
+}
+
+TEST(QueueTableTest, NothingIsCutWhenNotATerminal) {
+  // To a pipe or a file: the whole reason, the whole name, and columns that stay aligned
+  // (USER and NAME grow to the longest, wide characters count two columns).
+  model::Job j = RunningJob();
+  j.state = model::JobState::kQueued;
+  j.started_unix_ms.reset();
+  j.reason = "waiting for GPUs: " + std::string(150, 'r');
+  j.name = "a-very-long-sweep-name-that-is-longer-than-sixteen";
+  model::Job cjk = RunningJob();
+  cjk.user = "\xE7\x8E\x8B\xE8\x8A\xB3";  // 王芳
+  const std::vector<std::string> lines = Lines(QueueTable({j, cjk}, kNow, 80, /*cut=*/false));
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_TRUE(lines[1].ends_with(std::string(150, 'r'))) << lines[1];
+  EXPECT_NE(lines[1].find(j.name + "  "), std::string::npos) << lines[1];
+  EXPECT_EQ(lines[1].find("\u2026"), std::string::npos) << lines[1];
+  // NAME starts at the same display column on every line, after a 2-column-per-character user.
+  EXPECT_EQ(DisplayWidth(lines[1].substr(0, lines[1].find(j.name))),
+            DisplayWidth(lines[2].substr(0, lines[2].find("train"))))
+      << lines[1] << "\n" << lines[2];
+  EXPECT_EQ(DisplayWidth(lines[0].substr(0, lines[0].find("NAME"))),
+            DisplayWidth(lines[2].substr(0, lines[2].find("train"))))
+      << lines[0] << "\n" << lines[2];
+  // On a terminal the same rows are cut to its width.
+  for (const std::string& line : Lines(QueueTable({j, cjk}, kNow, 80))) EXPECT_LE(DisplayWidth(line), 80) << line;
 }
 
 TEST(JobDetailTextTest, EveryKnownField) {

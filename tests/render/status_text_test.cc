@@ -201,6 +201,55 @@ TEST(StatusTextTest, UnhealthyProblemOnTheRowWhenItFits) {
   EXPECT_NE(text.find("    problem: uncorrectable ECC errors since boot: 3"), std::string::npos);
 }
 
+TEST(StatusTextTest, NothingIsCutWhenNotATerminal) {
+  // A pipe or a file: the same layout as an 80-column terminal (no extra columns), but
+  // every line whole: the long command, the long user name, the long GPU name.
+  const TerminalInfo pipe{80, false, /*cut_to_width=*/false};
+  const std::string text = RenderStatusText(FourGpuMachine(), Simulated(), pipe);
+  EXPECT_EQ(text.find("\xE2\x80\xA6"), std::string::npos) << text;
+  EXPECT_NE(text.find("--output-dir /scratch/bartholomew/runs/2024-05-01\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("bartholomew_long_name  1048577"), std::string::npos) << text;
+  EXPECT_NE(text.find("GeForce RTX 4090 Founders Edition Overclocked"), std::string::npos) << text;
+  EXPECT_EQ(text.find("FAN"), std::string::npos) << "laid out for 80 columns";
+  // The table's columns stay aligned: every GPU row has its UUID where the title says.
+  const std::vector<std::string> lines = Lines(text);
+  const size_t uuid_at = lines.at(1).find("UUID");
+  ASSERT_NE(uuid_at, std::string::npos);
+  for (const std::string& line : lines) {
+    if (line.size() > 3 && line[0] == ' ' && line[2] != ' ' && line[3] == ' ') {  // "  0 NAME…"
+      EXPECT_EQ(line.substr(uuid_at, 4), "GPU-") << line;
+    }
+  }
+  // A wider $COLUMNS still chooses the richer layout.
+  EXPECT_NE(RenderStatusText(FourGpuMachine(), {}, TerminalInfo{140, false, false}).find("FAN"), std::string::npos);
+}
+
+TEST(StatusTextTest, WideCharactersArePaddedByDisplayWidth) {
+  // A user and a command written in CJK and emoji: the PID column stays where it is for
+  // everyone, and a cut line is cut by columns, never past the terminal's edge.
+  model::MachineSnapshot snap = FourGpuMachine();
+  model::GpuProcess& train = snap.gpus[1].processes[0];
+  train.user = "\xE7\x8E\x8B\xE8\x8A\xB3";  // 王芳, 4 columns
+  train.command = "python \xE8\xAE\xAD\xE7\xBB\x83.py \xF0\x9F\x9A\x80" + std::string(100, 'x');
+  snap.gpus[1].processes[2].user = "bob";  // not capped: both users fit USER's width
+  for (const TerminalInfo& term : {TerminalInfo{80, false}, TerminalInfo{80, false, false}}) {
+    const std::string text = RenderStatusText(snap, {}, term);
+    std::vector<std::string> process_lines;
+    for (const std::string& line : Lines(text)) {
+      if (line.find("41234") != std::string::npos || line.find("1048577") != std::string::npos) {
+        process_lines.push_back(line);
+      }
+      if (term.cut_to_width) EXPECT_LE(DisplayWidth(line), 80) << line;
+    }
+    ASSERT_EQ(process_lines.size(), 2u) << text;
+    const auto pid_end = [](const std::string& line, const std::string& pid) {
+      return DisplayWidth(line.substr(0, line.find(pid) + pid.size()));
+    };
+    EXPECT_EQ(pid_end(process_lines[0], "41234"), pid_end(process_lines[1], "1048577"))
+        << process_lines[0] << "\n" << process_lines[1];
+  }
+}
+
 TEST(StatusTextTest, WideTerminalShowsMoreColumns) {
   const std::string narrow = Render(80, false);
   const std::string wide = Render(140, false);
@@ -210,6 +259,88 @@ TEST(StatusTextTest, WideTerminalShowsMoreColumns) {
   EXPECT_NE(wide.find("0000:07:00.0"), std::string::npos);
   // The long command gets more of the line when there is room.
   EXPECT_NE(wide.find("--nproc_per_node=8"), std::string::npos);
+}
+
+// ---- status --compact ------------------------------------------------------------
+
+model::Lease LeaseOn(int64_t id, std::string user, std::string uuid, std::string kind = "run") {
+  model::Lease l;
+  l.id = id;
+  l.user = std::move(user);
+  l.kind = std::move(kind);
+  l.gpu_uuids = {std::move(uuid)};
+  return l;
+}
+
+TEST(StatusCompactTest, OneLinePerGpuWithUsersInline) {
+  StatusOptions opts = Drained();
+  opts.simulated = true;
+  opts.scenario = "busy-node";
+  // The header is status's (the simulated marker first); then gpustat's line per GPU, the
+  // health marks after the name; users with their memory in all, most first; the nameless
+  // process by uid; the process in another namespace as "?".
+  const TerminalInfo pipe{80, false, /*cut_to_width=*/false};
+  EXPECT_EQ(RenderStatusCompact(FourGpuMachine(), opts, pipe),
+            "[SIMULATED: busy-node]  driver 550.54.15  CUDA 12.4  2024-05-01T12:00:00Z\n"
+            "[0] A100-SXM4-80GB DRAINED                                  | 34C  0% |  0.5/80.0 GiB |\n"
+            "[1] A100-SXM4-80GB                                          | 78C 97% | 71.2/80.0 GiB | alice(40.3G) ?(20G) "
+            "bartholomew_long_name(10.5G)\n"
+            "[2] A100-SXM4-80GB LOST                                     |   -   - |             - |\n"
+            "[3] GeForce RTX 4090 Founders Edition Overclocked UNHEALTHY |   - 55% |    -/24.0 GiB | uid:1234(-)\n");
+  // On an 80-column terminal the long name is cut as the table cuts it, and the users
+  // where the line ends; the marks stay.
+  EXPECT_EQ(RenderStatusCompact(FourGpuMachine(), opts, TerminalInfo{80, false}),
+            "[SIMULATED: busy-node]  driver 550.54.15  CUDA 12.4  2024-05-01T12:00:00Z\n"
+            "[0] A100-SXM4-80GB DRAINED             | 34C  0% |  0.5/80.0 GiB |\n"
+            "[1] A100-SXM4-80GB                     | 78C 97% | 71.2/80.0 GiB | alice(40.3G)\u2026\n"
+            "[2] A100-SXM4-80GB LOST                |   -   - |             - |\n"
+            "[3] GeForce RTX 4090 Founde\u2026 UNHEALTHY |   - 55% |    -/24.0 GiB | uid:1234(-)\n");
+}
+
+TEST(StatusCompactTest, LeasesAndJobsInBrackets) {
+  const model::MachineSnapshot snap = FourGpuMachine();
+  StatusOptions opts;
+  model::Lease idle = LeaseOn(7, "alice", *snap.gpus[0].uuid);
+  idle.idle_since_unix_ms = kTakenAtMs - 2 * 3600 * 1000;
+  opts.leases = {idle, LeaseOn(12, "alice", *snap.gpus[1].uuid, "job")};
+  opts.lease_jobs = {{12, 34}};
+  const std::vector<std::string> lines = Lines(RenderStatusCompact(snap, opts, TerminalInfo{200, false}));
+  ASSERT_EQ(lines.size(), 5u);
+  EXPECT_TRUE(lines[1].ends_with("| [lease 7 alice, IDLE 2h]")) << lines[1];
+  EXPECT_TRUE(lines[2].ends_with("| [job 34 alice] alice(40.3G) ?(20G) bartholomew_long_name(10.5G)")) << lines[2];
+  // Without processes: the leases only.
+  opts.show_processes = false;
+  const std::vector<std::string> bare = Lines(RenderStatusCompact(snap, opts, TerminalInfo{200, false}));
+  EXPECT_TRUE(bare.at(2).ends_with("| [job 34 alice]")) << bare.at(2);
+  EXPECT_TRUE(bare.at(4).ends_with("|")) << bare.at(4);
+}
+
+TEST(StatusCompactTest, MibAsNvidiaSmiAndGpustat) {
+  StatusOptions opts;
+  opts.memory_in_mib = true;
+  const std::vector<std::string> lines = Lines(RenderStatusCompact(FourGpuMachine(), opts, TerminalInfo{200, false}));
+  EXPECT_NE(lines.at(2).find("| 72908/81920 MiB | alice(41260M) ?(20480M) bartholomew_long_name(10752M)"),
+            std::string::npos)
+      << lines.at(2);
+}
+
+TEST(StatusCompactTest, ATerminalCutsThePipeDoesNotAndColourNeverShiftsColumns) {
+  model::MachineSnapshot snap = FourGpuMachine();
+  snap.gpus[1].processes[0].user = "\xE7\x8E\x8B\xE8\x8A\xB3";  // 王芳
+  for (int width : {80, 100}) {
+    for (const std::string& line : Lines(RenderStatusCompact(snap, {}, TerminalInfo{width, false}))) {
+      EXPECT_LE(DisplayWidth(line), width) << line;
+    }
+  }
+  const std::string whole = RenderStatusCompact(snap, {}, TerminalInfo{80, false, /*cut_to_width=*/false});
+  EXPECT_NE(whole.find("\xE7\x8E\x8B\xE8\x8A\xB3(40.3G) ?(20G) bartholomew_long_name(10.5G)\n"), std::string::npos)
+      << whole;
+  EXPECT_EQ(whole.find("\xE2\x80\xA6"), std::string::npos) << whole;
+  // Coloured, the same text once the escapes are taken out.
+  std::string colored = RenderStatusCompact(snap, Drained(), TerminalInfo{200, true, false});
+  EXPECT_NE(colored.find("\x1b["), std::string::npos);
+  for (size_t at; (at = colored.find("\x1b[")) != std::string::npos;) colored.erase(at, colored.find('m', at) + 1 - at);
+  EXPECT_EQ(colored, RenderStatusCompact(snap, Drained(), TerminalInfo{200, false, false}));
 }
 
 }  // namespace
