@@ -987,7 +987,7 @@ Result<protocol::AcquireResult> Daemon::AcquireFor(const Peer& peer, const proto
 std::optional<policy::LeaseJob> Daemon::JobOfLease(const model::Lease& lease) {
   if (auto active = jobs_->ActiveSummaries()) {
     for (const auto& j : **active) {
-      if (j.lease_id == lease.id) return policy::LeaseJob{j.id, j.name};
+      if (j.lease_id == lease.id) return policy::LeaseJob{model::RefOf(j), j.name};
     }
   }
   return std::nullopt;

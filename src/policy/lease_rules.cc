@@ -118,23 +118,21 @@ Status CheckSatisfiable(int count, const std::optional<std::vector<std::string>>
   return {};
 }
 
-std::optional<int64_t> JobIdOfLease(const model::Lease& lease) {
+std::optional<model::JobRef> JobIdOfLease(const model::Lease& lease) {
   if (lease.kind != "job") return std::nullopt;
-  const std::string& c = lease.command;  // "job 7 (train)"
+  const std::string& c = lease.command;  // "job 7 (train)", "job 12_3 (sweep)"
   if (c.rfind("job ", 0) != 0) return std::nullopt;
-  int64_t id = 0;
-  const char* begin = c.data() + 4;
-  const char* end = c.data() + c.size();
-  auto [ptr, ec] = std::from_chars(begin, end, id);
-  if (ec != std::errc() || ptr == begin) return std::nullopt;
-  return id;
+  const size_t end = c.find(' ', 4);
+  auto ref = model::ParseJobRef(std::string_view(c).substr(4, end == std::string::npos ? std::string::npos : end - 4));
+  if (!ref) return std::nullopt;
+  return *ref;
 }
 
 namespace {
 
 Status RefuseJobLease(const model::Lease& lease, const std::optional<LeaseJob>& job) {
   if (job || lease.kind == "job") {
-    std::string id = job ? std::to_string(job->id) : std::to_string(JobIdOfLease(lease).value_or(0));
+    std::string id = model::FormatJobRef(job ? job->ref : JobIdOfLease(lease).value_or(model::JobRef{0}));
     std::string name = job && !job->name.empty() ? " (" + job->name + ")" : "";
     return MakeError(ErrorCode::kConflict, "lease " + std::to_string(lease.id) + " belongs to job " + id + name +
                                                ", which still runs on its GPUs: cancel the job with `gpuman cancel " +

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "model/job.h"
 #include "model/lease.h"
 #include "policy/selection.h"
 
@@ -96,9 +97,10 @@ Result<RuledRequest> ApplyLeaseRules(model::GpuRequest req, const Caller& caller
 Status CheckSatisfiable(int count, const std::optional<std::vector<std::string>>& gpus,
                         const Caller& caller, const MachineRules& rules, int machine_gpus);
 
-/// What a lease is for, when it is a queue job's: the job's id and name.
+/// What a lease is for, when it is a queue job's: how the job is named (`7`, or `12_3` for
+/// a task of an array: its plain id would name the whole array) and its name.
 struct LeaseJob {
-  int64_t id = 0;
+  model::JobRef ref;
   std::string name;
 };
 
@@ -120,7 +122,8 @@ Status CheckRelease(const model::Lease& lease, const Caller& caller,
 /// is for root and the admin group ...").
 Status CheckForceRelease(const model::Lease& lease, const Caller& caller, const std::optional<LeaseJob>& job);
 
-/// The job id a lease of kind "job" was taken for ("job 7 (train)"), or nullopt.
-std::optional<int64_t> JobIdOfLease(const model::Lease& lease);
+/// The job a lease of kind "job" was taken for ("job 7 (train)", "job 12_3 (sweep)"), or
+/// nullopt.
+std::optional<model::JobRef> JobIdOfLease(const model::Lease& lease);
 
 }  // namespace gpuman::policy

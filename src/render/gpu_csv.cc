@@ -90,7 +90,7 @@ Value LeaseId(const GpuCsvRow& r) {
 
 Value JobId(const GpuCsvRow& r) {
   if (!r.opts.leases) return std::nullopt;
-  return r.job_id ? std::to_string(*r.job_id) : std::string();
+  return r.job_id ? model::FormatJobRef(*r.job_id) : std::string();
 }
 
 Value Drained(const GpuCsvRow& r) {

@@ -15,6 +15,7 @@
 
 #include "base/result.h"
 #include "model/device_snapshot.h"
+#include "model/job.h"
 #include "model/lease.h"
 #include "render/status_view.h"
 
@@ -26,7 +27,7 @@ struct GpuCsvRow {
   const model::DeviceSnapshot& gpu;
   const StatusOptions& opts;
   const model::Lease* lease = nullptr;  // the lease holding the GPU (the newest); null: none, or unknown
-  std::optional<int64_t> job_id;        // the queue job holding it through `lease`
+  std::optional<model::JobRef> job_id;  // the queue job holding it through `lease` (12, or 12_3)
 };
 
 struct GpuCsvField {
@@ -57,7 +58,7 @@ struct GpuCsvOptions {
   bool header = true;  // false: csv,noheader
   bool units = true;   // false: csv,nounits
   /// Lease id -> the queue job that holds the lease (policy::JobIdOfLease), for gpuman.job.
-  std::map<int64_t, int64_t> lease_jobs;
+  std::map<int64_t, model::JobRef> lease_jobs;
 };
 
 /// The header line, "index, name, memory.used [MiB]\n" (no bracketed units with

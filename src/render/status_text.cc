@@ -455,7 +455,7 @@ std::string CompactLeases(const model::DeviceSnapshot& d, const StatusOptions& o
   for (const model::Lease& l : *opts.leases) {
     if (std::find(l.gpu_uuids.begin(), l.gpu_uuids.end(), *d.uuid) == l.gpu_uuids.end()) continue;
     const auto job = opts.lease_jobs.find(l.id);
-    std::string text = job != opts.lease_jobs.end() ? "[job " + std::to_string(job->second)
+    std::string text = job != opts.lease_jobs.end() ? "[job " + model::FormatJobRef(job->second)
                                                     : "[lease " + std::to_string(l.id);
     text += " " + EscapeControl(l.user);
     if (l.idle_since_unix_ms) text += ", IDLE " + FormatDurationMs(now_ms - *l.idle_since_unix_ms);

@@ -13,6 +13,7 @@
 
 #include "model/device_snapshot.h"
 #include "model/drain.h"
+#include "model/job.h"
 #include "model/lease.h"
 #include "render/format.h"  // FormatBytes and TerminalInfo, used across the CLI
 #include "render/json_text.h"
@@ -44,7 +45,7 @@ struct StatusOptions {
   bool memory_in_mib = false;
   /// Lease id -> the queue job that holds the lease (policy::JobIdOfLease), filled in by the
   /// CLI: the compact view says "job N" for such a lease.
-  std::map<int64_t, int64_t> lease_jobs;
+  std::map<int64_t, model::JobRef> lease_jobs;
 };
 
 /// Where a status came from: the members `status --json` ends with (docs/json.md).

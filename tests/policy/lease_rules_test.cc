@@ -129,7 +129,17 @@ TEST(LeaseRulesTest, AJobsLeaseIsReleasedByNobody) {
   }
   // Known as a job's by its kind alone (the job table not consulted).
   EXPECT_EQ(CheckRelease(job, kAlice, std::nullopt).error().code, ErrorCode::kConflict);
-  EXPECT_EQ(JobIdOfLease(job), 30);
+  EXPECT_EQ(JobIdOfLease(job), model::JobRef{30});
+  // A task of an array is named as a task: its array's id would name every task.
+  model::Lease task = job;
+  task.command = "job 12_3 (sweep)";
+  EXPECT_EQ(JobIdOfLease(task), (model::JobRef{12, 3}));
+  auto refused = CheckRelease(task, kAlice, std::nullopt);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("cancel the job with `gpuman cancel 12_3`"), std::string::npos)
+      << refused.error().message;
+  EXPECT_NE(CheckRelease(task, kAlice, LeaseJob{model::JobRef{12, 3}, "sweep"}).error().message.find("job 12_3 (sweep)"),
+            std::string::npos);
 }
 
 TEST(LeaseRulesTest, AnInteractiveLeaseIsReleasedByItsOwnerOrAnAdmin) {
