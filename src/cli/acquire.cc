@@ -6,6 +6,8 @@
 #include "base/interrupts.h"
 #include "base/strings.h"
 #include "cli/lease_broker.h"
+#include "cli/slurm_node.h"
+#include "visibility/allocation.h"
 #include "store/proc_liveness.h"
 
 namespace gpuman::cli {
@@ -89,6 +91,20 @@ Result<LeaseAsk> BuildAsk(Context& ctx, const SelectionArgs& args) {
   return ask;
 }
 
+// A selection that failed while the enclosing allocation leaves GPUs out says which
+// variable does it and how to clear it (a CUDA_VISIBLE_DEVICES left over in the user's
+// shell is the usual surprise): the rule is the same, only the words are more.
+Error WithAllocationLimits(Error error, const LeaseAsk& ask, const Context& ctx) {
+  if (error.code != ErrorCode::kNotFound && error.code != ErrorCode::kBusy) return error;
+  // Inside a gpuman lease the error names the lease already.
+  if (!ask.request.allowed || !ask.snapshot || ask.within) return error;
+  const auto node = SlurmNodeForJob(ctx.env().vars, *ask.snapshot);
+  const std::string limits =
+      visibility::DescribeAllocationLimits(ctx.env().vars, ask.snapshot->gpus, node ? &*node : nullptr);
+  if (!limits.empty()) error.message += "; " + limits;
+  return error;
+}
+
 Acquired ToAcquired(model::Lease lease, Granted granted) {
   Acquired out;
   out.lease = std::move(lease);
@@ -122,7 +138,7 @@ Result<Acquired> AcquireLease(Context& ctx, const SelectionArgs& args, model::Le
                                 [&](const std::string& line) { ctx.err() << "gpuman: " << line << "\n"; });
   if (!granted) {
     if (options.interrupted_by) *options.interrupted_by = interrupted;
-    return granted.error();
+    return WithAllocationLimits(granted.error(), *ask, ctx);
   }
   // Interrupted while the grant was on its way: it goes back, nothing starts.
   if (int sig = TakePendingInterrupt()) {
@@ -139,7 +155,7 @@ Result<Acquired> PreviewLease(Context& ctx, const SelectionArgs& args) {
   auto broker = ctx.Broker();
   if (!broker) return broker.error();
   auto previewed = (*broker)->Preview(*ask);
-  if (!previewed) return previewed.error();
+  if (!previewed) return WithAllocationLimits(previewed.error(), *ask, ctx);
   return ToAcquired(model::Lease{}, std::move(*previewed));
 }
 

@@ -97,47 +97,114 @@ std::vector<PhysicalIndex> JobLocalOrder(const std::vector<PhysicalIndex>& cuda_
   return out;
 }
 
-std::optional<std::vector<std::string>> AllowedGpus(const Environment& env,
-                                                    const std::vector<model::DeviceSnapshot>& gpus,
-                                                    const SlurmNode* slurm_node) {
-  std::optional<std::set<int>> allowed;
-  const auto restrict_to = [&allowed](const std::set<int>& set) {
-    if (!allowed) {
-      allowed = set;
-      return;
-    }
-    std::set<int> both;
-    std::set_intersection(allowed->begin(), allowed->end(), set.begin(), set.end(),
-                          std::inserter(both, both.begin()));
-    allowed = std::move(both);
+std::vector<AllocationLimit> AllocationLimits(const Environment& env,
+                                              const std::vector<model::DeviceSnapshot>& gpus,
+                                              const SlurmNode* slurm_node) {
+  std::vector<AllocationLimit> limits;
+  const auto sorted = [](std::vector<PhysicalIndex> list) {
+    std::sort(list.begin(), list.end(), [](PhysicalIndex a, PhysicalIndex b) { return a.value < b.value; });
+    return list;
   };
 
-  const ContainerDevices container =
-      ParseNvidiaVisibleDevices(GetVar(env, "NVIDIA_VISIBLE_DEVICES"), gpus);
-  if (container.mode == ContainerMode::kNone) restrict_to({});
-  if (container.mode == ContainerMode::kList) restrict_to(ToSet(container.devices));
+  const auto nvd = GetVar(env, "NVIDIA_VISIBLE_DEVICES");
+  const ContainerDevices container = ParseNvidiaVisibleDevices(nvd, gpus);
+  if (container.mode == ContainerMode::kNone || container.mode == ContainerMode::kList) {
+    limits.push_back({"NVIDIA_VISIBLE_DEVICES", std::string(*nvd), sorted(container.devices), container.problems});
+  }
 
   const auto slurm = ParseSlurmGpus(env, gpus, slurm_node);
-  if (slurm) restrict_to(ToSet(slurm->devices));
+  if (slurm) limits.push_back({slurm->variable, slurm->value, sorted(slurm->devices), slurm->problems});
 
   const auto outer = GetVar(env, "CUDA_VISIBLE_DEVICES");
   if (outer && !(slurm && slurm->cvd_is_slurms)) {
     const DeviceOrderSetting order = ParseDeviceOrder(GetVar(env, "CUDA_DEVICE_ORDER"));
     const CudaEnumeration enumeration = EnumerateCuda(gpus, order.order);
     const CudaVisibleDevices cvd = ParseCudaVisibleDevices(*outer, gpus, JobLocalOrder(enumeration.order, slurm));
-    std::set<int> set;
+    AllocationLimit limit{"CUDA_VISIBLE_DEVICES", std::string(*outer), {}, {}};
     for (const ResolvedDevice& d : cvd.devices) {
-      if (d.index) set.insert(d.index->value);
+      if (d.index) AddOnce(limit.allows, *d.index);
     }
-    restrict_to(set);
+    limit.allows = sorted(std::move(limit.allows));
+    for (const EntryDiagnostic& e : cvd.entries) {
+      if (e.outcome == EntryOutcome::kVisible) continue;
+      std::string text = EntryLabel(static_cast<size_t>(e.position), e.text) + ": " + EntryOutcomeName(e.outcome);
+      if (!e.reason.empty()) text += " (" + e.reason + ")";
+      limit.problems.push_back(std::move(text));
+    }
+    limits.push_back(std::move(limit));
   }
+  return limits;
+}
 
-  if (!allowed) return std::nullopt;
+std::optional<std::vector<std::string>> AllowedGpus(const Environment& env,
+                                                    const std::vector<model::DeviceSnapshot>& gpus,
+                                                    const SlurmNode* slurm_node) {
+  const std::vector<AllocationLimit> limits = AllocationLimits(env, gpus, slurm_node);
+  if (limits.empty()) return std::nullopt;
+  std::set<int> allowed = ToSet(limits.front().allows);
+  for (size_t i = 1; i < limits.size(); ++i) {
+    const std::set<int> set = ToSet(limits[i].allows);
+    std::set<int> both;
+    std::set_intersection(allowed.begin(), allowed.end(), set.begin(), set.end(), std::inserter(both, both.begin()));
+    allowed = std::move(both);
+  }
   std::vector<std::string> uuids;
   for (const model::DeviceSnapshot& gpu : gpus) {
-    if (gpu.uuid && allowed->count(gpu.index) > 0) uuids.push_back(*gpu.uuid);
+    if (gpu.uuid && allowed.count(gpu.index) > 0) uuids.push_back(*gpu.uuid);
   }
   return uuids;
+}
+
+std::string DescribeAllocationLimits(const Environment& env, const std::vector<model::DeviceSnapshot>& gpus,
+                                     const SlurmNode* slurm_node) {
+  const auto lease = GetVar(env, "GPUMAN_LEASE_ID");
+  const std::string lease_id = lease ? std::string(Trim(*lease)) : "";
+  std::vector<AllocationLimit> limits = AllocationLimits(env, gpus, slurm_node);
+  std::erase_if(limits, [&](const AllocationLimit& l) { return l.allows.size() >= gpus.size(); });  // leave nothing out
+  // `gpuman select --format env` and a lease's child get both CUDA_VISIBLE_DEVICES and
+  // NVIDIA_VISIBLE_DEVICES with the same value: one clause for the two.
+  const auto find = [&](std::string_view name) {
+    return std::find_if(limits.begin(), limits.end(), [&](const AllocationLimit& l) { return l.variable == name; });
+  };
+  bool pair = false;
+  if (const auto nvd = find("NVIDIA_VISIBLE_DEVICES"), cvd = find("CUDA_VISIBLE_DEVICES");
+      nvd != limits.end() && cvd != limits.end() && Trim(nvd->value) == Trim(cvd->value)) {
+    pair = true;
+    limits.erase(nvd);
+  }
+  std::string out;
+  for (const AllocationLimit& limit : limits) {
+    const bool cvd = limit.variable == "CUDA_VISIBLE_DEVICES";
+    const bool gpumans = cvd || (limit.variable == "NVIDIA_VISIBLE_DEVICES" && !lease_id.empty());
+    const bool both = cvd && pair;
+    std::vector<int> allows;
+    for (PhysicalIndex i : limit.allows) allows.push_back(i.value);
+    std::string text = (both ? "CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES" : limit.variable) + "=\"" +
+                       EscapeControl(limit.value) + "\"";
+    if (gpumans && !lease_id.empty()) {
+      text += " of gpuman lease " + EscapeControl(lease_id) + " (GPUMAN_LEASE_ID)";
+    } else if (cvd) {
+      text += both ? " in this shell (as `gpuman select --format env` writes them; not set by a gpuman lease or Slurm)"
+                   : " in this shell (not set by a gpuman lease or Slurm)";
+    } else if (limit.variable == "NVIDIA_VISIBLE_DEVICES") {
+      text += " (a container's device list)";
+    } else {
+      text += " (the Slurm job's GPUs)";
+    }
+    const std::string verb = both ? " confine" : " confines";
+    text += allows.empty() ? (both ? " let no GPU through" : " lets no GPU through")
+                           : verb + " gpuman to GPU " + FormatIndexList(allows);
+    for (const std::string& problem : limit.problems) text += "; its " + EscapeControl(problem);
+    if (gpumans && !lease_id.empty()) {
+      text += ": a nested run or select stays inside the lease";
+    } else if (cvd) {
+      text += both ? ": if they are left over from an earlier job or shell, clear them with "
+                     "`unset CUDA_VISIBLE_DEVICES NVIDIA_VISIBLE_DEVICES`"
+                   : ": if it is left over from an earlier job or shell, clear it with `unset CUDA_VISIBLE_DEVICES`";
+    }
+    out += (out.empty() ? "" : "; ") + text;
+  }
+  return out;
 }
 
 }  // namespace gpuman::visibility

@@ -46,6 +46,32 @@ std::optional<std::vector<std::string>> AllowedGpus(const Environment& env,
                                                     const std::vector<model::DeviceSnapshot>& gpus,
                                                     const SlurmNode* slurm_node = nullptr);
 
+/// One variable that confines the GPUs gpuman may choose from (AllowedGpus intersects them).
+struct AllocationLimit {
+  std::string variable;  // "NVIDIA_VISIBLE_DEVICES", "SLURM_STEP_GPUS"/"SLURM_JOB_GPUS", "CUDA_VISIBLE_DEVICES"
+  std::string value;     // as set
+  std::vector<PhysicalIndex> allows;  // the host GPUs it lets through, ascending
+  /// Entries that let no GPU through, one text each: `entry 2 "8": no GPU 8 (1 GPU ...)`.
+  std::vector<std::string> problems;
+};
+
+/// The variables that confine the GPUs, in AllowedGpus's order (container, Slurm, an outer
+/// CUDA_VISIBLE_DEVICES); empty when none does. AllowedGpus is their intersection.
+std::vector<AllocationLimit> AllocationLimits(const Environment& env,
+                                              const std::vector<model::DeviceSnapshot>& gpus,
+                                              const SlurmNode* slurm_node = nullptr);
+
+/// For a selection that left GPUs out because of the enclosing allocation: which variable
+/// confines gpuman, its value, what it allows and which of its entries name no GPU here
+/// ("CUDA_VISIBLE_DEVICES=\"7\" in this shell (not set by a gpuman lease or Slurm) confines
+/// gpuman to GPU 7: if it is left over ..., clear it with `unset CUDA_VISIBLE_DEVICES`"). A
+/// NVIDIA_VISIBLE_DEVICES with the same value (as `select --format env` writes them) shares
+/// the clause and the `unset`. Inside a gpuman lease (GPUMAN_LEASE_ID set) they are the
+/// lease's, and nested commands stay inside it. Limits that leave none of `gpus` out are not
+/// named; "" when nothing leaves a GPU out.
+std::string DescribeAllocationLimits(const Environment& env, const std::vector<model::DeviceSnapshot>& gpus,
+                                     const SlurmNode* slurm_node = nullptr);
+
 /// CUDA's enumeration order (EnumerateCuda) as a constrained job's CUDA sees it: only the
 /// allocation's GPUs, renumbered from 0. Unchanged when `slurm` is not constrained.
 std::vector<PhysicalIndex> JobLocalOrder(const std::vector<PhysicalIndex>& cuda_order,

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <set>
 
+#include "base/strings.h"
 #include "model/intruders.h"
 #include "visibility/allocation.h"
 #include "visibility/resolver_text.h"
@@ -445,7 +446,20 @@ VisibilityReport Resolve(const Environment& env, const std::vector<model::Device
     report.notes.push_back("leases not checked (" + *options.leases_error +
                            "): a GPU leased to another user is not warned about");
   }
-  report.allowed_uuids = AllowedGpus(env, gpus, options.slurm_node ? &*options.slurm_node : nullptr);
+  const SlurmNode* node = options.slurm_node ? &*options.slurm_node : nullptr;
+  report.allowed_uuids = AllowedGpus(env, gpus, node);
+  // What `gpuman run`/`select` make of the same environment: a CUDA_VISIBLE_DEVICES that
+  // neither Slurm nor a gpuman lease set (one left over in the shell) confines them too,
+  // which is the surprise; said with how to clear it.
+  const auto lease = GetVar(env, "GPUMAN_LEASE_ID");
+  const std::vector<AllocationLimit> limits = AllocationLimits(env, gpus, node);
+  const bool shell_cvd_limits = std::any_of(limits.begin(), limits.end(), [&](const AllocationLimit& l) {
+    return l.variable == "CUDA_VISIBLE_DEVICES" && l.allows.size() < gpus.size();
+  });
+  if (shell_cvd_limits && (!lease || Trim(*lease).empty())) {
+    report.notes.push_back("gpuman run and select from here choose only among the GPUs this environment allows: " +
+                           DescribeAllocationLimits(env, gpus, node));
+  }
   return report;
 }
 

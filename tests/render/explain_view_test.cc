@@ -173,7 +173,10 @@ TEST(ExplainToJsonTest, VisibleMapsCudaIndexToPhysical) {
   EXPECT_EQ(j["visible"][1]["index"], 2);
   EXPECT_EQ(j["visible"][1]["leased_to_uids"], nlohmann::ordered_json::array({1001}));
   EXPECT_EQ(j["visible"][1]["used_by_uids"], nlohmann::ordered_json::array());
-  EXPECT_EQ(j["notes"], nlohmann::ordered_json::array());
+  // The one note: this CUDA_VISIBLE_DEVICES, not Slurm's, confines gpuman run/select too.
+  ASSERT_EQ(j["notes"].size(), 1u);
+  EXPECT_NE(j["notes"][0].get<std::string>().find("clear it with `unset CUDA_VISIBLE_DEVICES`"), std::string::npos)
+      << j["notes"][0];
 }
 
 TEST(ExplainToJsonTest, OtherUsersLeaseAndProcessAreWarnedOwnAreNot) {

@@ -110,5 +110,54 @@ TEST(AllowedGpusTest, OuterIndicesFollowDeviceOrder) {
               Optional(ElementsAre(kUuid3090a)));
 }
 
+TEST(AllocationLimitsTest, OneLimitPerVariableWithItsProblems) {
+  const std::vector<AllocationLimit> limits = AllocationLimits(
+      {{"NVIDIA_VISIBLE_DEVICES", "2,3"}, {"SLURM_STEP_GPUS", "1,2"}, {"CUDA_VISIBLE_DEVICES", "3,GPU-dead"}},
+      FourA100());
+  ASSERT_EQ(limits.size(), 3u);
+  EXPECT_EQ(limits[0].variable, "NVIDIA_VISIBLE_DEVICES");
+  EXPECT_EQ(Values(limits[0].allows), (std::vector<int>{2, 3}));
+  EXPECT_EQ(limits[1].variable, "SLURM_STEP_GPUS");
+  EXPECT_EQ(limits[1].value, "1,2");
+  EXPECT_EQ(Values(limits[1].allows), (std::vector<int>{1, 2}));
+  EXPECT_EQ(limits[2].variable, "CUDA_VISIBLE_DEVICES");
+  EXPECT_EQ(Values(limits[2].allows), (std::vector<int>{3}));
+  ASSERT_EQ(limits[2].problems.size(), 1u);
+  EXPECT_THAT(limits[2].problems[0], ::testing::StartsWith("entry 2 \"GPU-dead\": invalid ("));
+  EXPECT_THAT(AllocationLimits({}, FourA100()), IsEmpty());
+}
+
+TEST(DescribeAllocationLimitsTest, AStaleCudaVisibleDevicesIsNamedWithHowToClearIt) {
+  EXPECT_EQ(DescribeAllocationLimits({{"CUDA_VISIBLE_DEVICES", "3"}}, FourA100()),
+            "CUDA_VISIBLE_DEVICES=\"3\" in this shell (not set by a gpuman lease or Slurm) confines gpuman to GPU 3: "
+            "if it is left over from an earlier job or shell, clear it with `unset CUDA_VISIBLE_DEVICES`");
+  // An entry that names no GPU here is named, with CUDA's reading of it.
+  EXPECT_EQ(DescribeAllocationLimits({{"CUDA_VISIBLE_DEVICES", "7"}}, FourA100()),
+            "CUDA_VISIBLE_DEVICES=\"7\" in this shell (not set by a gpuman lease or Slurm) lets no GPU through; its "
+            "entry 1 \"7\": invalid (out of range: CUDA numbers 4 GPU(s) here (0..3)): if it is left over from an earlier job or "
+            "shell, clear it with `unset CUDA_VISIBLE_DEVICES`");
+  // As `gpuman select --format env` writes them: both, and one unset for the two.
+  EXPECT_EQ(DescribeAllocationLimits({{"CUDA_VISIBLE_DEVICES", kUuid2}, {"NVIDIA_VISIBLE_DEVICES", kUuid2}}, FourA100()),
+            std::string("CUDA_VISIBLE_DEVICES and NVIDIA_VISIBLE_DEVICES=\"") + kUuid2 +
+                "\" in this shell (as `gpuman select --format env` writes them; not set by a gpuman lease or Slurm) "
+                "confine gpuman to GPU 2: if they are left over from an earlier job or shell, clear them with "
+                "`unset CUDA_VISIBLE_DEVICES NVIDIA_VISIBLE_DEVICES`");
+}
+
+TEST(DescribeAllocationLimitsTest, InsideALeaseOrAJobNoUnset) {
+  // A gpuman lease's child: the lease's GPUs, where nested commands stay.
+  EXPECT_EQ(DescribeAllocationLimits({{"CUDA_VISIBLE_DEVICES", kUuid1}, {"GPUMAN_LEASE_ID", "12"}}, FourA100()),
+            std::string("CUDA_VISIBLE_DEVICES=\"") + kUuid1 +
+                "\" of gpuman lease 12 (GPUMAN_LEASE_ID) confines gpuman to GPU 1: a nested run or select stays "
+                "inside the lease");
+  EXPECT_EQ(DescribeAllocationLimits({{"SLURM_STEP_GPUS", "1,2"}}, FourA100()),
+            "SLURM_STEP_GPUS=\"1,2\" (the Slurm job's GPUs) confines gpuman to GPU 1,2");
+  EXPECT_EQ(DescribeAllocationLimits({{"NVIDIA_VISIBLE_DEVICES", "0,3"}}, FourA100()),
+            "NVIDIA_VISIBLE_DEVICES=\"0,3\" (a container's device list) confines gpuman to GPU 0,3");
+  // Nothing left out, nothing said.
+  EXPECT_EQ(DescribeAllocationLimits({{"CUDA_VISIBLE_DEVICES", "0,1,2,3"}}, FourA100()), "");
+  EXPECT_EQ(DescribeAllocationLimits({}, FourA100()), "");
+}
+
 }  // namespace
 }  // namespace gpuman::visibility

@@ -208,7 +208,24 @@ TEST(ResolveTest, LeasedToOther) {
             "would share it as cuda:1");
   EXPECT_THAT(r.visible[1].leased_to_uids, ElementsAre(1001u));
   EXPECT_THAT(r.visible[0].leased_to_uids, IsEmpty());
-  EXPECT_THAT(r.notes, IsEmpty());
+  // The only note: the shell's CUDA_VISIBLE_DEVICES confines gpuman run/select too.
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_THAT(r.notes[0], HasSubstr("CUDA_VISIBLE_DEVICES=\"0,1,2\" in this shell"));
+}
+
+TEST(ResolveTest, AStaleCudaVisibleDevicesIsANoteThatSaysHowToClearIt) {
+  // A value left in the shell (from an earlier job, or `eval $(gpuman select --format env)`):
+  // CUDA sees GPU 3 only, and `gpuman run`/`select` from here choose only GPU 3 (docs/cli.md).
+  const VisibilityReport r = Resolve({{"CUDA_VISIBLE_DEVICES", "3"}}, FourA100(), Options({}, 1000));
+  EXPECT_THAT(Codes(r), IsEmpty());
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_EQ(r.notes[0],
+            "gpuman run and select from here choose only among the GPUs this environment allows: "
+            "CUDA_VISIBLE_DEVICES=\"3\" in this shell (not set by a gpuman lease or Slurm) confines gpuman to GPU 3: "
+            "if it is left over from an earlier job or shell, clear it with `unset CUDA_VISIBLE_DEVICES`");
+  // Unset, or naming every GPU: nothing to say.
+  EXPECT_THAT(Resolve({}, FourA100(), Options({}, 1000)).notes, IsEmpty());
+  EXPECT_THAT(Resolve({{"CUDA_VISIBLE_DEVICES", "3,2,1,0"}}, FourA100(), Options({}, 1000)).notes, IsEmpty());
 }
 
 TEST(ResolveTest, OwnLeaseIsNotWarnedAbout) {
