@@ -59,6 +59,20 @@ std::optional<std::string> CheckSubmitLocally(const protocol::SubmitArgs& s) {
   return std::nullopt;
 }
 
+// cancel, hold, resume, update: one line per job the daemon refused ("job 12_3: ..."); the
+// exit code of the last refusal, 0 when none.
+int ReportOutcomes(const Result<protocol::IdsResult>& r, Context& ctx) {
+  if (!r) return ctx.Fail(r.error());
+  int rc = kExitOk;
+  for (const auto& o : r->results) {
+    if (o.error) {
+      const Error e = protocol::ToError(*o.error);
+      rc = ctx.Fail(MakeError(e.code, "job " + model::FormatJobRef(o.id) + ": " + EscapeControl(e.message)));
+    }
+  }
+  return rc;
+}
+
 void PrintJob(Context& ctx, const model::Job& j, bool json) {
   if (json) ctx.out() << protocol::JobToJson(j, !j.argv.empty()).dump(2) << "\n";
   else ctx.out() << render::JobDetailText(j);
@@ -299,15 +313,7 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     Result<protocol::IdsResult> r = name == "cancel" ? c.Call<protocol::IdsResult>(protocol::CancelArgs{ids})
                                     : name == "hold" ? c.Call<protocol::IdsResult>(protocol::HoldArgs{ids})
                                                      : c.Call<protocol::IdsResult>(protocol::ResumeArgs{ids});
-    if (!r) return ctx.Fail(r.error());
-    int rc = kExitOk;
-    for (const auto& o : r->results) {
-      if (o.error) {
-        const Error e = protocol::ToError(*o.error);
-        rc = ctx.Fail(MakeError(e.code, "job " + model::FormatJobRef(o.id) + ": " + EscapeControl(e.message)));
-      }
-    }
-    return rc;
+    return ReportOutcomes(r, ctx);
   }
   if (name == "update") {
     protocol::UpdateArgs u;
@@ -325,15 +331,7 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     }
     if (u.name && u.name->empty()) return ctx.Fail(MakeError(ErrorCode::kInvalidArgument, "--name: must not be empty"));
     auto r = c.Call<protocol::IdsResult>(u);
-    if (!r) return ctx.Fail(r.error());
-    int rc = kExitOk;
-    for (const auto& o : r->results) {
-      if (o.error) {
-        const Error e = protocol::ToError(*o.error);
-        rc = ctx.Fail(MakeError(e.code, "job " + model::FormatJobRef(o.id) + ": " + EscapeControl(e.message)));
-      }
-    }
-    return rc;
+    return ReportOutcomes(r, ctx);
   }
   if (name == "logs") {
     // With -f, a daemon restart is ridden out (docs/cli.md, "When the daemon restarts"):

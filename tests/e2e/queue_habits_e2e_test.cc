@@ -5,37 +5,15 @@
 #include <sys/stat.h>
 
 #include "e2e/e2e_util.h"
+#include "e2e/queue_daemon_fixture.h"
 #include "e2e/users.h"
 
 namespace gpuman::e2e {
 namespace {
 
-using testing::TempDir;
 
-class QueueHabitsE2E : public ::testing::Test {
+class QueueHabitsE2E : public QueueDaemonE2E {
  protected:
-  void SetUp() override {
-    chmod(dir_.path().c_str(), 0755);  // a test user reaches the socket through it
-    socket_ = dir_.Join("gpuman.sock");
-    ASSERT_TRUE(daemon_.Start({.scenario = IdleScenario(dir_, "a100-4"),
-                               .socket = socket_,
-                               .state_dir = dir_.Join("state"),
-                               .env = CleanEnv(dir_.Join("leases")),
-                               .stderr_path = dir_.Join("daemon.log")}));
-  }
-  void TearDown() override {
-    Gpuman({"cancel", "--user", "root"});
-    daemon_.Stop();
-  }
-  testing::RunResult Gpuman(std::vector<std::string> args) {
-    return RunGpuman(dir_.Join("leases"), std::move(args), {{"GPUMAN_SOCKET", socket_}});
-  }
-  int64_t Submit(std::vector<std::string> args) {
-    args.insert(args.begin(), "submit");
-    auto r = Gpuman(args);
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return std::atoll(r.out.c_str());
-  }
   // The ids of `queue` (with these options), in order.
   std::vector<int64_t> Queue(std::vector<std::string> args) {
     args.insert(args.begin(), {"queue", "--json"});
@@ -47,10 +25,6 @@ class QueueHabitsE2E : public ::testing::Test {
     for (const auto& j : parsed["jobs"]) ids.push_back(j["id"].get<int64_t>());
     return ids;
   }
-
-  TempDir dir_;
-  std::string socket_;
-  PrivateDaemon daemon_;
 };
 
 TEST_F(QueueHabitsE2E, FiltersChooseJobsAndTheDaemonStillGuardsThem) {
