@@ -27,7 +27,7 @@ struct Daemon::Call {
   const Peer& peer;
   const protocol::Request& request;
   std::optional<model::Job> job;      // Target::kJob (for a whole array, its first task)
-  std::vector<model::Job> tasks;      // Target::kJob naming a whole array: its tasks (summaries)
+  bool names_array = false;           // Target::kJob: the id named the whole array `job` is the first task of
   std::vector<JobTarget> jobs;        // Target::kJobs, in the order of the request's ids
   std::optional<model::Lease> lease;  // Target::kLease
 

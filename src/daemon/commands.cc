@@ -81,7 +81,7 @@ Reply Daemon::Handle(const Peer& peer, const protocol::Request& request) {
     }
   }
   if (!row) return MakeErrorReply(request.id, WireError{WireCode::kUnknownOp, "unknown op"});
-  Call call{peer, request, std::nullopt, {}, {}, std::nullopt};
+  Call call{peer, request, std::nullopt, false, {}, std::nullopt};
   if (auto refused = Resolve(*row, call)) return std::move(*refused);
   // New work while the state cannot be written (a full disk) would be lost or half-done.
   if (request.op() == protocol::Op::kSubmit || request.op() == protocol::Op::kAcquire) {
@@ -101,7 +101,7 @@ std::optional<Reply> Daemon::Resolve(const Command& row, Call& call) {
   // kJob and kLease rows always name one id (an args struct with `id` or `lease_id`).
   GPUMAN_CHECK(row.target == Target::kNone || row.target == Target::kJobs || ids.size() == 1);
   // The job a reference names: a task ("12_7"), or a job by id, which for an array's id
-  // is the array's first task, with every task in `tasks`.
+  // is the array's first task, with every task in `tasks` when given.
   auto get_job = [&](const model::JobRef& ref, std::vector<model::Job>* tasks) -> Result<model::Job> {
     const std::string name = model::FormatJobRef(ref);
     if (ref.task) {
@@ -118,7 +118,7 @@ std::optional<Reply> Daemon::Resolve(const Command& row, Call& call) {
     auto job = jobs_->Get(ref.id);
     if (!job) return job.error();
     if (!*job) return MakeError(ErrorCode::kNotFound, "no job " + name);
-    if (model::IsArrayHead(**job)) {
+    if (tasks && model::IsArrayHead(**job)) {
       auto all = jobs_->ArrayTasks(ref.id);
       if (!all) return all.error();
       *tasks = std::move(*all);
@@ -141,8 +141,11 @@ std::optional<Reply> Daemon::Resolve(const Command& row, Call& call) {
       }
     }
     case Target::kJob: {
-      auto job = get_job(ids.front(), &call.tasks);
+      // The tasks of an array are read by the handler that needs them (`wait` polls
+      // without reading them).
+      auto job = get_job(ids.front(), nullptr);
       if (!job) return Fail(id, job.error());
+      call.names_array = !ids.front().task && model::IsArrayHead(*job);
       if (!Permits(row.who, call.peer, job->uid, self)) return MakeErrorReply(id, JobDenied(ids.front()));
       call.job = std::move(*job);
       return std::nullopt;

@@ -40,6 +40,9 @@ struct JobStore::Statements {
   Statement select_active_summaries;
   Statement select_array;
   Statement select_task;
+  Statement array_unfinished;
+  Statement array_unsuccessful;
+  Statement array_last;
   Statement data_version;
   Statement insert_job;
   Statement update_job;
@@ -312,6 +315,16 @@ Result<std::unique_ptr<JobStore>> JobStore::Attach(std::shared_ptr<Database> db,
        "SELECT " GPUMAN_JOB_SUMMARY_COLUMNS " FROM jobs WHERE array_id = ?1 ORDER BY array_task"},
       {&stmts->select_task, "read array task",
        "SELECT " GPUMAN_JOB_COLUMNS " FROM jobs WHERE array_id = ?1 AND array_task = ?2"},
+      // In index order (jobs_array holds the state): no sort, and the rows are not read
+      // until one is found.
+      {&stmts->array_unfinished, "read an array's first unfinished task",
+       "SELECT array_task, state, exit_code FROM jobs WHERE array_id = ?1 AND " GPUMAN_JOB_ACTIVE
+       " ORDER BY array_task LIMIT 1"},
+      {&stmts->array_unsuccessful, "read an array's first unsuccessful task",
+       "SELECT array_task, state, exit_code FROM jobs WHERE array_id = ?1 AND state != 'succeeded' "
+       "ORDER BY array_task LIMIT 1"},
+      {&stmts->array_last, "read an array's last task",
+       "SELECT array_task, state, exit_code FROM jobs WHERE array_id = ?1 ORDER BY array_task DESC LIMIT 1"},
       {&stmts->data_version, "read data version", "PRAGMA data_version"},
       {&stmts->insert_job, "insert job",
        "INSERT INTO jobs (" GPUMAN_JOB_COLUMNS ") VALUES (NULL, ?1, ?2, ?3, ?4, ?5, ?6, ?7, "
@@ -525,6 +538,26 @@ Result<std::vector<model::Job>> JobStore::ArrayTasks(int64_t array_id) {
   auto jobs = ReadJobs(s);
   if (!jobs) return jobs.error().WithContext("read the tasks of array " + std::to_string(array_id));
   return jobs;
+}
+
+Result<std::optional<JobStore::ArrayStanding>> JobStore::ArrayOutcome(int64_t array_id) {
+  const std::string context = "read how array " + std::to_string(array_id) + " stands";
+  auto tx = Transaction::BeginRead(*db_);  // both reads see one state
+  if (!tx) return tx.error().WithContext(context);
+  std::optional<ArrayStanding> out;
+  for (Statement* s : {&stmts_->array_unfinished, &stmts_->array_unsuccessful, &stmts_->array_last}) {
+    auto use = s->Use();
+    s->Bind(1, array_id);
+    auto row = s->Step();
+    if (!row) return row.error().WithContext(context);
+    if (!*row) continue;
+    auto state = model::ParseJobState(s->ColumnText(1));
+    if (!state) return MakeError(ErrorCode::kIo, context + ": unreadable state column");
+    out = ArrayStanding{s->ColumnInt64(0), *state, Narrow<int>(OptionalInt(*s, 2))};
+    break;
+  }
+  if (auto c = tx->Commit(); !c) return c.error().WithContext(context);
+  return out;
 }
 
 Result<std::optional<model::Job>> JobStore::GetTask(int64_t array_id, int64_t task) {

@@ -78,6 +78,16 @@ class JobStore {
   /// The tasks of array `array_id` (every state), as summaries, in task order; empty when
   /// there is no such array. Errors: kIo.
   Result<std::vector<model::Job>> ArrayTasks(int64_t array_id);
+  /// How a whole array stands, for `wait`, without reading its tasks: while a task is
+  /// unfinished, that task (the lowest such index) and its state; then the first task (by
+  /// index) that did not succeed, else the last task. nullopt when there is no such array.
+  /// Errors: kIo.
+  struct ArrayStanding {
+    int64_t task = 0;
+    model::JobState state = model::JobState::kQueued;
+    std::optional<int> exit_code;
+  };
+  Result<std::optional<ArrayStanding>> ArrayOutcome(int64_t array_id);
   /// Task `task` of array `array_id`, or nullopt. Errors: kIo.
   Result<std::optional<model::Job>> GetTask(int64_t array_id, int64_t task);
 

@@ -182,7 +182,8 @@ ALTER TABLE leases ADD COLUMN master_port INTEGER;
 ALTER TABLE jobs ADD COLUMN array_id INTEGER;
 ALTER TABLE jobs ADD COLUMN array_task INTEGER;
 ALTER TABLE jobs ADD COLUMN array_limit INTEGER;
-CREATE INDEX jobs_array ON jobs (array_id, array_task) WHERE array_id IS NOT NULL;
+-- With the state, so that how an array stands (`wait`) is read from the index alone.
+CREATE INDEX jobs_array ON jobs (array_id, array_task, state) WHERE array_id IS NOT NULL;
 )sql"},
 };
 

@@ -892,5 +892,42 @@ TEST_F(JobStoreTest, AnArrayIsOneTaskRowPerIndexNamedByItsFirstTasksId) {
   EXPECT_FALSE(store_->SubmitArray(Draft(), {}, std::nullopt).has_value());
 }
 
+TEST_F(JobStoreTest, AnArraysOutcomeIsReadWithoutItsTasks) {
+  auto tasks = store_->SubmitArray(Draft(), {0, 1, 2}, std::nullopt);
+  ASSERT_TRUE(tasks.has_value()) << tasks.error().message;
+  const int64_t array = tasks->front().id;
+  auto standing = [&] {
+    auto s = store_->ArrayOutcome(array);
+    EXPECT_TRUE(s.has_value() && *s);
+    return s && *s ? **s : JobStore::ArrayStanding{-1};
+  };
+  // Through the states the transition table allows: queued, starting, running, the end.
+  auto finish = [&](int64_t id, JobState to, std::optional<int> code) {
+    ASSERT_TRUE(store_->Transition(id, JobState::kQueued, JobState::kStarting, {}).has_value());
+    ASSERT_TRUE(store_->Transition(id, JobState::kStarting, JobState::kRunning, {}).has_value());
+    JobStore::Update u;
+    u.exit_code = code;
+    ASSERT_TRUE(store_->Transition(id, JobState::kRunning, to, u).has_value());
+  };
+  auto end = [&](size_t i, JobState to, std::optional<int> code) { finish((*tasks)[i].id, to, code); };
+  EXPECT_EQ(standing().state, JobState::kQueued);
+  end(0, JobState::kSucceeded, 0);
+  end(2, JobState::kFailed, 3);
+  EXPECT_EQ(standing().task, 1) << "an unfinished task first, though task 2 failed";
+  EXPECT_EQ(standing().state, JobState::kQueued);
+  end(1, JobState::kSucceeded, 0);
+  EXPECT_EQ(standing().task, 2) << "then the first that did not succeed";
+  EXPECT_EQ(standing().state, JobState::kFailed);
+  EXPECT_EQ(standing().exit_code, 3);
+  auto ok = store_->SubmitArray(Draft(), {4, 9}, std::nullopt);
+  ASSERT_TRUE(ok.has_value());
+  for (const Job& t : *ok) finish(t.id, JobState::kSucceeded, 0);
+  auto all_ok = store_->ArrayOutcome(ok->front().id);
+  ASSERT_TRUE(all_ok.has_value() && *all_ok);
+  EXPECT_EQ((*all_ok)->task, 9) << "all succeeded: the last task";
+  EXPECT_EQ((*all_ok)->state, JobState::kSucceeded);
+  EXPECT_EQ(*store_->ArrayOutcome(12345), std::nullopt);
+}
+
 }  // namespace
 }  // namespace gpuman::store
