@@ -3,6 +3,8 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <algorithm>
+
 #include "base/interrupts.h"
 #include "base/strings.h"
 #include "cli/lease_broker.h"
@@ -146,7 +148,9 @@ Result<Acquired> AcquireLease(Context& ctx, const SelectionArgs& args, model::Le
     if (options.interrupted_by) *options.interrupted_by = sig;
     return InterruptedWait(sig, options.waiting_for, "the lease was given back");
   }
-  return ToAcquired(ask->draft, std::move(*granted));
+  Acquired out = ToAcquired(ask->draft, std::move(*granted));
+  out.lease.gpu_memory_bytes = ask->request.gpu_memory_bytes;
+  return out;
 }
 
 Result<Acquired> PreviewLease(Context& ctx, const SelectionArgs& args) {
@@ -156,7 +160,22 @@ Result<Acquired> PreviewLease(Context& ctx, const SelectionArgs& args) {
   if (!broker) return broker.error();
   auto previewed = (*broker)->Preview(*ask);
   if (!previewed) return WithAllocationLimits(previewed.error(), *ask, ctx);
-  return ToAcquired(model::Lease{}, std::move(*previewed));
+  Acquired out = ToAcquired(model::Lease{}, std::move(*previewed));
+  out.lease.gpu_memory_bytes = ask->request.gpu_memory_bytes;
+  return out;
+}
+
+void AddSliceEnv(const Acquired& acquired, visibility::ChildGpuEnvRequest& env) {
+  if (!acquired.lease.gpu_memory_bytes) return;
+  env.slice_bytes = acquired.lease.gpu_memory_bytes;
+  int64_t smallest = 0;
+  for (const auto& g : acquired.snapshot.gpus) {
+    if (!g.uuid || !g.memory_total_bytes) continue;
+    if (std::find(acquired.selection.uuids.begin(), acquired.selection.uuids.end(), *g.uuid) ==
+        acquired.selection.uuids.end()) continue;
+    if (smallest == 0 || *g.memory_total_bytes < smallest) smallest = *g.memory_total_bytes;
+  }
+  env.slice_of_total_bytes = smallest;
 }
 
 }  // namespace gpuman::cli

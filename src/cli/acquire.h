@@ -13,6 +13,7 @@
 #include "model/lease.h"
 #include "policy/lease_rules.h"
 #include "policy/selection.h"
+#include "visibility/child_env.h"
 
 namespace gpuman::cli {
 
@@ -38,6 +39,10 @@ struct Acquired {
 /// cap); kUnavailable when the machine's daemon is expected but does not answer; others
 /// from NVML, the daemon or the lease table; kBusy "interrupted by SIGINT ..." when a
 /// signal ended the wait (options.interrupted_by says which).
+/// For a slice lease (`--gpu-memory`): the slice and the smallest of its GPUs' total
+/// memory, so that the child gets visibility::SliceEnv. Nothing for a whole-GPU lease.
+void AddSliceEnv(const Acquired& acquired, visibility::ChildGpuEnvRequest& env);
+
 Result<Acquired> AcquireLease(Context& ctx, const SelectionArgs& args, model::Lease draft,
                               const AcquireOptions& options);
 

@@ -63,6 +63,8 @@ void AddSelectionOptions(CLI::App& cmd, SelectionArgs& args) {
   cmd.add_option("--exclude", args.exclude, "Never these GPUs (indices or UUIDs)")->delimiter(',');
   cmd.add_flag("--allow-shared", args.allow_shared,
                "Count a GPU as free although processes not started by gpuman use it");
+  cmd.add_option("--gpu-memory", args.gpu_memory,
+                 "A slice of this much memory on each GPU instead of whole GPUs, e.g. 20GiB (docs/share.md)");
 }
 
 CLI::App* AddStatusCommand(CLI::App& app, StatusArgs& args) {

@@ -19,6 +19,7 @@
 
 #include "base/duration.h"
 #include "base/utf8.h"
+#include "policy/byte_size.h"
 
 extern char** environ;
 
@@ -323,14 +324,14 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
                          std::to_string(where.column) + ": " + Unshadow(err.description()));
   }
   UnshadowTable(table);
-  static const std::set<std::string> kKnown = {"nvml_library", "kernel_log", "lease_dir", "daemon", "client", "submit", "health", "idle", "alert", "slurm", "enforce", "launch"};
+  static const std::set<std::string> kKnown = {"nvml_library", "kernel_log", "lease_dir", "daemon", "client", "submit", "health", "idle", "alert", "slurm", "enforce", "launch", "share"};
   for (const auto& [key, value] : table) {
     std::string k(key.str());
     config.keys.push_back(k);
     if (!kKnown.count(k)) {
       return MakeError(ErrorCode::kInvalidArgument,
                        "config " + origin + ": unknown key '" + k +
-                           "' (known: nvml_library, kernel_log, lease_dir, [daemon], [client], [submit], [health], [idle], [[alert]], [slurm], [enforce], [launch])");
+                           "' (known: nvml_library, kernel_log, lease_dir, [daemon], [client], [submit], [health], [idle], [[alert]], [slurm], [enforce], [launch], [share])");
     }
   }
   if (auto* node = table.get("daemon")) {
@@ -541,6 +542,40 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
       config.launch.ports = policy::PortRange{static_cast<int>(*first), static_cast<int>(*last)};
     }
   }
+  if (auto* node = table.get("share")) {
+    auto* t = node->as_table();
+    if (!t) return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": share must be a table");
+    const std::string where = "config " + origin + ": share.";
+    for (const auto& [key, value] : *t) {
+      std::string k(key.str());
+      if (k == "allow") {
+        const auto v = value.value<bool>();
+        if (!v) return MakeError(ErrorCode::kInvalidArgument, where + "allow must be true or false");
+        config.share.allow = *v;
+      } else if (k == "min_slice") {
+        const auto v = value.value<std::string>();
+        auto bytes = v ? policy::ParseByteSize(*v) : Result<int64_t>(MakeError(ErrorCode::kInvalidArgument, "not a string"));
+        if (!bytes || *bytes <= 0) {
+          return MakeError(ErrorCode::kInvalidArgument, where + "min_slice must be a size such as \"1GiB\"");
+        }
+        config.share.min_slice_bytes = *bytes;
+      } else if (k == "gpus") {
+        const auto* list = value.as_array();
+        const std::string bad = where + "gpus must be a list of GPU indices or UUIDs, such as [0, 1, \"GPU-...\"]";
+        if (!list) return MakeError(ErrorCode::kInvalidArgument, bad);
+        config.share.gpus.clear();
+        for (const auto& item : *list) {
+          if (auto i = item.value<int64_t>(); i && *i >= 0) config.share.gpus.push_back(std::to_string(*i));
+          else if (auto u = item.value<std::string>(); u && !u->empty()) config.share.gpus.push_back(*u);
+          else return MakeError(ErrorCode::kInvalidArgument, bad);
+        }
+        if (config.share.gpus.empty()) return MakeError(ErrorCode::kInvalidArgument, bad + " (use allow = false for none)");
+      } else {
+        return MakeError(ErrorCode::kInvalidArgument, where.substr(0, where.size() - 1) +
+                                                          ": unknown key '" + k + "' (known: allow, min_slice, gpus)");
+      }
+    }
+  }
   if (auto* node = table.get("kernel_log")) {
     auto value = node->value<std::string>();
     if (!value || value->empty()) {
@@ -683,6 +718,7 @@ policy::MachineRules MachineRulesFromConfig(const Config& config) {
     if (passwd* pw = getpwnam(user.c_str())) rules.max_gpus_per_user[pw->pw_uid] = n;
   }
   rules.launch_ports = config.launch.ports;
+  rules.share = config.share;
   return rules;
 }
 

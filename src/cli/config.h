@@ -82,6 +82,7 @@ struct Config {
   SlurmConfig slurm;                       // [slurm]
   EnforceConfig enforce;                   // [enforce]
   LaunchConfig launch;                     // [launch]
+  policy::ShareRules share;                // [share] (docs/share.md): memory slices
   std::vector<std::string> keys;           // the top-level keys the file set, sorted
   std::string personal_config_path;        // the user's own file read over it, "" if none
   /// One line each, for stderr: machine settings a user's own file tried to set.

@@ -71,6 +71,7 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   options.scheduler.default_max_gpus_per_user = rules.default_max_gpus_per_user;
   options.scheduler.max_gpus_per_user = rules.max_gpus_per_user;
   options.launch_ports = rules.launch_ports;
+  options.share = rules.share;
   options.machine_lease_dir = ctx.lease_dir();
   if (ctx.simulation()) options.scenario = ctx.simulation()->scenario_name;
   if (ctx.simulation()) options.scenario_path = ctx.simulation()->scenario_path;

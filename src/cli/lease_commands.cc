@@ -11,6 +11,7 @@
 #include "base/file.h"
 #include "base/interrupts.h"
 #include "base/strings.h"
+#include "policy/byte_size.h"
 #include "cli/acquire.h"
 #include "cli/exit_codes.h"
 #include "cli/lease_broker.h"
@@ -67,6 +68,7 @@ int RunSelect(const SelectArgs& args, Context& ctx) {
   std::optional<int> master_port;
   bool nested = false;
   model::MachineSnapshot snap;
+  Acquired got;  // for a slice's environment (AddSliceEnv)
   std::optional<BlockInterrupts> interrupts;  // held until the lease's id is printed
   if (args.lease) {
     // The lease lives as long as the shell that ran us (our parent), like an exported variable.
@@ -92,6 +94,7 @@ int RunSelect(const SelectArgs& args, Context& ctx) {
     master_port = acquired->lease.master_port;
     nested = acquired->nested;
     snap = acquired->snapshot;
+    got = std::move(*acquired);
   } else {
     // A preview through the machine's lease authority (the daemon when one runs): the same
     // step, rules, drains and leases a lease would meet (and the enclosing lease of a nested
@@ -100,6 +103,7 @@ int RunSelect(const SelectArgs& args, Context& ctx) {
     if (!previewed) return FailLease(ctx, previewed.error());
     selection = previewed->selection;
     snap = previewed->snapshot;
+    got = std::move(*previewed);
   }
 
   std::vector<std::string> indices;
@@ -116,6 +120,7 @@ int RunSelect(const SelectArgs& args, Context& ctx) {
     gpu_env.uuids = selection.uuids;
     gpu_env.lease_id = lease_id;
     gpu_env.master_port = master_port;
+    AddSliceEnv(got, gpu_env);
     for (const auto& var : visibility::ChildGpuEnv(gpu_env)) out << "export " << var.name << "=" << ShellWord(var.value) << "\n";
   } else if (args.format == "docker") {
     out << "--gpus '\"device=" << uuids << "\"'\n";
@@ -135,6 +140,7 @@ int RunSelect(const SelectArgs& args, Context& ctx) {
     doc["lease_id"] = lease_id ? ojson(*lease_id) : ojson(nullptr);
     if (lease_id) doc["nested"] = nested;
     if (master_port) doc["master_port"] = *master_port;
+    if (got.lease.gpu_memory_bytes) doc["gpu_memory_bytes"] = *got.lease.gpu_memory_bytes;
     out << doc.dump(2) << "\n";
   }
   return kExitOk;
@@ -164,7 +170,8 @@ int RunLeases(const LeasesArgs& args, Context& ctx) {
                     {"created", render::FormatIsoUtcMillis(l.created_unix_ms)},
                     {"created_unix_ms", l.created_unix_ms}, {"host", l.host}, {"gpus", gpus}, {"processes", procs},
                     {"idle_since_unix_ms", l.idle_since_unix_ms ? ojson(*l.idle_since_unix_ms) : ojson(nullptr)},
-                    {"master_port", l.master_port ? ojson(*l.master_port) : ojson(nullptr)}};
+                    {"master_port", l.master_port ? ojson(*l.master_port) : ojson(nullptr)},
+                    {"gpu_memory_bytes", l.gpu_memory_bytes ? ojson(*l.gpu_memory_bytes) : ojson(nullptr)}};
       list.push_back(std::move(entry));
     }
     ctx.out() << ojson{{"schema_version", 1}, {"leases", list}}.dump(2) << "\n";
@@ -185,7 +192,8 @@ int RunLeases(const LeasesArgs& args, Context& ctx) {
       const auto index = index_of(l, i);
       gpus.push_back(index ? std::to_string(*index) : l.gpu_uuids[i].substr(0, 12));
     }
-    gpu_cells.push_back(Join(gpus, ","));
+    // A slice says how much of each GPU it declares: "3 (20 GiB)".
+    gpu_cells.push_back(Join(gpus, ",") + (l.gpu_memory_bytes ? " (" + policy::FormatByteSize(*l.gpu_memory_bytes) + ")" : ""));
     gpus_width = std::max(gpus_width, render::DisplayWidth(gpu_cells.back()));
     if (!term.cut_to_width) user_width = std::max(user_width, render::DisplayWidth(EscapeControl(l.user)));
   }

@@ -116,6 +116,7 @@ int RunRun(const RunArgs& args, Context& ctx) {
   gpu_env.lease_id = lease_id;
   gpu_env.master_port = acquired->lease.master_port;
   if (ctx.simulation()) gpu_env.simulated_scenario = ctx.simulation()->scenario_path;
+  AddSliceEnv(*acquired, gpu_env);
   for (const auto& var : visibility::ChildGpuEnv(gpu_env)) start.env.push_back(visibility::EnvEntry(var));
   if (args.bind_numa) PlanNumaBinding(*acquired, start, ctx);
 

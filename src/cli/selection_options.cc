@@ -60,6 +60,12 @@ Result<model::GpuRequest> BuildSelectionRequest(const SelectionArgs& args, const
     if (!bytes) return bytes.error().WithContext("--min-free-memory");
     req.min_free_memory_bytes = *bytes;
   }
+  if (args.gpu_memory) {
+    auto bytes = policy::ParseByteSize(*args.gpu_memory);
+    if (!bytes) return bytes.error().WithContext("--gpu-memory");
+    if (*bytes <= 0) return MakeError(ErrorCode::kInvalidArgument, "--gpu-memory must be more than 0");
+    req.gpu_memory_bytes = *bytes;
+  }
   req.max_utilization_percent = args.max_utilization;
   req.model = args.model;
   req.min_compute_capability = args.min_compute_capability;

@@ -23,6 +23,7 @@ struct SelectionArgs {
   std::optional<std::string> require;           // "bf16,fp8": capabilities (model/capabilities.h)
   std::vector<std::string> exclude;             // indices/UUIDs (comma lists allowed)
   bool allow_shared = false;
+  std::optional<std::string> gpu_memory;        // "20GiB": a slice of each GPU (docs/share.md)
 };
 
 /// Resolves ids against `snap` and the enclosing allocation in `env` (Slurm, container,

@@ -37,6 +37,9 @@ std::optional<Error> RefusedOption(const QueueArgs& args) {
   if (sel.gpus) return refuse("--gpus", "Slurm chooses the node and its GPUs (ask for a GPU type with --model)");
   if (!sel.exclude.empty()) return refuse("--exclude", "Slurm chooses the node and its GPUs (ask for a GPU type with --model)");
   if (sel.min_free_memory) return refuse("--min-free-memory", "Slurm hands out whole GPUs and does not look at their free memory");
+  if (sel.gpu_memory) {
+    return refuse("--gpu-memory", "Slurm hands out whole GPUs here (its GPU sharing is configured per node as shards or MPS)");
+  }
   if (sel.max_utilization) return refuse("--max-utilization", "Slurm hands out whole GPUs and does not look at their utilization");
   if (sel.require) {
     return refuse("--require", "Slurm knows GPU types, not compute capabilities (name the type with --model)");

@@ -516,6 +516,17 @@ Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& g
   gpu_env.array_id = job.array_id;
   gpu_env.array_task = job.array_task;
   gpu_env.simulated_scenario = options_.scenario_path;
+  if (job.request.gpu_memory_bytes) {
+    gpu_env.slice_bytes = job.request.gpu_memory_bytes;
+    if (latest_ && latest_->snapshot) {
+      for (const auto& g : latest_->snapshot->gpus) {
+        if (!g.uuid || !g.memory_total_bytes || std::find(gpus.begin(), gpus.end(), *g.uuid) == gpus.end()) continue;
+        if (gpu_env.slice_of_total_bytes == 0 || *g.memory_total_bytes < gpu_env.slice_of_total_bytes) {
+          gpu_env.slice_of_total_bytes = *g.memory_total_bytes;
+        }
+      }
+    }
+  }
   for (const auto& var : visibility::ChildGpuEnv(gpu_env)) spec.gpu_env.push_back(visibility::EnvEntry(var));
   spec.grace_ms = options_.grace_ms;
   auto requeue = [&](const std::string& why) {
@@ -542,6 +553,7 @@ Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& g
                           kMaxLeaseCommandBytes);
   draft.created_unix_ms = clock_.NowUnixMs();
   draft.processes = {*holder};
+  draft.gpu_memory_bytes = job.request.gpu_memory_bytes;
   auto lease = leases_->Acquire(
       draft, [&](const std::vector<model::Lease>&) -> Result<std::vector<std::string>> { return gpus; },
       store::ProcLivenessCheck(),
@@ -806,6 +818,7 @@ void Daemon::SchedulePass() {
   if (auto drained = jobs_->Drained()) {
     for (const auto& [uuid, reason] : *drained) input.drained.insert(uuid);
   }
+  input.not_sliceable = policy::NotSliceable(input.snapshot, options_.share);
   input.config = options_.scheduler;
   if (auto usage = jobs_->Usage(now, options_.scheduler.usage_half_life_s)) {
     for (const auto& [uid, seconds] : *usage) input.usage.push_back({uid, seconds});
@@ -891,6 +904,7 @@ policy::MachineRules Daemon::Rules() const {
   rules.default_max_gpus_per_user = options_.scheduler.default_max_gpus_per_user;
   rules.max_gpus_per_user = options_.scheduler.max_gpus_per_user;
   rules.launch_ports = options_.launch_ports;
+  rules.share = options_.share;
   if (auto drained = jobs_->Drained()) rules.drained = *drained;
   return rules;
 }
@@ -1042,8 +1056,13 @@ Status Daemon::CheckSubmitFor(const Peer& peer, const protocol::SubmitArgs& args
   // below --min-free-memory, the enclosing allocation): judged as `run` judges them, with no
   // lease or process counted, so only "can never" refuses. A job they refuse would queue
   // forever with a reason that is not the real one.
+  if (args.request.gpu_memory_bytes) {
+    if (auto ok = policy::CheckSlice(*args.request.gpu_memory_bytes, Rules().share); !ok) return ok;
+  }
   if (snap && args.request.count > 0) {
-    if (auto never = policy::Select(*snap, {}, args.request); !never && never.error().code == ErrorCode::kNotFound) {
+    model::GpuRequest request = args.request;
+    if (request.gpu_memory_bytes) request.not_sliceable = policy::NotSliceable(*snap, Rules().share);
+    if (auto never = policy::Select(*snap, {}, request); !never && never.error().code == ErrorCode::kNotFound) {
       return never.error();
     }
   }

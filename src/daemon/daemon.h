@@ -42,6 +42,7 @@ struct DaemonOptions {
   std::optional<uint32_t> admin_gid; // members may act on anyone's jobs and drain GPUs
   sched::SchedulerConfig scheduler;
   std::optional<policy::PortRange> launch_ports = policy::PortRange{};  // [launch] ports
+  policy::ShareRules share;  // [share]: memory slices (docs/share.md)
   int grace_ms = 10000;              // SIGTERM -> SIGKILL for cancelled / over-time jobs
   CollectorOptions monitor;          // health, idle leases, alerts, history, metrics
   /// The machine lease table (leases taken while no daemon ran): its live leases are

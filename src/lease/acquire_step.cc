@@ -25,7 +25,9 @@ Result<Grant> AcquireStep(const model::MachineSnapshot& snap, const AcquireAsk& 
   if (!live) return live.error();
   live->insert(live->end(), authority.foreign.begin(), authority.foreign.end());
 
-  auto ruled = policy::ApplyLeaseRules(ask.request, caller, ask.within, *live, authority.rules, machine_gpus);
+  model::GpuRequest request = ask.request;
+  if (request.gpu_memory_bytes) request.not_sliceable = policy::NotSliceable(snap, authority.rules.share);
+  auto ruled = policy::ApplyLeaseRules(request, caller, ask.within, *live, authority.rules, machine_gpus);
   if (!ruled) return ruled.error();
   auto chosen = policy::Select(snap, ruled->leases, ruled->request);
   if (!chosen) return chosen.error();
@@ -58,13 +60,14 @@ Result<Grant> AcquireStep(const model::MachineSnapshot& snap, const AcquireAsk& 
   draft.command = CutText(ask.command, model::kMaxLeaseCommandBytes);  // every `leases` page carries it
   draft.created_unix_ms = authority.clock.NowUnixMs();
   draft.processes = ask.processes;
+  draft.gpu_memory_bytes = request.gpu_memory_bytes;
   std::optional<policy::Selection> final_choice;
   auto lease = authority.table.Acquire(
       draft,
       [&](const std::vector<model::Lease>& current) -> Result<std::vector<std::string>> {
         std::vector<model::Lease> all = current;
         all.insert(all.end(), authority.foreign.begin(), authority.foreign.end());
-        auto again = policy::ApplyLeaseRules(ask.request, caller, std::nullopt, all, authority.rules, machine_gpus);
+        auto again = policy::ApplyLeaseRules(request, caller, std::nullopt, all, authority.rules, machine_gpus);
         if (!again) return again.error();
         auto selection = policy::Select(snap, again->leases, again->request);
         if (!selection) return selection.error();

@@ -79,6 +79,9 @@ struct GpuRequest {
   std::optional<std::string> min_compute_capability;  // "8.0"; compared as major.minor
   std::vector<std::string> exclude;                   // --exclude UUIDs
   bool allow_shared = false;  // foreign processes do not make a GPU busy (leases still do)
+  /// --gpu-memory: a slice of this much memory on each GPU instead of whole GPUs
+  /// (docs/share.md). Slices share a GPU with other slices, never with a whole-GPU lease.
+  std::optional<int64_t> gpu_memory_bytes;
 
   // The two fields below are never on the wire nor in the job store: whoever knows them
   // fills them in where the request is judged.
@@ -91,6 +94,9 @@ struct GpuRequest {
   /// "drained (<reason>)". A "now" reason: drains are lifted (kBusy, not kNotFound).
   /// Filled in by whoever knows the drains (the daemon, the CLI).
   std::map<std::string, std::string> drained;
+  /// GPUs the machine's [share] gpus leaves out of slicing (UUID -> why): never eligible
+  /// for a slice request. Filled in with the drains.
+  std::map<std::string, std::string> not_sliceable;
 };
 
 /// `request` as it may travel (wire, job store): `allowed` folded into `exclude` using

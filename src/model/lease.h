@@ -42,6 +42,9 @@ struct Lease {
   /// The rendezvous port reserved for it (MASTER_PORT of its processes), unique among the
   /// live leases of its table; absent when none of the range was free.
   std::optional<int> master_port;
+  /// A slice lease (`--gpu-memory`, docs/share.md): the memory declared on each of its
+  /// GPUs, which other slices may share. Absent: the GPUs are wholly its own.
+  std::optional<int64_t> gpu_memory_bytes;
   /// Set by the daemon's idle watch (never stored with the lease): since when every GPU
   /// of the lease stayed below the idle threshold; absent when busy or not watched.
   std::optional<int64_t> idle_since_unix_ms;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <charconv>
 
+#include "policy/byte_size.h"
+
 namespace gpuman::policy {
 namespace {
 
@@ -41,6 +43,31 @@ int GpusHeldBy(uint32_t uid, const std::vector<model::Lease>& leases, std::optio
     if (l.uid == uid && (!except || l.id != *except)) held += static_cast<int>(l.gpu_uuids.size());
   }
   return held;
+}
+
+std::map<std::string, std::string> NotSliceable(const model::MachineSnapshot& snap, const ShareRules& share) {
+  std::map<std::string, std::string> out;
+  if (share.gpus.empty()) return out;
+  for (const auto& g : snap.gpus) {
+    if (!g.uuid) continue;
+    const bool listed = std::any_of(share.gpus.begin(), share.gpus.end(), [&](const std::string& id) {
+      return id == *g.uuid || id == std::to_string(g.index);
+    });
+    if (!listed) out[*g.uuid] = "[share] gpus";
+  }
+  return out;
+}
+
+Status CheckSlice(int64_t bytes, const ShareRules& share) {
+  if (!share.allow) {
+    return MakeError(ErrorCode::kNotFound, "--gpu-memory: this machine hands out whole GPUs only ([share] allow = false)");
+  }
+  if (bytes < share.min_slice_bytes) {
+    return MakeError(ErrorCode::kInvalidArgument, "--gpu-memory " + FormatByteSize(bytes) +
+                                                      " is below this machine's smallest slice, " +
+                                                      FormatByteSize(share.min_slice_bytes) + " ([share] min_slice)");
+  }
+  return {};
 }
 
 Result<RuledRequest> ApplyLeaseRules(model::GpuRequest req, const Caller& caller,
@@ -85,6 +112,9 @@ Result<RuledRequest> ApplyLeaseRules(model::GpuRequest req, const Caller& caller
 
   if (req.count > machine_gpus) {
     return MakeError(ErrorCode::kNotFound, "asked for " + Gpus(req.count) + "; this machine has " + Gpus(machine_gpus));
+  }
+  if (req.gpu_memory_bytes) {
+    if (auto ok = CheckSlice(*req.gpu_memory_bytes, rules.share); !ok) return ok.error();
   }
   if (auto cap = rules.CapFor(caller.uid)) {
     if (req.count > *cap) {

@@ -24,11 +24,20 @@ struct PortRange {
   int last = 29999;
 };
 
+/// How GPUs may be shared as memory slices (`[share]`, docs/share.md).
+struct ShareRules {
+  bool allow = true;                          // allow = false: no --gpu-memory on this machine
+  int64_t min_slice_bytes = int64_t{1} << 30; // min_slice: the smallest slice handed out
+  /// gpus: which GPUs may be sliced, as written (indices or UUIDs); empty: every GPU.
+  std::vector<std::string> gpus;
+};
+
 struct MachineRules {
   std::optional<int> default_max_gpus_per_user;  // max_gpus_per_user; unset: no cap
   std::map<uint32_t, int> max_gpus_per_user;     // [daemon.user_limits], by uid
   std::map<std::string, std::string> drained;    // uuid -> reason: never handed out
   std::optional<PortRange> launch_ports = PortRange{};  // nullopt: `[launch] ports = "off"`
+  ShareRules share;
 
   /// The cap of `uid`, or nullopt when there is none.
   std::optional<int> CapFor(uint32_t uid) const;
@@ -89,6 +98,14 @@ Result<RuledRequest> ApplyLeaseRules(model::GpuRequest req, const Caller& caller
                                      std::optional<int64_t> within_lease,
                                      const std::vector<model::Lease>& live,
                                      const MachineRules& rules, int machine_gpus);
+
+/// The GPUs of `snap` that `share` leaves out of slicing (UUID -> why), for
+/// GpuRequest::not_sliceable.
+std::map<std::string, std::string> NotSliceable(const model::MachineSnapshot& snap, const ShareRules& share);
+
+/// Whether a slice of `bytes` (per GPU) may be asked for on this machine at all.
+/// Errors: kNotFound ([share] allow = false), kInvalidArgument (below [share] min_slice).
+Status CheckSlice(int64_t bytes, const ShareRules& share);
 
 /// Whether a job asking for `count` GPUs (with the `gpus` list it named) can ever run for
 /// `caller`: refused at submit with the reason instead of waiting forever.

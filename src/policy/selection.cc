@@ -15,7 +15,12 @@
 //     cannot see descendants: a child the leaseholder forked after the lease was
 //     written shows up as foreign on every GPU, which is harmless on the leased GPU
 //     (it is taken anyway) and right everywhere else (the job escaped its GPUs).
-//     allow_shared ignores foreign processes but never leases. This is the rule that
+//     allow_shared ignores foreign processes but never leases. A slice request
+//     (`--gpu-memory`, docs/share.md) is judged by memory instead: a whole-GPU lease
+//     takes the GPU, other slices take their declared memory, and foreign processes take
+//     what they use; the GPU is eligible while the rest holds the slice. A whole-GPU
+//     request sees a sliced GPU as taken. Slices are placed best fit (placement.cc is
+//     for whole GPUs): sliced GPUs with the least room first. This is the rule that
 //     fixes the pain point every peer tool has (two jobs land on one GPU): memory
 //     thresholds such as task-spooler's 90 % or GPUtil's 50 % see a job that has not
 //     allocated yet as free; a lease or a process does not lie.
@@ -36,6 +41,7 @@
 #include <algorithm>
 #include <set>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -56,6 +62,8 @@ struct GpuState {
   std::vector<Reason> reasons;
   bool is_free = false;    // machine-wide: healthy, allowed, not leased, no foreign process
   bool is_shared = false;  // has foreign processes that allow_shared let through
+  /// For a slice request: the memory not yet declared by slices nor used outside gpuman.
+  std::optional<int64_t> slice_room;
 
   bool is_eligible() const { return reasons.empty(); }
   bool passes_permanent() const {
@@ -112,6 +120,9 @@ Result<ValidRequest> Validate(const model::MachineSnapshot& snap, const model::G
       (*req.max_utilization_percent < 0 || *req.max_utilization_percent > 100)) {
     return Invalid("maximum utilization must be 0..100%, got " +
                    std::to_string(*req.max_utilization_percent));
+  }
+  if (req.gpu_memory_bytes && *req.gpu_memory_bytes <= 0) {
+    return Invalid("a GPU memory slice must be larger than 0");
   }
   ValidRequest valid;
   if (req.min_compute_capability) {
@@ -227,25 +238,65 @@ GpuState Judge(const model::DeviceSnapshot& gpu, const LeasesByUuid& leases,
       now(text, text);
     }
   }
+  // Leases: a whole-GPU lease takes the GPU from everyone; slices (docs/share.md) take
+  // declared memory, which other slices may share until the GPU's memory is declared.
   std::set<int64_t> covered;
   bool is_leased = false;
+  int64_t declared = 0;
+  int slices = 0;
+  bool whole_leased = false;
+  const bool wants_slice = req.gpu_memory_bytes.has_value();
   if (gpu.uuid) {
     auto it = leases.find(*gpu.uuid);
     if (it != leases.end()) {
       for (const model::Lease* lease : it->second) {
         is_leased = true;
-        std::string text =
-            "leased to " + LeaseHolder(*lease) + " (lease " + std::to_string(lease->id) + ")";
-        now(text, text);
         for (const auto& process : lease->processes) covered.insert(process.pid);
+        std::string holder = LeaseHolder(*lease) + " (lease " + std::to_string(lease->id) + ")";
+        if (lease->gpu_memory_bytes) {
+          declared += *lease->gpu_memory_bytes;
+          ++slices;
+          // A slice request judges the declared memory below; a whole one cannot share.
+          if (!wants_slice) {
+            std::string text = FormatByteSize(*lease->gpu_memory_bytes) + " slice leased to " + holder;
+            now(text, "sliced");
+          }
+          continue;
+        }
+        whole_leased = true;
+        std::string text = "leased to " + holder;
+        now(text, text);
       }
     }
   }
   std::vector<const model::GpuProcess*> foreign;
+  int64_t outside = 0;  // memory of processes no lease of this GPU records
   for (const auto& process : gpu.processes) {
-    if (!covered.contains(static_cast<int64_t>(process.pid))) foreign.push_back(&process);
+    if (covered.contains(static_cast<int64_t>(process.pid))) continue;
+    foreign.push_back(&process);
+    outside += process.used_memory_bytes.value_or(0);
   }
-  if (!foreign.empty() && !req.allow_shared) {
+  if (wants_slice) {
+    const int64_t want = *req.gpu_memory_bytes;
+    const std::string bound = FormatByteSize(want);
+    if (gpu.uuid && req.not_sliceable.contains(*gpu.uuid)) {
+      permanent("not for slices (" + req.not_sliceable.at(*gpu.uuid) + ")", "not for slices");
+    } else if (!gpu.memory_total_bytes) {
+      permanent("total memory unknown", "total memory unknown");
+    } else if (*gpu.memory_total_bytes < want) {
+      permanent("total memory " + FormatByteSize(*gpu.memory_total_bytes) + " < " + bound + " slice",
+                "total memory below " + bound);
+    } else if (!whole_leased) {
+      // Outside gpuman's declarations: whatever runs there without a lease of this GPU.
+      state.slice_room = std::max<int64_t>(0, *gpu.memory_total_bytes - declared - outside);
+      if (*state.slice_room < want) {
+        std::string text = FormatByteSize(*state.slice_room) + " of declared memory free < " + bound;
+        if (slices > 0) text += " (" + Plural(slices, "slice", "slices") + " declare " + FormatByteSize(declared) + ")";
+        if (outside > 0) text += " (" + FormatByteSize(outside) + " used outside gpuman)";
+        now(text, "less than " + bound + " of declared memory free");
+      }
+    }
+  } else if (!foreign.empty() && !req.allow_shared) {
     now(ForeignProcessText(foreign), "busy: foreign processes");
   }
   if (req.min_free_memory_bytes && !total_too_small) {
@@ -292,7 +343,7 @@ Result<Evaluation> Evaluate(const model::MachineSnapshot& snap,
   Evaluation eval;
   for (const auto& gpu : snap.gpus) {
     GpuState state = Judge(gpu, by_uuid, req, *valid);
-    GpuVerdict verdict{gpu.uuid.value_or(""), gpu.index, state.is_eligible(), {}};
+    GpuVerdict verdict{gpu.uuid.value_or(""), gpu.index, state.is_eligible(), {}, state.slice_room};
     for (const auto& reason : state.reasons) verdict.reasons.push_back(reason.text);
     eval.verdicts.push_back(std::move(verdict));
     eval.states.push_back(std::move(state));
@@ -380,7 +431,8 @@ Result<Selection> Select(const model::MachineSnapshot& snap,
                                    [](const GpuState& s) { return s.passes_permanent(); });
   int64_t eligible = std::count_if(states.begin(), states.end(),
                                    [](const GpuState& s) { return s.is_eligible(); });
-  std::string need = "need " + Plural(req.count, "GPU", "GPUs");
+  std::string need = "need " + (req.gpu_memory_bytes ? FormatByteSize(*req.gpu_memory_bytes) + " on " : std::string()) +
+                     Plural(req.count, "GPU", "GPUs");
   if (possible < req.count) {
     std::string message = need + ", only " + std::to_string(possible) + " of " +
                           std::to_string(snap.gpus.size()) + " can ever be eligible";
@@ -399,12 +451,30 @@ Result<Selection> Select(const model::MachineSnapshot& snap,
     return MakeError(ErrorCode::kBusy, message);
   }
 
-  std::vector<PlacementGpu> gpus;
-  gpus.reserve(states.size());
-  for (const auto& s : states) {
-    gpus.push_back({s.is_eligible(), s.is_free, s.is_eligible() && s.is_shared});
+  Placement placement;
+  if (req.gpu_memory_bytes) {
+    // Slices: best fit. GPUs already sliced first, the one with the least room that still
+    // holds the slice first, so whole GPUs stay whole for whole-GPU requests.
+    std::vector<int> order;
+    for (size_t p = 0; p < states.size(); ++p) {
+      if (states[p].is_eligible()) order.push_back(static_cast<int>(p));
+    }
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      return std::make_tuple(states[a].is_free, states[a].slice_room.value_or(0), snap.gpus[a].index) <
+             std::make_tuple(states[b].is_free, states[b].slice_room.value_or(0), snap.gpus[b].index);
+    });
+    order.resize(static_cast<size_t>(req.count));
+    std::sort(order.begin(), order.end());
+    placement.description = DescribePlacement(snap, order);
+    placement.positions = std::move(order);
+  } else {
+    std::vector<PlacementGpu> gpus;
+    gpus.reserve(states.size());
+    for (const auto& s : states) {
+      gpus.push_back({s.is_eligible(), s.is_free, s.is_eligible() && s.is_shared});
+    }
+    placement = Place(snap, gpus, req.count);
   }
-  Placement placement = Place(snap, gpus, req.count);
   std::sort(placement.positions.begin(), placement.positions.end(),
             [&](int a, int b) { return snap.gpus[a].index < snap.gpus[b].index; });
   for (int p : placement.positions) {

@@ -24,6 +24,10 @@ struct GpuVerdict {
   int index = 0;     // DeviceSnapshot::index
   bool eligible = false;
   std::vector<std::string> reasons;  // empty exactly when eligible
+  /// For a slice request (`gpu_memory_bytes`): the memory on this GPU that no slice
+  /// declares and no process outside gpuman uses; absent when a whole-GPU lease holds it,
+  /// its total memory is unknown, or it may not be sliced.
+  std::optional<int64_t> slice_room_bytes;
 };
 
 struct Selection {

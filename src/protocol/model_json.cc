@@ -27,6 +27,7 @@ json GpuRequestToJson(const model::GpuRequest& r) {
       {"min_compute_capability", OrNull(r.min_compute_capability)},
       {"exclude", r.exclude},
       {"allow_shared", r.allow_shared},
+      {"gpu_memory_bytes", OrNull(r.gpu_memory_bytes)},
   };
 }
 
@@ -46,6 +47,8 @@ Result<model::GpuRequest> GpuRequestFromJson(const json& j, std::string_view pat
   f.Optional("min_compute_capability", r.min_compute_capability);
   f.Optional("exclude", r.exclude);
   f.Optional("allow_shared", r.allow_shared);
+  f.Optional("gpu_memory_bytes", r.gpu_memory_bytes);
+  f.Check(!r.gpu_memory_bytes || *r.gpu_memory_bytes > 0, "gpu_memory_bytes", "integer > 0 or null");
   if (!f.ok()) return f.error();
   return r;
 }
@@ -175,6 +178,7 @@ json LeaseToJson(const model::Lease& lease) {
   if (!lease.gpu_indices.empty()) j["gpu_indices"] = lease.gpu_indices;
   if (lease.idle_since_unix_ms) j["idle_since_unix_ms"] = *lease.idle_since_unix_ms;
   if (lease.master_port) j["master_port"] = *lease.master_port;
+  if (lease.gpu_memory_bytes) j["gpu_memory_bytes"] = *lease.gpu_memory_bytes;
   return j;
 }
 
@@ -193,6 +197,7 @@ Result<model::Lease> LeaseFromJson(const json& j, std::string_view path) {
   f.Optional("host", lease.host);
   f.Optional("idle_since_unix_ms", lease.idle_since_unix_ms);
   f.Optional("master_port", lease.master_port);
+  f.Optional("gpu_memory_bytes", lease.gpu_memory_bytes);
   if (const json* procs = f.Find("processes")) {
     if (!procs->is_array()) {
       f.Fail("processes", "expected array of objects");

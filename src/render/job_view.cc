@@ -20,6 +20,7 @@ std::string DescribeRequest(const model::GpuRequest& r) {
   if (r.max_utilization_percent) parts.push_back("--max-utilization " + std::to_string(*r.max_utilization_percent));
   if (r.min_compute_capability) parts.push_back("--min-compute-capability " + *r.min_compute_capability);
   if (r.allow_shared) parts.push_back("--allow-shared");
+  if (r.gpu_memory_bytes) parts.push_back("--gpu-memory " + FormatBytes(*r.gpu_memory_bytes));
   return Join(parts, " ");
 }
 

@@ -157,10 +157,30 @@ void WriteGpu(JsonWriter& w, const model::DeviceSnapshot& d, const StatusOptions
     w.Key("in_allocation").Bool(d.uuid && std::find(uuids.begin(), uuids.end(), *d.uuid) != uuids.end());
   }
   if (opts.leases) {
+    // A whole-GPU lease is "lease"; memory slices (docs/share.md) are "slices", with the
+    // memory they declare in all.
     const model::Lease* lease = nullptr;
+    std::vector<const model::Lease*> slices;
     for (const model::Lease& l : *opts.leases) {
-      if (d.uuid && std::find(l.gpu_uuids.begin(), l.gpu_uuids.end(), *d.uuid) != l.gpu_uuids.end()) lease = &l;
+      if (!d.uuid || std::find(l.gpu_uuids.begin(), l.gpu_uuids.end(), *d.uuid) == l.gpu_uuids.end()) continue;
+      if (l.gpu_memory_bytes) slices.push_back(&l);
+      else lease = &l;
     }
+    w.Key("slices").BeginArray();
+    int64_t declared = 0;
+    for (const model::Lease* l : slices) {
+      declared += *l->gpu_memory_bytes;
+      w.BeginObject();
+      w.Key("lease_id").Int(l->id);
+      w.Key("user").String(l->user);
+      w.Key("kind").String(l->kind);
+      w.Key("command").String(l->command);
+      w.Key("memory_bytes").Int(*l->gpu_memory_bytes);
+      w.Key("since_unix_ms").Int(l->created_unix_ms);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("declared_memory_bytes").Int(declared);
     w.Key("lease");
     if (lease) {
       w.BeginObject();

@@ -458,6 +458,7 @@ std::string CompactLeases(const model::DeviceSnapshot& d, const StatusOptions& o
     std::string text = job != opts.lease_jobs.end() ? "[job " + model::FormatJobRef(job->second)
                                                     : "[lease " + std::to_string(l.id);
     text += " " + EscapeControl(l.user);
+    if (l.gpu_memory_bytes) text += " " + FormatBytes(*l.gpu_memory_bytes);
     if (l.idle_since_unix_ms) text += ", IDLE " + FormatDurationMs(now_ms - *l.idle_since_unix_ms);
     text += "]";
     if (!out.empty()) out += ' ';
@@ -588,7 +589,8 @@ std::string RenderStatusText(const model::MachineSnapshot& snap, const StatusOpt
       if (opts.leases && d.uuid) {
         for (const model::Lease& l : *opts.leases) {
           if (std::find(l.gpu_uuids.begin(), l.gpu_uuids.end(), *d.uuid) == l.gpu_uuids.end()) continue;
-          std::string text = "lease " + std::to_string(l.id) + " " + EscapeControl(l.user) + " (" + EscapeControl(l.kind) + ") since " +
+          std::string text = "lease " + std::to_string(l.id) + " " + EscapeControl(l.user) + " (" + EscapeControl(l.kind) +
+                             (l.gpu_memory_bytes ? ", " + FormatBytes(*l.gpu_memory_bytes) + " slice" : "") + ") since " +
                              FormatIsoUtcSeconds(l.created_unix_ms / 1000);
           if (l.idle_since_unix_ms) {
             text += ", IDLE for " + FormatDurationMs(snap.taken_at_unix_ms - *l.idle_since_unix_ms);

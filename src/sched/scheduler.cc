@@ -52,6 +52,7 @@
 
 #include "base/duration.h"
 #include "base/strings.h"
+#include "policy/byte_size.h"
 #include "policy/selection.h"
 
 namespace gpuman::sched {
@@ -133,7 +134,8 @@ std::unordered_map<int64_t, JobState> DependencyStates(const std::vector<Job>& j
 std::string RequestKey(const model::GpuRequest& r) {
   std::string key = std::to_string(r.count) + '|' + (r.allow_shared ? 's' : '-') + '|' + r.model.value_or("") + '|' +
                     r.min_compute_capability.value_or("") + '|' + std::to_string(r.min_free_memory_bytes.value_or(-1)) +
-                    '|' + std::to_string(r.max_utilization_percent.value_or(-1)) + '|';
+                    '|' + std::to_string(r.max_utilization_percent.value_or(-1)) + '|' +
+                    std::to_string(r.gpu_memory_bytes.value_or(-1)) + '|';
   if (r.gpus) {
     for (const auto& u : *r.gpus) key += u + ',';
   }
@@ -182,6 +184,9 @@ class Pass {
     bool never = false;               // no GPU of this machine can ever pass the filters
   };
   const FilterWhy& FilterReason(const Item& item);
+  void VisitSlice(const Item& item);
+  const std::vector<model::Lease>& SliceLeases();
+  std::string SliceWhy(const model::GpuRequest& r, const Error& refusal);
   std::vector<int> DrainedFor(const Item& item) const;
   std::string DrainedNames(const std::vector<int>& positions) const;
 
@@ -223,6 +228,13 @@ class Pass {
   int position_counter_ = 0;
   uint64_t version_ = 0;  // bumped on every start; keys the failure memo
   std::unordered_map<std::string, uint64_t> failed_at_version_;
+
+  // Memory slices (docs/share.md). A pass only ever takes room away (starts, the head's
+  // reservation), so a slice request that did not fit stays unfit for the rest of it.
+  std::vector<int64_t> given_memory_;           // declared by slices this pass started
+  std::vector<model::Lease> slice_leases_;      // in_.leases plus this pass's starts and reservation
+  bool slice_leases_stale_ = true;
+  std::unordered_map<std::string, std::string> slice_refused_;  // request key -> wait reason
 };
 
 void Pass::ReadMachine() {
@@ -232,6 +244,7 @@ void Pass::ReadMachine() {
   occupied_.assign(n_, 0);
   foreign_.assign(n_, 0);
   given_.assign(n_, 0);
+  given_memory_.assign(n_, 0);
   reserved_.assign(n_, 0);
   free_at_.assign(n_, now_);
   for (int p = 0; p < n_; ++p) {
@@ -523,6 +536,7 @@ void Pass::Visit(const Item& item) {
   }
 
   if (count == 0) return Start(item, {}, head_.has_value());
+  if (job.request.gpu_memory_bytes) return VisitSlice(item);
 
   if (!head_) {
     if (auto uuids = TryPlace(item, Mode::kAll)) return Start(item, std::move(*uuids), false);
@@ -846,6 +860,7 @@ bool Pass::Reserve(const Job& job) {
     reserved_[p] = 1;
     if (IsOpen(p)) ++(foreign_[p] ? open_foreign_reserved_ : open_clean_reserved_);
   }
+  slice_leases_stale_ = true;
   return true;
 }
 
@@ -861,7 +876,89 @@ void Pass::Start(const Item& item, std::vector<std::string> uuids, bool backfill
   held_by_user_[item.uid] += static_cast<int64_t>(uuids.size());
   if (item.array_limit > 0) ++array_running_[item.array_id];
   ++version_;
+  slice_leases_stale_ = true;
   out_.start.push_back({item.id, std::move(uuids), backfilled});
+}
+
+// A slice job (--gpu-memory): placed by policy::Select on the whole machine, against the
+// live leases plus what this pass gave away and reserved, exactly as `run --gpu-memory`
+// would be. Slice jobs start where they fit now and never become the head: they hold
+// no reservation and take no reserved GPU (docs/scheduling.md, "Memory slices").
+void Pass::VisitSlice(const Item& item) {
+  const model::GpuRequest& r = item.job->request;
+  const std::string key = RequestKey(r);
+  if (auto it = slice_refused_.find(key); it != slice_refused_.end()) return Wait(item, it->second);
+  model::GpuRequest req = r;
+  for (const auto& uuid : in_.drained) req.drained.emplace(uuid, "");
+  req.not_sliceable = in_.not_sliceable;
+  auto chosen = policy::Select(in_.snapshot, SliceLeases(), req);
+  if (!chosen) {
+    std::string why = SliceWhy(req, chosen.error());
+    slice_refused_.emplace(key, why);
+    return Wait(item, std::move(why));
+  }
+  const int64_t bytes = *r.gpu_memory_bytes;
+  for (const auto& uuid : chosen->uuids) {
+    const int p = position_.at(uuid);
+    if (IsOpen(p)) {
+      // No longer open to whole-GPU jobs.
+      --(foreign_[p] ? open_foreign_ : open_clean_);
+      if (reserved_[p]) --(foreign_[p] ? open_foreign_reserved_ : open_clean_reserved_);
+    }
+    occupied_[p] = 1;
+    given_memory_[p] += bytes;
+    free_at_[p] = std::max(free_at_[p], now_ + item.time_limit_ms);
+  }
+  held_by_user_[item.uid] += static_cast<int64_t>(chosen->uuids.size());
+  if (item.array_limit > 0) ++array_running_[item.array_id];
+  ++version_;
+  slice_leases_stale_ = true;
+  out_.start.push_back({item.id, std::move(chosen->uuids), head_.has_value()});
+}
+
+// "needs 20 GiB on one GPU; the most free declared memory is 12 GiB on GPU 3".
+std::string Pass::SliceWhy(const model::GpuRequest& r, const Error& refusal) {
+  const std::string need = "needs " + policy::FormatByteSize(*r.gpu_memory_bytes) +
+                           (r.count == 1 ? std::string(" on one GPU") : " on each of " + Gpus(r.count));
+  std::string why = refusal.message;
+  if (why.rfind("need ", 0) == 0) {
+    if (size_t comma = why.find(", "); comma != std::string::npos) why.erase(0, comma + 2);
+  }
+  if (refusal.code == ErrorCode::kNotFound) return need + "; " + why;
+  auto verdicts = policy::EvaluateGpus(in_.snapshot, SliceLeases(), r);
+  std::optional<int64_t> most;
+  int most_index = -1;
+  if (verdicts) {
+    for (const auto& v : *verdicts) {
+      if (v.slice_room_bytes && (!most || *v.slice_room_bytes > *most)) {
+        most = v.slice_room_bytes;
+        most_index = v.index;
+      }
+    }
+  }
+  if (!most) return need + "; " + why;
+  return need + "; the most free declared memory is " + policy::FormatByteSize(*most) + " on GPU " +
+         std::to_string(most_index);
+}
+
+const std::vector<model::Lease>& Pass::SliceLeases() {
+  if (!slice_leases_stale_) return slice_leases_;
+  slice_leases_ = in_.leases;
+  const auto& gpus = in_.snapshot.gpus;
+  for (int p = 0; p < n_; ++p) {
+    if (!gpus[p].uuid) continue;
+    model::Lease lease;
+    lease.id = -1;
+    lease.user = "the scheduler";
+    lease.gpu_uuids = {*gpus[p].uuid};
+    if (given_[p] || (head_ && reserved_[p])) slice_leases_.push_back(lease);
+    if (given_memory_[p] > 0) {
+      lease.gpu_memory_bytes = given_memory_[p];
+      slice_leases_.push_back(std::move(lease));
+    }
+  }
+  slice_leases_stale_ = false;
+  return slice_leases_;
 }
 
 void Pass::Wait(const Item& item, std::string reason, std::optional<int64_t> estimate) {
@@ -923,7 +1020,7 @@ uint64_t SnapshotKey(const model::MachineSnapshot& snapshot, bool momentary) {
 bool AnyMomentaryFilters(const std::vector<model::Job>& jobs) {
   return std::any_of(jobs.begin(), jobs.end(), [](const Job& j) {
     return (j.state == JobState::kQueued || j.state == JobState::kHeld) &&
-           (j.request.min_free_memory_bytes || j.request.max_utilization_percent);
+           (j.request.min_free_memory_bytes || j.request.max_utilization_percent || j.request.gpu_memory_bytes);
   });
 }
 

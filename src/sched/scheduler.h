@@ -50,6 +50,8 @@ struct SchedulerInput {
   /// daemon's 10,000 queued summaries). It must outlive the Schedule() call.
   const std::vector<model::Job>* jobs_view = nullptr;
   std::set<std::string> drained;  // GPU UUIDs an admin drained: never handed out
+  /// GPUs the machine's [share] gpus leaves out of slicing (policy::NotSliceable).
+  std::map<std::string, std::string> not_sliceable;
   std::vector<UserUsage> usage;
   SchedulerConfig config;
 };

@@ -67,9 +67,11 @@ Result<std::unique_ptr<LeaseStore>> LeaseStore::Attach(std::shared_ptr<Database>
     const char* sql;
   } specs[] = {
       {&stmts->select_leases, "read leases",
-       "SELECT id, uid, user, command, kind, created_unix_ms, host, master_port FROM leases ORDER BY id"},
+       "SELECT id, uid, user, command, kind, created_unix_ms, host, master_port, gpu_memory_bytes FROM leases "
+       "ORDER BY id"},
       {&stmts->select_lease, "read lease",
-       "SELECT id, uid, user, command, kind, created_unix_ms, host, master_port FROM leases WHERE id = ?1"},
+       "SELECT id, uid, user, command, kind, created_unix_ms, host, master_port, gpu_memory_bytes FROM leases "
+       "WHERE id = ?1"},
       {&stmts->select_gpus, "read lease gpus",
        "SELECT lease_id, gpu_uuid, gpu_index FROM lease_gpus ORDER BY lease_id, position"},
       {&stmts->select_lease_gpus, "read lease gpus",
@@ -80,8 +82,8 @@ Result<std::unique_ptr<LeaseStore>> LeaseStore::Attach(std::shared_ptr<Database>
        "SELECT lease_id, pid, start_time_ticks FROM lease_processes WHERE lease_id = ?1 "
        "ORDER BY pid"},
       {&stmts->insert_lease, "insert lease",
-       "INSERT INTO leases (uid, user, command, kind, created_unix_ms, host, master_port) "
-       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)"},
+       "INSERT INTO leases (uid, user, command, kind, created_unix_ms, host, master_port, gpu_memory_bytes) "
+       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"},
       {&stmts->insert_gpu, "insert lease gpu",
        "INSERT INTO lease_gpus (gpu_uuid, lease_id, position, gpu_index) VALUES (?1, ?2, ?3, ?4)"},
       {&stmts->upsert_process, "record lease process",
@@ -89,7 +91,7 @@ Result<std::unique_ptr<LeaseStore>> LeaseStore::Attach(std::shared_ptr<Database>
        "ON CONFLICT (lease_id, pid) DO UPDATE SET start_time_ticks = excluded.start_time_ticks"},
       {&stmts->lease_exists, "find lease", "SELECT 1 FROM leases WHERE id = ?1"},
       {&stmts->gpu_holder, "find gpu holder",
-       "SELECT lease_id FROM lease_gpus WHERE gpu_uuid = ?1"},
+       "SELECT lease_id FROM lease_gpus WHERE gpu_uuid = ?1 ORDER BY lease_id"},
       {&stmts->log_lease_event, "log lease event",
        "INSERT INTO events (at_unix_ms, kind, lease_id, uid, gpu_uuids) "
        "SELECT " GPUMAN_SQL_NOW_MS ", ?2, l.id, l.uid, "
@@ -139,6 +141,7 @@ Result<std::vector<model::Lease>> LeaseStore::LoadLocked(std::optional<int64_t> 
       lease.created_unix_ms = leases.ColumnInt64(5);
       lease.host = leases.ColumnText(6);
       if (!leases.ColumnIsNull(7)) lease.master_port = static_cast<int>(leases.ColumnInt64(7));
+      if (!leases.ColumnIsNull(8)) lease.gpu_memory_bytes = leases.ColumnInt64(8);
       index[lease.id] = out.size();
       out.push_back(std::move(lease));
     }
@@ -226,6 +229,8 @@ Result<model::Lease> LeaseStore::InsertLocked(const model::Lease& draft, const s
         .Bind(6, host_);
     if (draft.master_port) s.Bind(7, static_cast<int64_t>(*draft.master_port));
     else s.BindNull(7);
+    if (draft.gpu_memory_bytes) s.Bind(8, *draft.gpu_memory_bytes);
+    else s.BindNull(8);
     if (auto r = s.Run(); !r) return r.error();
     lease.id = db_->LastInsertRowId();
   }
@@ -238,7 +243,7 @@ Result<model::Lease> LeaseStore::InsertLocked(const model::Lease& draft, const s
     auto r = s.Run();
     if (r) continue;
     if (r.error().code != ErrorCode::kConflict) return r.error();
-    // The primary key on gpu_uuid said no: name the holder.
+    // The trigger lease_gpus_whole said no (a whole lease beside another): name a holder.
     std::string holder;
     Statement& q = stmts_->gpu_holder;
     auto use_q = q.Use();

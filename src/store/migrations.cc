@@ -185,6 +185,36 @@ ALTER TABLE jobs ADD COLUMN array_limit INTEGER;
 -- With the state, so that how an array stands (`wait`) is read from the index alone.
 CREATE INDEX jobs_array ON jobs (array_id, array_task, state) WHERE array_id IS NOT NULL;
 )sql"},
+    {8, "GPU memory slices: several leases may share a GPU, each declaring its memory",
+     R"sql(
+-- A slice lease (`--gpu-memory`, docs/share.md) declares this much memory on each of its
+-- GPUs; NULL: the GPUs are the lease's alone (every lease before slices existed).
+ALTER TABLE leases ADD COLUMN gpu_memory_bytes INTEGER;
+-- A queued job's --gpu-memory (model::GpuRequest::gpu_memory_bytes); NULL: whole GPUs.
+ALTER TABLE jobs ADD COLUMN req_gpu_memory_bytes INTEGER;
+-- One row per (GPU, lease) now that slices share a GPU. Whole leases stay exclusive: the
+-- trigger below refuses a row that would put a whole lease beside any other lease of the
+-- same GPU, whatever the code above it chose.
+CREATE TABLE lease_gpus_v8 (
+  gpu_uuid  TEXT    NOT NULL,
+  lease_id  INTEGER NOT NULL REFERENCES leases(id) ON DELETE CASCADE,
+  position  INTEGER NOT NULL,
+  gpu_index INTEGER,
+  PRIMARY KEY (gpu_uuid, lease_id)
+) WITHOUT ROWID;
+INSERT INTO lease_gpus_v8 (gpu_uuid, lease_id, position, gpu_index)
+  SELECT gpu_uuid, lease_id, position, gpu_index FROM lease_gpus;
+DROP TABLE lease_gpus;
+ALTER TABLE lease_gpus_v8 RENAME TO lease_gpus;
+CREATE TRIGGER lease_gpus_whole BEFORE INSERT ON lease_gpus
+WHEN EXISTS (SELECT 1 FROM lease_gpus g JOIN leases l ON l.id = g.lease_id
+             WHERE g.gpu_uuid = NEW.gpu_uuid
+               AND (l.gpu_memory_bytes IS NULL
+                    OR (SELECT n.gpu_memory_bytes FROM leases n WHERE n.id = NEW.lease_id) IS NULL))
+BEGIN
+  SELECT RAISE(ABORT, 'the GPU is already leased whole, or sliced');
+END;
+)sql"},
 };
 
 }  // namespace

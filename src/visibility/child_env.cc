@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 
 #include "base/result.h"
 #include "visibility/cuda_visible_devices.h"
@@ -44,6 +45,25 @@ std::vector<EnvVar> ChildGpuEnv(const ChildGpuEnvRequest& request) {
   if (request.master_port) {
     for (auto& var : LaunchEnv(*request.master_port, request.uuids.size())) env.push_back(std::move(var));
   }
+  if (request.slice_bytes) {
+    for (auto& var : SliceEnv(*request.slice_bytes, request.slice_of_total_bytes)) env.push_back(std::move(var));
+  }
+  return env;
+}
+
+std::vector<EnvVar> SliceEnv(int64_t bytes, int64_t total_bytes) {
+  std::vector<EnvVar> env = {{"GPUMAN_GPU_MEMORY", std::to_string(bytes)}};
+  if (total_bytes > 0) {
+    // Rounded down: JAX's pool must fit inside the slice, never exceed it.
+    const int64_t thousandths = std::clamp<int64_t>(bytes * 1000 / total_bytes, 1, 1000);
+    char text[16];
+    std::snprintf(text, sizeof text, "%lld.%03lld", static_cast<long long>(thousandths / 1000),
+                  static_cast<long long>(thousandths % 1000));
+    env.push_back({"XLA_PYTHON_CLIENT_MEM_FRACTION", text});
+  }
+  env.push_back({"XLA_PYTHON_CLIENT_PREALLOCATE", "false"});
+  env.push_back({"TF_FORCE_GPU_ALLOW_GROWTH", "true"});
+  env.push_back({"PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True"});
   return env;
 }
 

@@ -67,6 +67,10 @@ struct ChildGpuEnvRequest {
   std::optional<int> master_port;                  // the lease's rendezvous port: LaunchEnv's variables
   std::optional<int64_t> array_id;                 // GPUMAN_ARRAY_JOB_ID
   std::optional<int64_t> array_task;               // GPUMAN_ARRAY_TASK_ID
+  /// A slice lease (`--gpu-memory`): the declared memory per GPU, and the smallest total
+  /// memory among its GPUs (0 when unknown): SliceEnv's variables.
+  std::optional<int64_t> slice_bytes;
+  int64_t slice_of_total_bytes = 0;
 };
 
 inline constexpr std::string_view kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
@@ -81,7 +85,8 @@ inline constexpr std::string_view kSimulateVariable = "GPUMAN_SIMULATE";
 /// The variables, in this order: CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER,
 /// NVIDIA_VISIBLE_DEVICES, then GPUMAN_LEASE_ID, GPUMAN_JOB_ID, GPUMAN_ARRAY_JOB_ID,
 /// GPUMAN_ARRAY_TASK_ID and GPUMAN_SIMULATE when
-/// given, then LaunchEnv(master_port, the GPU count) when a port is given. kPciIndices with `indices` not matching `uuids` in size is a broken invariant
+/// given, then LaunchEnv(master_port, the GPU count) when a port is given, then SliceEnv
+/// for a slice. kPciIndices with `indices` not matching `uuids` in size is a broken invariant
 /// (GPUMAN_CHECK).
 std::vector<EnvVar> ChildGpuEnv(const ChildGpuEnvRequest& request);
 
@@ -90,6 +95,14 @@ std::vector<EnvVar> ChildGpuEnv(const ChildGpuEnvRequest& request);
 /// MASTER_PORT and torchrun's PET_MASTER_PORT, and PET_NPROC_PER_NODE (the GPU count; not
 /// set for 0). A launcher's own flags (torchrun --master-port) still win over them.
 std::vector<EnvVar> LaunchEnv(int master_port, size_t gpus);
+
+/// What keeps the frameworks inside a memory slice of `bytes` per GPU on GPUs of
+/// `total_bytes` (docs/share.md, "What a slice's processes get"): GPUMAN_GPU_MEMORY (the
+/// bytes), XLA_PYTHON_CLIENT_MEM_FRACTION (the slice's share of the GPU, rounded down to
+/// a thousandth; left out when `total_bytes` is 0) and XLA_PYTHON_CLIENT_PREALLOCATE=false
+/// for JAX, TF_FORCE_GPU_ALLOW_GROWTH=true for TensorFlow, and
+/// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True for PyTorch (which is not a cap).
+std::vector<EnvVar> SliceEnv(int64_t bytes, int64_t total_bytes);
 
 /// The variables that name the GPUs or the lease of the machine they were set on:
 /// CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, GPUMAN_LEASE_ID, GPUMAN_JOB_ID and the

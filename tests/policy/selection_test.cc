@@ -718,5 +718,106 @@ TEST(GpuRequestTest, WithAllowedAsExclusionsFoldsTheAllocationIntoExclusions) {
   EXPECT_TRUE(wire.drained.empty());
 }
 
+// ---------------------------------------------------------------------------
+// Memory slices (docs/share.md).
+
+model::GpuRequest Slice(int64_t gib, int n = 1) {
+  model::GpuRequest req = Count(n);
+  req.gpu_memory_bytes = gib * kGiB;
+  return req;
+}
+
+Lease SliceLease(int64_t id, const std::string& user, int gpu, int64_t gib, std::vector<int32_t> pids = {}) {
+  Lease lease = MakeLease(id, user, {gpu}, std::move(pids));
+  lease.gpu_memory_bytes = gib * kGiB;
+  return lease;
+}
+
+TEST(SelectionSliceTest, SlicesShareAGpuUntilItsMemoryIsDeclared) {
+  MachineSnapshot snap = FourA100();  // 80 GiB each
+  std::vector<Lease> leases = {SliceLease(1, "alice", 0, 30), SliceLease(2, "bob", 0, 30)};
+  // 20 GiB left on GPU 0: a 20 GiB slice fits there (best fit), a 30 GiB one goes elsewhere.
+  EXPECT_THAT(Pick(snap, leases, Slice(20)), ElementsAre(0));
+  EXPECT_THAT(Pick(snap, leases, Slice(30)), ElementsAre(1));
+}
+
+TEST(SelectionSliceTest, BestFitPrefersTheFullestSlicedGpu) {
+  MachineSnapshot snap = FourA100();
+  std::vector<Lease> leases = {SliceLease(1, "alice", 1, 40), SliceLease(2, "bob", 2, 60)};
+  EXPECT_THAT(Pick(snap, leases, Slice(10)), ElementsAre(2));   // 20 GiB left beats 40 GiB left
+  EXPECT_THAT(Pick(snap, leases, Slice(30)), ElementsAre(1));   // only GPU 1's 40 GiB holds 30 of the sliced
+  EXPECT_THAT(Pick(snap, leases, Slice(50)), ElementsAre(0));   // a fresh GPU when no sliced one holds it
+}
+
+TEST(SelectionSliceTest, WholeLeasesAndSlicesExcludeEachOther) {
+  MachineSnapshot snap = FourA100();
+  std::vector<Lease> leases = {MakeLease(1, "alice", {0, 1, 2}), SliceLease(2, "bob", 3, 10)};
+  // A whole-GPU request sees the sliced GPU as taken, with the slice named.
+  Result<Selection> whole = Select(snap, leases, Count(1));
+  ASSERT_FALSE(whole);
+  EXPECT_EQ(whole.error().code, ErrorCode::kBusy);
+  auto verdicts = EvaluateGpus(snap, leases, Count(1));
+  ASSERT_TRUE(verdicts);
+  EXPECT_THAT((*verdicts)[3].reasons, ElementsAre("10 GiB slice leased to bob (lease 2)"));
+  // A slice never lands on a GPU leased whole.
+  EXPECT_THAT(Pick(snap, leases, Slice(10)), ElementsAre(3));
+  auto sliced = EvaluateGpus(snap, leases, Slice(10));
+  ASSERT_TRUE(sliced);
+  EXPECT_FALSE((*sliced)[0].eligible);
+  EXPECT_FALSE((*sliced)[0].slice_room_bytes.has_value());
+  EXPECT_EQ((*sliced)[3].slice_room_bytes, 70 * kGiB);
+}
+
+TEST(SelectionSliceTest, ProcessesOutsideGpumanCountByTheirMemory) {
+  MachineSnapshot snap = FourA100();
+  for (int g = 0; g < 4; ++g) {
+    AddProcess(snap, g, 100 + g, "carol");
+    snap.gpus[g].processes.back().used_memory_bytes = 60 * kGiB;
+  }
+  // A whole-GPU request calls them busy; a slice counts their 60 GiB and fits in 20.
+  EXPECT_FALSE(Select(snap, {}, Count(1)));
+  EXPECT_THAT(Pick(snap, {}, Slice(20)), ElementsAre(0));
+  Result<Selection> big = Select(snap, {}, Slice(21));
+  ASSERT_FALSE(big);
+  EXPECT_EQ(big.error().code, ErrorCode::kBusy);
+  EXPECT_THAT(big.error().message, ::testing::HasSubstr("less than 21 GiB of declared memory free"));
+  // A process the slice's own lease records is its own, not outside gpuman.
+  std::vector<Lease> leases = {SliceLease(1, "carol", 0, 30, {100})};
+  auto verdicts = EvaluateGpus(snap, leases, Slice(50));
+  ASSERT_TRUE(verdicts);
+  EXPECT_TRUE((*verdicts)[0].eligible);  // 80 - 30 declared = 50
+}
+
+TEST(SelectionSliceTest, ASliceBiggerThanEveryGpuCanNeverBeMet) {
+  MachineSnapshot snap = FourA100();
+  Result<Selection> r = Select(snap, {}, Slice(100));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kNotFound);
+  EXPECT_THAT(r.error().message, ::testing::HasSubstr("need 100 GiB on 1 GPU, only 0 of 4 can ever be eligible: GPU 0-3 total memory below 100 GiB"));
+  auto verdicts = EvaluateGpus(snap, {}, Slice(100));
+  ASSERT_TRUE(verdicts);
+  EXPECT_THAT((*verdicts)[0].reasons, ElementsAre("total memory 80 GiB < 100 GiB slice"));
+}
+
+TEST(SelectionSliceTest, GpusLeftOutOfSlicingAreNeverEligibleForSlices) {
+  MachineSnapshot snap = FourA100();
+  model::GpuRequest req = Slice(10);
+  for (int g = 0; g < 3; ++g) req.not_sliceable[Uuid(g)] = "[share] gpus";
+  EXPECT_THAT(Pick(snap, {}, req), ElementsAre(3));
+  req.not_sliceable[Uuid(3)] = "[share] gpus";
+  Result<Selection> r = Select(snap, {}, req);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kNotFound);
+  EXPECT_THAT(r.error().message, ::testing::HasSubstr("not for slices"));
+}
+
+TEST(SelectionSliceTest, ASliceOfTwoGpusTakesRoomOnBoth) {
+  MachineSnapshot snap = FourA100();
+  std::vector<Lease> leases = {SliceLease(1, "alice", 0, 70), SliceLease(2, "bob", 2, 50)};
+  EXPECT_THAT(Pick(snap, leases, Slice(20, 2)), ElementsAre(1, 2));  // 2 (30 left) is sliced, then a fresh one
+  EXPECT_FALSE(Select(snap, leases, Slice(0)));  // a slice of nothing is no request
+}
+
+
 }  // namespace
 }  // namespace gpuman::policy

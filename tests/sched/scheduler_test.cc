@@ -685,5 +685,70 @@ TEST(SchedulerTest, AJobsViewIsScheduledInsteadOfTheJobs) {
   EXPECT_EQ(out.start[0].gpu_uuids.size(), 2u);
 }
 
+// --- memory slices (docs/share.md) ----------------------------------------------------
+
+constexpr int64_t kSGiB = int64_t{1} << 30;
+
+Job QueuedSlice(int64_t id, uint32_t uid, int64_t gib, int count = 1) {
+  Job job = Queued(id, uid, count, kNow - kHour + id);
+  job.request.gpu_memory_bytes = gib * kSGiB;
+  return job;
+}
+
+TEST(SchedulerSliceTest, TwoUsersSlicesShareOneGpuAndAThirdWaitsWithWhy) {
+  SchedulerInput in = Given(Plain(1));  // one 80 GiB GPU
+  in.jobs = {QueuedSlice(1, 1000, 30), QueuedSlice(2, 1001, 30), QueuedSlice(3, 1002, 30)};
+  SchedulerOutput out = Schedule(in);
+  EXPECT_THAT(Started(out), ElementsAre(1, 2));
+  EXPECT_EQ(StartOf(out, 1)->gpu_uuids, StartOf(out, 2)->gpu_uuids);
+  EXPECT_EQ(ReasonOf(out, 3), "needs 30 GiB on one GPU; the most free declared memory is 20 GiB on GPU 0");
+}
+
+TEST(SchedulerSliceTest, AWholeGpuJobWaitsForTheSlicesAndSlicesAvoidWholeGpus) {
+  SchedulerInput in = Given(Plain(2));
+  Lease slice = Interactive(7, 1003, {0});
+  slice.gpu_memory_bytes = 10 * kSGiB;
+  in.leases = {slice};
+  in.jobs = {Queued(1, 1000, 2), QueuedSlice(2, 1001, 10)};
+  SchedulerOutput out = Schedule(in);
+  // The 2-GPU job cannot have the sliced GPU 0; the slice goes beside the other (best fit),
+  // never onto GPU 1, which the head reserved.
+  EXPECT_THAT(Started(out), ElementsAre(2));
+  ASSERT_NE(StartOf(out, 2), nullptr);
+  EXPECT_THAT(StartOf(out, 2)->gpu_uuids, ElementsAre(Uuid(0)));
+  EXPECT_THAT(ReasonOf(out, 1), ::testing::HasSubstr("waiting for 2 GPUs"));
+}
+
+TEST(SchedulerSliceTest, ASliceNeverLandsOnAGpuLeasedWhole) {
+  SchedulerInput in = Given(Plain(2));
+  in.leases = {Interactive(7, 1003, {0, 1})};
+  in.jobs = {QueuedSlice(1, 1000, 1)};
+  SchedulerOutput out = Schedule(in);
+  EXPECT_THAT(Started(out), ElementsAre());
+  EXPECT_THAT(ReasonOf(out, 1), ::testing::HasSubstr("needs 1 GiB on one GPU"));
+}
+
+TEST(SchedulerSliceTest, ManyIdenticalSlicesArePackedAndTheRestWaitOnTheirFirstRefusal) {
+  SchedulerInput in = Given(Plain(8));
+  for (int i = 1; i <= 10000; ++i) in.jobs.push_back(QueuedSlice(i, 1000 + i % 3, 20));
+  SchedulerOutput out = Schedule(in);
+  EXPECT_EQ(out.start.size(), 32u);  // 4 slices of 20 GiB on each 80 GiB GPU
+  std::map<std::string, int> per_gpu;
+  for (const auto& s : out.start) ++per_gpu[s.gpu_uuids.at(0)];
+  for (const auto& [uuid, n] : per_gpu) EXPECT_EQ(n, 4) << uuid;
+  EXPECT_EQ(out.waiting.size(), 10000u - 32u);
+  EXPECT_EQ(ReasonOf(out, 10000), "needs 20 GiB on one GPU; the most free declared memory is 0 B on GPU 0");
+}
+
+TEST(SchedulerSliceTest, GpusLeftOutOfSlicingGetNoSliceJob) {
+  SchedulerInput in = Given(Plain(2));
+  in.not_sliceable[Uuid(0)] = "[share] gpus";
+  in.jobs = {QueuedSlice(1, 1000, 10), QueuedSlice(2, 1000, 10)};
+  SchedulerOutput out = Schedule(in);
+  ASSERT_EQ(out.start.size(), 2u);
+  EXPECT_THAT(out.start[0].gpu_uuids, ElementsAre(Uuid(1)));
+  EXPECT_THAT(out.start[1].gpu_uuids, ElementsAre(Uuid(1)));
+}
+
 }  // namespace
 }  // namespace gpuman::sched

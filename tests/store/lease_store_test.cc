@@ -10,7 +10,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "store/migrations.h"
 #include "store/proc_liveness.h"
+#include "store/sqlite.h"
 #include "support/temp_dir.h"
 
 namespace gpuman::store {
@@ -433,6 +435,100 @@ TEST(LeaseStoreOpenTest, ReadOnlyStateDirIsPermissionDenied) {
             "open state db " + dir.Join("ro/leases.db") + ": create " + dir.Join("ro/leases.db") +
                 ": permission denied");
   chmod(dir.Join("ro").c_str(), 0700);
+}
+
+}  // namespace
+}  // namespace gpuman::store
+
+namespace gpuman::store {
+namespace {
+
+// ---- Memory slices (docs/share.md): several leases of one GPU, whole leases alone.
+
+constexpr int64_t kSliceGiB = int64_t{1} << 30;
+
+class LeaseSliceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto store = LeaseStore::Open(dir_.Join("leases.db"));
+    ASSERT_TRUE(store.has_value()) << store.error().message;
+    store_ = std::move(*store);
+  }
+  Result<model::Lease> Take(int32_t pid, std::vector<std::string> uuids, std::optional<int64_t> gib) {
+    model::Lease d;
+    d.uid = 1000 + static_cast<uint32_t>(pid);
+    d.user = "u" + std::to_string(pid);
+    d.kind = "run";
+    d.processes = {{pid, 1}};
+    if (gib) d.gpu_memory_bytes = *gib * kSliceGiB;
+    return store_->Acquire(
+        d, [uuids](const std::vector<model::Lease>&) -> Result<std::vector<std::string>> { return uuids; },
+        [](const model::LeaseProcess&) { return true; });
+  }
+  testing::TempDir dir_;
+  std::unique_ptr<LeaseStore> store_;
+};
+
+TEST_F(LeaseSliceTest, SlicesOfOneGpuAreStoredTogetherWithTheirMemory) {
+  auto a = Take(1, {"GPU-a"}, 30);
+  auto b = Take(2, {"GPU-a"}, 20);
+  ASSERT_TRUE(a.has_value()) << a.error().message;
+  ASSERT_TRUE(b.has_value()) << b.error().message;
+  EXPECT_EQ(a->gpu_memory_bytes, 30 * kSliceGiB);
+  auto live = store_->ListLive([](const model::LeaseProcess&) { return true; });
+  ASSERT_TRUE(live.has_value());
+  ASSERT_EQ(live->size(), 2u);
+  EXPECT_EQ((*live)[1].gpu_uuids, std::vector<std::string>{"GPU-a"});
+  EXPECT_EQ((*live)[1].gpu_memory_bytes, 20 * kSliceGiB);
+}
+
+TEST_F(LeaseSliceTest, TheTableRefusesAWholeLeaseBesideAnyOtherWhateverTheCallerChose) {
+  ASSERT_TRUE(Take(1, {"GPU-a"}, 30).has_value());
+  auto whole = Take(2, {"GPU-a"}, std::nullopt);
+  ASSERT_FALSE(whole.has_value());
+  EXPECT_EQ(whole.error().code, ErrorCode::kConflict);
+  EXPECT_THAT(whole.error().message, HasSubstr("GPU-a is already leased (lease 1)"));
+  ASSERT_TRUE(Take(3, {"GPU-b"}, std::nullopt).has_value());
+  auto slice = Take(4, {"GPU-b"}, 10);
+  ASSERT_FALSE(slice.has_value());
+  EXPECT_EQ(slice.error().code, ErrorCode::kConflict);
+  auto again = Take(5, {"GPU-b"}, std::nullopt);
+  ASSERT_FALSE(again.has_value());
+  EXPECT_EQ(again.error().code, ErrorCode::kConflict);
+}
+
+TEST(LeaseSliceMigrationTest, LeasesOfSchema7KeepTheirGpusAndAreWhole) {
+  testing::TempDir dir;
+  const std::string path = dir.Join("leases.db");
+  {
+    auto db = Database::Open(path);
+    ASSERT_TRUE(db.has_value());
+    ASSERT_TRUE(Migrate(**db, AllMigrations().first(7)));
+    ASSERT_TRUE((*db)->ExecScript("a lease of schema 7",
+                                  "INSERT INTO leases (id, uid, user, command, kind, created_unix_ms, host) "
+                                  "VALUES (4, 1000, 'ada', 'python x.py', 'run', 1, '');"
+                                  "INSERT INTO lease_gpus (gpu_uuid, lease_id, position, gpu_index) VALUES "
+                                  "('GPU-a', 4, 0, 0), ('GPU-b', 4, 1, 1);"
+                                  "INSERT INTO lease_processes (lease_id, pid, start_time_ticks) VALUES (4, 77, 1);"));
+  }
+  auto store = LeaseStore::Open(path);
+  ASSERT_TRUE(store.has_value()) << store.error().message;
+  auto got = (*store)->Get(4);
+  ASSERT_TRUE(got.has_value() && got->has_value());
+  EXPECT_EQ((*got)->gpu_uuids, (std::vector<std::string>{"GPU-a", "GPU-b"}));
+  EXPECT_EQ((*got)->gpu_indices, (std::vector<int>{0, 1}));
+  EXPECT_FALSE((*got)->gpu_memory_bytes.has_value());
+  // Still whole: a slice of its GPU is refused by the table.
+  model::Lease d;
+  d.uid = 1001;
+  d.kind = "run";
+  d.processes = {{78, 1}};
+  d.gpu_memory_bytes = kSliceGiB;
+  auto slice = (*store)->Acquire(
+      d, [](const std::vector<model::Lease>&) -> Result<std::vector<std::string>> { return std::vector<std::string>{"GPU-b"}; },
+      [](const model::LeaseProcess&) { return true; });
+  ASSERT_FALSE(slice.has_value());
+  EXPECT_EQ(slice.error().code, ErrorCode::kConflict);
 }
 
 }  // namespace

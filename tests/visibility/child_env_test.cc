@@ -3,6 +3,7 @@
 // `select --format env` preview), and the variables that must not leave the machine.
 #include "visibility/child_env.h"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -107,6 +108,25 @@ TEST(ChildGpuEnvTest, MachineBoundVariablesAreTheOnesNamingGpusOrALease) {
 TEST(ChildGpuEnvTest, EnvEntry) {
   EXPECT_EQ(EnvEntry({"CUDA_VISIBLE_DEVICES", kA}), "CUDA_VISIBLE_DEVICES=" + kA);
   EXPECT_EQ(EnvEntry({"X", ""}), "X=");
+}
+
+TEST(ChildGpuEnvTest, ASliceTellsTheFrameworksItsSize) {
+  ChildGpuEnvRequest req;
+  req.uuids = {"GPU-a"};
+  req.slice_bytes = int64_t{20} << 30;
+  req.slice_of_total_bytes = int64_t{80} << 30;
+  auto env = ChildGpuEnv(req);
+  std::vector<std::string> tail;
+  for (size_t i = 3; i < env.size(); ++i) tail.push_back(EnvEntry(env[i]));
+  EXPECT_THAT(tail, ::testing::ElementsAre("GPUMAN_GPU_MEMORY=21474836480", "XLA_PYTHON_CLIENT_MEM_FRACTION=0.250",
+                                           "XLA_PYTHON_CLIENT_PREALLOCATE=false", "TF_FORCE_GPU_ALLOW_GROWTH=true",
+                                           "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
+  // Rounded down, never above the slice; no fraction when the GPU's size is unknown.
+  EXPECT_EQ(EnvEntry(SliceEnv(int64_t{30} << 30, int64_t{94} << 30)[1]), "XLA_PYTHON_CLIENT_MEM_FRACTION=0.319");
+  EXPECT_EQ(SliceEnv(1, 0)[1].name, "XLA_PYTHON_CLIENT_PREALLOCATE");
+  // A whole-GPU child gets none of them.
+  req.slice_bytes.reset();
+  for (const auto& var : ChildGpuEnv(req)) EXPECT_NE(var.name, "GPUMAN_GPU_MEMORY");
 }
 
 }  // namespace
