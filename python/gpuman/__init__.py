@@ -12,7 +12,7 @@ import os
 import sys
 
 __all__ = [
-    "acquire", "lease", "release", "status", "select", "leases", "Lease",
+    "acquire", "lease", "release", "status", "select", "leases", "Lease", "apply_memory_limit",
     "GpumanError", "NoGpus", "Busy", "PermissionDenied", "DaemonUnavailable",
     "CudaAlreadyInitialized",
 ]
@@ -149,7 +149,12 @@ def _id_list(v):
     return s
 
 
-def _selection_args(n, gpus, min_free_memory, model, exclude, prefer, require):
+def _size(v):
+    # A bare number is bytes; strings such as "20GiB" go as they are.
+    return ("%dB" % v) if isinstance(v, int) and not isinstance(v, bool) else str(v)
+
+
+def _selection_args(n, gpus, min_free_memory, model, exclude, prefer, require, gpu_memory=None):
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError("n must be an int, not %r" % (n,))
     a = ["-n", str(n)]
@@ -160,9 +165,9 @@ def _selection_args(n, gpus, min_free_memory, model, exclude, prefer, require):
     if x:
         a += ["--exclude", x]
     if min_free_memory is not None:
-        # A bare number is bytes; strings such as "20GiB" go as they are.
-        v = min_free_memory
-        a += ["--min-free-memory", ("%dB" % v) if isinstance(v, int) else str(v)]
+        a += ["--min-free-memory", _size(min_free_memory)]
+    if gpu_memory is not None:
+        a += ["--gpu-memory", _size(gpu_memory)]
     if model is not None:
         a += ["--model", str(model)]
     if prefer is not None:
@@ -240,6 +245,8 @@ class Lease(object):
         self.indices = [g.get("index") for g in gpus]
         self.names = [g.get("name") for g in gpus]
         self.master_port = data.get("master_port")
+        # A memory slice's size per GPU in bytes (docs/share.md); None for whole GPUs.
+        self.gpu_memory = data.get("gpu_memory_bytes")
         # Inside a lease (GPUMAN_LEASE_ID) the CLI joins the enclosing lease instead of
         # taking a new one; that lease is not ours to give back (as `run` never releases it).
         if "nested" in data:
@@ -260,6 +267,9 @@ class Lease(object):
             env["PET_MASTER_PORT"] = str(self.master_port)  # torchrun's own variable
             if self.uuids:
                 env["PET_NPROC_PER_NODE"] = str(len(self.uuids))
+        # The CLI's own builder of a child's environment, when it says (slices included).
+        if isinstance(data.get("env"), dict):
+            env = {str(k): str(v) for k, v in data["env"].items()}
         self.env = env
 
     @property
@@ -293,13 +303,15 @@ class Lease(object):
 # ---------------------------------------------------------------------------- acquire
 
 def acquire(n=1, gpus=None, wait=False, timeout=None, min_free_memory=None, model=None,
-            exclude=None, prefer=None, require=None):
+            exclude=None, prefer=None, require=None, gpu_memory=None):
     """Leases ``n`` GPUs for this process (``gpuman select --lease``) and returns a Lease.
 
-    The environment of this process is not changed: use ``lease.env``, or ``lease()``."""
+    ``gpu_memory`` ("20GiB", or bytes) leases a memory slice of each GPU instead of whole
+    GPUs (docs/share.md). The environment of this process is not changed: use
+    ``lease.env``, or ``lease()``."""
     _check_cuda()
     args = ["select", "--lease", "--format", "json"]
-    args += _selection_args(n, gpus, min_free_memory, model, exclude, prefer, require)
+    args += _selection_args(n, gpus, min_free_memory, model, exclude, prefer, require, gpu_memory)
     args += _wait_arg(wait, timeout)
     enclosing = os.environ.get("GPUMAN_LEASE_ID")
     data = _spawn_lease(args, waiting=bool(wait))
@@ -412,12 +424,12 @@ class _EnvLease(object):
 
 
 def lease(n=1, gpus=None, wait=False, timeout=None, min_free_memory=None, model=None,
-          exclude=None, prefer=None, require=None):
+          exclude=None, prefer=None, require=None, gpu_memory=None):
     """Context manager: ``with gpuman.lease(n=2) as l:`` leases, sets os.environ from
     ``l.env`` for the block, then restores the environment and releases, even on errors."""
     return _EnvLease(dict(n=n, gpus=gpus, wait=wait, timeout=timeout,
                           min_free_memory=min_free_memory, model=model, exclude=exclude,
-                          prefer=prefer, require=require))
+                          prefer=prefer, require=require, gpu_memory=gpu_memory))
 
 
 # ---------------------------------------------------------------------------- release
@@ -461,12 +473,54 @@ def status(gpus=None, processes=True):
 
 
 def select(n=1, gpus=None, min_free_memory=None, model=None, exclude=None, prefer=None,
-           require=None):
+           require=None, gpu_memory=None):
     """A preview: what a lease would get now (``gpuman select --format json``); leases nothing."""
     return _run_json(["select", "--format", "json"] +
-                     _selection_args(n, gpus, min_free_memory, model, exclude, prefer, require))
+                     _selection_args(n, gpus, min_free_memory, model, exclude, prefer, require, gpu_memory))
 
 
 def leases():
     """``gpuman leases --json``, parsed."""
     return _run_json(["leases", "--json"])
+
+
+# ---------------------------------------------------------------------------- slices
+
+def apply_memory_limit(lease=None):
+    """Keeps this process's framework inside its memory slice (docs/share.md).
+
+    The slice is ``lease.gpu_memory`` or, without a lease, ``GPUMAN_GPU_MEMORY`` of the
+    environment (what ``gpuman run --gpu-memory`` gives). With torch imported it calls
+    ``torch.cuda.set_per_process_memory_fraction`` for every visible device; with
+    TensorFlow, a logical device with that ``memory_limit`` per GPU (before TensorFlow
+    touches a GPU). Returns a short description of what it set. Raises GpumanError without
+    a slice or without either framework imported."""
+    size = lease.gpu_memory if lease is not None else None
+    if size is None:
+        raw = os.environ.get("GPUMAN_GPU_MEMORY")
+        if raw is None:
+            raise GpumanError("no memory slice: this process holds whole GPUs "
+                              "(lease with gpu_memory=, or run under `gpuman run --gpu-memory`)")
+        try:
+            size = int(raw)
+        except ValueError:
+            raise GpumanError("GPUMAN_GPU_MEMORY=%r is not a number of bytes" % raw) from None
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        done = []
+        for i in range(torch.cuda.device_count()):
+            total = torch.cuda.get_device_properties(i).total_memory
+            fraction = min(1.0, float(size) / float(total))
+            torch.cuda.set_per_process_memory_fraction(fraction, i)
+            done.append("cuda:%d %.3f" % (i, fraction))
+        return "torch: " + ", ".join(done)
+    tf = sys.modules.get("tensorflow")
+    if tf is not None:
+        mib = size // (1 << 20)
+        gpus = tf.config.list_physical_devices("GPU")
+        for g in gpus:
+            tf.config.set_logical_device_configuration(
+                g, [tf.config.LogicalDeviceConfiguration(memory_limit=mib)])
+        return "tensorflow: memory_limit=%d MiB on %d GPU(s)" % (mib, len(gpus))
+    raise GpumanError("apply_memory_limit: import torch or tensorflow first "
+                      "(JAX reads XLA_PYTHON_CLIENT_MEM_FRACTION, which gpuman already sets)")

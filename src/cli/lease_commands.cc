@@ -141,6 +141,15 @@ int RunSelect(const SelectArgs& args, Context& ctx) {
     if (lease_id) doc["nested"] = nested;
     if (master_port) doc["master_port"] = *master_port;
     if (got.lease.gpu_memory_bytes) doc["gpu_memory_bytes"] = *got.lease.gpu_memory_bytes;
+    // What `--format env` would export, from the same builder (the Python package's env).
+    visibility::ChildGpuEnvRequest gpu_env;
+    gpu_env.uuids = selection.uuids;
+    gpu_env.lease_id = lease_id;
+    gpu_env.master_port = master_port;
+    AddSliceEnv(got, gpu_env);
+    ojson env = ojson::object();
+    for (const auto& var : visibility::ChildGpuEnv(gpu_env)) env[var.name] = var.value;
+    doc["env"] = env;
     out << doc.dump(2) << "\n";
   }
   return kExitOk;

@@ -288,9 +288,11 @@ GpuState Judge(const model::DeviceSnapshot& gpu, const LeasesByUuid& leases,
                 "total memory below " + bound);
     } else if (!whole_leased) {
       // Outside gpuman's declarations: whatever runs there without a lease of this GPU.
-      state.slice_room = std::max<int64_t>(0, *gpu.memory_total_bytes - declared - outside);
-      if (*state.slice_room < want) {
-        std::string text = FormatByteSize(*state.slice_room) + " of declared memory free < " + bound;
+      const int64_t room = std::max<int64_t>(0, *gpu.memory_total_bytes - declared - outside);
+      // Reported only for GPUs this request could have: "the most free" names one of them.
+      if (state.passes_permanent()) state.slice_room = room;
+      if (room < want) {
+        std::string text = FormatByteSize(room) + " of declared memory free < " + bound;
         if (slices > 0) text += " (" + Plural(slices, "slice", "slices") + " declare " + FormatByteSize(declared) + ")";
         if (outside > 0) text += " (" + FormatByteSize(outside) + " used outside gpuman)";
         now(text, "less than " + bound + " of declared memory free");

@@ -26,7 +26,8 @@ struct GpuVerdict {
   std::vector<std::string> reasons;  // empty exactly when eligible
   /// For a slice request (`gpu_memory_bytes`): the memory on this GPU that no slice
   /// declares and no process outside gpuman uses; absent when a whole-GPU lease holds it,
-  /// its total memory is unknown, or it may not be sliced.
+  /// its total memory is unknown, or a filter that waiting does not change (--gpus,
+  /// --model, may not be sliced, ...) leaves it out.
   std::optional<int64_t> slice_room_bytes;
 };
 

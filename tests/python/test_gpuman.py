@@ -181,6 +181,46 @@ class WithoutDaemon(Base):
                 self.assertEqual(l.env["MASTER_PORT"], str(l.master_port))
         self.assertEqual(gpuman.leases()["leases"], [])
 
+    def test_memory_slices_share_a_gpu_and_set_the_frameworks_limits(self):
+        a = gpuman.acquire(gpus=3, gpu_memory="30GiB")
+        b = gpuman.acquire(gpus=3, gpu_memory=30 * 2**30)
+        try:
+            self.assertEqual(a.indices, [3])
+            self.assertEqual(b.indices, [3])
+            self.assertEqual(a.gpu_memory, 30 * 2**30)
+            self.assertEqual(a.env["GPUMAN_GPU_MEMORY"], str(30 * 2**30))
+            self.assertEqual(a.env["XLA_PYTHON_CLIENT_PREALLOCATE"], "false")
+            self.assertEqual(a.env["TF_FORCE_GPU_ALLOW_GROWTH"], "true")
+            self.assertIn("XLA_PYTHON_CLIENT_MEM_FRACTION", a.env)
+            # A third does not fit beside them; a whole GPU 3 neither.
+            with self.assertRaises(gpuman.Busy):
+                gpuman.acquire(gpus=3, gpu_memory="30GiB")
+            with self.assertRaises(gpuman.Busy):
+                gpuman.acquire(gpus=3)
+            # The framework limit from the slice: a stand-in torch records the call.
+            import types
+            calls = []
+            fake = types.ModuleType("torch")
+            fake.cuda = types.SimpleNamespace(
+                device_count=lambda: 1,
+                get_device_properties=lambda i: types.SimpleNamespace(total_memory=120 * 2**30),
+                set_per_process_memory_fraction=lambda f, i: calls.append((round(f, 3), i)),
+                is_initialized=lambda: False)
+            sys.modules["torch"] = fake
+            try:
+                self.assertEqual(gpuman.apply_memory_limit(a), "torch: cuda:0 0.250")
+                self.assertEqual(calls, [(0.25, 0)])
+            finally:
+                del sys.modules["torch"]
+            with self.assertRaises(gpuman.GpumanError):
+                gpuman.apply_memory_limit(a)  # neither torch nor tensorflow imported
+        finally:
+            a.release()
+            b.release()
+        with gpuman.acquire() as whole:
+            self.assertIsNone(whole.gpu_memory)
+            self.assertNotIn("GPUMAN_GPU_MEMORY", whole.env)
+
     def test_environ_set_and_restored(self):
         os.environ["CUDA_DEVICE_ORDER"] = "FASTEST_FIRST"
         self.assertNotIn("CUDA_VISIBLE_DEVICES", os.environ)

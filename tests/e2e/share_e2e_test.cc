@@ -1,0 +1,180 @@
+// End-to-end tests of memory slices (docs/share.md, issue 25): two users' 30 GiB slices
+// share one 80 GiB stand-in GPU and a third waits; a whole-GPU request waits for the
+// slices; the environment a slice's process gets; the queue's reason; through the machine
+// lease table without a daemon and through a daemon. Real binaries, the stand-in NVML;
+// the two-user tests run as root only.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include <gmock/gmock.h>
+
+#include "e2e/e2e_util.h"
+#include "e2e/users.h"
+
+namespace gpuman::e2e {
+namespace {
+
+using nlohmann::json;
+using testing::TempDir;
+
+constexpr int64_t kGiB = int64_t{1} << 30;
+
+class ShareE2E : public ::testing::TestWithParam<bool> {  // true: through a daemon
+ protected:
+  void SetUp() override {
+    chmod(dir_.path().c_str(), 0755);
+    lease_dir_ = dir_.Join("leases");
+    scenario_ = IdleScenario(dir_, "h100-8");  // eight idle 80 GiB H100s
+    chmod(scenario_.c_str(), 0644);
+    gate_ = dir_.Join("gate");
+    if (GetParam()) {
+      socket_ = dir_.Join("gpuman.sock");
+      auto env = Env();
+      env["GPUMAN_SIMULATE"] = "";
+      ASSERT_TRUE(daemon_.Start({.scenario = scenario_, .socket = socket_, .state_dir = dir_.Join("state"), .env = env}));
+    }
+  }
+  void TearDown() override {
+    dir_.Write("gate", "");
+    for (auto& t : holders_) t.join();
+    daemon_.Stop();
+  }
+
+  std::map<std::string, std::string> Env() {
+    auto env = CleanEnv(lease_dir_);
+    env["GPUMAN_LEASE_DIR"] = lease_dir_;
+    env["GPUMAN_SIMULATE"] = scenario_;
+    env["PATH"] = "/usr/bin:/bin";
+    env["HOME"] = "/nonexistent";
+    if (!socket_.empty()) env["GPUMAN_SOCKET"] = socket_;
+    return env;
+  }
+  testing::RunResult Gpuman(std::vector<std::string> args) {
+    args.insert(args.begin(), kGpuman);
+    return testing::Run(args, Env());
+  }
+  // `gpuman run ARGS -- sh` as `who` in the background, holding its lease until the gate
+  // opens; the child writes its slice variables to `out`.
+  void Hold(const passwd& who, std::vector<std::string> args, const std::string& out) {
+    std::vector<std::string> argv = {kGpuman, "run"};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.insert(argv.end(), {"--", "/bin/sh", "-c",
+                             "env | grep -E '^(CUDA_VISIBLE_DEVICES|GPUMAN_GPU_MEMORY|XLA_|TF_FORCE|PYTORCH_CUDA)' | sort > \"$1\"; "
+                             "while [ ! -e \"$0\" ]; do sleep 0.05; done",
+                             gate_, out});
+    const auto env = Env();
+    holders_.emplace_back([who, argv, env] { (void)RunAsUser(who, argv, env); });
+  }
+  json WaitForLeases(size_t n) {
+    json leases;
+    for (int i = 0; i < 600; ++i) {
+      leases = json::parse(Gpuman({"leases", "--json"}).out)["leases"];
+      if (leases.size() == n) break;
+      usleep(50 * 1000);
+    }
+    return leases;
+  }
+
+  TempDir dir_;
+  std::string lease_dir_, scenario_, socket_, gate_;
+  PrivateDaemon daemon_;
+  std::vector<std::thread> holders_;
+};
+
+TEST_P(ShareE2E, TwoUsersSlicesShareOneGpuAndAThirdAndAWholeRequestWait) {
+  if (getuid() != 0) GTEST_SKIP() << "needs root to create users";
+  auto alice = EnsureTestUser("gpumanta");
+  auto bob = EnsureTestUser("gpumantb");
+  if (!alice || !bob) GTEST_SKIP() << "useradd is not available";
+  if (!GetParam()) ASSERT_EQ(Gpuman({"leases"}).exit_code, 0);  // root sets the machine table up
+  const std::string a_env = dir_.Write("a.env", ""), b_env = dir_.Write("b.env", "");
+  chmod(a_env.c_str(), 0666);
+  chmod(b_env.c_str(), 0666);
+
+  // Two users, 30 GiB each, confined to GPU 3 so that a third user has no other choice.
+  Hold(*alice, {"--gpu-memory", "30GiB", "-i", "3"}, a_env);
+  ASSERT_EQ(WaitForLeases(1).size(), 1u);
+  Hold(*bob, {"--gpu-memory", "30G", "-i", "3"}, b_env);
+  json leases = WaitForLeases(2);
+  ASSERT_EQ(leases.size(), 2u) << leases.dump();
+  for (const auto& l : leases) {
+    EXPECT_EQ(l["gpus"][0]["index"], 3) << l.dump();
+    EXPECT_EQ(l["gpu_memory_bytes"], 30 * kGiB) << l.dump();
+  }
+  EXPECT_NE(leases[0]["user"], leases[1]["user"]);
+
+  // A third 30 GiB slice of GPU 3 does not fit (19.6 GiB left); the reason says so.
+  auto third = Gpuman({"run", "--gpu-memory", "30GiB", "-i", "3", "--", "/bin/true"});
+  EXPECT_NE(third.exit_code, 0);
+  EXPECT_THAT(third.err, ::testing::HasSubstr("GPU 3 less than 30 GiB of declared memory free"));
+  // A 19 GiB one still does (the stand-in H100 has 79.6 GiB); a whole GPU 3 does not: the
+  // slices hold it.
+  EXPECT_EQ(Gpuman({"run", "--gpu-memory", "19GiB", "-i", "3", "--", "/bin/true"}).exit_code, 0);
+  auto whole = Gpuman({"run", "-i", "3", "--", "/bin/true"});
+  EXPECT_NE(whole.exit_code, 0);
+  EXPECT_THAT(whole.err, ::testing::HasSubstr("sliced"));
+  // Elsewhere a slice goes beside the others (best fit), not onto a fresh GPU.
+  auto where = Gpuman({"select", "--gpu-memory", "10GiB", "--format", "index"});
+  EXPECT_EQ(where.exit_code, 0) << where.err;
+  EXPECT_EQ(where.out, "3\n");
+  // A slice bigger than any GPU can never be had: refused at once.
+  auto huge = Gpuman({"run", "--gpu-memory", "100GiB", "--wait", "--", "/bin/true"});
+  EXPECT_NE(huge.exit_code, 0);
+  EXPECT_THAT(huge.err, ::testing::HasSubstr("can ever be eligible"));
+
+  // What the slice's process was given.
+  std::string got;
+  for (int i = 0; i < 200 && got.find("PYTORCH") == std::string::npos; ++i) {
+    got = Slurp(a_env);
+    usleep(20000);
+  }
+  EXPECT_THAT(got, ::testing::HasSubstr("GPUMAN_GPU_MEMORY=" + std::to_string(30 * kGiB)));
+  EXPECT_THAT(got, ::testing::HasSubstr("XLA_PYTHON_CLIENT_MEM_FRACTION=0.376"));  // 30 of 79.6 GiB
+  EXPECT_THAT(got, ::testing::HasSubstr("XLA_PYTHON_CLIENT_PREALLOCATE=false"));
+  EXPECT_THAT(got, ::testing::HasSubstr("TF_FORCE_GPU_ALLOW_GROWTH=true"));
+  EXPECT_THAT(got, ::testing::HasSubstr("PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"));
+
+  // Status shows both slices of GPU 3.
+  json status = json::parse(Gpuman({"status", "--json"}).out);
+  for (const auto& g : status["gpus"]) {
+    if (g["index"] != 3) continue;
+    EXPECT_EQ(g["declared_memory_bytes"], 60 * kGiB) << g.dump();
+    EXPECT_EQ(g["slices"].size(), 2u);
+    EXPECT_TRUE(g["lease"].is_null());
+  }
+}
+
+TEST_P(ShareE2E, TheQueuePacksSliceJobsAndSaysWhatMemoryIsMissing) {
+  if (!GetParam()) GTEST_SKIP() << "the queue needs the daemon";
+  const std::string out = dir_.Join("job-%j.log");
+  for (int i = 0; i < 3; ++i) {
+    auto r = Gpuman({"submit", "--gpu-memory", "30GiB", "-i", "5", "--output", out, "--", "/bin/sh", "-c",
+                     "echo $CUDA_VISIBLE_DEVICES $GPUMAN_GPU_MEMORY; while [ ! -e \"$0\" ]; do sleep 0.05; done", gate_});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  std::string reason;
+  for (int i = 0; i < 600; ++i) {
+    json q = json::parse(Gpuman({"queue", "--json"}).out);
+    for (const auto& j : q["jobs"]) {
+      if (j["id"] == 3 && j["state"] == "queued" && j.contains("reason")) reason = j["reason"];
+    }
+    if (reason.find("most free") != std::string::npos) break;
+    usleep(50000);
+  }
+  EXPECT_EQ(reason, "needs 30 GiB on one GPU; the most free declared memory is 19.6 GiB on GPU 5");
+  json leases = WaitForLeases(2);
+  ASSERT_EQ(leases.size(), 2u);
+  for (const auto& l : leases) EXPECT_EQ(l["gpu_memory_bytes"], 30 * kGiB);
+  // Refused at submit: bigger than any GPU.
+  auto huge = Gpuman({"submit", "--gpu-memory", "81GiB", "--", "/bin/true"});
+  EXPECT_NE(huge.exit_code, 0);
+  EXPECT_THAT(huge.err, ::testing::HasSubstr("total memory below 81 GiB"));
+}
+
+INSTANTIATE_TEST_SUITE_P(Paths, ShareE2E, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "Daemon" : "MachineTable"; });
+
+}  // namespace
+}  // namespace gpuman::e2e
