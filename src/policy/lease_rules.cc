@@ -47,9 +47,13 @@ int GpusHeldBy(uint32_t uid, const std::vector<model::Lease>& leases, std::optio
 
 std::map<std::string, std::string> NotSliceable(const model::MachineSnapshot& snap, const ShareRules& share) {
   std::map<std::string, std::string> out;
-  if (share.gpus.empty()) return out;
+  if (share.allow && share.gpus.empty()) return out;
   for (const auto& g : snap.gpus) {
     if (!g.uuid) continue;
+    if (!share.allow) {  // a queued slice job after an admin turned slices off waits, with why
+      out[*g.uuid] = "[share] allow = false";
+      continue;
+    }
     const bool listed = std::any_of(share.gpus.begin(), share.gpus.end(), [&](const std::string& id) {
       return id == *g.uuid || id == std::to_string(g.index);
     });

@@ -299,6 +299,41 @@ TEST(ParseConfigTest, LaunchPorts) {
   EXPECT_NE(layered->warnings[0].find("launch is the machine's to set"), std::string::npos) << layered->warnings[0];
 }
 
+// Issue 25: [share], the machine's policy for memory slices (docs/share.md).
+TEST(ParseConfigTest, ShareSlices) {
+  auto defaults = ParseConfig("", "x.toml");
+  ASSERT_TRUE(defaults);
+  EXPECT_TRUE(defaults->share.allow);
+  EXPECT_EQ(defaults->share.min_slice_bytes, int64_t{1} << 30);
+  EXPECT_TRUE(defaults->share.gpus.empty());
+  auto c = ParseConfig("[share]\nallow = false\nmin_slice = \"4GiB\"\ngpus = [4, \"GPU-a\"]\n", "x.toml");
+  ASSERT_TRUE(c) << c.error().message;
+  const policy::MachineRules rules = MachineRulesFromConfig(*c);
+  EXPECT_FALSE(rules.share.allow);
+  EXPECT_EQ(rules.share.min_slice_bytes, int64_t{4} << 30);
+  EXPECT_EQ(rules.share.gpus, (std::vector<std::string>{"4", "GPU-a"}));
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {"[share]\nallow = \"yes\"\n", "config x.toml: share.allow must be true or false"},
+           {"[share]\nmin_slice = \"lots\"\n", "config x.toml: share.min_slice must be a size such as \"1GiB\""},
+           {"[share]\ngpus = []\n", "config x.toml: share.gpus must be a list of GPU indices or UUIDs, such as [0, 1, \"GPU-...\"] (use allow = false for none)"},
+           {"[share]\nslices = 2\n", "config x.toml: share: unknown key 'slices' (known: allow, min_slice, gpus)"}}) {
+    auto bad = ParseConfig(text, "x.toml");
+    ASSERT_FALSE(bad) << text;
+    EXPECT_EQ(bad.error().message, message);
+  }
+  // A user's own file cannot set it.
+  TempDir dir;
+  const std::string machine = dir.Write("etc/config.toml", "[share]\nallow = false\n");
+  dir.Write("xdg/gpuman/config.toml", "[share]\nallow = true\n");
+  Environment env;
+  env.vars["XDG_CONFIG_HOME"] = dir.Join("xdg");
+  auto layered = LoadConfigFrom(env, std::nullopt, machine, 1000);
+  ASSERT_TRUE(layered) << layered.error().message;
+  EXPECT_FALSE(layered->share.allow);
+  ASSERT_EQ(layered->warnings.size(), 1u);
+  EXPECT_NE(layered->warnings[0].find("share is the machine's to set"), std::string::npos) << layered->warnings[0];
+}
+
 TEST(LoadConfigTest, PrecedenceFlagThenEnvThenTheMachinesFile) {
   TempDir dir;
   const std::string machine = dir.Write("etc/config.toml", "nvml_library = \"from-machine\"\n");

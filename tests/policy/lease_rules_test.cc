@@ -219,5 +219,41 @@ TEST(LeaseRulesTest, YourLeaseJoinIsTheHoldersManageAlsoAdmins) {
   EXPECT_EQ(CheckYourLease(run, kBob, LeaseAct::kJoin).error().message, "lease 4 belongs to another user");
 }
 
+TEST(LeaseRulesTest, SlicesFollowTheMachinesShareRules) {
+  ShareRules share;
+  EXPECT_TRUE(CheckSlice(int64_t{1} << 30, share));
+  auto small = CheckSlice(int64_t{512} << 20, share);
+  ASSERT_FALSE(small);
+  EXPECT_EQ(small.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(small.error().message, "--gpu-memory 512 MiB is below this machine's smallest slice, 1 GiB ([share] min_slice)");
+  share.allow = false;
+  auto off = CheckSlice(int64_t{8} << 30, share);
+  ASSERT_FALSE(off);
+  EXPECT_EQ(off.error().code, ErrorCode::kNotFound);
+  // The same rule reaches every path: ApplyLeaseRules refuses the slice too.
+  MachineRules rules;
+  rules.share.allow = false;
+  model::GpuRequest slice = Ask(1);
+  slice.gpu_memory_bytes = int64_t{8} << 30;
+  auto ruled = ApplyLeaseRules(slice, kAlice, std::nullopt, {}, rules, 8);
+  ASSERT_FALSE(ruled);
+  EXPECT_EQ(ruled.error().code, ErrorCode::kNotFound);
+  // Which GPUs may be sliced: by index or UUID; all of them none when slices are off.
+  model::MachineSnapshot snap;
+  for (int i = 0; i < 3; ++i) {
+    model::DeviceSnapshot g;
+    g.index = i;
+    g.uuid = "GPU-" + std::to_string(i);
+    snap.gpus.push_back(g);
+  }
+  ShareRules some;
+  some.gpus = {"0", "GPU-2"};
+  auto left_out = NotSliceable(snap, some);
+  ASSERT_EQ(left_out.size(), 1u);
+  EXPECT_EQ(left_out.begin()->first, "GPU-1");
+  EXPECT_TRUE(NotSliceable(snap, ShareRules{}).empty());
+  EXPECT_EQ(NotSliceable(snap, share).size(), 3u);
+}
+
 }  // namespace
 }  // namespace gpuman::policy
