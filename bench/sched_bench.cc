@@ -10,6 +10,10 @@
 // The queue: 10,000 jobs from 12 users, sizes 1/2/4/8/16/32, time limits 10 min..48 h,
 // a few priorities, 2 % held, 2 % with an `after` dependency, 3 % with a model filter.
 //
+// A third scene, slices (issue 25, docs/share.md): 8 GPUs of 80 GiB with 16 memory slices
+// running (a mixed 5-40 GiB each), 10,000 queued slice jobs of 5, 10, 20 or 40 GiB drawn
+// uniformly, 12 users. Goal: <= 10 ms per pass.
+//
 // Usage: sched_bench [passes]   (default 21)
 #include <algorithm>
 #include <chrono>
@@ -148,6 +152,57 @@ SchedulerInput Scene(bool steady, uint64_t seed) {
   return in;
 }
 
+// 8 x 80 GiB; 16 slices run; 10,000 slice jobs wait.
+SchedulerInput SliceScene(uint32_t seed) {
+  std::mt19937 rng(seed);
+  SchedulerInput in;
+  in.now_unix_ms = kNow;
+  for (int i = 0; i < 8; ++i) {
+    gpuman::model::DeviceSnapshot gpu;
+    gpu.index = i;
+    gpu.uuid = Uuid(i);
+    gpu.name = "NVIDIA H100 80GB HBM3";
+    gpu.compute_capability = "9.0";
+    gpu.memory_total_bytes = int64_t{80} << 30;
+    gpu.numa_node = i / 4;
+    in.snapshot.gpus.push_back(std::move(gpu));
+  }
+  const int64_t sizes[] = {5, 10, 20, 40};
+  int64_t id = 1;
+  for (int r = 0; r < 16; ++r, ++id) {
+    Job job;
+    job.id = id;
+    job.uid = 1000 + static_cast<uint32_t>(r % 12);
+    job.state = JobState::kRunning;
+    job.request.count = 1;
+    job.request.gpu_memory_bytes = sizes[r % 3] << 30;
+    job.started_unix_ms = kNow - kHour;
+    job.time_limit_ms = 4 * kHour;
+    job.lease_id = 100000 + id;
+    job.gpu_uuids = {Uuid(r % 8)};
+    gpuman::model::Lease lease;
+    lease.id = *job.lease_id;
+    lease.uid = job.uid;
+    lease.kind = "job";
+    lease.gpu_uuids = job.gpu_uuids;
+    lease.gpu_memory_bytes = job.request.gpu_memory_bytes;
+    in.leases.push_back(lease);
+    in.jobs.push_back(std::move(job));
+  }
+  for (int i = 0; i < kQueued; ++i, ++id) {
+    Job job;
+    job.id = id;
+    job.uid = 1000 + std::uniform_int_distribution<uint32_t>(0, 11)(rng);
+    job.state = JobState::kQueued;
+    job.request.count = 1;
+    job.request.gpu_memory_bytes = sizes[std::uniform_int_distribution<int>(0, 3)(rng)] << 30;
+    job.time_limit_ms = std::uniform_int_distribution<int64_t>(10 * kMinute, 8 * kHour)(rng);
+    job.submitted_unix_ms = kNow - std::uniform_int_distribution<int64_t>(0, 72 * kHour)(rng);
+    in.jobs.push_back(std::move(job));
+  }
+  return in;
+}
+
 struct Timing {
   double median_ms;
   double min_ms;
@@ -200,6 +255,12 @@ int main(int argc, char** argv) {
     Report("steady", steady, s);
     Report("empty", empty, e);
     std::printf("goal: <= 10 ms per pass (steady): %s\n", s.median_ms <= 10.0 ? "met" : "NOT met");
+    SchedulerInput slices = SliceScene(42);
+    Timing sl = Time(slices, passes);
+    std::printf("slices  8 GPUs of 80 GiB, 16 slices running, %d slice jobs queued: started %zu, %zu waiting\n"
+                "        median %.2f ms, min %.2f ms\n",
+                kQueued, sl.last.start.size(), sl.last.waiting.size(), sl.median_ms, sl.min_ms);
+    std::printf("goal: <= 10 ms per pass (slices): %s\n", sl.median_ms <= 10.0 ? "met" : "NOT met");
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sched_bench: error: %s\n", e.what());

@@ -168,8 +168,10 @@ void WriteGpu(JsonWriter& w, const model::DeviceSnapshot& d, const StatusOptions
     }
     w.Key("slices").BeginArray();
     int64_t declared = 0;
+    const std::vector<model::SliceOverrun> over = model::SliceOverruns(d, *opts.leases);
     for (const model::Lease* l : slices) {
       declared += *l->gpu_memory_bytes;
+      const auto o = std::find_if(over.begin(), over.end(), [&](const model::SliceOverrun& x) { return x.lease_id == l->id; });
       w.BeginObject();
       w.Key("lease_id").Int(l->id);
       w.Key("user").String(l->user);
@@ -177,6 +179,11 @@ void WriteGpu(JsonWriter& w, const model::DeviceSnapshot& d, const StatusOptions
       w.Key("command").String(l->command);
       w.Key("memory_bytes").Int(*l->gpu_memory_bytes);
       w.Key("since_unix_ms").Int(l->created_unix_ms);
+      // Its holder's processes on this GPU use more than their slices declare.
+      w.Key("over_limit").Bool(o != over.end());
+      w.Key("holder_used_bytes");
+      if (o != over.end()) w.Int(o->used_bytes);
+      else w.Null();
       w.EndObject();
     }
     w.EndArray();

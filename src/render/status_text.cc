@@ -452,6 +452,7 @@ std::string CompactUsers(const model::DeviceSnapshot& d, bool in_mib) {
 std::string CompactLeases(const model::DeviceSnapshot& d, const StatusOptions& opts, int64_t now_ms, bool color) {
   if (!opts.leases || !d.uuid) return "";
   std::string out;
+  const std::vector<model::SliceOverrun> overruns = model::SliceOverruns(d, *opts.leases);
   for (const model::Lease& l : *opts.leases) {
     if (std::find(l.gpu_uuids.begin(), l.gpu_uuids.end(), *d.uuid) == l.gpu_uuids.end()) continue;
     const auto job = opts.lease_jobs.find(l.id);
@@ -459,10 +460,12 @@ std::string CompactLeases(const model::DeviceSnapshot& d, const StatusOptions& o
                                                     : "[lease " + std::to_string(l.id);
     text += " " + EscapeControl(l.user);
     if (l.gpu_memory_bytes) text += " " + FormatBytes(*l.gpu_memory_bytes);
+    const bool over = l.gpu_memory_bytes && std::any_of(overruns.begin(), overruns.end(), [&](const model::SliceOverrun& o) { return o.lease_id == l.id; });
+    if (over) text += " OVER";
     if (l.idle_since_unix_ms) text += ", IDLE " + FormatDurationMs(now_ms - *l.idle_since_unix_ms);
     text += "]";
     if (!out.empty()) out += ' ';
-    out += Colorize(text, l.idle_since_unix_ms ? Color::kYellow : Color::kNone, color);
+    out += Colorize(text, over ? Color::kRed : l.idle_since_unix_ms ? Color::kYellow : Color::kNone, color);
   }
   return out;
 }
@@ -587,16 +590,24 @@ std::string RenderStatusText(const model::MachineSnapshot& snap, const StatusOpt
         AppendDetailLine(lines, "warning: ", warning, Color::kYellow, color, limit);
       }
       if (opts.leases && d.uuid) {
+        const std::vector<model::SliceOverrun> overruns = model::SliceOverruns(d, *opts.leases);
         for (const model::Lease& l : *opts.leases) {
           if (std::find(l.gpu_uuids.begin(), l.gpu_uuids.end(), *d.uuid) == l.gpu_uuids.end()) continue;
+          const auto over = std::find_if(overruns.begin(), overruns.end(),
+                                         [&](const model::SliceOverrun& o) { return o.lease_id == l.id; });
           std::string text = "lease " + std::to_string(l.id) + " " + EscapeControl(l.user) + " (" + EscapeControl(l.kind) +
                              (l.gpu_memory_bytes ? ", " + FormatBytes(*l.gpu_memory_bytes) + " slice" : "") + ") since " +
                              FormatIsoUtcSeconds(l.created_unix_ms / 1000);
           if (l.idle_since_unix_ms) {
             text += ", IDLE for " + FormatDurationMs(snap.taken_at_unix_ms - *l.idle_since_unix_ms);
           }
+          if (over != overruns.end()) {
+            text += ", OVER its slice: " + EscapeControl(l.user) + "'s processes use " + FormatBytes(over->used_bytes) +
+                    " of " + FormatBytes(over->declared_bytes) + " declared";
+          }
           text += ": " + EscapeControl(l.command);  // a job's name, a user's command line
-          AppendDetailLine(lines, "", text, l.idle_since_unix_ms ? Color::kYellow : Color::kDim, color, limit);
+          AppendDetailLine(lines, "", text,
+                           over != overruns.end() ? Color::kRed : l.idle_since_unix_ms ? Color::kYellow : Color::kDim, color, limit);
         }
       }
       if (opts.show_processes) {

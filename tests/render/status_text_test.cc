@@ -315,6 +315,24 @@ TEST(StatusCompactTest, LeasesAndJobsInBrackets) {
   EXPECT_TRUE(bare.at(4).ends_with("|")) << bare.at(4);
 }
 
+TEST(StatusCompactTest, SlicesShowTheirSizeAndAnOverrun) {
+  const model::MachineSnapshot snap = FourGpuMachine();
+  const model::GpuProcess& alices = snap.gpus[1].processes.at(0);
+  ASSERT_EQ(alices.user, "alice");
+  ASSERT_TRUE(alices.uid.has_value());
+  StatusOptions opts;
+  model::Lease a = LeaseOn(8, "alice", *snap.gpus[1].uuid);
+  a.uid = *alices.uid;
+  a.gpu_memory_bytes = int64_t{20} << 30;  // her processes use 40.3 GiB
+  model::Lease b = LeaseOn(9, "bob", *snap.gpus[1].uuid);
+  b.uid = 4321;
+  b.gpu_memory_bytes = int64_t{30} << 30;
+  opts.leases = {a, b};
+  opts.show_processes = false;
+  const std::vector<std::string> lines = Lines(RenderStatusCompact(snap, opts, TerminalInfo{200, false}));
+  EXPECT_TRUE(lines.at(2).ends_with("| [lease 8 alice 20 GiB OVER] [lease 9 bob 30 GiB]")) << lines.at(2);
+}
+
 TEST(StatusCompactTest, MibAsNvidiaSmiAndGpustat) {
   StatusOptions opts;
   opts.memory_in_mib = true;
