@@ -189,9 +189,9 @@ int RunRun(const RunArgs& args, Context& ctx) {
   const sched::JobEnd end = (*child)->Wait(wait_options);
   const int exit_code = end.exit_code;
   child->reset();
-  // One line for the rank that brought the others down; not when a signal (forwarded, or
-  // Ctrl-C at the terminal, which reaches every rank itself) was ending them all anyway.
-  if (end.stopped_others && end.failed && end.exit_code != 128 + SIGINT) {
+  // One line for the rank that brought the others down (not when a signal was ending
+  // them all anyway: Wait did not stop them then).
+  if (end.stopped_others && end.failed) {
     ctx.err() << "gpuman: rank " << *end.failed << " " << HowItEnded(end.exit_code) << "; stopped the other ranks\n";
   }
   // Confined by the daemon: whatever the command left in its cgroup (a setsid'ed or

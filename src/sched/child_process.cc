@@ -156,8 +156,10 @@ JobEnd ChildProcess::Wait(const WaitOptions& options) {
       end.failed = static_cast<int>(i);
       end.exit_code = code;
       // The others cannot finish without it (a collective waits for every rank): stop
-      // them, as torchrun does, unless a signal we forwarded is ending them already.
-      if (running > 0 && end.forwarded_signal == 0) {
+      // them, as torchrun does, unless a signal we forwarded is ending them already, or
+      // it was Ctrl-C at the terminal, which reached every one of them itself (a TERM now
+      // would cut short what they do on SIGINT, such as saving a checkpoint).
+      if (running > 0 && end.forwarded_signal == 0 && code != 128 + SIGINT) {
         kill(-group, SIGTERM);
         end.stopped_others = true;
         kill_at = Clock::now() + std::chrono::milliseconds(options.stop_grace_ms);

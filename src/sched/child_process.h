@@ -96,7 +96,8 @@ class ChildProcess {
   /// Waits for every process, forwarding SIGINT, SIGTERM and SIGHUP that reach this
   /// process to the job's process group. When one process fails while others run, they
   /// are stopped (WaitOptions::stop_grace_ms), unless a forwarded signal is already ending
-  /// them. Then what remains of the group ends (leftover_grace_ms).
+  /// them or SIGINT ended it (Ctrl-C at the terminal reaches the whole group). Then what
+  /// remains of the group ends (leftover_grace_ms).
   JobEnd Wait(const WaitOptions& options = {});
 
   /// Wait for a one-process job: its exit code, or 128+N if signal N killed it.

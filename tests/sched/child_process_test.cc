@@ -227,6 +227,25 @@ TEST(ChildProcessTest, ASignalToTheRunnerReachesEveryRank) {
   EXPECT_EQ(Slurp(dir.Join("t.1")), "term\n");
 }
 
+TEST(ChildProcessTest, ARankEndedBySigintDoesNotStopTheOthers) {
+  // Ctrl-C reaches every rank itself; a TERM on top would cut short their own handling.
+  TempDir dir;
+  JobSpec spec = Spec({"sh", "-c",
+                       "if [ $RANK = 0 ]; then echo $$ > \"$0.pid\"; kill -INT $$; fi; "
+                       "trap 'echo term > \"$0.term\"; exit 9' TERM; "
+                       "while [ ! -s \"$0.pid\" ] || kill -0 $(cat \"$0.pid\") 2>/dev/null; do sleep 0.01; done; "
+                       "sleep 0.3; exit 0",
+                       dir.Join("i")});
+  spec.processes = 2;
+  auto child = ChildProcess::Fork(spec);
+  ASSERT_TRUE(child.has_value());
+  ASSERT_TRUE((*child)->Start(RankInfos(2)).has_value());
+  const JobEnd end = (*child)->Wait();
+  EXPECT_EQ(end.exit_code, 128 + SIGINT);
+  EXPECT_FALSE(end.stopped_others);
+  EXPECT_EQ(Slurp(dir.Join("i.term")), "") << "rank 1 was sent TERM";
+}
+
 TEST(ChildProcessTest, AMissingCommandStartsNoRank) {
   JobSpec spec = Spec({"gpuman-no-such-command"});
   spec.processes = 3;
