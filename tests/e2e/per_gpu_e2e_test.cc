@@ -51,23 +51,7 @@ class PerGpuE2E : public ::testing::Test {
 
   // gpuman in the background (to signal it); its pid.
   pid_t Background(std::vector<std::string> args) {
-    auto env = CleanEnv(dir_.Join("state"));
-    for (const auto& [k, v] : env_) env[k] = v;
-    args = Args(std::move(args));
-    args.insert(args.begin(), kGpuman);
-    pid_t pid = fork();
-    if (pid == 0) {
-      for (const auto& [k, v] : env) {
-        if (v.empty()) unsetenv(k.c_str());
-        else setenv(k.c_str(), v.c_str(), 1);
-      }
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    return pid;
+    return StartGpuman(dir_.Join("state"), Args(std::move(args)), env_);
   }
 
   static bool WaitFor(const std::function<bool()>& cond, int ms = 30000) {
