@@ -219,6 +219,27 @@ TEST_F(PerGpuE2E, OptionsThatMakeNoSenseAreRefusedInOneLine) {
   EXPECT_TRUE(Leases().empty());
 }
 
+// What docs/cli.md offers instead of `submit --per-gpu`: the job starts its ranks itself,
+// inside its own lease (a nested run takes no lease of its own).
+TEST_F(PerGpuE2E, AQueuedJobStartsItsRanksInsideItsLease) {
+  StartDaemon();
+  const std::string log = dir_.Join("job.log");
+  auto sub = Gpuman({"submit", "-n", "2", "--output", log, "--", kGpuman, "--simulate", scenario_, "run", "-q", "-n", "2",
+                     "--per-gpu", "--", "sh", "-c", "echo \"rank $RANK of $WORLD_SIZE in lease $GPUMAN_LEASE_ID\""});
+  ASSERT_EQ(sub.exit_code, 0) << sub.err;
+  auto waited = Gpuman({"wait", std::string(Trim(sub.out))});
+  EXPECT_EQ(waited.exit_code, 0) << waited.err << Slurp(log);
+  const std::string out = Slurp(log);
+  const auto lease_of = [&](const std::string& line) {
+    const auto at = out.find(line);
+    return at == std::string::npos ? std::string() : out.substr(at + line.size(), out.find('\n', at) - at - line.size());
+  };
+  const std::string lease0 = lease_of("rank 0 of 2 in lease "), lease1 = lease_of("rank 1 of 2 in lease ");
+  EXPECT_FALSE(lease0.empty()) << out;
+  EXPECT_EQ(lease0, lease1) << out;
+  daemon_.Stop();
+}
+
 // On a terminal: each rank's lines behind its rank, never mixed; Ctrl-C reaches every rank
 // (they share the foreground process group) and run ends with 130.
 TEST_F(PerGpuE2E, OnATerminalLinesArePrefixedAndCtrlCReachesEveryRank) {
