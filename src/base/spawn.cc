@@ -320,7 +320,7 @@ int ParseSmallInt(const char* s) {
 }
 
 // The LateStart, as Encode() below wrote it: "g\0", then "E" KEY=VALUE | "C" cpu | "N" node,
-// each ending in '\0'.
+// each ending in '\0', then the end mark ".\0".
 void ApplyLate(Plan& plan, size_t size) {
   cpu_set_t cpus;
   CPU_ZERO(&cpus);
@@ -382,6 +382,9 @@ void ApplyLate(Plan& plan, size_t size) {
   if (spec.group == SpawnSpec::Group::kNewProcessGroup && setpgid(0, 0) != 0) {
     ChildFail(plan, SpawnStep::kProcessGroup, errno, "");
   }
+  if (spec.group == SpawnSpec::Group::kJoinProcessGroup && setpgid(0, spec.process_group) != 0) {
+    ChildFail(plan, SpawnStep::kProcessGroup, errno, "");
+  }
   DefaultSignals(spec);
   // Raw system calls: this thread is the only one, and glibc's wrappers would try to
   // change the credentials of threads the parent had.
@@ -406,14 +409,18 @@ void ApplyLate(Plan& plan, size_t size) {
     Report ready;
     ready.kind = kReportReady;
     WriteAll(plan.report, &ready, sizeof ready);
+    // Up to the message's end mark, not to EOF: a sibling forked later (the ranks of
+    // `run --per-gpu`) holds this barrier's write end open until its own exec.
     size_t got = 0;
-    while (got < kLateMax) {
+    bool complete = false;
+    while (got < kLateMax && !complete) {
       const ssize_t r = read(plan.barrier, plan.late + got, kLateMax - got);
       if (r < 0 && errno == EINTR) continue;
       if (r <= 0) break;
       got += static_cast<size_t>(r);
+      complete = got >= 3 && plan.late[got - 3] == '\0' && plan.late[got - 2] == '.' && plan.late[got - 1] == '\0';
     }
-    if (got == 0) _exit(125);  // the parent went away or gave up: never run unrecorded
+    if (!complete) _exit(125);  // the parent went away or gave up: never run unrecorded
     close(plan.barrier);
     plan.barrier = -1;
     ApplyLate(plan, got);
@@ -429,6 +436,8 @@ std::string Encode(const LateStart& late) {
   for (const auto& e : late.env) out += "E" + e + '\0';
   for (int cpu : late.cpu_affinity) out += "C" + std::to_string(cpu) + '\0';
   if (late.preferred_numa_node) out += "N" + std::to_string(*late.preferred_numa_node) + '\0';
+  out += ".";  // the end: no other field is "." alone
+  out += '\0';
   return out;
 }
 
@@ -573,6 +582,9 @@ Status SpawnedProcess::ExecOutcome(SpawnFailure* failure) { return ReadReports(f
 
 Result<SpawnedProcess> Spawn(const SpawnSpec& spec, SpawnFailure* failure) {
   if (spec.argv.empty()) return MakeError(ErrorCode::kInvalidArgument, "nothing to run");
+  if (spec.group == SpawnSpec::Group::kJoinProcessGroup && spec.process_group <= 0) {
+    return MakeError(ErrorCode::kInvalidArgument, "no process group to join");
+  }
   // Everything the child touches, made now.
   std::vector<std::string> env_storage;
   if (spec.env) {
@@ -664,6 +676,8 @@ Result<SpawnedProcess> Spawn(const SpawnSpec& spec, SpawnFailure* failure) {
     child.pid_ = first.pid;
   } else if (spec.group == SpawnSpec::Group::kNewProcessGroup) {
     setpgid(pid, pid);  // also done by the child; whichever runs first wins the race
+  } else if (spec.group == SpawnSpec::Group::kJoinProcessGroup) {
+    setpgid(pid, spec.process_group);  // the same race
   }
   return child;
 }

@@ -132,8 +132,11 @@ struct SpawnSpec {
   /// database stay out of a hook). Off: descriptors without CLOEXEC are inherited, as a
   /// shell's child inherits them (`gpuman run cmd 3>file`).
   bool close_other_fds = false;
-  enum class Group { kInherit, kNewProcessGroup, kNewSession };
+  /// kJoinProcessGroup: into `process_group`, an existing group of this session (the
+  /// ranks of `run --per-gpu` share their first rank's group, which owns the terminal).
+  enum class Group { kInherit, kNewProcessGroup, kNewSession, kJoinProcessGroup };
   Group group = Group::kInherit;
+  pid_t process_group = 0;
   /// Drop privileges: setgroups(groups), setgid(gid), setuid(uid), in that order; with a uid
   /// other than 0, a child that could setuid(0) again fails instead of running.
   std::optional<std::vector<gid_t>> groups;

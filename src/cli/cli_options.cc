@@ -124,6 +124,8 @@ CLI::App* AddRunCommand(CLI::App& app, RunArgs& args) {
                 "Give the job PCI-ordered indices plus CUDA_DEVICE_ORDER=PCI_BUS_ID instead of UUIDs");
   cmd->add_flag("--bind-numa", args.bind_numa, "Bind the job's CPUs and memory to the GPUs' NUMA node");
   cmd->add_flag("-q,--quiet", args.quiet, "Do not say which GPUs were leased");
+  cmd->add_flag("--per-gpu", args.per_gpu,
+                "One process per leased GPU with RANK, LOCAL_RANK, WORLD_SIZE (as torchrun starts them)");
   cmd->add_option("command", args.command, "The command and its arguments (after --)")->required();
   cmd->positionals_at_end();
   return cmd;
@@ -329,6 +331,7 @@ std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
   submit->add_option("--output", args.output, "Log file for stdout and stderr; %j job id, %x name, %u user, %A array id, %a task (default gpuman-ID.log in the current directory)");
   submit->add_option("--array", args.array, "A job array: one task per index, as Slurm's 0-99, 1,5,9 or 0-98:2; %N runs at most N at once (0-99%8)");
   submit->add_flag("--requeue", args.requeue, "Queue the job again if its GPU is lost");
+  submit->add_flag("--per-gpu", args.per_gpu, "Refused: one process per GPU is `run --per-gpu`'s")->group("");
   submit->add_option("--after", args.after, "Start only after these jobs succeeded")->delimiter(',');
   submit->add_flag("--json", args.json, "Print {\"id\": N}");
   submit->add_option("command", args.command, "The command and its arguments (after --)")->required();

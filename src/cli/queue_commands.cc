@@ -177,6 +177,12 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
       return ctx.Fail(MakeError(ErrorCode::kInvalidArgument, name + ": give job IDs or --all, not both"));
     }
   }
+  if (name == "submit" && args.per_gpu) {
+    // The job's supervisor starts one process; ranks are `run`'s (docs/cli.md, `--per-gpu`).
+    return ctx.Fail(MakeError(ErrorCode::kInvalidArgument,
+                              "--per-gpu is for run only (for now); a queued job can start its ranks itself: gpuman "
+                              "submit -n 4 -- gpuman run -n 4 --per-gpu -- CMD"));
+  }
   if (auto slurm = UsesSlurm(name, args, ctx.config()); !slurm) return ctx.Fail(slurm.error());
   else if (*slurm) {
     if (by_filter && (acts_on_ids || name == "queue")) {

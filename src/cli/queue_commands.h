@@ -25,6 +25,7 @@ struct QueueArgs {
   std::optional<std::string> time_limit;
   std::optional<std::string> output;
   bool requeue = false;
+  bool per_gpu = false;  // refused: `run --per-gpu` only, for now
   std::vector<int64_t> after;
   std::vector<std::string> command;
   std::optional<std::string> array;  // --array 0-99%8

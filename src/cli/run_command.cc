@@ -6,6 +6,8 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <string.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <fstream>
@@ -15,6 +17,7 @@
 #include "cli/acquire.h"
 #include "cli/exit_codes.h"
 #include "cli/lease_commands.h"
+#include "cli/rank_output.h"
 #include "render/format.h"
 #include "sched/child_process.h"
 #include "sched/process_group.h"
@@ -24,11 +27,13 @@
 namespace gpuman::cli {
 namespace {
 
-// CPUs of the chosen GPUs that this process may use, and their common NUMA node.
-void PlanNumaBinding(const Acquired& acquired, sched::StartInfo& spec, Context& ctx) {
+// CPUs of `uuids` (the job's GPUs, or one rank's) that this process may use, and their
+// common NUMA node. `who` names a rank in the warnings ("rank 2: "), or is "".
+void PlanNumaBinding(const Acquired& acquired, const std::vector<std::string>& uuids, const std::string& who,
+                     sched::StartInfo& spec, Context& ctx) {
   std::set<int> gpu_cpus;
   std::set<int> nodes;
-  for (const auto& uuid : acquired.selection.uuids) {
+  for (const auto& uuid : uuids) {
     for (const auto& g : acquired.snapshot.gpus) {
       if (g.uuid != uuid) continue;
       gpu_cpus.insert(g.cpu_affinity.begin(), g.cpu_affinity.end());
@@ -42,13 +47,23 @@ void PlanNumaBinding(const Acquired& acquired, sched::StartInfo& spec, Context& 
     if (cpu < CPU_SETSIZE && CPU_ISSET(cpu, &allowed)) spec.cpu_affinity.push_back(cpu);
   }
   if (spec.cpu_affinity.empty()) {
-    ctx.err() << "gpuman: warning: --bind-numa: none of the GPUs' CPUs ("
+    ctx.err() << "gpuman: warning: --bind-numa: " << who << "none of the GPUs' CPUs ("
               << model::FormatCpuList({gpu_cpus.begin(), gpu_cpus.end()})
               << ") is available to this process; not binding\n";
     return;
   }
   if (nodes.size() == 1) spec.preferred_numa_node = *nodes.begin();
-  else if (nodes.size() > 1) ctx.err() << "gpuman: warning: --bind-numa: the GPUs span NUMA nodes; binding CPUs only\n";
+  else if (nodes.size() > 1) ctx.err() << "gpuman: warning: --bind-numa: " << who << "the GPUs span NUMA nodes; binding CPUs only\n";
+}
+
+// "exited with 3", "was killed by SIGSEGV (139)".
+std::string HowItEnded(int code) {
+  if (code > 128 && code < 128 + NSIG) {
+    const char* name = sigabbrev_np(code - 128);
+    return "was killed by " + (name ? "SIG" + std::string(name) : "signal " + std::to_string(code - 128)) + " (" +
+           std::to_string(code) + ")";
+  }
+  return "exited with " + std::to_string(code);
 }
 
 }  // namespace
@@ -59,6 +74,11 @@ int RunRun(const RunArgs& args, Context& ctx) {
   // section): 125, with one line saying why; 124 when --wait=DURATION ran out.
   auto fail = [&](const Error& error) { return ctx.Fail(error); };  // ExitPolicy::kJobCode
   if (args.selection.count < 1) return fail(MakeError(ErrorCode::kInvalidArgument, "run needs at least one GPU (-n 1 or more)"));
+  if (args.per_gpu && args.selection.allow_shared) {
+    return fail(MakeError(ErrorCode::kInvalidArgument,
+                          "--per-gpu does not go with --allow-shared: each rank needs a GPU of its own"));
+  }
+  const int ranks = args.per_gpu ? args.selection.count : 1;
   auto wait = ParseWait(args.wait);
   if (!wait) return fail(wait.error());
 
@@ -68,15 +88,25 @@ int RunRun(const RunArgs& args, Context& ctx) {
 
   // The job is forked first and waits at a barrier: it goes into the lease in the same
   // transaction that takes the GPUs, and it cannot run before that (if we die, it exits).
+  // With --per-gpu, every rank is such a process, all of them in the job's one process group.
   sched::JobSpec spec;
   spec.argv = args.command;
   for (const auto& [k, v] : ctx.env().vars) spec.env.push_back(k + "=" + v);
   spec.foreground_tty = true;
+  spec.processes = ranks;
+  RankOutput rank_output(ranks, STDOUT_FILENO, STDERR_FILENO);
+  if (args.per_gpu) {
+    if (auto opened = rank_output.Open(); !opened) return fail(opened.error());
+    spec.outputs = rank_output.ChildOutputs();
+  }
   auto child = sched::ChildProcess::Fork(spec);
+  rank_output.CloseChildEnds();
   if (!child) return fail(child.error());
-  auto job = store::CurrentLeaseProcess((*child)->pid());
-  if (!job) return fail(MakeError(ErrorCode::kInternal, "cannot read the start time of the job's process"));
-  draft->processes.push_back(*job);
+  for (pid_t pid : (*child)->pids()) {
+    auto job = store::CurrentLeaseProcess(pid);
+    if (!job) return fail(MakeError(ErrorCode::kInternal, "cannot read the start time of the job's process"));
+    draft->processes.push_back(*job);
+  }
 
   AcquireOptions options;
   options.wait_ms = *wait;
@@ -106,9 +136,8 @@ int RunRun(const RunArgs& args, Context& ctx) {
     }
   };
 
-  // What the job gets: its GPUs.
+  // What the job gets: its GPUs; each rank all of them, its rank, and its own GPU's CPUs.
   const auto& sel = acquired->selection;
-  sched::StartInfo start;
   visibility::ChildGpuEnvRequest gpu_env;
   gpu_env.uuids = sel.uuids;
   gpu_env.indices = sel.indices;
@@ -117,22 +146,55 @@ int RunRun(const RunArgs& args, Context& ctx) {
   gpu_env.master_port = acquired->lease.master_port;
   if (ctx.simulation()) gpu_env.simulated_scenario = ctx.simulation()->scenario_path;
   AddSliceEnv(*acquired, gpu_env);
-  for (const auto& var : visibility::ChildGpuEnv(gpu_env)) start.env.push_back(visibility::EnvEntry(var));
-  if (args.bind_numa) PlanNumaBinding(*acquired, start, ctx);
+  const std::vector<std::string> cuda_order = visibility::CudaOrder(gpu_env);
+  if (args.per_gpu && cuda_order.size() != static_cast<size_t>(ranks)) {
+    release();
+    return fail(MakeError(ErrorCode::kInternal, "asked for " + std::to_string(ranks) + " GPUs for as many ranks, got " +
+                                                    std::to_string(cuda_order.size())));
+  }
+  if (args.per_gpu && !gpu_env.master_port) {
+    ctx.err() << "gpuman: warning: lease " << lease_id
+              << " has no rendezvous port ([launch] ports is off, or every port is taken): the ranks get no "
+                 "MASTER_ADDR or MASTER_PORT\n";
+  }
+  std::vector<sched::StartInfo> starts(static_cast<size_t>(ranks));
+  for (int rank = 0; rank < ranks; ++rank) {
+    sched::StartInfo& start = starts[static_cast<size_t>(rank)];
+    for (const auto& var : visibility::ChildGpuEnv(gpu_env)) start.env.push_back(visibility::EnvEntry(var));
+    if (!args.per_gpu) {
+      if (args.bind_numa) PlanNumaBinding(*acquired, sel.uuids, "", start, ctx);
+      continue;
+    }
+    for (const auto& var : visibility::RankEnv(rank, ranks, gpu_env.master_port)) {
+      start.env.push_back(visibility::EnvEntry(var));
+    }
+    if (args.bind_numa) {
+      PlanNumaBinding(*acquired, {cuda_order[static_cast<size_t>(rank)]}, "rank " + std::to_string(rank) + ": ", start,
+                      ctx);
+    }
+  }
 
   if (!args.quiet && isatty(STDERR_FILENO)) {
     std::vector<std::string> idx;
     for (int i : sel.indices) idx.push_back(std::to_string(i));
     ctx.err() << "gpuman: lease " << lease_id << ": GPU " << Join(idx, ",") << " (" << sel.placement << ")\n";
   }
-  if (auto started = (*child)->Start(start); !started) {
+  if (auto started = (*child)->Start(starts); !started) {
     release();
     ctx.err() << "gpuman: error: " << args.command[0] << ": " << started.error().message << "\n";
     return started.error().code == ErrorCode::kPermissionDenied ? int{kJobCannotExecute} : int{kJobNotFound};
   }
   const pid_t job_pid = (*child)->pid();
-  int exit_code = (*child)->WaitForwardingSignals();
+  sched::WaitOptions wait_options;
+  if (rank_output.Enabled()) wait_options.output = &rank_output;
+  const sched::JobEnd end = (*child)->Wait(wait_options);
+  const int exit_code = end.exit_code;
   child->reset();
+  // One line for the rank that brought the others down (not when a signal was ending
+  // them all anyway: Wait did not stop them then).
+  if (end.stopped_others && end.failed) {
+    ctx.err() << "gpuman: rank " << *end.failed << " " << HowItEnded(end.exit_code) << "; stopped the other ranks\n";
+  }
   // Confined by the daemon: whatever the command left in its cgroup (a setsid'ed or
   // double-forked child) ends before the GPUs go back (TERM, 5 s, KILL: the grace the process group gets), as
   // the supervisor does for a job. A nested run shares its enclosing lease's cgroup, which

@@ -1,5 +1,6 @@
-// `gpuman run`: lease GPUs atomically, run a command on them with the right environment,
-// forward signals, release the lease when the job ends. Main thread only.
+// `gpuman run`: lease GPUs atomically, run a command on them with the right environment
+// (or, with --per-gpu, one process per GPU with its rank), forward signals, release the
+// lease when the job ends. Main thread only.
 #pragma once
 
 #include <optional>
@@ -17,6 +18,7 @@ struct RunArgs {
   bool index = false;       // CUDA_VISIBLE_DEVICES as PCI-ordered indices instead of UUIDs
   bool bind_numa = false;   // CPU and memory affinity to the GPUs' NUMA node
   bool quiet = false;
+  bool per_gpu = false;     // one process per leased GPU, torchrun-style ranks (docs/cli.md)
   std::vector<std::string> command;
 };
 

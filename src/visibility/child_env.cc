@@ -75,6 +75,29 @@ std::vector<EnvVar> LaunchEnv(int master_port, size_t gpus) {
   return env;
 }
 
+std::vector<std::string> CudaOrder(const ChildGpuEnvRequest& request) {
+  if (request.numbering != GpuNumbering::kPciIndices) return request.uuids;
+  GPUMAN_CHECK(request.indices.size() == request.uuids.size());
+  std::vector<std::pair<int, std::string>> by_index;
+  for (size_t i = 0; i < request.uuids.size(); ++i) by_index.emplace_back(request.indices[i], request.uuids[i]);
+  std::sort(by_index.begin(), by_index.end());
+  std::vector<std::string> out;
+  for (auto& [index, uuid] : by_index) out.push_back(std::move(uuid));
+  return out;
+}
+
+std::vector<EnvVar> RankEnv(int rank, int ranks, std::optional<int> master_port) {
+  const std::string r = std::to_string(rank), n = std::to_string(ranks);
+  std::vector<EnvVar> env = {{"RANK", r},        {"LOCAL_RANK", r},      {"WORLD_SIZE", n},
+                             {"LOCAL_WORLD_SIZE", n}, {"GROUP_RANK", "0"}, {"GROUP_WORLD_SIZE", "1"}};
+  if (master_port) {
+    env.push_back({"JAX_COORDINATOR_ADDRESS", "127.0.0.1:" + std::to_string(*master_port)});
+    env.push_back({"JAX_NUM_PROCESSES", n});
+    env.push_back({"JAX_PROCESS_ID", r});
+  }
+  return env;
+}
+
 std::span<const std::string_view> MachineBoundVariables() { return kMachineBound; }
 
 std::string EnvEntry(const EnvVar& var) { return var.name + "=" + var.value; }

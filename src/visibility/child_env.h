@@ -104,6 +104,17 @@ std::vector<EnvVar> LaunchEnv(int master_port, size_t gpus);
 /// PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True for PyTorch (which is not a cap).
 std::vector<EnvVar> SliceEnv(int64_t bytes, int64_t total_bytes);
 
+/// The lease's UUIDs in the order CUDA numbers them under ChildGpuEnv(request)'s
+/// CUDA_VISIBLE_DEVICES: cuda:0 first (the given order; PCI order for kPciIndices).
+std::vector<std::string> CudaOrder(const ChildGpuEnvRequest& request);
+
+/// What rank `rank` of `run --per-gpu` (one process per GPU of the lease, `ranks` in all,
+/// one machine) gets on top of ChildGpuEnv (docs/python.md, "One process per GPU"): torch
+/// elastic's RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK=0,
+/// GROUP_WORLD_SIZE=1, and, with a rendezvous port, JAX's JAX_COORDINATOR_ADDRESS
+/// (127.0.0.1:PORT), JAX_NUM_PROCESSES and JAX_PROCESS_ID.
+std::vector<EnvVar> RankEnv(int rank, int ranks, std::optional<int> master_port);
+
 /// The variables that name the GPUs or the lease of the machine they were set on:
 /// CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, GPUMAN_LEASE_ID, GPUMAN_JOB_ID and the
 /// array's two.

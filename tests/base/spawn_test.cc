@@ -285,8 +285,25 @@ TEST(SpawnTest, NewSessionAndProcessGroup) {
   ASSERT_TRUE(leader->WaitReady());
   EXPECT_EQ(getpgid(leader->pid()), leader->pid());
   EXPECT_EQ(getsid(leader->pid()), getsid(0));
+
+  // A second child joins the leader's group (the ranks of `run --per-gpu`).
+  SpawnSpec member = Shell("exit 0");
+  member.group = SpawnSpec::Group::kJoinProcessGroup;
+  member.process_group = leader->pid();
+  member.start_barrier = true;
+  auto joined = Spawn(member);
+  ASSERT_TRUE(joined.has_value());
+  ASSERT_TRUE(joined->WaitReady());
+  EXPECT_EQ(getpgid(joined->pid()), leader->pid());
+  // The leader goes first, while the second still holds the leader's barrier open
+  // (inherited until its exec): the go must not need EOF.
   EXPECT_TRUE(leader->Release());
   EXPECT_EQ(WaitExit(leader->pid()), 0);
+  EXPECT_TRUE(joined->Release());
+  EXPECT_EQ(WaitExit(joined->pid()), 0);
+
+  member.process_group = 0;
+  EXPECT_EQ(Spawn(member).error().code, ErrorCode::kInvalidArgument) << "no group to join";
 }
 
 TEST(SpawnTest, StartBarrierHoldsTheChildUntilReleased) {

@@ -20,6 +20,7 @@ std::vector<const CLI::App*> VisibleCommands(const CLI::App& app) {
 std::set<std::string> CliOptionNames(const CLI::App& cmd) {
   std::set<std::string> names;
   for (const CLI::Option* opt : cmd.get_options()) {
+    if (opt->get_group().empty()) continue;  // hidden (`submit --per-gpu`, only to refuse it): not offered
     for (const auto& s : opt->get_snames()) names.insert("-" + s);
     for (const auto& l : opt->get_lnames()) names.insert("--" + l);
   }

@@ -29,6 +29,7 @@ std::set<std::string> CliOptionNames(const CLI::App& cmd, bool positional) {
   std::set<std::string> names;
   for (const CLI::Option* opt : cmd.get_options()) {
     if (opt->nonpositional() == positional) continue;
+    if (opt->get_group().empty()) continue;  // hidden (`submit --per-gpu`, only to refuse it): not documented
     if (positional) {
       names.insert(opt->get_name(true, false));
       continue;

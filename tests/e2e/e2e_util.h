@@ -65,6 +65,36 @@ inline testing::RunResult RunGpuman(const std::string& state_dir, std::vector<st
   return testing::Run(args, base);
 }
 
+/// Starts gpuman ARGS in the background, with RunGpuman's environment (this process's,
+/// CleanEnv(state_dir) and `env` over it; "" unsets), for a test that signals it or lets it
+/// overlap others; its pid, for the test to wait for.
+inline pid_t StartGpuman(const std::string& state_dir, std::vector<std::string> args,
+                         const std::map<std::string, std::string>& env = {}) {
+  auto overrides = CleanEnv(state_dir);
+  for (const auto& [k, v] : env) overrides[k] = v;
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string entry(*e);
+    if (!overrides.count(entry.substr(0, entry.find('=')))) env_strings.push_back(entry);
+  }
+  for (const auto& [k, v] : overrides) {
+    if (!v.empty()) env_strings.push_back(k + "=" + v);
+  }
+  args.insert(args.begin(), kGpuman);
+  // Made before fork: the child only calls execve.
+  std::vector<char*> argv, envp;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    execve(argv[0], argv.data(), envp.data());
+    _exit(127);
+  }
+  return pid;
+}
+
 /// True when something accepts connections on the Unix socket (a daemon that was killed
 /// leaves its socket file behind, so the file existing is not enough).
 inline bool DaemonAnswers(const std::string& socket_path) {

@@ -28,23 +28,7 @@ class RunE2E : public ::testing::Test {
     return json::parse(r.out)["leases"];
   }
   // Starts gpuman in the background (for jobs that must overlap); returns its pid.
-  pid_t Spawn(std::vector<std::string> args) {
-    auto env = CleanEnv(state_.path());
-    pid_t pid = fork();
-    if (pid == 0) {
-      for (const auto& [k, v] : env) {
-        if (v.empty()) unsetenv(k.c_str());
-        else setenv(k.c_str(), v.c_str(), 1);
-      }
-      args.insert(args.begin(), kGpuman);
-      std::vector<char*> argv;
-      for (auto& a : args) argv.push_back(a.data());
-      argv.push_back(nullptr);
-      execv(argv[0], argv.data());
-      _exit(127);
-    }
-    return pid;
-  }
+  pid_t Spawn(std::vector<std::string> args) { return StartGpuman(state_.path(), std::move(args)); }
   bool WaitFor(const std::function<bool()>& cond, int ms = 30000) {
     for (int waited = 0; waited < ms; waited += 50) {
       if (cond()) return true;

@@ -131,3 +131,39 @@ TEST(ChildGpuEnvTest, ASliceTellsTheFrameworksItsSize) {
 
 }  // namespace
 }  // namespace gpuman::visibility
+
+namespace gpuman::visibility {
+namespace {
+
+// `run --per-gpu`: rank i uses cuda:i, so rank i's GPU (its NUMA binding) is the i-th one
+// CUDA numbers: the listed order for UUIDs, PCI (index) order for --index.
+TEST(RankEnvTest, CudaOrderIsTheOrderCudaNumbersTheGpus) {
+  const std::string kC = "GPU-cccccccc-0000-0000-0000-000000000000";
+  ChildGpuEnvRequest uuids;
+  uuids.uuids = {kB, kA, kC};
+  uuids.indices = {3, 0, 5};
+  EXPECT_EQ(CudaOrder(uuids), (std::vector<std::string>{kB, kA, kC}));
+  ChildGpuEnvRequest indices = uuids;
+  indices.numbering = GpuNumbering::kPciIndices;
+  EXPECT_EQ(CudaOrder(indices), (std::vector<std::string>{kA, kB, kC}));
+  EXPECT_EQ(ChildGpuEnv(indices).front().value, "0,3,5") << "the same order as the variable";
+}
+
+TEST(RankEnvTest, TorchAndJaxVariablesOfARank) {
+  EXPECT_EQ(RankEnv(2, 4, 29517), (std::vector<EnvVar>{{"RANK", "2"},
+                                                       {"LOCAL_RANK", "2"},
+                                                       {"WORLD_SIZE", "4"},
+                                                       {"LOCAL_WORLD_SIZE", "4"},
+                                                       {"GROUP_RANK", "0"},
+                                                       {"GROUP_WORLD_SIZE", "1"},
+                                                       {"JAX_COORDINATOR_ADDRESS", "127.0.0.1:29517"},
+                                                       {"JAX_NUM_PROCESSES", "4"},
+                                                       {"JAX_PROCESS_ID", "2"}}));
+  // No rendezvous port (`[launch] ports = "off"`): no coordinator to name.
+  const auto no_port = RankEnv(0, 1, std::nullopt);
+  EXPECT_EQ(no_port.size(), 6u);
+  EXPECT_EQ(no_port.back(), (EnvVar{"GROUP_WORLD_SIZE", "1"}));
+}
+
+}  // namespace
+}  // namespace gpuman::visibility
