@@ -277,6 +277,7 @@ void SetUpDescriptors(Plan& plan) {
         break;
       case SpawnFd::Kind::kFile:
         fd = open(want.path.c_str(), want.flags | O_CLOEXEC, want.mode);
+        if (fd < 0 && want.or_null) fd = open("/dev/null", (i == 0 ? O_RDONLY : O_WRONLY) | O_CLOEXEC);
         if (fd < 0) ChildFail(plan, steps[i], errno, want.path.c_str());
         break;
       case SpawnFd::Kind::kFd:

@@ -91,6 +91,7 @@ struct SpawnFd {
   std::string path;   // kFile: opened by the child after chdir and dropping privileges
   int flags = 0;      // kFile: open(2) flags (O_CLOEXEC is added and then cleared by dup2)
   mode_t mode = 0600; // kFile, with O_CREAT
+  bool or_null = false;  // kFile: /dev/null when the file cannot be opened (not a failure)
 
   static SpawnFd Inherit() { return {}; }
   static SpawnFd Null() { return Of(Kind::kNull); }
@@ -104,6 +105,12 @@ struct SpawnFd {
     s.path = std::move(path);
     s.flags = flags;
     s.mode = mode;
+    return s;
+  }
+  /// `path` when the child (as its user, in its directory) can open it, else /dev/null.
+  static SpawnFd FileOrNull(std::string path, int flags) {
+    SpawnFd s = File(std::move(path), flags);
+    s.or_null = true;
     return s;
   }
   static SpawnFd SameAsStdout() { return Of(Kind::kSameAsStdout); }  // 2>&1

@@ -57,6 +57,65 @@ std::string ToLower(std::string_view text) {
   return out;
 }
 
+Result<std::vector<std::string>> SplitCommandLine(std::string_view text) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;  // "" makes a word although it adds no character
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == ' ' || c == '\t' || c == '\n') {
+      if (in_word) words.push_back(std::move(word));
+      word.clear();
+      in_word = false;
+      continue;
+    }
+    in_word = true;
+    if (c == '\\') {
+      if (++i == text.size()) return MakeError(ErrorCode::kInvalidArgument, "a \\ at the end escapes nothing");
+      word += text[i];
+    } else if (c == '\'') {
+      const size_t end = text.find('\'', i + 1);
+      if (end == std::string_view::npos) return MakeError(ErrorCode::kInvalidArgument, "unterminated ' quote");
+      word.append(text.substr(i + 1, end - i - 1));
+      i = end;
+    } else if (c == '"') {
+      for (++i;; ++i) {
+        if (i == text.size()) return MakeError(ErrorCode::kInvalidArgument, "unterminated \" quote");
+        if (text[i] == '"') break;
+        if (text[i] == '\\' && i + 1 < text.size() && std::string_view("\"\\$`").find(text[i + 1]) != std::string_view::npos) ++i;
+        word += text[i];
+      }
+    } else {
+      word += c;
+    }
+  }
+  if (in_word) words.push_back(std::move(word));
+  return words;
+}
+
+std::string ExpandPercentPatterns(std::string_view pattern,
+                                  const std::function<std::optional<std::string>(char)>& value) {
+  std::string out;
+  out.reserve(pattern.size());
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    const char c = pattern[i];
+    if (c != '%' || i + 1 == pattern.size()) {
+      out += c;
+      continue;
+    }
+    if (pattern[i + 1] == '%') {
+      out += '%';
+    } else if (auto v = value(pattern[i + 1])) {
+      out += *v;
+    } else {
+      out += c;  // kept as written: the next character is copied next
+      continue;
+    }
+    ++i;
+  }
+  return out;
+}
+
 std::string FormatIsoUtc(int64_t unix_seconds) {
   std::time_t t = static_cast<std::time_t>(unix_seconds);
   std::tm tm{};

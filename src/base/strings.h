@@ -2,10 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "base/result.h"
 
 namespace gpuman {
 
@@ -38,6 +41,21 @@ std::string FormatIndexList(std::vector<int> indices);
 /// characters no shell treats specially (letters, digits, `_-.,:/@%+=`), else in single
 /// quotes with each ' written as '\''. For lines a shell evals (`select --format env`).
 std::string ShellWord(std::string_view text);
+/// The words of a command line typed as one argument (`submit --notify 'prog -x "a b"'`),
+/// split the way a POSIX shell splits words and nothing more: blanks (space, tab,
+/// newline) separate words; '...' keeps everything inside as is; "..." keeps everything
+/// but a backslash before ", \, $ or `, which stands for that character; outside quotes a
+/// backslash keeps the next character as is. Quotes join with what touches them (a"b"c is
+/// one word abc); "" is an empty word. No variables, globs, ~ or ; are interpreted: they
+/// are plain characters. Errors: kInvalidArgument "unterminated ' quote", "unterminated \"
+/// quote", "a \\ at the end escapes nothing".
+Result<std::vector<std::string>> SplitCommandLine(std::string_view text);
+
+/// Slurm's %X patterns: each "%X" for which `value(X)` answers is replaced by the answer,
+/// "%%" is one '%', and any other '%' (unknown letter, at the end) is kept as written.
+std::string ExpandPercentPatterns(std::string_view pattern,
+                                  const std::function<std::optional<std::string>(char)>& value);
+
 /// ISO-8601 UTC with seconds, e.g. "2026-11-30T07:24:15Z".
 std::string FormatIsoUtc(int64_t unix_seconds);
 

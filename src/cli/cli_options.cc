@@ -330,6 +330,9 @@ std::vector<CLI::App*> AddQueueCommands(CLI::App& app, QueueArgs& args) {
   submit->add_option("--time-limit", args.time_limit, "SIGTERM after this long, e.g. 2h (default from the daemon, 24h)");
   submit->add_option("--output", args.output, "Log file for stdout and stderr; %j job id, %x name, %u user, %A array id, %a task (default gpuman-ID.log in the current directory)");
   submit->add_option("--array", args.array, "A job array: one task per index, as Slurm's 0-99, 1,5,9 or 0-98:2; %N runs at most N at once (0-99%8)");
+  submit->add_option("--notify", args.notify,
+                     "When the job ends, run 'PROGRAM ARGS' as you (no shell; %j id, %x name, %u user, %s state, %e exit "
+                     "code), or `mail` for the machine's mail hook");
   submit->add_flag("--requeue", args.requeue, "Queue the job again if its GPU is lost");
   submit->add_flag("--per-gpu", args.per_gpu, "Refused: one process per GPU is `run --per-gpu`'s")->group("");
   submit->add_option("--after", args.after, "Start only after these jobs succeeded")->delimiter(',');

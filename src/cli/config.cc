@@ -324,14 +324,14 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
                          std::to_string(where.column) + ": " + Unshadow(err.description()));
   }
   UnshadowTable(table);
-  static const std::set<std::string> kKnown = {"nvml_library", "kernel_log", "lease_dir", "daemon", "client", "submit", "health", "idle", "alert", "slurm", "enforce", "launch", "share"};
+  static const std::set<std::string> kKnown = {"nvml_library", "kernel_log", "lease_dir", "daemon", "client", "submit", "health", "idle", "alert", "slurm", "enforce", "launch", "share", "notify"};
   for (const auto& [key, value] : table) {
     std::string k(key.str());
     config.keys.push_back(k);
     if (!kKnown.count(k)) {
       return MakeError(ErrorCode::kInvalidArgument,
                        "config " + origin + ": unknown key '" + k +
-                           "' (known: nvml_library, kernel_log, lease_dir, [daemon], [client], [submit], [health], [idle], [[alert]], [slurm], [enforce], [launch], [share])");
+                           "' (known: nvml_library, kernel_log, lease_dir, [daemon], [client], [submit], [health], [idle], [[alert]], [slurm], [enforce], [launch], [share], [notify])");
     }
   }
   if (auto* node = table.get("daemon")) {
@@ -573,6 +573,29 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
       } else {
         return MakeError(ErrorCode::kInvalidArgument, where.substr(0, where.size() - 1) +
                                                           ": unknown key '" + k + "' (known: allow, min_slice, gpus)");
+      }
+    }
+  }
+  if (auto* node = table.get("notify")) {
+    auto* t = node->as_table();
+    if (!t) return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": notify must be a table");
+    for (const auto& [key, value] : *t) {
+      std::string k(key.str());
+      if (k == "mail") {
+        const auto v = value.value<std::string>();
+        if (!v || v->empty() || (*v)[0] != '/') {
+          return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": notify.mail must be an absolute path such as \"/usr/sbin/sendmail\"");
+        }
+        config.notify.mail = *v;
+      } else if (k == "timeout") {
+        const auto v = value.value<std::string>();
+        auto ms = v ? ParseDurationMs(*v) : Result<int64_t>(MakeError(ErrorCode::kInvalidArgument, "not a string"));
+        if (!ms || *ms <= 0) {
+          return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": notify.timeout must be a duration such as \"60s\"");
+        }
+        config.notify.timeout_ms = *ms;
+      } else {
+        return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": notify: unknown key '" + k + "' (known: mail, timeout)");
       }
     }
   }

@@ -68,6 +68,14 @@ struct EnforceConfig {
   monitor::IntruderPolicy intruders;
 };
 
+/// The [notify] table (docs/scheduling.md, "End-of-job notifications"). A machine setting.
+struct NotifyConfig {
+  /// mail = "/usr/sbin/sendmail": the sendmail-compatible program `submit --notify mail`
+  /// runs (as the job's owner); unset: no mail hook, and --notify mail is refused.
+  std::optional<std::string> mail;
+  int64_t timeout_ms = 60000;  // timeout = "60s": then SIGTERM, SIGKILL 5 s later
+};
+
 struct Config {
   std::string nvml_library = "libnvidia-ml.so.1";
   std::string kernel_log = "/dev/kmsg";  // where Xid lines are read from ($GPUMAN_KERNEL_LOG)
@@ -83,6 +91,7 @@ struct Config {
   EnforceConfig enforce;                   // [enforce]
   LaunchConfig launch;                     // [launch]
   policy::ShareRules share;                // [share] (docs/share.md): memory slices
+  NotifyConfig notify;                     // [notify]
   std::vector<std::string> keys;           // the top-level keys the file set, sorted
   std::string personal_config_path;        // the user's own file read over it, "" if none
   /// One line each, for stderr: machine settings a user's own file tried to set.

@@ -127,6 +127,8 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
     };
   }
   options.devices = ctx.config().enforce.devices;
+  options.notify.mail_program = ctx.config().notify.mail;
+  options.notify.timeout_ms = ctx.config().notify.timeout_ms;
   // each job runs under `gpuman __supervise` of this very binary
   sched::SupervisorLauncher launcher(ctx.layout().exe);
   daemon::Daemon d(options, *source, ctx.clock(), launcher);

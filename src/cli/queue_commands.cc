@@ -18,6 +18,7 @@
 #include "cli/daemon_pages.h"
 #include "cli/exit_codes.h"
 #include "cli/slurm_submit.h"
+#include "model/job_notify.h"
 #include "protocol/model_json.h"
 #include "render/job_view.h"
 #include "sched/child_process.h"
@@ -57,6 +58,28 @@ std::optional<std::string> CheckSubmitLocally(const protocol::SubmitArgs& s) {
   if (auto it = s.env.find("PATH"); it != s.env.end()) path = it->second;
   if (auto program = FindProgram(s.argv.at(0), path); !program) return program.error().message;
   return std::nullopt;
+}
+
+// `--notify 'PROGRAM ARGS...'` as the job stores it: the words split without a shell
+// (SplitCommandLine), PROGRAM found now on the submitter's PATH (as the job's command is)
+// and made absolute; `--notify mail` is the machine's mail hook (the daemon checks it is
+// configured). Errors: kInvalidArgument (a quote left open, nothing given), kNotFound,
+// kPermissionDenied (FindProgram's), each one line starting "--notify: ".
+Result<model::JobNotify> NotifyFromOption(const std::string& text, const std::string& cwd,
+                                          const std::optional<std::string>& search_path) {
+  if (Trim(text) == "mail") return model::JobNotify{true, {}};
+  auto words = SplitCommandLine(text);
+  if (!words) return MakeError(ErrorCode::kInvalidArgument, "--notify: " + words.error().message);
+  if (words->empty()) return MakeError(ErrorCode::kInvalidArgument, "--notify: no program given (--notify 'PROGRAM ARGS...' or --notify mail)");
+  auto program = FindProgram(words->front(), search_path);
+  // An argument error like the rest, whatever FindProgram's code (exit 2, docs/cli.md).
+  if (!program) return MakeError(ErrorCode::kInvalidArgument, "--notify: " + program.error().message);
+  std::filesystem::path path(*program);
+  if (path.is_relative()) path = std::filesystem::path(cwd) / path;
+  words->front() = path.lexically_normal().string();
+  model::JobNotify notify{false, std::move(*words)};
+  if (auto bad = model::CheckNotify(notify)) return MakeError(ErrorCode::kInvalidArgument, *bad);
+  return notify;
 }
 
 // cancel, hold, resume, update: one line per job the daemon refused ("job 12_3: ..."); the
@@ -209,6 +232,15 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     watch_seconds = *s;
   }
   // Commands that follow a job ride out a daemon that is restarting as they start, too.
+  // --notify is checked before connecting too: a typo is the same error with or without a daemon.
+  std::optional<model::JobNotify> notify;
+  if (name == "submit" && args.notify) {
+    std::error_code cwd_ec;
+    const std::string cwd = std::filesystem::current_path(cwd_ec).string();
+    auto parsed = NotifyFromOption(*args.notify, cwd, ctx.env().Get("PATH"));
+    if (!parsed) return ctx.Fail(parsed.error());
+    notify = std::move(*parsed);
+  }
   const bool follows = name == "wait" || (name == "logs" && args.follow) || (name == "queue" && args.watch);
   const std::string socket_path = ctx.DaemonSocketPath();
   auto client = follows ? ctx.ConnectFollowing(socket_path) : DaemonClient::Connect(socket_path);
@@ -254,6 +286,7 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     s.requeue = args.requeue;
     s.after = args.after;
     s.array = args.array;
+    s.notify = notify;
     if (ec) return ctx.Fail(MakeError(ErrorCode::kInvalidArgument, "cannot read the current directory: " + ToLower(ec.message())));
     if (auto refused = CheckSubmitLocally(s)) return ctx.Fail(MakeError(ErrorCode::kInvalidArgument, *refused));
     auto r = c.Call<protocol::SubmitResult>(s);

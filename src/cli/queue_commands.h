@@ -29,6 +29,7 @@ struct QueueArgs {
   std::vector<int64_t> after;
   std::vector<std::string> command;
   std::optional<std::string> array;  // --array 0-99%8
+  std::optional<std::string> notify;  // --notify 'PROGRAM ARGS' or mail
   // update
   std::optional<int> new_priority;
   std::optional<std::string> new_name;  // (--time-limit: time_limit)

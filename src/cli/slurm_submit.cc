@@ -1,5 +1,6 @@
 #include "cli/slurm_submit.h"
 
+#include <pwd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -73,6 +74,16 @@ int SubmitToSlurm(const QueueArgs& args, Context& ctx, const SlurmCliDeps& deps)
   if (args.array) {  // the same syntax, checked the same way as for gpuman's queue
     if (auto checked = model::ParseArraySpec(*args.array); !checked) return FailSubmit(ctx, checked.error());
     spec.array = *args.array;
+  }
+  if (args.notify) {
+    if (Trim(*args.notify) != "mail") {
+      return FailSubmit(ctx, MakeError(ErrorCode::kInvalidArgument,
+                                       "--notify: not with --backend slurm: Slurm runs no program of yours when a job ends "
+                                       "(--notify mail asks Slurm to mail you)"));
+    }
+    passwd* pw = getpwuid(getuid());
+    if (!pw) return FailSubmit(ctx, MakeError(ErrorCode::kNotFound, "--notify mail: uid " + std::to_string(getuid()) + " has no user name"));
+    spec.mail_user = pw->pw_name;
   }
   spec.name = args.name;
   spec.output = args.output;

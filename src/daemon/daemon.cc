@@ -326,6 +326,8 @@ Status Daemon::Start() {
     inotify_add_watch(inotify_fd_.get(), options_.state_dir.c_str(), IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO);
   }
   Reconcile();
+  // Notifications due from before (jobs that ended while no daemon ran) go at the first tick.
+  notifier_ = std::make_unique<Notifier>(options_.notify, *jobs_, clock_);
   collector_ = std::make_unique<Collector>(options_.monitor, *jobs_, *leases_, clock_);
   if (auto started = collector_->Start(); !started) return started.error();
   return {};
@@ -634,6 +636,7 @@ void Daemon::Tick(int64_t now) {
     next_pass_ms_ = end + std::clamp<int64_t>(9 * (end - now), 0, 250);
   }
   SweepLeaseCgroups(now);
+  if (notifier_) notifier_->Tick(now);
 }
 
 Result<std::string> Daemon::ConfineLease(int64_t lease_id, const std::vector<std::string>& gpus) {

@@ -22,6 +22,7 @@
 #include "base/unique_fd.h"
 #include "daemon/access.h"
 #include "daemon/collector.h"
+#include "daemon/notifier.h"
 #include "daemon/proc_visibility.h"
 #include "confine/cgroup.h"
 #include "devices/device_source.h"
@@ -45,6 +46,7 @@ struct DaemonOptions {
   policy::ShareRules share;  // [share]: memory slices (docs/share.md)
   int grace_ms = 10000;              // SIGTERM -> SIGKILL for cancelled / over-time jobs
   CollectorOptions monitor;          // health, idle leases, alerts, history, metrics
+  NotifierOptions notify;            // end-of-job notifications ([notify])
   /// The machine lease table (leases taken while no daemon ran): its live leases are
   /// respected by every acquire and scheduling pass. Empty: none.
   std::string machine_lease_dir;
@@ -307,6 +309,7 @@ class Daemon {
   std::optional<std::string> unwritable_;     // why the state cannot be written now
   int64_t next_write_check_ms_ = 0;
   std::unique_ptr<Collector> collector_;
+  std::unique_ptr<Notifier> notifier_;  // Start() makes it
 };
 
 /// The default socket and state locations: /run/gpuman/gpuman.sock and /var/lib/gpuman

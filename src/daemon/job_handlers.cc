@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "daemon/call.h"
+#include "model/job_notify.h"
 #include "protocol/framing.h"
 #include "protocol/json_io.h"
 #include "protocol/model_json.h"
@@ -48,6 +49,12 @@ Reply Daemon::OnSubmit(const Call& call) {
   if (auto over = model::CheckJobFields(args.name, args.argv, args.env, args.cwd, args.output.value_or(""))) {
     return MakeErrorReply(id, Wire(WireCode::kInvalidArgument, *over));
   }
+  if (args.notify) {
+    if (auto bad = model::CheckNotify(*args.notify)) return MakeErrorReply(id, Wire(WireCode::kInvalidArgument, *bad));
+    if (args.notify->mail) {
+      if (auto ok = CheckMailHook(options_.notify); !ok) return Fail(id, ok.error());
+    }
+  }
   for (int64_t dep : args.after) {
     auto job = jobs_->Get(dep);
     if (!job || !*job) return MakeErrorReply(id, Wire(WireCode::kInvalidArgument, "--after: no job " + std::to_string(dep)));
@@ -77,6 +84,7 @@ Reply Daemon::OnSubmit(const Call& call) {
   draft.time_limit_ms = args.time_limit_ms ? args.time_limit_ms : std::optional<int64_t>(options_.scheduler.default_time_limit_ms);
   draft.requeue = args.requeue;
   draft.after = args.after;
+  draft.notify = args.notify;
   draft.submitted_unix_ms = clock_.NowUnixMs();
   if (args.array) {
     auto spec = model::ParseArraySpec(*args.array);

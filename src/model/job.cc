@@ -94,28 +94,20 @@ std::optional<std::string> CheckJobFields(const std::string& name, const std::ve
 }
 
 std::string ExpandOutputPattern(const std::string& pattern, const Job& job) {
-  std::string out;
-  out.reserve(pattern.size());
-  for (size_t i = 0; i < pattern.size(); ++i) {
-    const char c = pattern[i];
-    if (c != '%' || i + 1 == pattern.size()) {
-      out += c;
-      continue;
+  return ExpandPercentPatterns(pattern, [&](char c) -> std::optional<std::string> {
+    switch (c) {
+      case 'j': return std::to_string(job.id);
+      case 'A': return std::to_string(job.array_id.value_or(job.id));
+      case 'a': return std::to_string(job.array_task.value_or(0));
+      case 'u': return job.user.empty() ? std::to_string(job.uid) : job.user;
+      case 'x': {
+        std::string name = job.name;
+        std::replace(name.begin(), name.end(), '/', '_');
+        return name;
+      }
+      default: return std::nullopt;
     }
-    switch (pattern[i + 1]) {
-      case 'j': out += std::to_string(job.id); break;
-      case 'A': out += std::to_string(job.array_id.value_or(job.id)); break;
-      case 'a': out += std::to_string(job.array_task.value_or(0)); break;
-      case 'u': out += job.user.empty() ? std::to_string(job.uid) : job.user; break;
-      case 'x':
-        for (char n : job.name) out += n == '/' ? '_' : n;
-        break;
-      case '%': out += '%'; break;
-      default: out += c; continue;  // kept as written: the next character is copied next
-    }
-    ++i;
-  }
-  return out;
+  });
 }
 
 Result<JobRef> ParseJobRef(std::string_view text) {

@@ -104,6 +104,19 @@ struct GpuRequest {
 /// yet excluded is appended), `allowed` and `drained` cleared.
 GpuRequest WithAllowedAsExclusions(GpuRequest request, const std::vector<std::string>& machine_uuids);
 
+/// `submit --notify`: what runs once the job (or the whole array) is final, as the job's
+/// owner (docs/scheduling.md, "End-of-job notifications"). Either the machine's mail hook
+/// or the user's own program, as argv (argv[0] an absolute path, resolved at submit; the
+/// %j, %x, %u, %s, %e patterns of model/job_notify.h are filled in when it runs).
+struct JobNotify {
+  bool mail = false;
+  std::vector<std::string> argv;  // empty for mail
+  bool operator==(const JobNotify&) const = default;
+};
+/// The most a --notify command may hold (checked by the daemon).
+inline constexpr size_t kMaxNotifyArgs = 256;
+inline constexpr size_t kMaxNotifyArgvBytes = 16 * 1024;
+
 struct Job {
   int64_t id = 0;
   std::string name;
@@ -138,6 +151,11 @@ struct Job {
   std::optional<int64_t> array_id;
   std::optional<int64_t> array_task;   // the task's index: GPUMAN_ARRAY_TASK_ID, %a
   std::optional<int> array_limit;      // %N: at most this many tasks of the array at once
+
+  // `submit --notify`: the same on every task of an array, which is notified once.
+  std::optional<JobNotify> notify;
+  std::optional<int64_t> notified_unix_ms;  // when its notification ended (ran, or could not)
+  std::string notify_outcome;               // "exited with status 0", "timed out", ...
 };
 
 /// How a command names a job: `12` (a job, or every task of array 12) or `12_7` (task 7 of

@@ -23,13 +23,13 @@ namespace {
 
 // Finds the program by FindProgram's rule (base/spawn.h), in `search_path` and before the
 // child starts, so that a hook that is not there is an error of Run.
-Result<std::string> Resolve(const std::string& program, const std::string& search_path) {
+Result<std::string> Resolve(const std::string& label, const std::string& program, const std::string& search_path) {
   ProgramSearch search = SearchProgram(program, search_path);
   if (search.err == 0) return search.path;
   if (program.find('/') == std::string::npos && search.err == ENOENT) {
-    return MakeError(ErrorCode::kNotFound, "hook " + program + ": not found in " + search_path);
+    return MakeError(ErrorCode::kNotFound, label + " " + program + ": not found in " + search_path);
   }
-  return PosixError("hook " + search.path, search.err);
+  return PosixError(label + " " + search.path, search.err);
 }
 
 
@@ -59,41 +59,66 @@ int64_t HookRunner::NowMs() const {
 }
 
 Status HookRunner::Run(const std::vector<std::string>& argv, const std::string& payload) {
-  if (argv.empty() || argv[0].empty()) return MakeError(ErrorCode::kInvalidArgument, "hook: no command given");
+  HookCommand command;
+  command.argv = argv;
+  command.payload = payload;
+  return Start(command);
+}
+
+Status HookRunner::Start(const HookCommand& command) {
+  const std::vector<std::string>& argv = command.argv;
+  const std::string& label = options_.label;
+  if (argv.empty() || argv[0].empty()) return MakeError(ErrorCode::kInvalidArgument, label + ": no command given");
   if (running() >= options_.max_concurrent) {
     ++stats_.dropped;
-    return MakeError(ErrorCode::kBusy, "hook " + argv[0] + ": dropped, " + std::to_string(running()) +
-                                           " hooks still running");
+    return MakeError(ErrorCode::kBusy, label + " " + argv[0] + ": dropped, " + std::to_string(running()) + " " +
+                                           label + "s still running");
   }
-  auto path = Resolve(argv[0], options_.search_path);
+  auto path = Resolve(label, argv[0], options_.search_path);
   if (!path) return path.error();
 
-  auto in = MakePipe();
-  if (!in) return MakeError(ErrorCode::kIo, "hook " + argv[0] + ": " + in.error().message);
-  // Only our end is non-blocking; the hook reads its stdin the ordinary way.
-  if (fcntl(in->write.get(), F_SETFL, O_NONBLOCK) != 0) return PosixError(ErrorCode::kIo, "hook " + argv[0] + ": fcntl", errno);
+  std::optional<Pipe> in;
+  if (command.payload) {
+    auto made = MakePipe();
+    if (!made) return MakeError(ErrorCode::kIo, label + " " + argv[0] + ": " + made.error().message);
+    // Only our end is non-blocking; the hook reads its stdin the ordinary way.
+    if (fcntl(made->write.get(), F_SETFL, O_NONBLOCK) != 0) {
+      return PosixError(ErrorCode::kIo, label + " " + argv[0] + ": fcntl", errno);
+    }
+    in = std::move(*made);
+  }
 
   SpawnSpec spec;
   spec.argv = argv;
   spec.program = *path;
-  spec.env = options_.env;
-  spec.stdin_fd = SpawnFd::Fd(in->read.get());
-  spec.stdout_fd = options_.output_fd >= 0 ? SpawnFd::Fd(options_.output_fd) : SpawnFd::Null();
+  spec.env = command.env ? *command.env : options_.env;
+  spec.cwd = command.cwd;
+  spec.uid = command.uid;
+  spec.gid = command.gid;
+  spec.groups = command.groups;
+  spec.stdin_fd = in ? SpawnFd::Fd(in->read.get()) : SpawnFd::Null();
+  if (!command.output_file.empty()) {
+    // Opened by the child, as its user: never a file the user could not write.
+    spec.stdout_fd = SpawnFd::FileOrNull(command.output_file, O_WRONLY | O_APPEND | O_NOCTTY | O_NONBLOCK);
+  } else {
+    spec.stdout_fd = options_.output_fd >= 0 ? SpawnFd::Fd(options_.output_fd) : SpawnFd::Null();
+  }
   spec.stderr_fd = SpawnFd::SameAsStdout();
   spec.close_other_fds = true;
   spec.group = SpawnSpec::Group::kNewProcessGroup;
   // Ignored signals survive exec: give the hook default dispositions and an empty mask.
   spec.all_signals_default = true;
   auto process = Spawn(spec);
-  if (!process) return MakeError(ErrorCode::kIo, "hook " + argv[0] + ": " + process.error().message);
+  if (!process) return MakeError(ErrorCode::kIo, label + " " + argv[0] + ": " + process.error().message);
 
   Hook hook;
   hook.pid = process->pid();
   hook.program = argv[0];
   hook.started_ms = NowMs();
-  hook.stdin_fd = std::move(in->write);
-  hook.pending = payload;
+  if (in) hook.stdin_fd = std::move(in->write);
+  hook.pending = command.payload.value_or("");
   hook.process = std::move(*process);
+  hook.tag = command.tag;
   ++stats_.started;
   Feed(hook);
   hooks_.push_back(std::move(hook));
@@ -119,7 +144,14 @@ std::vector<HookOutcome> HookRunner::Reap() {
   for (auto it = hooks_.begin(); it != hooks_.end();) {
     Hook& hook = *it;
     Feed(hook);
-    if (!hook.killed && now - hook.started_ms >= options_.timeout_ms) {
+    const int64_t age = now - hook.started_ms;
+    if (options_.kill_grace_ms > 0 && !hook.terminated && age >= options_.timeout_ms) {
+      kill(-hook.pid, SIGTERM);
+      kill(hook.pid, SIGTERM);
+      hook.terminated = true;
+      hook.stdin_fd.reset();
+    }
+    if (!hook.killed && age >= options_.timeout_ms + options_.kill_grace_ms) {
       kill(-hook.pid, SIGKILL);
       kill(hook.pid, SIGKILL);
       hook.killed = true;
@@ -145,7 +177,8 @@ HookOutcome HookRunner::Finish(Hook& hook, int status) {
   HookOutcome out;
   out.program = hook.program;
   out.pid = hook.pid;
-  out.timed_out = hook.killed;
+  out.tag = hook.tag;
+  out.timed_out = hook.killed || hook.terminated;
   // Reaped already, so the exec-error pipe answers at once.
   SpawnFailure failure;
   const bool exec_failed = !hook.process.ExecOutcome(&failure);
@@ -157,14 +190,18 @@ HookOutcome HookRunner::Finish(Hook& hook, int status) {
     what = "exit status unknown (reaped elsewhere)";
   } else if (WIFEXITED(status)) {
     out.exit_code = WEXITSTATUS(status);
-    out.ok = *out.exit_code == 0 && !hook.killed;
+    out.ok = *out.exit_code == 0 && !hook.killed && !hook.terminated;
     what = "exited with status " + std::to_string(*out.exit_code);
   } else if (WIFSIGNALED(status)) {
     out.signal = WTERMSIG(status);
     what = std::string("killed by signal ") + std::to_string(*out.signal);
   }
-  if (hook.killed) what = "timed out after " + FormatDurationMs(options_.timeout_ms) + ", killed";
-  out.message = "hook " + hook.program + ": " + what;
+  if (hook.killed) {
+    what = "timed out after " + FormatDurationMs(options_.timeout_ms) + ", killed";
+  } else if (hook.terminated) {
+    what = "timed out after " + FormatDurationMs(options_.timeout_ms) + ", terminated";
+  }
+  out.message = options_.label + " " + hook.program + ": " + what;
   if (out.ok) ++stats_.succeeded;
   else ++stats_.failed;
   if (out.timed_out) ++stats_.timed_out;

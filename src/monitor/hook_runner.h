@@ -1,6 +1,9 @@
-// HookRunner: runs the command hooks of alert rules and the idle policy. Each hook is
-// started as argv (never through a shell; base/spawn.h) in its own process group, gets its JSON
-// payload on stdin, and is killed (SIGKILL to the group) when it runs past the timeout.
+// HookRunner: runs the command hooks of alert rules and the idle policy, and the daemon's
+// end-of-job notifications. Each hook is started as argv (never through a shell;
+// base/spawn.h) in its own process group, gets its payload on stdin, and is killed when it
+// runs past the timeout (SIGKILL to the group; or SIGTERM first, SIGKILL after a grace).
+// A HookCommand may run as another user, in a directory, with its own environment and
+// output file.
 // Nothing here blocks: the daemon's event loop calls Run when an event fires and Reap once
 // per tick. Not thread-safe; owned by the daemon's event-loop thread.
 #pragma once
@@ -35,6 +38,28 @@ struct HookRunnerOptions {
   std::vector<std::string> env = {std::string("PATH=") + kHookSearchPath, "LANG=C.UTF-8"};
   /// Time for timeouts; null: CLOCK_MONOTONIC. Tests pass a fake.
   const Clock* clock = nullptr;
+  /// 0: SIGKILL at the timeout. Otherwise SIGTERM at the timeout and SIGKILL this long after.
+  int64_t kill_grace_ms = 0;
+  /// What messages call a hook ("hook /usr/bin/x: exited with status 1").
+  std::string label = "hook";
+};
+
+/// One hook to run, with what may differ from the runner's defaults.
+struct HookCommand {
+  std::vector<std::string> argv;
+  /// Its stdin; nullopt: /dev/null.
+  std::optional<std::string> payload;
+  /// Its whole environment; nullopt: the runner's.
+  std::optional<std::vector<std::string>> env;
+  std::string cwd;  // empty: the daemon's
+  /// Run as this user (setgroups, setgid, setuid); unset: as the daemon.
+  std::optional<uid_t> uid;
+  std::optional<gid_t> gid;
+  std::optional<std::vector<gid_t>> groups;
+  /// Its stdout and stderr appended to this file when it (as its user) can open it for
+  /// writing, else /dev/null; empty: the runner's output_fd.
+  std::string output_file;
+  int64_t tag = 0;  // the caller's, given back in the outcome
 };
 
 /// The payload as hooks get it: compact JSON, one line plus "\n". Invalid UTF-8 (a command
@@ -44,6 +69,7 @@ std::string SerializePayload(const nlohmann::json& payload);
 /// A hook that ended (or was killed), for the daemon's log.
 struct HookOutcome {
   std::string program;
+  int64_t tag = 0;               // HookCommand::tag
   pid_t pid = 0;
   bool ok = false;               // exited 0
   bool timed_out = false;        // killed after timeout_ms
@@ -73,6 +99,8 @@ class HookRunner {
   /// executable: "hook PROGRAM: ..."), kPermissionDenied, kBusy (max_concurrent hooks
   /// running: the hook is dropped and counted), kIo (pipe or fork failed).
   Status Run(const std::vector<std::string>& argv, const std::string& payload);
+  /// Run for one HookCommand. Errors: as Run.
+  Status Start(const HookCommand& command);
 
   /// Feeds pending stdin, kills hooks past their timeout, and reaps those that ended.
   /// Returns what ended since the last call.
@@ -89,6 +117,8 @@ class HookRunner {
     UniqueFd stdin_fd;        // our end of the child's stdin, non-blocking; closed once all written
     std::string pending;      // payload bytes not yet written
     SpawnedProcess process;   // its exec-error pipe
+    int64_t tag = 0;
+    bool terminated = false;  // SIGTERM sent at the timeout (kill_grace_ms)
     bool killed = false;
   };
   int64_t NowMs() const;

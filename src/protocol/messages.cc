@@ -176,6 +176,7 @@ json ToJson(const SubmitArgs& v) {
       {"requeue", v.requeue},
       {"after", v.after},
       {"array", OrNull(v.array)},
+      {"notify", v.notify ? json{{"mail", v.notify->mail}, {"argv", v.notify->argv}} : json(nullptr)},
   };
 }
 json ToJson(const SubmitResult& v) {
@@ -393,6 +394,17 @@ Result<SubmitArgs> FromJson<SubmitArgs>(const json& j) {
   }
   f.Optional("array", v.array);
   f.Check(!v.array || !v.array->empty(), "array", "non-empty task list (\"0-99%8\") or null");
+  if (const json* n = f.Find("notify"); f.ok() && n != nullptr && !n->is_null()) {
+    FieldReader g(*n, f.PathOf("notify"));
+    model::JobNotify notify;
+    g.Optional("mail", notify.mail);
+    g.Optional("argv", notify.argv);
+    if (g.ok()) {
+      v.notify = std::move(notify);
+    } else {
+      f.Adopt(g.error());
+    }
+  }
   return Done(f, std::move(v));
 }
 

@@ -86,6 +86,10 @@ struct SubmitArgs {
   /// `--array` as typed ("0-99%8", model::ParseArraySpec): the job is an array of tasks.
   /// The daemon parses it, so that its limits bind every client.
   std::optional<std::string> array = std::nullopt;
+  /// `--notify`: run at the job's end as its owner (model::JobNotify; argv[0] absolute,
+  /// resolved by the client on the submitter's PATH). Checked by the daemon
+  /// (model::CheckNotify; mail only where the machine configures a mail program).
+  std::optional<model::JobNotify> notify = std::nullopt;
 };
 struct SubmitResult {
   int64_t id = 0;  // the job's id; for an array, the array's id (its first task's)

@@ -85,8 +85,39 @@ json JobToJson(const model::Job& job, bool include_private) {
     j["array_task"] = OrNull(job.array_task);
     j["array_limit"] = OrNull(job.array_limit);
   }
+  if (job.notify) {
+    json n{{"kind", job.notify->mail ? "mail" : "program"}};
+    if (include_private && !job.notify->mail) n["argv"] = job.notify->argv;
+    n["sent"] = job.notified_unix_ms.has_value();
+    n["sent_unix_ms"] = OrNull(job.notified_unix_ms);
+    n["outcome"] = job.notify_outcome;
+    j["notify"] = std::move(n);
+  }
   return j;
 }
+
+namespace {
+
+// A job's "notify" member: {"kind": "program"|"mail", "argv": [...] (private), "sent",
+// "sent_unix_ms", "outcome"}.
+void ReadNotify(FieldReader& f, const json& n, model::Job& job) {
+  FieldReader g(n, f.PathOf("notify"));
+  std::string kind;
+  g.Required("kind", kind);
+  g.Check(kind == "program" || kind == "mail", "kind", "\"program\" or \"mail\"");
+  model::JobNotify notify;
+  notify.mail = kind == "mail";
+  g.Optional("argv", notify.argv);
+  g.Optional("sent_unix_ms", job.notified_unix_ms);
+  g.Optional("outcome", job.notify_outcome);
+  if (g.ok()) {
+    job.notify = std::move(notify);
+  } else {
+    f.Adopt(g.error());
+  }
+}
+
+}  // namespace
 
 Result<model::Job> JobFromJson(const json& j, std::string_view path) {
   model::Job job;
@@ -142,6 +173,9 @@ Result<model::Job> JobFromJson(const json& j, std::string_view path) {
   f.Optional("array_id", job.array_id);
   f.Optional("array_task", job.array_task);
   f.Optional("array_limit", job.array_limit);
+  if (const json* n = f.Find("notify"); f.ok() && n != nullptr && !n->is_null()) {
+    ReadNotify(f, *n, job);
+  }
   if (!f.ok()) return f.error();
   return job;
 }

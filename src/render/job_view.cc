@@ -24,6 +24,34 @@ std::string DescribeRequest(const model::GpuRequest& r) {
   return Join(parts, " ");
 }
 
+namespace {
+
+// "  notify:    PROGRAM ARGS (sent 2026-...: exited with status 0)", or nothing.
+std::string NotifyLine(const model::Job& j) {
+  if (!j.notify) return "";
+  std::string what;
+  if (j.notify->mail) {
+    what = "mail to " + EscapeControl(j.user);
+  } else if (j.notify->argv.empty()) {
+    what = "a program of its owner's";  // the command is a private field
+  } else {
+    std::vector<std::string> argv;
+    for (const auto& a : j.notify->argv) argv.push_back(EscapeControl(a));
+    what = Join(argv, " ");
+  }
+  std::string when;
+  if (j.notified_unix_ms) {
+    when = "sent " + FormatIsoUtcMillis(*j.notified_unix_ms) + (j.notify_outcome.empty() ? "" : ": " + EscapeControl(j.notify_outcome));
+  } else if (model::IsFinal(j.state)) {
+    when = "not sent yet";
+  } else {
+    when = "when the " + std::string(j.array_id ? "array" : "job") + " ends";
+  }
+  return "  notify:    " + what + " (" + when + ")\n";
+}
+
+}  // namespace
+
 std::string JobDetailText(const model::Job& j) {
   std::ostringstream out;
   // Names, commands and reasons are other users' text: control characters and terminal
@@ -52,6 +80,7 @@ std::string JobDetailText(const model::Job& j) {
   }
   if (!j.argv.empty()) out << "  command:   " << Join(argv, " ") << "\n  cwd:       " << EscapeControl(j.cwd) << "\n";
   if (!j.output_path.empty()) out << "  output:    " << EscapeControl(j.output_path) << "\n";
+  out << NotifyLine(j);
   return out.str();
 }
 
@@ -76,6 +105,7 @@ std::string ArrayDetailText(const model::Job& first, int64_t tasks, std::optiona
     for (const auto& a : first.argv) argv.push_back(EscapeControl(a));
     out << "  command:   " << Join(argv, " ") << "\n  cwd:       " << EscapeControl(first.cwd) << "\n";
   }
+  out << NotifyLine(first);
   out << "  tasks:     gpuman show " << first.array_id.value_or(first.id) << "_N shows task N\n";
   return out.str();
 }

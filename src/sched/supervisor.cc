@@ -133,21 +133,6 @@ SpawnSpec JobSpawnSpec(const SupervisorSpec& spec, const std::vector<gid_t>& gro
   return s;
 }
 
-// The supplementary groups of the job's owner (initgroups' list), looked up here: the
-// child may only make system calls.
-std::vector<gid_t> GroupsOf(const model::Job& job) {
-  std::vector<gid_t> groups(64);
-  for (int tries = 0; tries < 8; ++tries) {
-    int n = static_cast<int>(groups.size());
-    if (getgrouplist(job.user.c_str(), job.gid, groups.data(), &n) >= 0) {
-      groups.resize(static_cast<size_t>(n));
-      return groups;
-    }
-    groups.resize(static_cast<size_t>(n) > groups.size() ? static_cast<size_t>(n) : groups.size() * 2);
-  }
-  return {job.gid};
-}
-
 // A failed step of the job's start, in the words a job's reason uses.
 std::pair<char, std::string> WhyNotStarted(const model::Job& job, const SpawnFailure& failure) {
   const std::string uid = std::to_string(job.uid);
@@ -227,6 +212,22 @@ void RetryFew(F write) {
 
 }  // namespace
 
+// The supplementary groups of the job's owner (initgroups' list), looked up here: the
+// child may only make system calls.
+std::vector<gid_t> GroupsOfOwner(const model::Job& job) {
+  std::vector<gid_t> groups(64);
+  for (int tries = 0; tries < 8; ++tries) {
+    int n = static_cast<int>(groups.size());
+    if (getgrouplist(job.user.c_str(), job.gid, groups.data(), &n) >= 0) {
+      groups.resize(static_cast<size_t>(n));
+      return groups;
+    }
+    groups.resize(static_cast<size_t>(n) > groups.size() ? static_cast<size_t>(n) : groups.size() * 2);
+  }
+  return {job.gid};
+}
+
+
 // The supervisor process (a freshly exec'd gpuman: SQLite state must never cross a fork).
 int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std::vector<std::string> extra_env,
                   int grace_ms) {
@@ -291,7 +292,7 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
     give_up("this daemon runs as uid " + std::to_string(getuid()) + " and cannot run a job of uid " +
             std::to_string(job.uid));
   }
-  const SpawnSpec job_spec = JobSpawnSpec(spec, getuid() == 0 && job.uid != 0 ? GroupsOf(job) : std::vector<gid_t>{});
+  const SpawnSpec job_spec = JobSpawnSpec(spec, getuid() == 0 && job.uid != 0 ? GroupsOfOwner(job) : std::vector<gid_t>{});
   sigset_t term, old;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);

@@ -51,6 +51,11 @@ class PendingSupervisor {
 Result<std::unique_ptr<PendingSupervisor>> LaunchSupervisor(const SupervisorSpec& spec,
                                                             const std::string& gpuman_exe);
 
+/// The supplementary groups of a job's owner (initgroups' list for job.user and job.gid;
+/// {job.gid} when they cannot be read), for whatever runs as the owner: the job, its
+/// end-of-job notification.
+std::vector<gid_t> GroupsOfOwner(const model::Job& job);
+
 /// The body of `gpuman __supervise`: waits at the barrier (`go_fd`), forks the job held at a
 /// barrier of its own, adds the job's pid and start time to the lease, records the running
 /// state, lets the job exec as its owner, waits, records the outcome and releases the

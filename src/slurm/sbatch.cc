@@ -139,6 +139,10 @@ std::vector<std::string> SbatchArgv(const SbatchSpec& spec) {
     argv.push_back("--kill-on-invalid-dep=yes");
   }
   argv.push_back(spec.requeue ? "--requeue" : "--no-requeue");
+  if (spec.mail_user) {
+    argv.push_back("--mail-type=END,FAIL");
+    argv.push_back("--mail-user=" + *spec.mail_user);
+  }
   return argv;
 }
 

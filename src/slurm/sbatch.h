@@ -32,6 +32,7 @@ struct SbatchSpec {
   std::string gpuman_exe;                 // the gpuman the node runs the job under
   std::vector<std::string> argv;          // the job's command
   std::optional<std::string> array;       // --array, already checked (model::ParseArraySpec): Slurm's own syntax
+  std::optional<std::string> mail_user;   // --notify mail: --mail-type=END,FAIL --mail-user=USER
 };
 
 /// `text` quoted for a POSIX shell: '...' with every ' written '\''. Any byte but NUL
@@ -42,7 +43,8 @@ std::string ShellQuote(std::string_view text);
 std::string SlurmTimeLimit(int64_t ms);
 
 /// sbatch's arguments for `spec` (the script comes on stdin): --parsable, -J, -D, -o,
-/// --gpus or --gres, -t, --dependency=afterok + --kill-on-invalid-dep=yes, --[no-]requeue.
+/// --gpus or --gres, -t, --dependency=afterok + --kill-on-invalid-dep=yes, --[no-]requeue,
+/// --mail-type and --mail-user.
 std::vector<std::string> SbatchArgv(const SbatchSpec& spec);
 
 /// The batch script: `exec <gpuman> run -q -n N [--allow-shared] -- <argv...>`, every word

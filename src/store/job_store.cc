@@ -24,7 +24,7 @@ namespace gpuman::store {
   "req_min_compute_capability, req_exclude, req_allow_shared, priority, time_limit_ms, "    \
   "requeue, after, state, submitted_unix_ms, started_unix_ms, ended_unix_ms, exit_code, "   \
   "gpu_uuids, lease_id, supervisor_pid, supervisor_start_ticks, reason, failure, array_id, "      \
-  "array_task, array_limit, req_gpu_memory_bytes"
+  "array_task, array_limit, notify_kind, notify_argv, notified_unix_ms, notify_outcome, req_gpu_memory_bytes"
 #define GPUMAN_JOB_COLUMNS GPUMAN_JOB_COLUMNS_HEAD "argv, env, " GPUMAN_JOB_COLUMNS_TAIL
 // A summary (JobFields::kSummary): argv and env read as empty, so that they are neither
 // copied out of the page cache nor decoded (a sweep's 10,000 environments are megabytes).
@@ -55,6 +55,9 @@ struct JobStore::Statements {
   Statement drain;
   Statement undrain;
   Statement select_drained;
+  Statement select_notify_due;
+  Statement mark_notified;
+  Statement array_state_counts;
 };
 
 namespace {
@@ -68,7 +71,8 @@ enum Column {
   kReqMinFreeMemory, kReqMaxUtilization, kReqModel, kReqMinComputeCapability, kReqExclude,
   kReqAllowShared, kPriority, kTimeLimit, kRequeue, kAfter, kState, kSubmitted, kStarted,
   kEnded, kExitCode, kGpuUuids, kLeaseId, kSupervisorPid, kSupervisorStartTicks, kReason,
-  kFailure, kArrayId, kArrayTask, kArrayLimit, kReqGpuMemory, kColumnCount
+  kFailure, kArrayId, kArrayTask, kArrayLimit, kNotifyKind, kNotifyArgv, kNotifiedAt, kNotifyOutcome,
+  kReqGpuMemory, kColumnCount
 };
 
 // ---- Encodings of list columns (see migration 2)
@@ -264,6 +268,15 @@ Result<model::Job> ReadJob(const Database& db, const Statement& s) {
   job.array_id = OptionalInt(s, kArrayId);
   job.array_task = OptionalInt(s, kArrayTask);
   job.array_limit = Narrow<int>(OptionalInt(s, kArrayLimit));
+  const std::string notify_kind = s.ColumnText(kNotifyKind);
+  if (!notify_kind.empty()) {
+    if (notify_kind != "program" && notify_kind != "mail") return Corrupt(db, job.id, "notify_kind");
+    auto notify_argv = DecodeStrings(s.ColumnText(kNotifyArgv));
+    if (!notify_argv) return Corrupt(db, job.id, "notify_argv");
+    job.notify = model::JobNotify{notify_kind == "mail", std::move(*notify_argv)};
+  }
+  job.notified_unix_ms = OptionalInt(s, kNotifiedAt);
+  job.notify_outcome = s.ColumnText(kNotifyOutcome);
   return job;
 }
 
@@ -330,7 +343,7 @@ Result<std::unique_ptr<JobStore>> JobStore::Attach(std::shared_ptr<Database> db,
       {&stmts->insert_job, "insert job",
        "INSERT INTO jobs (" GPUMAN_JOB_COLUMNS ") VALUES (NULL, ?1, ?2, ?3, ?4, ?5, ?6, ?7, "
        "?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, "
-       "?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35)"},
+       "?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37, ?38, ?39)"},
       {&stmts->update_job, "update job",
        "UPDATE jobs SET state = ?2, started_unix_ms = ?3, ended_unix_ms = ?4, exit_code = ?5, "
        "gpu_uuids = ?6, lease_id = ?7, supervisor_pid = ?8, supervisor_start_ticks = ?9, "
@@ -355,6 +368,18 @@ Result<std::unique_ptr<JobStore>> JobStore::Attach(std::shared_ptr<Database> db,
       {&stmts->undrain, "undrain gpu", "DELETE FROM drained_gpus WHERE gpu_uuid = ?1"},
       {&stmts->select_drained, "read drained gpus",
        "SELECT gpu_uuid, reason, by_uid, since_unix_ms FROM drained_gpus ORDER BY gpu_uuid"},
+      // The first three terms are jobs_notify_due's, so that only that index is read.
+      {&stmts->select_notify_due, "read due notifications",
+       "SELECT " GPUMAN_JOB_SUMMARY_COLUMNS " FROM jobs "
+       "WHERE notify_kind != '' AND notified_unix_ms IS NULL AND (array_id IS NULL OR array_id = id) "
+       "AND NOT " GPUMAN_JOB_ACTIVE " AND (array_id IS NULL OR NOT EXISTS "
+       "(SELECT 1 FROM jobs t WHERE t.array_id = jobs.id AND t." GPUMAN_JOB_ACTIVE ")) "
+       "AND id > ?1 ORDER BY id LIMIT ?2"},
+      {&stmts->mark_notified, "mark job notified",
+       "UPDATE jobs SET notified_unix_ms = ?2, notify_outcome = ?3 "
+       "WHERE (id = ?1 OR array_id = ?1) AND notify_kind != '' AND notified_unix_ms IS NULL AND NOT " GPUMAN_JOB_ACTIVE},
+      {&stmts->array_state_counts, "count an array's tasks by state",
+       "SELECT state, COUNT(*) FROM jobs WHERE array_id = ?1 GROUP BY state"},
   };
   for (const auto& spec : specs) {
     auto stmt = db->Prepare(spec.name, spec.sql);
@@ -440,7 +465,10 @@ Result<std::vector<model::Job>> JobStore::SubmitTasks(model::Job draft, const st
   job.array_id.reset();
   job.array_task.reset();
   job.array_limit = tasks.empty() ? std::nullopt : limit;
+  job.notified_unix_ms.reset();
+  job.notify_outcome.clear();
   const std::string pattern = job.output_path;
+  const std::string notify_argv = job.notify ? EncodeStrings(job.notify->argv) : std::string();
   // Encoded once: a sweep's tasks share them.
   const std::string argv = EncodeStrings(job.argv);
   const std::string env = EncodeEnv(job.env);
@@ -491,6 +519,10 @@ Result<std::vector<model::Job>> JobStore::SubmitTasks(model::Job draft, const st
       BindOptional(s, kArrayId, job.array_id);
       BindOptional(s, kArrayTask, job.array_task);
       BindOptional(s, kArrayLimit, Widen(job.array_limit));
+      s.Bind(kNotifyKind, job.notify ? (job.notify->mail ? "mail" : "program") : "")
+          .Bind(kNotifyArgv, notify_argv)
+          .BindNull(kNotifiedAt)
+          .Bind(kNotifyOutcome, std::string());
       BindOptional(s, kReqGpuMemory, r.gpu_memory_bytes);
       static_assert(kReqGpuMemory == kColumnCount - 1);
       if (auto run = s.Run(); !run) return run.error().WithContext(context);
@@ -601,6 +633,50 @@ Result<std::vector<model::Job>> JobStore::Active() {
   auto jobs = ReadJobs(s);
   if (!jobs) return jobs.error().WithContext("list active jobs");
   return jobs;
+}
+
+Result<std::vector<model::Job>> JobStore::DueNotifications(int64_t after_id, int64_t limit) {
+  Statement& s = stmts_->select_notify_due;
+  auto use = s.Use();
+  s.Bind(1, after_id).Bind(2, limit < 0 ? int64_t{-1} : limit);
+  auto jobs = ReadJobs(s);
+  if (!jobs) return jobs.error().WithContext("read the notifications due");
+  return jobs;
+}
+
+Result<int64_t> JobStore::MarkNotified(int64_t id, int64_t at_unix_ms, const std::string& outcome) {
+  const std::string context = "mark job " + std::to_string(id) + " notified";
+  auto tx = Transaction::BeginWrite(*db_);
+  if (!tx) return tx.error().WithContext(context);
+  const bool was_current = SummariesCurrentLocked();
+  int64_t marked = 0;
+  {
+    Statement& s = stmts_->mark_notified;
+    auto use = s.Use();
+    s.Bind(1, id).Bind(2, at_unix_ms).Bind(3, outcome);
+    if (auto run = s.Run(); !run) return run.error().WithContext(context);
+    marked = db_->Changes();
+  }
+  if (auto c = tx->Commit(); !c) return c.error().WithContext(context);
+  // Only final jobs were touched, and none of them is in the active list: it stays current.
+  if (was_current && summaries_) summaries_version_.total_changes = db_->TotalChanges();
+  return marked;
+}
+
+Result<std::map<model::JobState, int64_t>> JobStore::ArrayStateCounts(int64_t array_id) {
+  const std::string context = "count the tasks of array " + std::to_string(array_id);
+  Statement& s = stmts_->array_state_counts;
+  auto use = s.Use();
+  s.Bind(1, array_id);
+  std::map<model::JobState, int64_t> out;
+  while (true) {
+    auto row = s.Step();
+    if (!row) return row.error().WithContext(context);
+    if (!*row) return out;
+    auto state = model::ParseJobState(s.ColumnText(0));
+    if (!state) return MakeError(ErrorCode::kIo, context + ": unreadable state column");
+    out[*state] = s.ColumnInt64(1);
+  }
 }
 
 Result<int64_t> JobStore::DataVersionLocked() {

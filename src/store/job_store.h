@@ -167,6 +167,19 @@ class JobStore {
   };
   Result<std::vector<Result<model::Job>>> TransitionAll(const std::vector<TransitionRequest>& requests);
 
+  /// End-of-job notifications due (docs/scheduling.md, "End-of-job notifications"), as
+  /// summaries in id order, only ids above `after_id`, at most `limit` (negative: all): jobs
+  /// with a notify that are final and not yet marked notified, and of an array only its
+  /// first task, once every task of it is final. Errors: kIo.
+  Result<std::vector<model::Job>> DueNotifications(int64_t after_id = 0, int64_t limit = -1);
+  /// Records that the notification of job `id` ended at `at_unix_ms` with `outcome`: on
+  /// the job, or on every task of the array `id` names. Only final jobs not yet marked are
+  /// changed; returns how many were. Errors: kBusy; kIo.
+  Result<int64_t> MarkNotified(int64_t id, int64_t at_unix_ms, const std::string& outcome);
+  /// How many tasks of array `array_id` are in each state (states without tasks are left
+  /// out; empty: no such array). Errors: kIo.
+  Result<std::map<model::JobState, int64_t>> ArrayStateCounts(int64_t array_id);
+
   /// Adds GPU-seconds used by `uid` at `at_unix_ms` (to the bucket holding it), and drops
   /// buckets older than the retention. Errors: kInvalidArgument (negative or not finite);
   /// kBusy; kIo.

@@ -215,6 +215,22 @@ BEGIN
   SELECT RAISE(ABORT, 'the GPU is already leased whole, or sliced');
 END;
 )sql"},
+    {9, "end-of-job notifications: what to run, and whether it ran",
+     R"sql(
+-- `submit --notify`: notify_kind '' (none), 'program' or 'mail'; notify_argv the program's
+-- argv (length-prefixed, as argv; '' for mail). notified_unix_ms: when its notification
+-- ended (ran, timed out, or could not start); NULL while it is due. notify_outcome says how
+-- ("exited with status 0"). Every task of an array holds the same; the array is notified
+-- once, through its first task, and all its tasks are marked.
+ALTER TABLE jobs ADD COLUMN notify_kind TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN notify_argv TEXT NOT NULL DEFAULT '';
+ALTER TABLE jobs ADD COLUMN notified_unix_ms INTEGER;
+ALTER TABLE jobs ADD COLUMN notify_outcome TEXT NOT NULL DEFAULT '';
+-- The notifications still due (a job alone, or an array's first task): the daemon looks
+-- here, not at every finished job.
+CREATE INDEX jobs_notify_due ON jobs (id)
+  WHERE notify_kind != '' AND notified_unix_ms IS NULL AND (array_id IS NULL OR array_id = id);
+)sql"},
 };
 
 }  // namespace

@@ -223,6 +223,21 @@ TEST(SpawnTest, EnvironmentDirectoryAndRedirectionsReachTheChild) {
   EXPECT_EQ(Slurp(dir.Join("work/out.log")), "hello there " + dir.Join("work") + "\nto-stderr\nfrom stdin\n");
 }
 
+TEST(SpawnTest, AFileOrNullThatCannotBeOpenedIsDevNullNotAFailure) {
+  TempDir dir;
+  std::ofstream(dir.Join("log")) << "before\n";
+  for (const std::string& path : {dir.Join("log"), dir.Join("missing/log")}) {
+    SpawnSpec spec = Shell("echo appended");
+    spec.stdout_fd = SpawnFd::FileOrNull(path, O_WRONLY | O_APPEND);
+    auto child = Spawn(spec);
+    ASSERT_TRUE(child.has_value());
+    EXPECT_TRUE(child->ExecOutcome()) << path;
+    EXPECT_EQ(WaitExit(child->pid()), 0) << path;
+  }
+  EXPECT_EQ(Slurp(dir.Join("log")), "before\nappended\n");
+  EXPECT_FALSE(std::filesystem::exists(dir.Join("missing/log")));
+}
+
 TEST(SpawnTest, ChdirFailureNamesTheStep) {
   SpawnSpec spec = Shell("exit 0");
   spec.cwd = "/nonexistent/dir";

@@ -71,6 +71,61 @@ TEST(ShellWordTest, QuotesOnlyWhatTheShellWouldRead) {
   for (const Case& c : cases) EXPECT_EQ(ShellWord(c.text), c.want) << c.text;
 }
 
+TEST(SplitCommandLineTest, SplitsAsAShellSplitsWordsAndNothingMore) {
+  using Words = std::vector<std::string>;
+  struct Case {
+    std::string_view text;
+    Words want;
+  } cases[] = {
+      {"notify-send done", {"notify-send", "done"}},
+      {"  a \t b\nc  ", {"a", "b", "c"}},
+      {"", {}},
+      {"   ", {}},
+      {"prog 'two words' \"and more\"", {"prog", "two words", "and more"}},
+      {"a'b'\"c\"d", {"abcd"}},
+      {"x '' \"\"", {"x", "", ""}},
+      {"'it\\'s", {"it\\s"}},  // no escapes inside '...'
+      {"\"say \\\"hi\\\" \\\\ \\$HOME \\x\"", {"say \"hi\" \\ $HOME \\x"}},
+      {"a\\ b \\'c", {"a b", "'c"}},
+      {"$HOME ~ *.log ; rm", {"$HOME", "~", "*.log", ";", "rm"}},
+      {"%j %x", {"%j", "%x"}},
+  };
+  for (const Case& c : cases) {
+    auto got = SplitCommandLine(c.text);
+    ASSERT_TRUE(got.has_value()) << c.text << ": " << got.error().message;
+    EXPECT_EQ(*got, c.want) << c.text;
+  }
+}
+
+TEST(SplitCommandLineTest, AnUnterminatedQuoteIsAnErrorNotAGuess) {
+  struct Case {
+    std::string_view text, message;
+  } cases[] = {
+      {"prog 'open", "unterminated ' quote"},
+      {"prog \"open", "unterminated \" quote"},
+      {"prog \"ends with \\\"", "unterminated \" quote"},
+      {"prog \\", "a \\ at the end escapes nothing"},
+  };
+  for (const Case& c : cases) {
+    auto got = SplitCommandLine(c.text);
+    ASSERT_FALSE(got.has_value()) << c.text;
+    EXPECT_EQ(got.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_EQ(got.error().message, c.message) << c.text;
+  }
+}
+
+TEST(ExpandPercentPatternsTest, ReplacesKnownLettersAndKeepsTheRest) {
+  auto value = [](char c) -> std::optional<std::string> {
+    if (c == 'j') return "12";
+    if (c == 'e') return "";
+    return std::nullopt;
+  };
+  EXPECT_EQ(ExpandPercentPatterns("job-%j.log", value), "job-12.log");
+  EXPECT_EQ(ExpandPercentPatterns("[%e]", value), "[]");
+  EXPECT_EQ(ExpandPercentPatterns("100%% %q %", value), "100% %q %");
+  EXPECT_EQ(ExpandPercentPatterns("%%j", value), "%j");
+}
+
 TEST(FormatIndexListTest, RunsBecomeRanges) {
   EXPECT_EQ(FormatIndexList({5, 0, 1, 2, 8, 7}), "0-2,5,7,8") << "a run of two stays a list";
   EXPECT_EQ(FormatIndexList({3}), "3");

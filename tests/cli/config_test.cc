@@ -334,6 +334,36 @@ TEST(ParseConfigTest, ShareSlices) {
   EXPECT_NE(layered->warnings[0].find("share is the machine's to set"), std::string::npos) << layered->warnings[0];
 }
 
+// Issue 26: [notify] mail, the program of `submit --notify mail`; the machine's, never a user's.
+TEST(ParseConfigTest, NotifyMailIsTheMachinesOnly) {
+  auto defaults = ParseConfig("", "x.toml");
+  ASSERT_TRUE(defaults);
+  EXPECT_EQ(defaults->notify.mail, std::nullopt) << "no mail hook unless the admin sets one";
+  EXPECT_EQ(defaults->notify.timeout_ms, 60000);
+  auto c = ParseConfig("[notify]\nmail = \"/usr/sbin/sendmail\"\ntimeout = \"2m\"\n", "x.toml");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->notify.mail, "/usr/sbin/sendmail");
+  EXPECT_EQ(c->notify.timeout_ms, 120000);
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {"[notify]\nmail = \"sendmail\"\n", "config x.toml: notify.mail must be an absolute path such as \"/usr/sbin/sendmail\""},
+           {"[notify]\ntimeout = \"soon\"\n", "config x.toml: notify.timeout must be a duration such as \"60s\""},
+           {"[notify]\nmailer = \"/x\"\n", "config x.toml: notify: unknown key 'mailer' (known: mail, timeout)"}}) {
+    auto bad = ParseConfig(text, "x.toml");
+    ASSERT_FALSE(bad) << text;
+    EXPECT_EQ(bad.error().message, message);
+  }
+  TempDir dir;
+  const std::string machine = dir.Write("etc/config.toml", "[notify]\nmail = \"/usr/sbin/sendmail\"\n");
+  dir.Write("xdg/gpuman/config.toml", "[notify]\nmail = \"/home/eve/fake-sendmail\"\n");
+  Environment env;
+  env.vars["XDG_CONFIG_HOME"] = dir.Join("xdg");
+  auto layered = LoadConfigFrom(env, std::nullopt, machine, 1000);
+  ASSERT_TRUE(layered) << layered.error().message;
+  EXPECT_EQ(layered->notify.mail, "/usr/sbin/sendmail");
+  ASSERT_EQ(layered->warnings.size(), 1u);
+  EXPECT_NE(layered->warnings[0].find("notify is the machine's to set"), std::string::npos) << layered->warnings[0];
+}
+
 TEST(LoadConfigTest, PrecedenceFlagThenEnvThenTheMachinesFile) {
   TempDir dir;
   const std::string machine = dir.Write("etc/config.toml", "nvml_library = \"from-machine\"\n");

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -136,6 +137,73 @@ TEST(HookRunnerTest, HookThatHangsIsKilledAfterTheTimeout) {
   EXPECT_TRUE(IsGoneOrZombie(background)) << "pid " << background;
   EXPECT_EQ(runner.stats().timed_out, 1);
   EXPECT_EQ(runner.stats().failed, 1);
+}
+
+TEST(HookRunnerTest, ACommandRunsAsItsUserInItsDirectoryWithItsEnvironmentAndOutput) {
+  if (geteuid() != 0) GTEST_SKIP() << "changing uid and gid needs root";
+  testing::TempDir dir;
+  chmod(dir.path().c_str(), 0777);
+  const std::string work = dir.Join("work"), log = dir.Join("job.log");
+  mkdir(work.c_str(), 0777);
+  std::ofstream(log) << "job output\n";
+  chown(log.c_str(), 65534, 65534);
+  HookRunnerOptions options;
+  options.label = "notify";
+  HookRunner runner(options);
+  HookCommand command;
+  command.argv = {"/bin/sh", "-c", "echo \"$(id -u) $(id -g) $(id -G) $(pwd) $GREETING [$(cat)]\"; env | sort > \"$0\"",
+                  dir.Join("env")};
+  command.env = std::vector<std::string>{"PATH=/usr/bin:/bin", "GREETING=hi"};
+  command.cwd = work;
+  command.uid = 65534;
+  command.gid = 65534;
+  command.groups = std::vector<gid_t>{65534};
+  command.output_file = log;
+  command.tag = 42;
+  ASSERT_TRUE(runner.Start(command));
+  auto outcomes = ReapAll(runner);
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_TRUE(outcomes[0].ok) << outcomes[0].message;
+  EXPECT_EQ(outcomes[0].tag, 42);
+  EXPECT_EQ(ReadFile(log), "job output\n65534 65534 65534 " + work + " hi []\n") << "appended, stdin empty";
+  // A log the user may not write: its output goes nowhere, and it still runs.
+  const std::string roots = dir.Join("roots.log");
+  std::ofstream(roots) << "root's\n";
+  chmod(roots.c_str(), 0644);
+  command.output_file = roots;
+  command.argv = {"/bin/sh", "-c", "echo leaked; touch \"$0\"", dir.Join("ran")};
+  ASSERT_TRUE(runner.Start(command));
+  outcomes = ReapAll(runner);
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_TRUE(outcomes[0].ok) << outcomes[0].message;
+  EXPECT_EQ(ReadFile(roots), "root's\n");
+  EXPECT_TRUE(std::ifstream(dir.Join("ran")).good());
+}
+
+TEST(HookRunnerTest, WithAGraceATimedOutHookGetsSigtermThenSigkill) {
+  FakeClock clock{1000};
+  HookRunnerOptions options;
+  options.timeout_ms = 5000;
+  options.kill_grace_ms = 3000;
+  options.clock = &clock;
+  HookRunner runner(options);
+  testing::TempDir dir;
+  const std::string ready = dir.Join("ready"), termed = dir.Join("termed");
+  // Ignores SIGTERM, but says it got it.
+  ASSERT_TRUE(runner.Run({"/bin/sh", "-c", "trap 'echo > \"$1\"' TERM; echo > \"$0\"; while :; do sleep 0.05; done", ready, termed}, ""));
+  for (int i = 0; i < 2000 && !std::ifstream(ready).good(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(std::ifstream(ready).good());
+  clock.Advance(5000);
+  EXPECT_TRUE(runner.Reap().empty()) << "SIGTERM does not end it";
+  for (int i = 0; i < 2000 && !std::ifstream(termed).good(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_TRUE(std::ifstream(termed).good()) << "it got SIGTERM at the timeout";
+  EXPECT_EQ(runner.running(), 1);
+  clock.Advance(3000);
+  auto outcomes = ReapAll(runner);
+  ASSERT_EQ(outcomes.size(), 1u);
+  EXPECT_EQ(outcomes[0].signal, SIGKILL);
+  EXPECT_TRUE(outcomes[0].timed_out);
+  EXPECT_NE(outcomes[0].message.find("timed out after 5s, killed"), std::string::npos) << outcomes[0].message;
 }
 
 TEST(HookRunnerTest, OverTheLimitIsDroppedAndCounted) {

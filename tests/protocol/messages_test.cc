@@ -81,6 +81,39 @@ TEST(RequestRoundTripTest, SubmitFieldsSurvive) {
   EXPECT_EQ(a.time_limit_ms, 60000);
   EXPECT_TRUE(a.requeue);
   EXPECT_EQ(a.after, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(a.notify, (model::JobNotify{false, {"/home/alice/bin/tell", "job %j", "%s"}}));
+}
+
+TEST(RequestRoundTripTest, SubmitNotifyMailAndNone) {
+  auto parsed = ParseRequest(R"({"v":1,"id":1,"op":"submit","args":{"argv":["true"],"cwd":"/","notify":{"mail":true}}})");
+  ASSERT_TRUE(std::holds_alternative<Request>(parsed)) << std::get<RequestError>(parsed).error.message;
+  EXPECT_EQ(std::get<SubmitArgs>(std::get<Request>(parsed).args).notify, (model::JobNotify{true, {}}));
+  parsed = ParseRequest(R"({"v":1,"id":1,"op":"submit","args":{"argv":["true"],"cwd":"/","notify":null}})");
+  ASSERT_TRUE(std::holds_alternative<Request>(parsed));
+  EXPECT_EQ(std::get<SubmitArgs>(std::get<Request>(parsed).args).notify, std::nullopt);
+  parsed = ParseRequest(R"({"v":1,"id":1,"op":"submit","args":{"argv":["true"],"cwd":"/","notify":{"argv":"x"}}})");
+  EXPECT_TRUE(std::holds_alternative<RequestError>(parsed)) << "argv must be an array";
+}
+
+TEST(JobJsonTest, NotifySaysWhatAndWhetherItWasSentAndItsCommandOnlyWhenPrivate) {
+  model::Job job = FullJob();
+  job.notify = model::JobNotify{false, {"/home/alice/bin/tell", "%j"}};
+  const json pub = JobToJson(job, false);
+  EXPECT_EQ(pub["notify"], (json{{"kind", "program"}, {"sent", false}, {"sent_unix_ms", nullptr}, {"outcome", ""}}));
+  job.notified_unix_ms = 1'700'000'000'123;
+  job.notify_outcome = "exited with status 0";
+  const json priv = JobToJson(job, true);
+  EXPECT_EQ(priv["notify"]["argv"], (json{"/home/alice/bin/tell", "%j"}));
+  EXPECT_EQ(priv["notify"]["sent"], true);
+  Result<model::Job> back = JobFromJson(priv);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(back->notify, job.notify);
+  EXPECT_EQ(back->notified_unix_ms, job.notified_unix_ms);
+  EXPECT_EQ(back->notify_outcome, "exited with status 0");
+  job.notify = model::JobNotify{true, {}};
+  EXPECT_EQ(JobToJson(job, true)["notify"]["kind"], "mail");
+  EXPECT_EQ(JobFromJson(JobToJson(job, true))->notify, job.notify);
+  EXPECT_FALSE(JobToJson(FullJob(), true).contains("notify")) << "absent when the job has none";
 }
 
 TEST(RequestRoundTripTest, SubmitMinimalUsesDefaults) {

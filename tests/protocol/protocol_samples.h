@@ -153,6 +153,7 @@ inline std::vector<Request> OneRequestPerOp() {
   submit.time_limit_ms = 60000;
   submit.requeue = true;
   submit.after = {1, 2};
+  submit.notify = model::JobNotify{false, {"/home/alice/bin/tell", "job %j", "%s"}};
 
   AcquireArgs acquire;
   acquire.request = FullGpuRequest();

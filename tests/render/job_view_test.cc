@@ -177,6 +177,23 @@ TEST(JobDetailTextTest, FailureAndReason) {
   EXPECT_EQ(text.find("  command:"), std::string::npos) << "no argv, no command line";
 }
 
+TEST(JobDetailTextTest, NotifySaysWhatRunsAndWhetherItWasSent) {
+  model::Job j = RunningJob();
+  EXPECT_EQ(JobDetailText(j).find("notify:"), std::string::npos) << "no line without --notify";
+  j.notify = model::JobNotify{false, {"/home/alice/bin/tell", "job %j\x1b[2J"}};
+  EXPECT_NE(JobDetailText(j).find("  notify:    /home/alice/bin/tell job %j\\x1b[2J (when the job ends)\n"), std::string::npos)
+      << JobDetailText(j);
+  j.state = model::JobState::kSucceeded;
+  EXPECT_NE(JobDetailText(j).find("(not sent yet)"), std::string::npos) << JobDetailText(j);
+  j.notified_unix_ms = 2000;
+  j.notify_outcome = "exited with status 3";
+  EXPECT_NE(JobDetailText(j).find("(sent 1970-01-01T00:00:02.000Z: exited with status 3)\n"), std::string::npos) << JobDetailText(j);
+  j.notify->argv.clear();  // what another user is shown
+  EXPECT_NE(JobDetailText(j).find("  notify:    a program of its owner's (sent"), std::string::npos) << JobDetailText(j);
+  j.notify = model::JobNotify{true, {}};
+  EXPECT_NE(JobDetailText(j).find("  notify:    mail to alice (sent"), std::string::npos) << JobDetailText(j);
+}
+
 TEST(DescribeRequestTest, AsSubmitFlags) {
   model::GpuRequest r;
   EXPECT_EQ(DescribeRequest(r), "-n 1");

@@ -63,9 +63,11 @@ TEST(SbatchTest, TranslatesEveryOption) {
   s.time_limit_ms = 90 * 60 * 1000 + 1;  // rounded up to the second
   s.after = {"12", "13"};
   s.requeue = true;
+  s.mail_user = "alice";  // --notify mail
   EXPECT_THAT(SbatchArgv(s), ElementsAre("sbatch", "--parsable", "--nodes=1", "--job-name=train", "--chdir=/home/alice/exp",
                                          "--output=logs/run-%j.txt", "--gpus=2", "--time=0-01:30:01",
-                                         "--dependency=afterok:12:13", "--kill-on-invalid-dep=yes", "--requeue"));
+                                         "--dependency=afterok:12:13", "--kill-on-invalid-dep=yes", "--requeue",
+                                         "--mail-type=END,FAIL", "--mail-user=alice"));
 }
 
 TEST(SbatchTest, DefaultsAndGresType) {

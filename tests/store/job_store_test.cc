@@ -85,6 +85,7 @@ Job FullDraft() {
   job.requeue = true;
   job.after = {1, 22, 333};
   job.reason = "waiting for job 333";
+  job.notify = model::JobNotify{false, {"/opt/tell me", "%j:%s", "", "10:x", "ünï\n"}};
   return job;
 }
 
@@ -120,6 +121,9 @@ void ExpectSameJob(const Job& a, const Job& b) {
   EXPECT_EQ(a.supervisor_pid, b.supervisor_pid);
   EXPECT_EQ(a.supervisor_start_ticks, b.supervisor_start_ticks);
   EXPECT_EQ(a.reason, b.reason);
+  EXPECT_EQ(a.notify, b.notify);
+  EXPECT_EQ(a.notified_unix_ms, b.notified_unix_ms);
+  EXPECT_EQ(a.notify_outcome, b.notify_outcome);
 }
 
 std::vector<int64_t> Ids(const std::vector<Job>& jobs) {
@@ -927,6 +931,126 @@ TEST_F(JobStoreTest, AnArraysOutcomeIsReadWithoutItsTasks) {
   EXPECT_EQ((*all_ok)->task, 9) << "all succeeded: the last task";
   EXPECT_EQ((*all_ok)->state, JobState::kSucceeded);
   EXPECT_EQ(*store_->ArrayOutcome(12345), std::nullopt);
+}
+
+
+// ---- End-of-job notifications (schema 8)
+
+void Finish(JobStore& store, int64_t id, JobState to, std::optional<int> code) {
+  ASSERT_TRUE(store.Transition(id, JobState::kQueued, JobState::kStarting, {}).has_value());
+  ASSERT_TRUE(store.Transition(id, JobState::kStarting, JobState::kRunning, {}).has_value());
+  JobStore::Update u;
+  u.exit_code = code;
+  ASSERT_TRUE(store.Transition(id, JobState::kRunning, to, u).has_value());
+}
+
+std::vector<int64_t> DueIds(JobStore& store) {
+  auto due = store.DueNotifications();
+  EXPECT_TRUE(due.has_value()) << due.error().message;
+  return due ? Ids(*due) : std::vector<int64_t>{-1};
+}
+
+TEST_F(JobStoreTest, ANotifyIsStoredWithTheJobAndReadBackInEveryView) {
+  Job program = Draft();
+  program.notify = model::JobNotify{false, {"/home/ada/bin/tell", "job %j", "", "it's \"%s\""}};
+  Job mail = Draft();
+  mail.notify = model::JobNotify{true, {}};
+  const Job a = Submit(program), b = Submit(mail), c = Submit(Draft());
+  EXPECT_EQ((*store_->Get(a.id))->notify, program.notify);
+  EXPECT_EQ((*store_->Get(b.id))->notify, mail.notify);
+  EXPECT_EQ((*store_->Get(c.id))->notify, std::nullopt);
+  auto summaries = store_->ActiveSummaries();
+  ASSERT_TRUE(summaries.has_value());
+  ASSERT_EQ((*summaries)->size(), 3u);
+  EXPECT_EQ((**summaries)[0].notify, program.notify) << "summaries carry it too (show, the daemon)";
+  EXPECT_EQ((*store_->Get(a.id))->notified_unix_ms, std::nullopt);
+  ASSERT_TRUE(store_->DatabaseForTesting().ExecScript("break", "UPDATE jobs SET notify_kind = 'pager' WHERE id = " + std::to_string(a.id)));
+  auto broken = store_->Get(a.id);
+  ASSERT_FALSE(broken.has_value());
+  EXPECT_THAT(broken.error().message, HasSubstr("unreadable notify_kind column"));
+}
+
+TEST_F(JobStoreTest, ANotificationIsDueOnceTheJobIsFinalAndUntilItIsMarked) {
+  Job draft = Draft();
+  draft.notify = model::JobNotify{false, {"/bin/true"}};
+  const Job ends = Submit(draft), cancelled = Submit(draft), runs = Submit(draft), plain = Submit(Draft());
+  EXPECT_TRUE(DueIds(*store_).empty()) << "nothing is final yet";
+  Finish(*store_, ends.id, JobState::kFailed, 3);
+  Finish(*store_, plain.id, JobState::kSucceeded, 0);
+  JobStore::Update cancel;
+  cancel.reason = "cancelled by ada";
+  ASSERT_TRUE(store_->Transition(cancelled.id, JobState::kQueued, JobState::kCancelled, cancel).has_value());
+  ASSERT_TRUE(store_->Transition(runs.id, JobState::kQueued, JobState::kStarting, {}).has_value());
+  EXPECT_EQ(DueIds(*store_), (std::vector<int64_t>{ends.id, cancelled.id})) << "a job without --notify is never due";
+  EXPECT_EQ(Ids(*store_->DueNotifications(ends.id, 5)), (std::vector<int64_t>{cancelled.id})) << "paged by id";
+  EXPECT_EQ(Ids(*store_->DueNotifications(0, 1)), (std::vector<int64_t>{ends.id}));
+
+  auto marked = store_->MarkNotified(ends.id, 1'700'000'005'000, "exited with status 0");
+  ASSERT_TRUE(marked.has_value()) << marked.error().message;
+  EXPECT_EQ(*marked, 1);
+  EXPECT_EQ(DueIds(*store_), (std::vector<int64_t>{cancelled.id}));
+  auto read = *store_->Get(ends.id);
+  EXPECT_EQ(read->notified_unix_ms, 1'700'000'005'000);
+  EXPECT_EQ(read->notify_outcome, "exited with status 0");
+  EXPECT_EQ(*store_->MarkNotified(ends.id, 1'700'000'009'000, "again"), 0) << "marked once";
+  EXPECT_EQ((*store_->Get(ends.id))->notify_outcome, "exited with status 0");
+  EXPECT_EQ(*store_->MarkNotified(runs.id, 1, "early"), 0) << "an unfinished job is never marked";
+}
+
+TEST_F(JobStoreTest, AnArrayIsDueOnceThroughItsFirstTaskWhenItsLastTaskIsFinal) {
+  Job draft = Draft();
+  draft.notify = model::JobNotify{true, {}};
+  auto tasks = store_->SubmitArray(draft, {0, 1, 2}, std::nullopt);
+  ASSERT_TRUE(tasks.has_value()) << tasks.error().message;
+  const int64_t head = tasks->front().id;
+  EXPECT_EQ(tasks->back().notify, draft.notify);
+  Finish(*store_, (*tasks)[0].id, JobState::kSucceeded, 0);
+  Finish(*store_, (*tasks)[2].id, JobState::kFailed, 4);
+  EXPECT_TRUE(DueIds(*store_).empty()) << "task 1 has not ended";
+  ASSERT_TRUE(store_->Transition((*tasks)[1].id, JobState::kQueued, JobState::kCancelled, {}).has_value());
+  EXPECT_EQ(DueIds(*store_), (std::vector<int64_t>{head})) << "one notification, not one per task";
+  auto counts = store_->ArrayStateCounts(head);
+  ASSERT_TRUE(counts.has_value());
+  EXPECT_THAT(*counts, ElementsAre(Pair(JobState::kSucceeded, 1), Pair(JobState::kFailed, 1), Pair(JobState::kCancelled, 1)));
+  EXPECT_EQ(*store_->MarkNotified(head, 1'700'000'005'000, "exited with status 0"), 3) << "every task is marked";
+  EXPECT_TRUE(DueIds(*store_).empty());
+  EXPECT_EQ((*store_->GetTask(head, 2))->notified_unix_ms, 1'700'000'005'000);
+  EXPECT_TRUE(store_->ArrayStateCounts(999)->empty());
+}
+
+// Schema 9 added the notify columns (8 the slices): a version 7 file keeps its jobs (no
+// notify, never due, whole GPUs) and its arrays, and new jobs store one.
+TEST(JobStoreFileTest, VersionSevenFileMigratesAndItsJobsHaveNoNotify) {
+  testing::TempDir dir;
+  const std::string path = dir.Join("state.db");
+  {
+    auto db = Database::Open(path);
+    ASSERT_TRUE(db.has_value()) << db.error().message;
+    ASSERT_EQ(*Migrate(**db, AllMigrations().first(7)), 0);
+    ASSERT_TRUE((*db)->ExecScript("v7 rows", R"sql(
+      INSERT INTO jobs (id, name, uid, gid, user, argv, env, cwd, output_path, req_count,
+        req_exclude, req_allow_shared, priority, requeue, after, state, submitted_unix_ms,
+        ended_unix_ms, exit_code, gpu_uuids, reason, array_id, array_task)
+      VALUES (7, 'old', 1000, 1000, 'ada', '4:true', '', '/home/ada', '', 1, '', 0, 0, 0, '',
+        'succeeded', 1700000000000, 1700000001000, 0, '', '', 7, 0);
+    )sql"));
+    EXPECT_EQ(QueryInt(**db, "PRAGMA user_version"), 7);
+  }
+  auto jobs = JobStore::Open(path);
+  ASSERT_TRUE(jobs.has_value()) << jobs.error().message;
+  EXPECT_EQ(QueryInt((*jobs)->DatabaseForTesting(), "PRAGMA user_version"), 9);
+  auto old = (*jobs)->Get(7);
+  ASSERT_TRUE(old.has_value() && *old) << (old ? "" : old.error().message);
+  EXPECT_EQ((*old)->state, JobState::kSucceeded);
+  EXPECT_EQ((*old)->array_id, 7);
+  EXPECT_EQ((*old)->notify, std::nullopt);
+  EXPECT_EQ((*old)->notified_unix_ms, std::nullopt);
+  EXPECT_TRUE((*jobs)->DueNotifications()->empty()) << "old jobs never notify";
+  Job draft = Draft();
+  draft.notify = model::JobNotify{false, {"/bin/echo", "%j"}};
+  auto added = (*jobs)->Submit(draft);
+  ASSERT_TRUE(added.has_value()) << added.error().message;
+  EXPECT_EQ((*(*jobs)->Get(added->id))->notify, draft.notify);
 }
 
 }  // namespace
