@@ -4,6 +4,7 @@
 #include "cli/rank_output.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -83,12 +84,20 @@ TEST(RankOutputTest, CopiesEachRanksLinesFromItsTerminal) {
   ASSERT_EQ(write(ends[0].first, "zero\n", 5), 5);
   ranks.CloseChildEnds();
   ranks.Finish();
-  char buf[256];
-  const ssize_t n = read(master.get(), buf, sizeof buf);
-  ASSERT_GT(n, 0);
-  std::string got(buf, static_cast<size_t>(n));
   // The test's terminal turns '\n' into "\r\n" on the way out; the ranks' terminals do not.
-  EXPECT_EQ(got, "[0] zero\r\n[1] one\r\n[1] tw\r\n");
+  const std::string want = "[0] zero\r\n[1] one\r\n[1] tw\r\n";
+  // A terminal may hand the bytes over in more than one read: read until all are there
+  // (or nothing more comes within 5 s, which fails below).
+  std::string got;
+  while (got.size() < want.size()) {
+    pollfd p{master.get(), POLLIN, 0};
+    if (poll(&p, 1, 5000) <= 0) break;
+    char buf[256];
+    const ssize_t n = read(master.get(), buf, sizeof buf);
+    if (n <= 0) break;
+    got.append(buf, static_cast<size_t>(n));
+  }
+  EXPECT_EQ(got, want);
 }
 
 }  // namespace
