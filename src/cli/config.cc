@@ -570,9 +570,19 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
           else return MakeError(ErrorCode::kInvalidArgument, bad);
         }
         if (config.share.gpus.empty()) return MakeError(ErrorCode::kInvalidArgument, bad + " (use allow = false for none)");
+      } else if (k == "over_limit") {
+        const auto v = value.value<std::string>();
+        if (v && *v == "report") config.slice_watch.kill = false;
+        else if (v && *v == "kill") config.slice_watch.kill = true;
+        else return MakeError(ErrorCode::kInvalidArgument, where + "over_limit must be \"report\" or \"kill\"");
+      } else if (k == "over_limit_grace") {
+        const auto v = value.value<std::string>();
+        auto ms = v ? ParseDurationMs(*v) : Result<int64_t>(MakeError(ErrorCode::kInvalidArgument, "not a string"));
+        if (!ms || *ms < 0) return MakeError(ErrorCode::kInvalidArgument, where + "over_limit_grace must be a duration such as \"30s\"");
+        config.slice_watch.grace_ms = *ms;
       } else {
         return MakeError(ErrorCode::kInvalidArgument, where.substr(0, where.size() - 1) +
-                                                          ": unknown key '" + k + "' (known: allow, min_slice, gpus)");
+                                                          ": unknown key '" + k + "' (known: allow, min_slice, gpus, over_limit, over_limit_grace)");
       }
     }
   }

@@ -14,6 +14,7 @@
 #include "monitor/alerts.h"
 #include "monitor/idle.h"
 #include "monitor/intruders.h"
+#include "monitor/slice_watch.h"
 #include "policy/lease_rules.h"
 #include "policy/lease_rules.h"
 #include "slurm/node_facts.h"
@@ -91,6 +92,7 @@ struct Config {
   EnforceConfig enforce;                   // [enforce]
   LaunchConfig launch;                     // [launch]
   policy::ShareRules share;                // [share] (docs/share.md): memory slices
+  monitor::SlicePolicy slice_watch;        // [share] over_limit, over_limit_grace
   NotifyConfig notify;                     // [notify]
   std::vector<std::string> keys;           // the top-level keys the file set, sorted
   std::string personal_config_path;        // the user's own file read over it, "" if none

@@ -100,6 +100,7 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   mon.health = ctx.config().health;
   mon.idle = ctx.config().idle;
   mon.intruders = ctx.config().enforce.intruders;
+  mon.slices = ctx.config().slice_watch;
   mon.alerts = ctx.config().alerts;
   mon.metrics_address = dc.metrics;
   mon.layout = ctx.layout();

@@ -31,6 +31,7 @@ Collector::Collector(CollectorOptions options, store::JobStore& jobs, store::Lea
       idle_(options_.idle, options_.hostname),
       alerts_(options_.alerts, options_.hostname),
       intruders_(options_.intruders),
+      slices_(options_.slices),
       job_waits_(metrics::Histogram::DefaultWaitBuckets()) {}
 
 Collector::~Collector() {
@@ -208,6 +209,40 @@ void Collector::WatchIntruders(const model::MachineSnapshot& snap, const std::ve
   }
 }
 
+// The slice watch's steps (monitor/slice_watch.h): a log line for each, and under
+// `[share] over_limit = "kill"` the signals to the holder's processes on that GPU, each only
+// while /proc still says it is the holder's (a pid reused meanwhile is left alone).
+void Collector::WatchSlices(const model::MachineSnapshot& snap, const std::vector<model::Lease>& leases, int64_t now) {
+  for (const auto& step : slices_.Update(snap, leases, now)) {
+    const std::string what = step.user + "'s processes on GPU " + std::to_string(step.gpu_index) + " use " +
+                             std::to_string(step.used_bytes >> 20) + " MiB, their slices declare " +
+                             std::to_string(step.declared_bytes >> 20) + " MiB (lease " + std::to_string(step.lease_id) + ")";
+    switch (step.kind) {
+      case monitor::SliceStep::kOver:
+        Log("slice over its memory: " + what);
+        break;
+      case monitor::SliceStep::kTerm:
+      case monitor::SliceStep::kKill: {
+        const int sig = step.kind == monitor::SliceStep::kTerm ? SIGTERM : SIGKILL;
+        devices::ProcfsInspector procfs;
+        for (uint32_t pid : step.pids) {
+          const auto details = procfs.Inspect(pid);
+          if (!details || details->uid != step.uid) continue;
+          if (kill(static_cast<pid_t>(pid), sig) == 0) {
+            Log(std::string(sig == SIGTERM ? "sent SIGTERM to " : "sent SIGKILL to ") + "process " + std::to_string(pid) +
+                " over its slice: " + what);
+          }
+        }
+        break;
+      }
+      case monitor::SliceStep::kWithin:
+        Log("slice within its memory again: lease " + std::to_string(step.lease_id) + " of " + step.user + " on GPU " +
+            std::to_string(step.gpu_index));
+        break;
+    }
+  }
+}
+
 bool Collector::GatherXids(int64_t now) {
   // Xids: NVML events from the event thread, then new kernel log lines.
   std::vector<model::XidEvent> events;
@@ -329,10 +364,12 @@ bool Collector::Tick(int64_t now, const model::MachineSnapshot* sample, const st
   idle_.Annotate(held_);
   for (size_t i = 0; i < held_.size(); ++i) jobs[held_at_[i]].idle_since_unix_ms = held_[i].idle_since_unix_ms;
   if (current) WatchIntruders(*current, leases, now);
+  if (current) WatchSlices(*current, leases, now);
   const model::HealthReport report = health_.Report();
   // Intruders are findings for the alert rules only (`code = "intruder"`), not for health.
   std::vector<model::Finding> alerting = report.findings;
   for (auto& f : intruders_.Findings()) alerting.push_back(std::move(f));
+  for (auto& f : slices_.Findings()) alerting.push_back(std::move(f));
   for (const auto& ev : alerts_.Evaluate(current, alerting, leases, jobs, now)) {
     RunHook(ev.command, ev.payload, "alert '" + ev.rule + "'");
   }

@@ -31,6 +31,7 @@
 #include "monitor/hook_runner.h"
 #include "monitor/idle.h"
 #include "monitor/intruders.h"
+#include "monitor/slice_watch.h"
 #include "slurm/job_record.h"
 #include "store/history_store.h"
 #include "store/job_store.h"
@@ -48,6 +49,7 @@ struct CollectorOptions {
   store::HistoryRetention retention;
   monitor::IdlePolicy idle;
   monitor::IntruderPolicy intruders;  // [enforce] foreign_processes, grace (docs/enforce.md)
+  monitor::SlicePolicy slices;        // [share] over_limit, over_limit_grace (docs/share.md)
   std::vector<monitor::AlertRule> alerts;
   /// Creates the Xid event source on the event thread; unset = no NVML events.
   std::function<Result<std::unique_ptr<devices::XidEventSource>>()> xid_source_factory;
@@ -109,6 +111,7 @@ class Collector {
 
  private:
   void WatchIntruders(const model::MachineSnapshot& snap, const std::vector<model::Lease>& leases, int64_t now);
+  void WatchSlices(const model::MachineSnapshot& snap, const std::vector<model::Lease>& leases, int64_t now);
   void EventThread();
   void RunHook(const std::vector<std::string>& argv, const nlohmann::json& payload, const std::string& what);
   std::vector<model::GpuSample> Samples(const model::MachineSnapshot& snap, const std::vector<model::Lease>& leases,
@@ -123,6 +126,7 @@ class Collector {
   monitor::IdleWatch idle_;
   monitor::AlertEngine alerts_;
   monitor::IntruderWatch intruders_;
+  monitor::SliceWatch slices_;
   monitor::HookRunner hooks_;
   metrics::Histogram job_waits_;
   std::unique_ptr<metrics::MetricsServer> metrics_;

@@ -312,11 +312,17 @@ TEST(ParseConfigTest, ShareSlices) {
   EXPECT_FALSE(rules.share.allow);
   EXPECT_EQ(rules.share.min_slice_bytes, int64_t{4} << 30);
   EXPECT_EQ(rules.share.gpus, (std::vector<std::string>{"4", "GPU-a"}));
+  EXPECT_FALSE(defaults->slice_watch.kill) << "report by default";
+  auto kill = ParseConfig("[share]\nover_limit = \"kill\"\nover_limit_grace = \"1m\"\n", "x.toml");
+  ASSERT_TRUE(kill) << kill.error().message;
+  EXPECT_TRUE(kill->slice_watch.kill);
+  EXPECT_EQ(kill->slice_watch.grace_ms, 60000);
   for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
            {"[share]\nallow = \"yes\"\n", "config x.toml: share.allow must be true or false"},
            {"[share]\nmin_slice = \"lots\"\n", "config x.toml: share.min_slice must be a size such as \"1GiB\""},
            {"[share]\ngpus = []\n", "config x.toml: share.gpus must be a list of GPU indices or UUIDs, such as [0, 1, \"GPU-...\"] (use allow = false for none)"},
-           {"[share]\nslices = 2\n", "config x.toml: share: unknown key 'slices' (known: allow, min_slice, gpus)"}}) {
+           {"[share]\nslices = 2\n", "config x.toml: share: unknown key 'slices' (known: allow, min_slice, gpus, over_limit, over_limit_grace)"},
+           {"[share]\nover_limit = \"stop\"\n", "config x.toml: share.over_limit must be \"report\" or \"kill\""}}) {
     auto bad = ParseConfig(text, "x.toml");
     ASSERT_FALSE(bad) << text;
     EXPECT_EQ(bad.error().message, message);

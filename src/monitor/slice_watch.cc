@@ -1,0 +1,86 @@
+#include "monitor/slice_watch.h"
+
+#include <algorithm>
+
+#include "model/intruders.h"
+
+namespace gpuman::monitor {
+
+std::vector<SliceStep> SliceWatch::Update(const model::MachineSnapshot& snap, const std::vector<model::Lease>& leases,
+                                          int64_t now) {
+  std::vector<SliceStep> steps;
+  std::map<std::pair<std::string, uint32_t>, Known> seen;
+  for (const auto& gpu : snap.gpus) {
+    if (!gpu.uuid) continue;
+    for (const model::SliceOverrun& o : model::SliceOverruns(gpu, leases)) {
+      SliceStep step;
+      step.gpu_uuid = *gpu.uuid;
+      step.gpu_index = gpu.index;
+      step.lease_id = o.lease_id;
+      step.uid = o.uid;
+      step.used_bytes = o.used_bytes;
+      step.declared_bytes = o.declared_bytes;
+      for (const auto& l : leases) {
+        if (l.id == o.lease_id) step.user = l.user;
+      }
+      for (const auto& p : gpu.processes) {
+        if (p.uid && *p.uid == o.uid) step.pids.push_back(p.pid);
+      }
+      const auto key = std::make_pair(*gpu.uuid, o.uid);
+      auto it = current_.find(key);
+      Known k = it != current_.end() ? it->second : Known{step, now, -1, false};
+      if (it == current_.end()) {
+        step.kind = SliceStep::kOver;
+        steps.push_back(step);
+      }
+      k.step = step;
+      if (policy_.kill) {
+        if (k.termed_ms < 0 && now - k.first_seen_ms >= policy_.grace_ms) {
+          k.termed_ms = now;
+          step.kind = SliceStep::kTerm;
+          steps.push_back(step);
+        } else if (k.termed_ms >= 0 && !k.killed && now - k.termed_ms >= policy_.grace_ms) {
+          k.killed = true;
+          step.kind = SliceStep::kKill;
+          steps.push_back(step);
+        }
+      }
+      seen[key] = std::move(k);
+    }
+  }
+  for (const auto& [key, k] : current_) {
+    if (seen.contains(key)) continue;
+    SliceStep step = k.step;
+    step.kind = SliceStep::kWithin;
+    step.pids.clear();
+    steps.push_back(std::move(step));
+  }
+  current_ = std::move(seen);
+  return steps;
+}
+
+std::vector<model::Finding> SliceWatch::Findings() const {
+  std::map<std::string, model::Finding> by_gpu;
+  for (const auto& [key, k] : current_) {
+    model::Finding& f = by_gpu[k.step.gpu_uuid];
+    if (f.code.empty()) {
+      f.code = "slice_over";
+      f.severity = model::Severity::kWarning;
+      f.gpu_uuid = k.step.gpu_uuid;
+      f.gpu_index = k.step.gpu_index;
+      f.first_seen_unix_ms = k.first_seen_ms;
+      f.source = "leases";
+      f.count = 0;
+    }
+    ++f.count;
+    if (!f.message.empty()) f.message += "; ";
+    f.message += k.step.user + "'s processes use " + std::to_string(k.step.used_bytes >> 20) + " MiB of GPU " +
+                 std::to_string(k.step.gpu_index) + ", " + std::to_string(k.step.declared_bytes >> 20) +
+                 " MiB declared (lease " + std::to_string(k.step.lease_id) + ")";
+  }
+  std::vector<model::Finding> out;
+  for (auto& [uuid, f] : by_gpu) out.push_back(std::move(f));
+  return out;
+}
+
+}  // namespace gpuman::monitor
