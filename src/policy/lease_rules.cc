@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <set>
 
 #include "policy/byte_size.h"
 
@@ -38,11 +39,12 @@ Status CheckYourLease(const model::Lease& lease, const Caller& caller, LeaseAct 
 }
 
 int GpusHeldBy(uint32_t uid, const std::vector<model::Lease>& leases, std::optional<int64_t> except) {
-  int held = 0;
+  // Distinct GPUs, as the queue counts them: two memory slices of one GPU are one GPU held.
+  std::set<std::string> held;
   for (const auto& l : leases) {
-    if (l.uid == uid && (!except || l.id != *except)) held += static_cast<int>(l.gpu_uuids.size());
+    if (l.uid == uid && (!except || l.id != *except)) held.insert(l.gpu_uuids.begin(), l.gpu_uuids.end());
   }
-  return held;
+  return static_cast<int>(held.size());
 }
 
 std::map<std::string, std::string> NotSliceable(const model::MachineSnapshot& snap, const ShareRules& share) {

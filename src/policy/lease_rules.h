@@ -80,7 +80,8 @@ bool IsYourLease(const model::Lease& lease, const Caller& caller, LeaseAct act);
 /// user" when the lease names no user).
 Status CheckYourLease(const model::Lease& lease, const Caller& caller, LeaseAct act);
 
-/// GPUs held by `uid` in `leases`, leaving out the lease `except` (the enclosing one).
+/// GPUs held by `uid` in `leases`, leaving out the lease `except` (the enclosing one). Each
+/// GPU counts once, however many of the user's memory slices it carries.
 int GpusHeldBy(uint32_t uid, const std::vector<model::Lease>& leases,
                std::optional<int64_t> except = std::nullopt);
 

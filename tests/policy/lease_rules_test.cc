@@ -255,5 +255,13 @@ TEST(LeaseRulesTest, SlicesFollowTheMachinesShareRules) {
   EXPECT_EQ(NotSliceable(snap, share).size(), 3u);
 }
 
+TEST(LeaseRulesTest, TwoSlicesOfOneGpuAreOneGpuHeld) {
+  std::vector<model::Lease> live = {LeaseOf(1, kAlice.uid, "alice", {"GPU-a"}), LeaseOf(2, kAlice.uid, "alice", {"GPU-a"}),
+                                    LeaseOf(3, kAlice.uid, "alice", {"GPU-b", "GPU-c"}), LeaseOf(4, kBob.uid, "bob", {"GPU-a"})};
+  EXPECT_EQ(GpusHeldBy(kAlice.uid, live), 3);
+  EXPECT_EQ(GpusHeldBy(kAlice.uid, live, 3), 1);
+  EXPECT_EQ(GpusHeldBy(kBob.uid, live), 1);
+}
+
 }  // namespace
 }  // namespace gpuman::policy
