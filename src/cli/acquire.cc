@@ -168,14 +168,7 @@ Result<Acquired> PreviewLease(Context& ctx, const SelectionArgs& args) {
 void AddSliceEnv(const Acquired& acquired, visibility::ChildGpuEnvRequest& env) {
   if (!acquired.lease.gpu_memory_bytes) return;
   env.slice_bytes = acquired.lease.gpu_memory_bytes;
-  int64_t smallest = 0;
-  for (const auto& g : acquired.snapshot.gpus) {
-    if (!g.uuid || !g.memory_total_bytes) continue;
-    if (std::find(acquired.selection.uuids.begin(), acquired.selection.uuids.end(), *g.uuid) ==
-        acquired.selection.uuids.end()) continue;
-    if (smallest == 0 || *g.memory_total_bytes < smallest) smallest = *g.memory_total_bytes;
-  }
-  env.slice_of_total_bytes = smallest;
+  env.slice_of_total_bytes = model::SmallestMemoryTotal(acquired.snapshot, acquired.selection.uuids);
 }
 
 }  // namespace gpuman::cli

@@ -520,14 +520,7 @@ Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& g
   gpu_env.simulated_scenario = options_.scenario_path;
   if (job.request.gpu_memory_bytes) {
     gpu_env.slice_bytes = job.request.gpu_memory_bytes;
-    if (latest_ && latest_->snapshot) {
-      for (const auto& g : latest_->snapshot->gpus) {
-        if (!g.uuid || !g.memory_total_bytes || std::find(gpus.begin(), gpus.end(), *g.uuid) == gpus.end()) continue;
-        if (gpu_env.slice_of_total_bytes == 0 || *g.memory_total_bytes < gpu_env.slice_of_total_bytes) {
-          gpu_env.slice_of_total_bytes = *g.memory_total_bytes;
-        }
-      }
-    }
+    if (latest_ && latest_->snapshot) gpu_env.slice_of_total_bytes = model::SmallestMemoryTotal(*latest_->snapshot, gpus);
   }
   for (const auto& var : visibility::ChildGpuEnv(gpu_env)) spec.gpu_env.push_back(visibility::EnvEntry(var));
   spec.grace_ms = options_.grace_ms;

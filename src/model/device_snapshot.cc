@@ -49,4 +49,13 @@ std::string FormatCpuList(const std::vector<int>& cpus_in) {
   return out;
 }
 
+int64_t SmallestMemoryTotal(const MachineSnapshot& snap, const std::vector<std::string>& uuids) {
+  int64_t smallest = 0;
+  for (const auto& g : snap.gpus) {
+    if (!g.uuid || !g.memory_total_bytes || std::find(uuids.begin(), uuids.end(), *g.uuid) == uuids.end()) continue;
+    if (smallest == 0 || *g.memory_total_bytes < smallest) smallest = *g.memory_total_bytes;
+  }
+  return smallest;
+}
+
 }  // namespace gpuman::model

@@ -127,4 +127,8 @@ std::vector<std::string> ClockEventReasonNames(uint64_t mask);
 /// Formats a CPU list compactly: {0,1,2,3,8} -> "0-3,8".
 std::string FormatCpuList(const std::vector<int>& cpus);
 
+/// The smallest total memory among the GPUs of `snap` named in `uuids` (a memory slice's
+/// share of its GPUs, docs/share.md); 0 when none of them reports one.
+int64_t SmallestMemoryTotal(const MachineSnapshot& snap, const std::vector<std::string>& uuids);
+
 }  // namespace gpuman::model

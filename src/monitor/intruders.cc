@@ -1,6 +1,7 @@
 #include "monitor/intruders.h"
 
 #include "model/intruders.h"
+#include "monitor/gpu_findings.h"
 
 namespace gpuman::monitor {
 
@@ -61,27 +62,14 @@ std::vector<IntruderStep> IntruderWatch::Update(const model::MachineSnapshot& sn
 }
 
 std::vector<model::Finding> IntruderWatch::Findings() const {
-  std::map<std::string, model::Finding> by_gpu;
+  GpuFindings findings("intruder");
   for (const auto& [key, k] : current_) {
-    model::Finding& f = by_gpu[k.step.gpu_uuid];
-    if (f.code.empty()) {
-      f.code = "intruder";
-      f.severity = model::Severity::kWarning;
-      f.gpu_uuid = k.step.gpu_uuid;
-      f.gpu_index = k.step.gpu_index;
-      f.first_seen_unix_ms = k.first_seen_ms;
-      f.source = "leases";
-      f.count = 0;
-    }
-    ++f.count;
-    if (!f.message.empty()) f.message += "; ";
-    f.message += "process " + std::to_string(k.step.pid) + (k.step.user.empty() ? "" : " of " + k.step.user) +
+    findings.Add(k.step.gpu_uuid, k.step.gpu_index, k.first_seen_ms,
+                 "process " + std::to_string(k.step.pid) + (k.step.user.empty() ? "" : " of " + k.step.user) +
                  " uses GPU " + std::to_string(k.step.gpu_index) + ", leased to " + k.step.lease_user + " (lease " +
-                 std::to_string(k.step.lease_id) + ")";
+                 std::to_string(k.step.lease_id) + ")");
   }
-  std::vector<model::Finding> out;
-  for (auto& [uuid, f] : by_gpu) out.push_back(std::move(f));
-  return out;
+  return findings.Take();
 }
 
 }  // namespace gpuman::monitor

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "model/intruders.h"
+#include "monitor/gpu_findings.h"
 
 namespace gpuman::monitor {
 
@@ -60,27 +61,14 @@ std::vector<SliceStep> SliceWatch::Update(const model::MachineSnapshot& snap, co
 }
 
 std::vector<model::Finding> SliceWatch::Findings() const {
-  std::map<std::string, model::Finding> by_gpu;
+  GpuFindings findings("slice_over");
   for (const auto& [key, k] : current_) {
-    model::Finding& f = by_gpu[k.step.gpu_uuid];
-    if (f.code.empty()) {
-      f.code = "slice_over";
-      f.severity = model::Severity::kWarning;
-      f.gpu_uuid = k.step.gpu_uuid;
-      f.gpu_index = k.step.gpu_index;
-      f.first_seen_unix_ms = k.first_seen_ms;
-      f.source = "leases";
-      f.count = 0;
-    }
-    ++f.count;
-    if (!f.message.empty()) f.message += "; ";
-    f.message += k.step.user + "'s processes use " + std::to_string(k.step.used_bytes >> 20) + " MiB of GPU " +
+    findings.Add(k.step.gpu_uuid, k.step.gpu_index, k.first_seen_ms,
+                 k.step.user + "'s processes use " + std::to_string(k.step.used_bytes >> 20) + " MiB of GPU " +
                  std::to_string(k.step.gpu_index) + ", " + std::to_string(k.step.declared_bytes >> 20) +
-                 " MiB declared (lease " + std::to_string(k.step.lease_id) + ")";
+                 " MiB declared (lease " + std::to_string(k.step.lease_id) + ")");
   }
-  std::vector<model::Finding> out;
-  for (auto& [uuid, f] : by_gpu) out.push_back(std::move(f));
-  return out;
+  return findings.Take();
 }
 
 }  // namespace gpuman::monitor
