@@ -212,8 +212,12 @@ CLI::App* AddHistoryCommand(CLI::App& app, HistoryArgs& args) {
   auto* intruders = cmd->add_flag("--intruders", args.intruders,
                                   "Intruders the daemon saw on leased GPUs, and what it did (docs/enforce.md)");
   intruders->excludes("--slurm-job")->excludes("--step");
+  auto* slices = cmd->add_flag("--slices", args.slices,
+                               "Memory slices whose holders went over their declaration, and what the daemon did "
+                               "(docs/share.md)");
+  slices->excludes("--slurm-job")->excludes("--step")->excludes(intruders);
   auto* json = cmd->add_flag("--json", args.json, "Print JSON (docs/history.md)");
-  cmd->add_flag("--csv", args.csv, "Print CSV, one line per sample")->excludes(json)->excludes(intruders);
+  cmd->add_flag("--csv", args.csv, "Print CSV, one line per sample")->excludes(json)->excludes(intruders)->excludes(slices);
   cmd->add_flag("--no-color", args.no_color, "Never use colour");
   return cmd;
 }

@@ -231,6 +231,47 @@ int PrintIntruders(store::HistoryStore& store, const Window& window, bool as_jso
   return kExitOk;
 }
 
+// `history --slices`: the slice watch's events, oldest first (docs/share.md).
+int PrintSlices(store::HistoryStore& store, const Window& window, bool as_json, Context& ctx) {
+  auto events = store.SliceEvents(window.since, window.until);
+  if (!events) return ctx.Fail(events.error());
+  if (as_json) {
+    nlohmann::ordered_json list = nlohmann::ordered_json::array();
+    for (const auto& e : *events) {
+      list.push_back({{"time", render::FormatIsoUtcSeconds(e.t_unix_ms / 1000)},
+                      {"t_unix_ms", e.t_unix_ms},
+                      {"event", e.event},
+                      {"gpu_index", e.gpu_index},
+                      {"gpu_uuid", e.gpu_uuid},
+                      {"user", e.user},
+                      {"lease_id", e.lease_id},
+                      {"job_id", e.job_id ? nlohmann::ordered_json(*e.job_id) : nlohmann::ordered_json(nullptr)},
+                      {"used_bytes", e.used_bytes},
+                      {"declared_bytes", e.declared_bytes},
+                      {"pids", e.pids}});
+    }
+    ctx.out() << nlohmann::ordered_json{{"slices", list}}.dump(2) << "\n";
+    return kExitOk;
+  }
+  if (events->empty()) {
+    ctx.out() << "no slice over its memory recorded in this window\n";
+    return kExitOk;
+  }
+  ctx.out() << "TIME                  EVENT   GPU  USER        LEASE    JOB      USED  DECLARED  PIDS\n";
+  for (const auto& e : *events) {
+    std::string pids;
+    for (uint32_t pid : e.pids) pids += (pids.empty() ? "" : ",") + std::to_string(pid);
+    char line[200];
+    std::snprintf(line, sizeof line, "%-20s  %-6s  %3d  %-10s  %5lld  %5s  %8s  %8s  ",
+                  render::FormatIsoUtcSeconds(e.t_unix_ms / 1000).c_str(), e.event.c_str(), e.gpu_index,
+                  EscapeControl(e.user).substr(0, 10).c_str(), static_cast<long long>(e.lease_id),
+                  e.job_id ? std::to_string(*e.job_id).c_str() : "-", render::FormatBytes(e.used_bytes).c_str(),
+                  render::FormatBytes(e.declared_bytes).c_str());
+    ctx.out() << line << (pids.empty() ? "-" : pids) << "\n";
+  }
+  return kExitOk;
+}
+
 }  // namespace
 
 int RunHistory(const HistoryArgs& args, Context& ctx) {
@@ -249,6 +290,7 @@ int RunHistory(const HistoryArgs& args, Context& ctx) {
   auto store = OpenHistory(args.db, ctx);
   if (!store) return ctx.Fail(store.error());
   if (args.intruders) return PrintIntruders(**store, *window, args.json, ctx);
+  if (args.slices) return PrintSlices(**store, *window, args.json, ctx);
   auto gpus = ResolveGpus(args.gpus, **store);
   if (!gpus) return ctx.Fail(gpus.error());
   std::optional<SlurmJobHistory> job;

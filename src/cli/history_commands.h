@@ -18,6 +18,7 @@ struct HistoryArgs {
   std::string since = "1h", until, step;
   std::string slurm_job;  // --slurm-job: that job's GPUs over its time (docs/slurm.md)
   bool intruders = false;  // --intruders: the intruder watch's events (docs/enforce.md)
+  bool slices = false;     // --slices: the slice watch's events (docs/share.md)
   bool json = false, csv = false, no_color = false;
 };
 int RunHistory(const HistoryArgs& args, Context& ctx);

@@ -1,6 +1,7 @@
 #include "daemon/collector.h"
 
 #include "devices/process_inspector.h"
+#include "policy/byte_size.h"
 
 #include <signal.h>
 #include <fcntl.h>
@@ -212,8 +213,32 @@ void Collector::WatchIntruders(const model::MachineSnapshot& snap, const std::ve
 // The slice watch's steps (monitor/slice_watch.h): a log line for each, and under
 // `[share] over_limit = "kill"` the signals to the holder's processes on that GPU, each only
 // while /proc still says it is the holder's (a pid reused meanwhile is left alone).
+//
+// Every step is also a history row (`history --slices`), and the first signal to a job's
+// processes becomes the running job's reason, which its supervisor keeps in the job's final
+// reason (`show`: "over its memory slice ...; killed by signal 15 (TERM)").
 void Collector::WatchSlices(const model::MachineSnapshot& snap, const std::vector<model::Lease>& leases, int64_t now) {
   for (const auto& step : slices_.Update(snap, leases, now)) {
+    std::optional<int64_t> job_id;
+    for (const auto& job : held_) {
+      if (job.lease_id && *job.lease_id == step.lease_id) job_id = job.id;
+    }
+    if (history_) {
+      static constexpr const char* kEvent[] = {"over", "term", "kill", "within"};
+      model::SliceEvent e{now, kEvent[step.kind], step.gpu_uuid, step.gpu_index, step.user, step.lease_id, job_id,
+                          step.used_bytes, step.declared_bytes, {}};
+      if (step.kind == monitor::SliceStep::kTerm || step.kind == monitor::SliceStep::kKill) e.pids = step.pids;
+      if (auto r = history_->RecordSlice(e); !r) Log("history: " + r.error().message);
+    }
+    if (step.kind == monitor::SliceStep::kTerm && job_id) {
+      store::JobStore::Update why;
+      why.reason = "over its GPU memory slice: its processes on GPU " + std::to_string(step.gpu_index) + " used " +
+                   policy::FormatByteSize(step.used_bytes) + " of the " + policy::FormatByteSize(step.declared_bytes) +
+                   " declared, and the machine's [share] over_limit is \"kill\"";
+      if (auto r = jobs_.Transition(*job_id, model::JobState::kRunning, model::JobState::kRunning, why); !r) {
+        Log("job " + std::to_string(*job_id) + ": could not record why it is ended: " + r.error().message);
+      }
+    }
     const std::string what = step.user + "'s processes on GPU " + std::to_string(step.gpu_index) + " use " +
                              std::to_string(step.used_bytes >> 20) + " MiB, their slices declare " +
                              std::to_string(step.declared_bytes >> 20) + " MiB (lease " + std::to_string(step.lease_id) + ")";

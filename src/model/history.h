@@ -104,6 +104,21 @@ struct IntruderEvent {
   std::string lease_user;
 };
 
+/// One step of the slice watch (monitor/slice_watch.h; docs/share.md): a holder over the
+/// GPU memory their slices of one GPU declare.
+struct SliceEvent {
+  int64_t t_unix_ms = 0;
+  std::string event;  // "over", "term", "kill", "within"
+  std::string gpu_uuid;
+  int gpu_index = 0;
+  std::string user;
+  int64_t lease_id = 0;              // the holder's first slice of the GPU
+  std::optional<int64_t> job_id;     // the gpuman job that lease runs
+  int64_t used_bytes = 0;
+  int64_t declared_bytes = 0;
+  std::vector<uint32_t> pids;        // signalled ("term", "kill")
+};
+
 struct JobWait {
   int64_t job_id = 0;
   std::string user;

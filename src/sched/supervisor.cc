@@ -436,6 +436,14 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
     } else {
       outcome.reason = "exit code " + std::to_string(outcome.exit_code.value_or(-1));
     }
+    // Why the daemon ended it, recorded on the running job before its signal (the slice
+    // watch's over_limit = "kill"; docs/share.md) comes first: "over its GPU memory slice:
+    // ...; killed by signal 15 (TERM)".
+    if (auto now_stored = (*jobs)->Get(job.id); now_stored && *now_stored &&
+                                                (*now_stored)->state == model::JobState::kRunning &&
+                                                !(*now_stored)->reason.empty()) {
+      outcome.reason = (*now_stored)->reason + "; " + *outcome.reason;
+    }
   }
   const double ran_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started_steady).count();

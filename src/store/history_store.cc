@@ -31,6 +31,7 @@
 // creates them with the database file's mode, so 0644 here makes all three readable.
 #include "base/posix_error.h"
 #include "base/unique_fd.h"
+#include "base/strings.h"
 #include "store/history_store.h"
 
 #include <fcntl.h>
@@ -159,6 +160,27 @@ CREATE TABLE intruder_events (
   lease_user TEXT    NOT NULL
 );
 CREATE INDEX intruder_events_t ON intruder_events (t_unix_ms);
+)sql"},
+    {5, "memory slices: holders over their declared GPU memory, as the daemon's slice watch saw them",
+     R"sql(
+-- One row per step of the slice watch (monitor/slice_watch.h): event 'over' (first seen
+-- over), 'term' and 'kill' (signals of [share] over_limit = "kill"), 'within' (back within,
+-- or the slices ended). lease_id: the holder's first slice of the GPU; job_id: the gpuman job
+-- that lease runs, NULL for a `run`/`select --lease`/Python lease. pids: the holder's
+-- processes on the GPU, comma-separated ('' for 'over' and 'within').
+CREATE TABLE slice_events (
+  t_unix_ms      INTEGER NOT NULL,
+  event          TEXT    NOT NULL,
+  gpu_uuid       TEXT    NOT NULL,
+  gpu_index      INTEGER NOT NULL,
+  user           TEXT    NOT NULL,
+  lease_id       INTEGER NOT NULL,
+  job_id         INTEGER,
+  used_bytes     INTEGER NOT NULL,
+  declared_bytes INTEGER NOT NULL,
+  pids           TEXT    NOT NULL
+);
+CREATE INDEX slice_events_t ON slice_events (t_unix_ms);
 )sql"},
 };
 
@@ -307,6 +329,9 @@ struct HistoryStore::Statements {
   Statement insert_intruder;   // unprepared when reading a file before schema 4
   Statement select_intruders;  // likewise
   Statement prune_intruders;   // likewise
+  Statement insert_slice;      // unprepared when reading a file before schema 5
+  Statement select_slices;     // likewise
+  Statement prune_slices;      // likewise
 };
 
 HistoryStore::HistoryStore(std::string path, bool read_only, HistoryRetention retention,
@@ -401,6 +426,7 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::Open(const std::string& path
     bool needs_shares = false;  // a statement of schema 2 or later
     bool needs_slurm = false;   // a statement of schema 3 or later
     bool needs_intruders = false;  // a statement of schema 4 or later
+    bool needs_slices = false;     // a statement of schema 5 or later
   };
   const Sql all[] = {
       {&stmts->select_gpus, "read gpus", "SELECT id, uuid, gpu_index FROM gpus"},
@@ -476,11 +502,22 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::Open(const std::string& path
        false, false, true},
       {&stmts->prune_intruders, "prune intruder events", "DELETE FROM intruder_events WHERE t_unix_ms < ?1", false,
        false, true},
+      {&stmts->insert_slice, "insert slice event",
+       "INSERT INTO slice_events (t_unix_ms, event, gpu_uuid, gpu_index, user, lease_id, job_id, used_bytes, "
+       "declared_bytes, pids) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+       false, false, false, true},
+      {&stmts->select_slices, "read slice events",
+       "SELECT t_unix_ms, event, gpu_uuid, gpu_index, user, lease_id, job_id, used_bytes, declared_bytes, pids "
+       "FROM slice_events WHERE t_unix_ms >= ?1 AND t_unix_ms <= ?2 ORDER BY t_unix_ms, rowid",
+       false, false, false, true},
+      {&stmts->prune_slices, "prune slice events", "DELETE FROM slice_events WHERE t_unix_ms < ?1", false, false,
+       false, true},
   };
   for (const Sql& s : all) {
     if (s.needs_shares && !has_shares) continue;  // a read-only schema 1 file: never used
     if (s.needs_slurm && !has_slurm) continue;    // a read-only file before schema 3
     if (s.needs_intruders && version < 4) continue;  // a read-only file before schema 4
+    if (s.needs_slices && version < 5) continue;     // a read-only file before schema 5
     auto prepared = db->Prepare(s.name, s.sql);
     if (!prepared) return prepared.error();
     *s.target = std::move(*prepared);
@@ -488,6 +525,7 @@ Result<std::unique_ptr<HistoryStore>> HistoryStore::Open(const std::string& path
   std::unique_ptr<HistoryStore> store(new HistoryStore(path, read_only, retention, std::move(db),
                                                        std::move(stmts), has_shares, has_slurm));
   store->has_intruders_ = version >= 4;
+  store->has_slices_ = version >= 5;
   return store;
 }
 
@@ -613,7 +651,8 @@ Status HistoryStore::PruneLocked(int64_t now_ms) {
                            std::pair{&stmts_->prune_coarse, coarse_cut},
                            std::pair{&stmts_->prune_coarse_shares, coarse_cut},
                            std::pair{&stmts_->prune_waits, coarse_cut},
-                           std::pair{&stmts_->prune_intruders, coarse_cut}}) {
+                           std::pair{&stmts_->prune_intruders, coarse_cut},
+                           std::pair{&stmts_->prune_slices, coarse_cut}}) {
     auto use = stmt->Use();
     stmt->Bind(1, cut);
     if (auto run = stmt->Run(); !run) return run;
@@ -743,6 +782,56 @@ Result<std::vector<model::IntruderEvent>> HistoryStore::IntruderEvents(std::opti
     e.command = q.ColumnText(6);
     e.lease_id = q.ColumnInt64(7);
     e.lease_user = q.ColumnText(8);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+Status HistoryStore::RecordSlice(const model::SliceEvent& e) {
+  if (read_only_) {
+    return MakeError(ErrorCode::kPermissionDenied, "history db " + path_ + ": opened read-only");
+  }
+  std::string pids;
+  for (uint32_t pid : e.pids) pids += (pids.empty() ? "" : ",") + std::to_string(pid);
+  Statement& ins = stmts_->insert_slice;
+  auto use = ins.Use();
+  ins.Bind(1, e.t_unix_ms)
+      .Bind(2, e.event)
+      .Bind(3, e.gpu_uuid)
+      .Bind(4, static_cast<int64_t>(e.gpu_index))
+      .Bind(5, e.user)
+      .Bind(6, e.lease_id);
+  if (e.job_id) ins.Bind(7, *e.job_id);
+  else ins.BindNull(7);
+  ins.Bind(8, e.used_bytes).Bind(9, e.declared_bytes).Bind(10, pids);
+  if (auto run = ins.Run(); !run) return run.error();
+  return {};
+}
+
+Result<std::vector<model::SliceEvent>> HistoryStore::SliceEvents(std::optional<int64_t> since_unix_ms,
+                                                                 std::optional<int64_t> until_unix_ms) {
+  std::vector<model::SliceEvent> out;
+  if (!has_slices_) return out;  // a read-only file before schema 5: none were recorded
+  Statement& q = stmts_->select_slices;
+  auto use = q.Use();
+  q.Bind(1, since_unix_ms.value_or(kMinMs)).Bind(2, until_unix_ms.value_or(std::numeric_limits<int64_t>::max()));
+  while (true) {
+    auto row = q.Step();
+    if (!row) return row.error();
+    if (!*row) break;
+    model::SliceEvent e;
+    e.t_unix_ms = q.ColumnInt64(0);
+    e.event = q.ColumnText(1);
+    e.gpu_uuid = q.ColumnText(2);
+    e.gpu_index = static_cast<int>(q.ColumnInt64(3));
+    e.user = q.ColumnText(4);
+    e.lease_id = q.ColumnInt64(5);
+    if (!q.ColumnIsNull(6)) e.job_id = q.ColumnInt64(6);
+    e.used_bytes = q.ColumnInt64(7);
+    e.declared_bytes = q.ColumnInt64(8);
+    for (const auto& part : Split(q.ColumnText(9), ',')) {
+      if (!part.empty()) e.pids.push_back(static_cast<uint32_t>(std::stoul(part)));
+    }
     out.push_back(std::move(e));
   }
   return out;

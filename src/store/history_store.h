@@ -71,6 +71,12 @@ class HistoryStore {
   Result<std::vector<model::IntruderEvent>> IntruderEvents(std::optional<int64_t> since_unix_ms,
                                                            std::optional<int64_t> until_unix_ms);
 
+  /// Records one step of the slice watch (history schema 5; docs/share.md).
+  Status RecordSlice(const model::SliceEvent& event);
+  /// The slice events between the bounds, oldest first; none from a file before schema 5.
+  Result<std::vector<model::SliceEvent>> SliceEvents(std::optional<int64_t> since_unix_ms,
+                                                     std::optional<int64_t> until_unix_ms);
+
   struct Query {
     std::optional<int64_t> since_unix_ms, until_unix_ms;  // inclusive bounds
     std::vector<std::string> gpu_uuids;                   // empty: every GPU
@@ -134,6 +140,7 @@ class HistoryStore {
   bool has_shares_;  // false: a schema 1 file opened read-only (no holder kinds or shares)
   bool has_slurm_;   // false: a file before schema 3 opened read-only (no Slurm jobs)
   bool has_intruders_ = true;  // false: a file before schema 4 opened read-only
+  bool has_slices_ = true;     // false: a file before schema 5 opened read-only
   HistoryRetention retention_;
   std::unique_ptr<Database> db_;
   std::unique_ptr<Statements> stmts_;  // finalized before db_ closes (reverse order)

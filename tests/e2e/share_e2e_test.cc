@@ -173,6 +173,89 @@ TEST_P(ShareE2E, TheQueuePacksSliceJobsAndSaysWhatMemoryIsMissing) {
   EXPECT_THAT(huge.err, ::testing::HasSubstr("total memory below 81 GiB"));
 }
 
+// A queue job whose process grows past its slice (the stand-in reports 30 GiB for it on a
+// 20 GiB slice) under `[share] over_limit = "kill"`: SIGTERM after the grace period, the
+// job failed with the reason in `show`, each step in `history --slices`.
+TEST(ShareOverLimitE2E, AJobOverItsSliceIsEndedWithTheReasonInShowAndHistory) {
+  if (getuid() != 0) GTEST_SKIP() << "needs root: a system daemon running jobs as their owners";
+  auto alice = EnsureTestUser("gpumanta");
+  if (!alice) GTEST_SKIP() << "useradd is not available";
+  TempDir dir;
+  chmod(dir.path().c_str(), 0755);
+  const std::string scenario = IdleScenario(dir, "h100-8");
+  chmod(scenario.c_str(), 0644);
+  const std::string config = dir.Write("config.toml", "[share]\nover_limit = \"kill\"\nover_limit_grace = \"1s\"\n");
+  chmod(config.c_str(), 0644);
+  const std::string socket = dir.Join("gpuman.sock"), err = dir.Join("daemon.err");
+  auto env = CleanEnv(dir.Join("leases"));
+  env["GPUMAN_CONFIG"] = config;
+  env["PATH"] = "/usr/bin:/bin";
+  PrivateDaemon daemon;
+  ASSERT_TRUE(daemon.Start({.scenario = scenario, .socket = socket, .state_dir = dir.Join("state"), .env = env,
+                            .stderr_path = err}));
+  env["GPUMAN_SOCKET"] = socket;
+  env["HOME"] = "/nonexistent";
+  const std::string shared = dir.Join("shared");
+  ASSERT_EQ(mkdir(shared.c_str(), 0777), 0);
+  chmod(shared.c_str(), 0777);
+  const std::string pid_file = shared + "/pid";
+  auto submitted = RunAsUser(*alice,
+                             {kGpuman, "submit", "--gpu-memory", "20GiB", "-i", "4", "--output", shared + "/job.log",
+                              "--", "/bin/sh", "-c", "echo $$ > \"$0\"; exec sleep 60", pid_file},
+                             env, shared);
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  std::string pid_text;
+  for (int i = 0; i < 600 && pid_text.find('\n') == std::string::npos; ++i) {
+    usleep(50 * 1000);
+    pid_text = Slurp(pid_file);
+  }
+  ASSERT_NE(pid_text.find('\n'), std::string::npos) << "the job did not start: " << Slurp(err);
+  const int pid = std::stoi(pid_text);
+  json doc = json::parse(Slurp(scenario));
+  doc["gpus"][4]["processes"] = json::array({{{"pid", pid}, {"used_memory", 30 * kGiB}, {"type", "compute"}}});
+  const std::string rewritten = dir.Write("rewritten.json", doc.dump(2));
+  ASSERT_EQ(rename(rewritten.c_str(), scenario.c_str()), 0);
+  chmod(scenario.c_str(), 0644);
+  json shown;
+  for (int i = 0; i < 600; ++i) {
+    auto r = testing::Run({kGpuman, "show", "1", "--json"}, env);
+    if (r.exit_code == 0) shown = json::parse(r.out);
+    if (shown.value("state", "") == "failed") break;
+    usleep(50 * 1000);
+  }
+  ASSERT_EQ(shown.value("state", ""), "failed") << shown.dump() << "\n" << Slurp(err);
+  EXPECT_EQ(shown.value("reason", ""),
+            "over its GPU memory slice: its processes on GPU 4 used 30 GiB of the 20 GiB declared, and the "
+            "machine's [share] over_limit is \"kill\"; killed by signal 15 (TERM)");
+  EXPECT_EQ(shown.value("exit_code", 0), 128 + SIGTERM);
+  auto text = testing::Run({kGpuman, "show", "1"}, env);
+  EXPECT_THAT(text.out, ::testing::HasSubstr("over its GPU memory slice"));
+  const std::string log = Slurp(err);
+  EXPECT_THAT(log, ::testing::HasSubstr("slice over its memory: gpumanta's processes on GPU 4 use 30720 MiB"));
+  EXPECT_THAT(log, ::testing::HasSubstr("sent SIGTERM to process " + std::to_string(pid)));
+  auto history = testing::Run({kGpuman, "history", "--slices", "--json", "--db", dir.Join("state/history.db")}, env);
+  ASSERT_EQ(history.exit_code, 0) << history.err;
+  std::vector<std::string> events;
+  const json recorded = json::parse(history.out);
+  for (const auto& e : recorded["slices"]) {
+    events.push_back(e["event"]);
+    EXPECT_EQ(e["user"], "gpumanta");
+    EXPECT_EQ(e["gpu_index"], 4);
+    EXPECT_EQ(e["job_id"], 1) << e.dump();
+    EXPECT_EQ(e["declared_bytes"], 20 * kGiB);
+    if (e["event"] == "term") {
+      EXPECT_EQ(e["pids"], json::array({pid}));
+    }
+  }
+  ASSERT_GE(events.size(), 2u) << history.out;
+  EXPECT_EQ(events[0], "over");
+  EXPECT_EQ(events[1], "term");
+  auto table = testing::Run({kGpuman, "history", "--slices", "--db", dir.Join("state/history.db")}, env);
+  EXPECT_THAT(table.out, ::testing::HasSubstr("gpumanta"));
+  EXPECT_THAT(table.out, ::testing::HasSubstr("30 GiB"));
+  daemon.Stop();
+}
+
 INSTANTIATE_TEST_SUITE_P(Paths, ShareE2E, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "Daemon" : "MachineTable"; });
 

@@ -542,7 +542,7 @@ TEST(HistoryStoreTest, RowsOfSchemaOneStillRead) {
     auto use = q->Use();
     auto row = q->Step();
     ASSERT_TRUE(row.has_value() && *row);
-    EXPECT_EQ(q->ColumnInt64(0), 4);
+    EXPECT_EQ(q->ColumnInt64(0), 5);
   }
   auto writer = OpenOrDie(path);
   ASSERT_TRUE(writer);
@@ -605,6 +605,39 @@ TEST(HistoryStoreTest, StoresIntruderEvents) {
   EXPECT_EQ((*all)[1].event, "term");
   EXPECT_EQ((*all)[2].user, "");
   auto later = store->IntruderEvents(kT0 + kSecond, kT0 + kSecond);
+  ASSERT_TRUE(later.has_value());
+  ASSERT_EQ(later->size(), 1u);
+  EXPECT_EQ((*later)[0].event, "term");
+}
+
+// Issue 25: the slice watch's steps, read back in order within a window, a job's id or
+// none, and the signalled pids.
+TEST(HistoryStoreTest, StoresSliceEvents) {
+  testing::TempDir dir;
+  auto store = OpenOrDie(dir.Join("history.db"));
+  ASSERT_TRUE(store);
+  const int64_t gib = int64_t{1} << 30;
+  model::SliceEvent over{kT0, "over", "GPU-a", 3, "alice", 7, 12, 30 * gib, 20 * gib, {}};
+  model::SliceEvent term = over;
+  term.t_unix_ms = kT0 + kSecond;
+  term.event = "term";
+  term.pids = {4242, 4243};
+  model::SliceEvent of_run{kT0 + 2 * kSecond, "over", "GPU-b", 1, "bob", 9, std::nullopt, 11 * gib, 10 * gib, {}};
+  for (const auto& e : {over, term, of_run}) ASSERT_TRUE(store->RecordSlice(e));
+  auto all = store->SliceEvents(std::nullopt, std::nullopt);
+  ASSERT_TRUE(all.has_value());
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[0].event, "over");
+  EXPECT_EQ((*all)[0].gpu_index, 3);
+  EXPECT_EQ((*all)[0].user, "alice");
+  EXPECT_EQ((*all)[0].lease_id, 7);
+  EXPECT_EQ((*all)[0].job_id, std::optional<int64_t>(12));
+  EXPECT_EQ((*all)[0].used_bytes, 30 * gib);
+  EXPECT_EQ((*all)[0].declared_bytes, 20 * gib);
+  EXPECT_TRUE((*all)[0].pids.empty());
+  EXPECT_EQ((*all)[1].pids, (std::vector<uint32_t>{4242, 4243}));
+  EXPECT_EQ((*all)[2].job_id, std::nullopt);
+  auto later = store->SliceEvents(kT0 + kSecond, kT0 + kSecond);
   ASSERT_TRUE(later.has_value());
   ASSERT_EQ(later->size(), 1u);
   EXPECT_EQ((*later)[0].event, "term");
