@@ -22,6 +22,7 @@
 #include <string_view>
 
 #include "model/health_judge.h"
+#include "model/intruders.h"
 
 namespace gpuman::metrics {
 namespace {
@@ -332,6 +333,14 @@ void QueueFamilies(const MetricsInput& in, Exposition& x) {
   auto& requested = x.Gauge("gpuman_queue_requested_gpus", "GPUs asked for by queued jobs.");
   auto& wait = x.Histogram("gpuman_job_wait_seconds",
                            "Time from submit to start of the jobs started since the daemon started.");
+  auto& lease_slice = x.Gauge("gpuman_lease_gpu_memory_bytes",
+                              "A memory slice lease's declared GPU memory, on each of its GPUs.");
+  auto& declared = x.Gauge("gpuman_gpu_declared_memory_bytes",
+                           "GPU memory the memory slices of a GPU declare together (0: not sliced).");
+  auto& over_used = x.Gauge("gpuman_slice_over_used_bytes",
+                            "GPU memory a slice holder uses on a GPU while over what their slices declare.");
+  auto& over_declared = x.Gauge("gpuman_slice_over_declared_bytes",
+                                "What the slices of a holder over their declaration declare on that GPU.");
 
   auto since = [&](int64_t t_ms) { return Seconds(std::max<int64_t>(0, in.now_unix_ms - t_ms)); };
 
@@ -348,6 +357,31 @@ void QueueFamilies(const MetricsInput& in, Exposition& x) {
     Labels ll = {{"lease_id", std::to_string(l.id)}, {"user", l.user}, {"kind", l.kind}, {"job_id", IdText(job)}};
     lease_age.Add(ll, since(l.created_unix_ms));
     if (l.idle_since_unix_ms) lease_idle.Add(ll, since(*l.idle_since_unix_ms));
+    if (l.gpu_memory_bytes) lease_slice.Add(ll, *l.gpu_memory_bytes);
+  }
+  // Memory slices per GPU (docs/share.md), and the holders over theirs: the same rule as
+  // status and the daemon's slice watch (model::SliceOverruns).
+  if (in.snapshot) {
+    for (const auto& d : in.snapshot->gpus) {
+      if (!d.uuid) continue;
+      int64_t sum = 0;
+      for (const auto& l : in.leases) {
+        if (l.gpu_memory_bytes && std::find(l.gpu_uuids.begin(), l.gpu_uuids.end(), *d.uuid) != l.gpu_uuids.end()) {
+          sum += *l.gpu_memory_bytes;
+        }
+      }
+      const Labels g = GpuLabeler::Of(d);
+      declared.Add(g, sum);
+      for (const auto& o : model::SliceOverruns(d, in.leases)) {
+        std::string user;
+        for (const auto& l : in.leases) {
+          if (l.id == o.lease_id) user = l.user;
+        }
+        const Labels h = With(g, {{"user", user}, {"lease_id", std::to_string(o.lease_id)}});
+        over_used.Add(h, o.used_bytes);
+        over_declared.Add(h, o.declared_bytes);
+      }
+    }
   }
 
   std::map<std::string, int64_t> by_state;

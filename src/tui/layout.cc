@@ -454,6 +454,7 @@ void DrawHolders(Grid& grid, int top, int area, const TopModel& model, const Lay
       Style s = Style::kNormal;
       if (c == 5 && r.idle_since_unix_ms) s = Style::kWarn;
       if (c == 1 && r.state == "running") s = Style::kGood;
+      if (c == 1 && r.state == "over") s = Style::kBad;  // over its memory slice
       p.Text(cells[c], s, cols[c].width);
       p.Skip(1);
     }

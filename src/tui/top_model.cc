@@ -168,13 +168,34 @@ std::vector<HolderRow> BuildHolderRows(const std::vector<model::Lease>& leases, 
     if (!job_leases.count(l.id)) sorted_leases.push_back(&l);
   }
   std::sort(sorted_leases.begin(), sorted_leases.end(), [](auto* a, auto* b) { return a->id < b->id; });
+  // Memory slices (docs/share.md): the GPUs column says the slice ("3:20G"), and a lease
+  // whose holder is over what their slices of a GPU declare is marked "over".
+  std::set<int64_t> over;
+  if (snap) {
+    for (const auto& g : snap->gpus) {
+      if (!g.uuid) continue;
+      for (const auto& o : model::SliceOverruns(g, leases)) {
+        for (const auto& l : leases) {
+          if (l.uid == o.uid && l.gpu_memory_bytes &&
+              std::find(l.gpu_uuids.begin(), l.gpu_uuids.end(), *g.uuid) != l.gpu_uuids.end()) {
+            over.insert(l.id);
+          }
+        }
+      }
+    }
+  }
+  auto slice = [](std::optional<int64_t> bytes) -> std::string {
+    if (!bytes) return "";
+    const int64_t tenths = (*bytes * 10 + (int64_t{1} << 29)) >> 30;  // GiB, rounded to 0.1
+    return ":" + std::to_string(tenths / 10) + (tenths % 10 ? "." + std::to_string(tenths % 10) : "") + "G";
+  };
   std::vector<HolderRow> rows;
   for (const auto* l : sorted_leases) {
     HolderRow r;
     r.what = "lease " + std::to_string(l->id);
-    r.state = "held";
+    r.state = over.count(l->id) ? "over" : "held";
     r.user = l->user;
-    r.gpus = GpuList(l->gpu_uuids, snap);
+    r.gpus = GpuList(l->gpu_uuids, snap) + slice(l->gpu_memory_bytes);
     r.since_unix_ms = l->created_unix_ms;
     r.idle_since_unix_ms = l->idle_since_unix_ms;
     r.detail = l->command;
@@ -189,11 +210,12 @@ std::vector<HolderRow> BuildHolderRows(const std::vector<model::Lease>& leases, 
       r.state = model::JobStateName(j.state);
       r.user = j.user;
       if (active) {
-        r.gpus = GpuList(j.gpu_uuids, snap);
+        r.gpus = GpuList(j.gpu_uuids, snap) + slice(j.request.gpu_memory_bytes);
+        if (j.lease_id && over.count(*j.lease_id)) r.state = "over";
         r.since_unix_ms = j.started_unix_ms.value_or(j.submitted_unix_ms);
         r.idle_since_unix_ms = j.idle_since_unix_ms;
       } else {
-        r.gpus = "wants " + std::to_string(j.request.count);
+        r.gpus = "wants " + std::to_string(j.request.count) + slice(j.request.gpu_memory_bytes);
         r.since_unix_ms = j.submitted_unix_ms;
       }
       r.detail = j.name;

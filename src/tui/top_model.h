@@ -90,9 +90,11 @@ void SortRows(std::vector<ProcessRow>& rows, SortKey key, bool reverse);
 /// One line of the leases/jobs panel.
 struct HolderRow {
   std::string what;        // "lease 7", "job 12"
-  std::string state;       // "held" for leases; the job state otherwise
+  std::string state;       // "held" for leases; the job state otherwise; "over" for either
+                           // when its holder uses more than their memory slice declares
   std::string user;
-  std::string gpus;        // "0,1" (indices when known, else UUID prefixes) or "wants 2"
+  std::string gpus;        // "0,1" (indices when known, else UUID prefixes) or "wants 2";
+                           // a memory slice adds its size: "3:20G", "wants 1:20G"
   int64_t since_unix_ms = 0;
   std::optional<int64_t> idle_since_unix_ms;
   std::string detail;      // the lease's command, or the job's name and reason

@@ -370,6 +370,7 @@ TEST_F(FormatTest, UnknownValuesHaveNoSample) {
     if (it != s.labels.end() && it->second == kUuid1) gpu1_families.insert(s.name);
   }
   EXPECT_EQ(gpu1_families, (std::set<std::string>{"gpuman_gpu_info", "gpuman_gpu_healthy", "gpuman_gpu_drained",
+                                                  "gpuman_gpu_declared_memory_bytes",
                                                   "gpuman_gpu_health_findings", "gpuman_gpu_xid_errors_total",
                                                   "gpuman_gpu_xid_last_seen_timestamp_seconds"}));
   // gpu 0 has no fan, memory clock, retired-pages or remap-failure value.
@@ -413,6 +414,27 @@ TEST_F(FormatTest, LeasesAndQueue) {
   EXPECT_EQ(x.Value("gpuman_jobs", {{"state", "starting"}}), 0);
   EXPECT_EQ(x.Value("gpuman_queue_oldest_wait_seconds"), 90);
   EXPECT_EQ(x.Value("gpuman_queue_requested_gpus"), 6);
+}
+
+// Issue 25: a slice lease's declared memory, the GPU's sum of declarations, and a holder
+// over theirs (bob's process uses 1 GB of GPU 0 on a 0.5 GB slice).
+TEST_F(FormatTest, MemorySlicesAndAHolderOverTheirs) {
+  in_.leases[0].gpu_memory_bytes = 500'000'000;
+  Exposition x = Formatted();
+  EXPECT_EQ(x.Value("gpuman_lease_gpu_memory_bytes", {{"lease_id", "7"}, {"user", "bob"}, {"job_id", "42"}}), 5e8);
+  EXPECT_EQ(x.Value("gpuman_gpu_declared_memory_bytes", {{"gpu", "0"}, {"uuid", kUuid0}}), 5e8);
+  EXPECT_EQ(x.Value("gpuman_gpu_declared_memory_bytes", {{"gpu", "1"}}), 0);
+  EXPECT_EQ(x.Value("gpuman_slice_over_used_bytes", {{"gpu", "0"}, {"user", "bob"}, {"lease_id", "7"}}), 1e9);
+  EXPECT_EQ(x.Value("gpuman_slice_over_declared_bytes", {{"gpu", "0"}, {"user", "bob"}, {"lease_id", "7"}}), 5e8);
+  // Within the declaration: no overrun sample at all.
+  in_.leases[0].gpu_memory_bytes = 2'000'000'000;
+  x = Formatted();
+  EXPECT_TRUE(x.Find("gpuman_slice_over_used_bytes").empty());
+  // A whole-GPU lease is no slice.
+  in_.leases[0].gpu_memory_bytes.reset();
+  x = Formatted();
+  EXPECT_TRUE(x.Find("gpuman_lease_gpu_memory_bytes").empty());
+  EXPECT_EQ(x.Value("gpuman_gpu_declared_memory_bytes", {{"gpu", "0"}}), 0);
 }
 
 TEST_F(FormatTest, EmptyQueueExportsZeros) {

@@ -207,6 +207,49 @@ TEST(TopModelTest, HolderRowsShowLeasesThenJobsWithIdleTimes) {
   EXPECT_EQ(rows[2].detail, "waiting for 2 GPUs");
 }
 
+// Issue 25: a slice lease's GPUs say its size, and a holder over what their slices
+// declare is "over" (alice's processes use 70 GiB of GPU 1 on a 20 GiB slice; bob's 20 GiB
+// on GPU 2 are within his 24 GiB job slice).
+TEST(TopModelTest, HolderRowsShowSlicesAndMarkAHolderOverTheirs) {
+  model::Lease alice;
+  alice.id = 7;
+  alice.uid = 1001;
+  alice.user = "alice";
+  alice.gpu_uuids = {"GPU-00000001-aaaa-bbbb-cccc-dddddddddddd"};
+  alice.gpu_memory_bytes = 20 * testing::kGiB;
+  model::Lease bobs_job_lease;
+  bobs_job_lease.id = 8;
+  bobs_job_lease.uid = 1002;
+  bobs_job_lease.user = "bob";
+  bobs_job_lease.gpu_uuids = {"GPU-00000002-aaaa-bbbb-cccc-dddddddddddd"};
+  bobs_job_lease.gpu_memory_bytes = 24 * testing::kGiB;
+  model::Job running;
+  running.id = 12;
+  running.state = model::JobState::kRunning;
+  running.lease_id = 8;
+  running.user = "bob";
+  running.gpu_uuids = bobs_job_lease.gpu_uuids;
+  running.request.gpu_memory_bytes = 24 * testing::kGiB;
+  model::Job queued;
+  queued.id = 13;
+  queued.state = model::JobState::kQueued;
+  queued.request.gpu_memory_bytes = int64_t{15} * testing::kGiB / 2;  // 7.5 GiB
+  auto snap = Machine();
+  auto rows = BuildHolderRows({alice, bobs_job_lease}, {queued, running}, &snap);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0].what, "lease 7");
+  EXPECT_EQ(rows[0].gpus, "1:20G");
+  EXPECT_EQ(rows[0].state, "over");
+  EXPECT_EQ(rows[1].what, "job 12");
+  EXPECT_EQ(rows[1].gpus, "2:24G");
+  EXPECT_EQ(rows[1].state, "running");
+  EXPECT_EQ(rows[2].gpus, "wants 1:7.5G");
+  // Bob's job grows past 24 GiB: now it is the one marked.
+  snap.gpus[2].processes[0].used_memory_bytes = 30 * testing::kGiB;
+  rows = BuildHolderRows({alice, bobs_job_lease}, {queued, running}, &snap);
+  EXPECT_EQ(rows[1].state, "over");
+}
+
 TEST(TopModelTest, IdleText) {
   EXPECT_EQ(IdleText(std::nullopt, kNowMs), "-");
   EXPECT_EQ(IdleText(kNowMs - 45000, kNowMs), "45s");
