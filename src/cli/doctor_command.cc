@@ -57,50 +57,155 @@ except Exception:
 print(json.dumps(out))
 )PY";
 
-// Runs `argv` with stdout to a pipe, at most `timeout_s`; its stdout, or why not.
-Result<std::string> RunCaptured(const std::vector<std::string>& argv, double timeout_s) {
-  auto pipe = MakePipe(O_CLOEXEC);
-  if (!pipe) return pipe.error();
-  SpawnSpec spec;
-  spec.argv = argv;
-  spec.stdin_fd = SpawnFd::Null();
-  spec.stdout_fd = SpawnFd::Fd(pipe->write.get());
-  spec.stderr_fd = SpawnFd::Null();
-  spec.close_other_fds = true;
-  spec.group = SpawnSpec::Group::kNewProcessGroup;
-  SpawnFailure failure;
-  auto child = Spawn(spec, &failure);
-  if (!child) return child.error();
-  pipe->write.reset();
-  if (Status ran = child->ExecOutcome(&failure); !ran) {
-    waitpid(child->pid(), nullptr, 0);
-    return failure.ToError();
-  }
-  std::string out;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  bool timed_out = false;
-  while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
-    if (left <= 0) {
-      timed_out = true;
-      break;
+// TensorFlow: tf.__version__, tf.sysconfig.get_build_info() and
+// tf.config.list_physical_devices('GPU') only (docs/doctor.md). TF_CPP_MIN_LOG_LEVEL keeps
+// its start-up chatter off (stderr is dropped anyway).
+constexpr const char* kTensorflowProbe = R"PY(
+import json, os, sys
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+out = {"importable": False}
+try:
+    import tensorflow as tf
+except Exception as e:
+    out["error"] = "%s: %s" % (type(e).__name__, e)
+    print(json.dumps(out)); sys.exit(0)
+out["importable"] = True
+out["version"] = str(getattr(tf, "__version__", "?"))
+try:
+    info = dict(tf.sysconfig.get_build_info())
+except Exception:
+    info = {}
+out["cuda_build"] = bool(info.get("is_cuda_build", False))
+out["cuda"] = info.get("cuda_version")
+out["arch_list"] = [str(a) for a in (info.get("cuda_compute_capabilities") or [])]
+try:
+    out["device_count"] = len(tf.config.list_physical_devices("GPU"))
+except Exception:
+    out["device_count"] = 0
+print(json.dumps(out))
+)PY";
+
+// JAX: jax.__version__ and jax.devices() only. Preallocation off: the probe must not take
+// 75 % of a GPU someone else may be using.
+constexpr const char* kJaxProbe = R"PY(
+import json, os, sys
+os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] = "false"
+out = {"importable": False}
+try:
+    import jax
+except Exception as e:
+    out["error"] = "%s: %s" % (type(e).__name__, e)
+    print(json.dumps(out)); sys.exit(0)
+out["importable"] = True
+out["version"] = str(getattr(jax, "__version__", "?"))
+try:
+    devices = list(jax.devices())
+    out["platform"] = str(getattr(devices[0], "platform", "?")) if devices else ""
+    out["device_count"] = sum(1 for d in devices if str(getattr(d, "platform", "")) in ("gpu", "cuda", "rocm"))
+except Exception as e:
+    out["platform"] = ""
+    out["device_count"] = 0
+    out["devices_error"] = "%s: %s" % (type(e).__name__, e)
+print(json.dumps(out))
+)PY";
+
+// Runs each argv at once, stdout to a pipe each, all within `timeout_s` together: each
+// one's stdout, or why not. A child that has not finished by then is killed with its
+// process group.
+std::vector<Result<std::string>> RunAllCaptured(const std::vector<std::vector<std::string>>& argvs, double timeout_s) {
+  struct Running {
+    std::optional<SpawnedProcess> child;
+    UniqueFd out_fd;
+    std::string out;
+    bool open = false;
+  };
+  std::vector<Result<std::string>> results;
+  std::vector<Running> running(argvs.size());
+  for (size_t i = 0; i < argvs.size(); ++i) {
+    results.emplace_back(std::string());
+    auto pipe = MakePipe(O_CLOEXEC);
+    if (!pipe) {
+      results[i] = pipe.error();
+      continue;
     }
-    pollfd p{pipe->read.get(), POLLIN, 0};
-    const int r = poll(&p, 1, static_cast<int>(std::min<int64_t>(left, 1000)));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) continue;
-    char buf[4096];
-    const ssize_t n = read(pipe->read.get(), buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    out.append(buf, static_cast<size_t>(n));
+    SpawnSpec spec;
+    spec.argv = argvs[i];
+    spec.stdin_fd = SpawnFd::Null();
+    spec.stdout_fd = SpawnFd::Fd(pipe->write.get());
+    spec.stderr_fd = SpawnFd::Null();
+    spec.close_other_fds = true;
+    spec.group = SpawnSpec::Group::kNewProcessGroup;
+    SpawnFailure failure;
+    auto child = Spawn(spec, &failure);
+    if (!child) {
+      results[i] = child.error();
+      continue;
+    }
+    pipe->write.reset();
+    if (Status ran = child->ExecOutcome(&failure); !ran) {
+      waitpid(child->pid(), nullptr, 0);
+      results[i] = failure.ToError();
+      continue;
+    }
+    running[i].child.emplace(std::move(*child));
+    running[i].out_fd = std::move(pipe->read);
+    running[i].open = true;
   }
-  if (timed_out) kill(-child->pid(), SIGKILL);
-  int status = 0;
-  while (waitpid(child->pid(), &status, 0) < 0 && errno == EINTR) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  while (true) {
+    std::vector<pollfd> fds;
+    std::vector<size_t> which;
+    for (size_t i = 0; i < running.size(); ++i) {
+      if (!running[i].open) continue;
+      fds.push_back({running[i].out_fd.get(), POLLIN, 0});
+      which.push_back(i);
+    }
+    if (fds.empty()) break;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) break;
+    const int r = poll(fds.data(), fds.size(), static_cast<int>(std::min<int64_t>(left, 1000)));
+    if (r <= 0) continue;  // EINTR, or a second passed
+    for (size_t k = 0; k < fds.size(); ++k) {
+      if (fds[k].revents == 0) continue;
+      Running& run = running[which[k]];
+      char buf[4096];
+      const ssize_t n = read(run.out_fd.get(), buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        run.open = false;
+        continue;
+      }
+      run.out.append(buf, static_cast<size_t>(n));
+    }
   }
-  if (timed_out) {
-    return MakeError(ErrorCode::kBusy, "gave no answer within " + std::to_string(static_cast<int>(timeout_s)) + " s");
+  for (size_t i = 0; i < running.size(); ++i) {
+    Running& run = running[i];
+    if (!run.child) continue;
+    if (run.open) kill(-run.child->pid(), SIGKILL);
+    int status = 0;
+    while (waitpid(run.child->pid(), &status, 0) < 0 && errno == EINTR) {
+    }
+    if (run.open) {
+      results[i] = MakeError(ErrorCode::kBusy, "gave no answer within " + std::to_string(static_cast<int>(timeout_s)) + " s");
+    } else {
+      results[i] = std::move(run.out);
+    }
+  }
+  return results;
+}
+
+// The last JSON object a probe printed; a discarded value when none.
+nlohmann::json ProbeAnswer(const std::string& text) {
+  const size_t last = text.find_last_of('{');
+  return nlohmann::json::parse(last == std::string::npos ? std::string("{}") : text.substr(last), nullptr, false);
+}
+
+std::vector<std::string> Strings(const nlohmann::json& j, const char* key) {
+  std::vector<std::string> out;
+  if (j.contains(key) && j[key].is_array()) {
+    for (const auto& a : j[key]) {
+      if (a.is_string()) out.push_back(a.get<std::string>());
+    }
   }
   return out;
 }
@@ -212,34 +317,63 @@ int RunDoctor(const DoctorArgs& args, Context& ctx) {
       checks.push_back({"python", "warn", args.python + ": " + std::strerror(python.err) + ": frameworks not checked",
                         "name the Python with --python PATH (a venv's or conda's)"});
     } else {
-      auto probe_out = RunCaptured({python.path, "-c", kTorchProbe}, args.timeout_s);
-      if (!probe_out) {
-        checks.push_back({"torch", "warn", "the probe of torch in " + python.path + " " + probe_out.error().message, ""});
-      } else {
-        const std::string text = *probe_out;
-        const size_t last = text.find_last_of('{');
-        auto j = nlohmann::json::parse(last == std::string::npos ? std::string("{}") : text.substr(last), nullptr, false);
+      // The three probes at once: the slowest import bounds the wait, not their sum.
+      auto answers = RunAllCaptured({{python.path, "-c", kTorchProbe},
+                                     {python.path, "-c", kTensorflowProbe},
+                                     {python.path, "-c", kJaxProbe}},
+                                    args.timeout_s);
+      const std::optional<std::string> driver_cuda = snap ? snap->system.cuda_driver_version : std::nullopt;
+      // A simulated machine has no GPUs a real framework could see: only the build is judged.
+      const int expected = simulated ? -1 : expected_visible;
+      const char* names[] = {"torch", "tensorflow", "jax"};
+      const char* checks_of[] = {"torch", "tf", "jax"};
+      for (size_t i = 0; i < answers.size(); ++i) {
+        const std::string probe_of = std::string("the probe of ") + names[i] + " in " + python.path;
+        if (!answers[i]) {
+          checks.push_back({checks_of[i], "warn", probe_of + " " + answers[i].error().message, ""});
+          continue;
+        }
+        const nlohmann::json j = ProbeAnswer(*answers[i]);
         if (j.is_discarded() || !j.is_object()) {
-          checks.push_back({"torch", "warn", "the probe of torch in " + python.path + " printed no verdict", ""});
-        } else if (!j.value("importable", false)) {
-          checks.push_back({"torch", "ok", "not installed for " + python.path + " (" + j.value("error", std::string()) + ")", ""});
-        } else {
+          checks.push_back({checks_of[i], "warn", probe_of + " printed no verdict", ""});
+          continue;
+        }
+        if (!j.value("importable", false)) {
+          checks.push_back({checks_of[i], "ok",
+                            std::string(names[i]) + " is not installed for " + python.path + " (" +
+                                j.value("error", std::string()) + ")",
+                            ""});
+          continue;
+        }
+        std::vector<DoctorCheck> judged;
+        if (i == 0) {
           health::TorchProbe probe;
           probe.importable = true;
           probe.version = j.value("version", std::string("?"));
           if (j.contains("cuda") && j["cuda"].is_string()) probe.cuda = j["cuda"].get<std::string>();
           probe.available = j.value("available", false);
           probe.device_count = j.value("device_count", 0);
-          if (j.contains("arch_list") && j["arch_list"].is_array()) {
-            for (const auto& a : j["arch_list"]) {
-              if (a.is_string()) probe.arch_list.push_back(a.get<std::string>());
-            }
-          }
-          // A simulated machine has no GPUs a real framework could see: only the build is judged.
-          const auto judged = health::JudgeTorch(probe, visible, snap ? snap->system.cuda_driver_version : std::nullopt,
-                                                 simulated ? -1 : expected_visible);
-          checks.insert(checks.end(), judged.begin(), judged.end());
+          probe.arch_list = Strings(j, "arch_list");
+          judged = health::JudgeTorch(probe, visible, driver_cuda, expected);
+        } else if (i == 1) {
+          health::TensorflowProbe probe;
+          probe.importable = true;
+          probe.version = j.value("version", std::string("?"));
+          probe.cuda_build = j.value("cuda_build", false);
+          if (j.contains("cuda") && j["cuda"].is_string()) probe.cuda = j["cuda"].get<std::string>();
+          probe.arch_list = Strings(j, "arch_list");
+          probe.device_count = j.value("device_count", 0);
+          judged = health::JudgeTensorflow(probe, visible, driver_cuda, expected);
+        } else {
+          health::JaxProbe probe;
+          probe.importable = true;
+          probe.version = j.value("version", std::string("?"));
+          probe.platform = j.value("platform", std::string());
+          probe.device_count = j.value("device_count", 0);
+          probe.error = j.value("devices_error", std::string());
+          judged = health::JudgeJax(probe, visible, expected);
         }
+        checks.insert(checks.end(), judged.begin(), judged.end());
       }
     }
   }

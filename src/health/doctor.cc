@@ -74,42 +74,56 @@ std::optional<std::string> ArchThatRuns(const std::vector<std::string>& arch_lis
   return cubin ? cubin : ptx;
 }
 
-std::vector<DoctorCheck> JudgeTorch(const TorchProbe& probe, const std::vector<VisibleGpu>& gpus,
-                                    const std::optional<std::string>& driver_cuda, int expected_visible) {
+namespace {
+
+// What differs between the frameworks' verdicts: names and the words of the fixes.
+struct Framework {
+  std::string prefix;      // check names: "torch", "torch_cuda", ...; "tf", "tf_cuda", ...
+  std::string who;         // "torch 2.5.1+cu124"
+  std::string cpu_fix;     // how to get a CUDA build
+  std::string cuda_field;  // where the build says its CUDA: "torch.version.cuda is None"
+  std::string available;   // the call that says whether it sees a GPU
+  std::string product;     // in fixes: "PyTorch", "TensorFlow"
+};
+
+// A build's CUDA (`cuda`, nullopt: CPU-only) and compiled architectures against the
+// driver and the visible GPUs, and what the framework sees against what is visible.
+std::vector<DoctorCheck> JudgeBuild(const Framework& f, const std::optional<std::string>& cuda,
+                                    const std::vector<std::string>& arch_list, bool available, int device_count,
+                                    const std::vector<VisibleGpu>& gpus, const std::optional<std::string>& driver_cuda,
+                                    int expected_visible) {
   std::vector<DoctorCheck> out;
-  const std::string who = "torch " + probe.version;
-  if (!probe.cuda) {
+  const std::string& who = f.who;
+  if (!cuda) {
     if (gpus.empty()) {
-      out.push_back({"torch", "ok", who + " (a CPU-only build); no GPU is visible", ""});
+      out.push_back({f.prefix, "ok", who + " (a CPU-only build); no GPU is visible", ""});
     } else {
-      out.push_back({"torch", "fail",
+      out.push_back({f.prefix, "fail",
                      who + " is a CPU-only build: it will not use the " + std::to_string(gpus.size()) + " visible GPU" +
-                         (gpus.size() == 1 ? "" : "s") + " (torch.version.cuda is None)",
-                     "install a CUDA build of PyTorch (pytorch.org: pip install torch --index-url "
-                     "https://download.pytorch.org/whl/cuXYZ, matching the driver's CUDA " +
-                         driver_cuda.value_or("version") + ")"});
+                         (gpus.size() == 1 ? "" : "s") + " (" + f.cuda_field + ")",
+                     f.cpu_fix + driver_cuda.value_or("version") + ")"});
     }
     return out;
   }
-  const std::string build = who + " built for CUDA " + *probe.cuda;
+  const std::string build = who + " built for CUDA " + *cuda;
   // The driver must be of the build's CUDA major version or later (minor-version
   // compatibility covers a newer minor within the major).
-  auto built = ParseCc(*probe.cuda);
+  auto built = ParseCc(*cuda);
   auto driver = driver_cuda ? ParseCc(*driver_cuda) : std::nullopt;
   bool driver_ok = true;
   if (built && driver) {
     if (driver->first < built->first) {
       driver_ok = false;
-      out.push_back({"torch_cuda", "fail",
+      out.push_back({f.prefix + "_cuda", "fail",
                      build + ", but the driver supports CUDA " + *driver_cuda + " only: a CUDA " +
                          std::to_string(built->first) + " build needs a CUDA " + std::to_string(built->first) +
                          " driver",
-                     "upgrade the NVIDIA driver to one for CUDA " + std::to_string(built->first) +
-                         ", or install a PyTorch built for CUDA " + std::to_string(driver->first) + "." +
+                     "upgrade the NVIDIA driver to one for CUDA " + std::to_string(built->first) + ", or install a " +
+                         f.product + " built for CUDA " + std::to_string(driver->first) + "." +
                          std::to_string(driver->second) + " or older"});
     } else {
       const bool newer_minor = driver->first == built->first && driver->second < built->second;
-      out.push_back({"torch_cuda", "ok",
+      out.push_back({f.prefix + "_cuda", "ok",
                      build + "; the driver supports CUDA " + *driver_cuda +
                          (newer_minor ? " (minor-version compatibility: runs, though PTX built by the newer CUDA "
                                         "cannot be compiled by this driver)"
@@ -117,34 +131,86 @@ std::vector<DoctorCheck> JudgeTorch(const TorchProbe& probe, const std::vector<V
                      ""});
     }
   }
-  if (!probe.available && !gpus.empty() && driver_ok) {
-    out.push_back({"torch_available", "fail",
-                   build + ", yet torch.cuda.is_available() is False with " + std::to_string(gpus.size()) +
-                       " GPU(s) visible",
+  if (!available && !gpus.empty() && driver_ok) {
+    out.push_back({f.prefix + "_available", "fail",
+                   build + ", yet " + f.available + " with " + std::to_string(gpus.size()) + " GPU(s) visible",
                    "check that this user may open /dev/nvidia* (gpuman doctor's device check), and "
                    "CUDA_VISIBLE_DEVICES (gpuman explain)"});
   }
   // The compiled architectures against each visible GPU: "no kernel image" before it runs.
   for (const VisibleGpu& g : gpus) {
-    if (probe.arch_list.empty()) break;  // not reported (a build without CUDA, an old torch)
-    const auto runs = ArchThatRuns(probe.arch_list, g.compute_capability);
+    if (arch_list.empty()) break;  // not reported (a build without CUDA, an old release)
+    const auto runs = ArchThatRuns(arch_list, g.compute_capability);
     const std::string gpu = "GPU " + std::to_string(g.index) + " (" + g.name + ", compute " + g.compute_capability + ")";
     if (runs) {
-      out.push_back({"torch_arch", "ok", gpu + ": runs " + who + "'s " + *runs, ""});
+      out.push_back({f.prefix + "_arch", "ok", gpu + ": runs " + who + "'s " + *runs, ""});
     } else {
       std::string list;
-      for (const auto& a : probe.arch_list) list += (list.empty() ? "" : " ") + a;
+      for (const auto& a : arch_list) list += (list.empty() ? "" : " ") + a;
       auto cc = ParseCc(g.compute_capability);
-      out.push_back({"torch_arch", "fail",
+      out.push_back({f.prefix + "_arch", "fail",
                      gpu + ": " + who + " has no kernel for it (built for " + list +
                          "): \"no kernel image is available for execution on the device\"",
-                     "install a PyTorch built with " + (cc ? Sm(*cc) : g.compute_capability) +
+                     "install a " + f.product + " built with " + (cc ? Sm(*cc) : g.compute_capability) +
                          " (a newer release, or one for a newer CUDA)"});
     }
   }
-  if (probe.available && expected_visible >= 0 && probe.device_count != expected_visible) {
-    out.push_back({"torch_devices", "warn",
-                   "torch sees " + std::to_string(probe.device_count) + " GPU(s); this environment makes " +
+  if (available && expected_visible >= 0 && device_count != expected_visible) {
+    out.push_back({f.prefix + "_devices", "warn",
+                   f.prefix + " sees " + std::to_string(device_count) + " GPU(s); this environment makes " +
+                       std::to_string(expected_visible) + " visible",
+                   "gpuman explain"});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<DoctorCheck> JudgeTorch(const TorchProbe& probe, const std::vector<VisibleGpu>& gpus,
+                                    const std::optional<std::string>& driver_cuda, int expected_visible) {
+  const Framework f{"torch", "torch " + probe.version,
+                    "install a CUDA build of PyTorch (pytorch.org: pip install torch --index-url "
+                    "https://download.pytorch.org/whl/cuXYZ, matching the driver's CUDA ",
+                    "torch.version.cuda is None", "torch.cuda.is_available() is False", "PyTorch"};
+  return JudgeBuild(f, probe.cuda, probe.arch_list, probe.available, probe.device_count, gpus, driver_cuda,
+                    expected_visible);
+}
+
+std::vector<DoctorCheck> JudgeTensorflow(const TensorflowProbe& probe, const std::vector<VisibleGpu>& gpus,
+                                         const std::optional<std::string>& driver_cuda, int expected_visible) {
+  const Framework f{"tf", "tensorflow " + probe.version,
+                    "install TensorFlow with its CUDA libraries (pip install 'tensorflow[and-cuda]'; the driver's "
+                    "CUDA is ",
+                    "tf.sysconfig.get_build_info() says is_cuda_build False",
+                    "tf.config.list_physical_devices('GPU') is empty", "TensorFlow"};
+  std::optional<std::string> cuda = probe.cuda_build ? probe.cuda.value_or("?") : std::optional<std::string>();
+  return JudgeBuild(f, cuda, probe.arch_list, probe.device_count > 0, probe.device_count, gpus, driver_cuda,
+                    expected_visible);
+}
+
+std::vector<DoctorCheck> JudgeJax(const JaxProbe& probe, const std::vector<VisibleGpu>& gpus, int expected_visible) {
+  std::vector<DoctorCheck> out;
+  const std::string who = "jax " + probe.version;
+  if (probe.device_count == 0) {
+    if (gpus.empty()) {
+      out.push_back({"jax", "ok", who + ": no GPU is visible, and jax uses the CPU", ""});
+    } else {
+      const std::string why = !probe.error.empty() ? "jax.devices() failed: " + probe.error
+                                                   : "jax.devices() lists only " + probe.platform.substr(0, 20) +
+                                                         " devices (a jaxlib without its CUDA plugin, or a plugin "
+                                                         "that failed to load)";
+      out.push_back({"jax", "fail",
+                     who + " will not use the " + std::to_string(gpus.size()) + " visible GPU" +
+                         (gpus.size() == 1 ? "" : "s") + ": " + why,
+                     "install JAX with its CUDA plugin for the driver's CUDA major version "
+                     "(pip install -U 'jax[cuda12]')"});
+    }
+    return out;
+  }
+  out.push_back({"jax", "ok", who + " sees " + std::to_string(probe.device_count) + " GPU(s)", ""});
+  if (expected_visible >= 0 && probe.device_count != expected_visible) {
+    out.push_back({"jax_devices", "warn",
+                   "jax sees " + std::to_string(probe.device_count) + " GPU(s); this environment makes " +
                        std::to_string(expected_visible) + " visible",
                    "gpuman explain"});
   }

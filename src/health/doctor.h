@@ -42,6 +42,38 @@ struct VisibleGpu {
 /// runs there: "no kernel image is available for execution on the device".
 std::optional<std::string> ArchThatRuns(const std::vector<std::string>& arch_list, const std::string& cc);
 
+/// What the probe of TensorFlow printed: tf.__version__, tf.sysconfig.get_build_info()
+/// (is_cuda_build, cuda_version, cuda_compute_capabilities) and
+/// tf.config.list_physical_devices('GPU').
+struct TensorflowProbe {
+  bool importable = false;
+  std::string version;
+  bool cuda_build = false;              // is_cuda_build
+  std::optional<std::string> cuda;      // cuda_version ("12.3")
+  std::vector<std::string> arch_list;   // cuda_compute_capabilities: "sm_80", "compute_90"
+  int device_count = 0;                 // GPUs it lists
+};
+
+/// What the probe of JAX printed: jax.__version__ and, of jax.devices(), how many are GPUs
+/// and the platform of the first ("cpu" for a jaxlib without a CUDA plugin).
+struct JaxProbe {
+  bool importable = false;
+  std::string version;
+  std::string platform;  // jax.devices()[0].platform: "gpu", "cuda", "cpu", ...
+  int device_count = 0;  // devices whose platform is a GPU's
+  std::string error;     // jax.devices() raised: its message
+};
+
+/// The TensorFlow checks (names tf, tf_cuda, tf_available, tf_arch, tf_devices): the same
+/// rules as torch's, from its build info.
+std::vector<DoctorCheck> JudgeTensorflow(const TensorflowProbe& probe, const std::vector<VisibleGpu>& gpus,
+                                         const std::optional<std::string>& driver_cuda, int expected_visible);
+
+/// The JAX checks (jax, jax_devices): GPUs visible but jax.devices() has none (a jaxlib
+/// without its CUDA plugin, or a plugin that failed to load), or a count that differs.
+/// JAX reports neither its CUDA version nor its architectures through these calls.
+std::vector<DoctorCheck> JudgeJax(const JaxProbe& probe, const std::vector<VisibleGpu>& gpus, int expected_visible);
+
 /// The torch checks: the build's CUDA against the driver's (`driver_cuda` "12.4"; a build
 /// needs a driver of at least its CUDA major version, minor-version compatibility covers
 /// the rest), a CPU-only build on a machine with GPUs, CUDA not available, the compiled

@@ -102,6 +102,61 @@ TEST_F(DoctorE2E, AWheelWithoutTheGpusArchitectureIsAFailureBeforeAnythingRuns) 
   EXPECT_TRUE(timed_out) << hung.out;
 }
 
+// TensorFlow and JAX, probed beside torch (stand-ins driven by $FAKE_TF and $FAKE_JAX):
+// a TF wheel without the RTX 5090's architecture, a TF CPU-only build, a jaxlib without
+// its CUDA plugin, and a healthy JAX.
+TEST_F(DoctorE2E, TensorflowAndJaxGetVerdictsToo) {
+  const std::string fake = kScenarios + "/../tests/e2e/fake_torch";
+  auto r = Doctor(Scenario(12080), {},
+                  {{"PYTHONPATH", fake},
+                   {"FAKE_TORCH", R"({"cuda": "12.4", "arch_list": ["sm_80", "sm_90", "sm_120"], "device_count": 8})"},
+                   {"FAKE_TF", R"({"version": "2.16.1", "cuda_version": "12.3", "gpus": 8,
+                                   "cuda_compute_capabilities": ["sm_60", "sm_70", "sm_80", "compute_90"]})"},
+                   {"FAKE_JAX", R"({"version": "0.4.30", "platform": "cpu", "count": 1})"}});
+  EXPECT_EQ(r.exit_code, 6) << r.out << r.err;
+  std::map<std::string, int> ok, failed;
+  std::string jax_message;
+  const json doc = json::parse(r.out);
+  for (const auto& c : doc["checks"]) {
+    (c["status"] == "fail" ? failed : ok)[c["name"]]++;
+    if (c["name"] == "jax") jax_message = c["message"].get<std::string>() + " / " + c["fix"].get<std::string>();
+  }
+  EXPECT_EQ(failed.count("torch_arch"), 0u) << r.out;
+  EXPECT_EQ(ok["tf_cuda"], 1) << r.out;
+  EXPECT_EQ(ok["tf_arch"], 8) << "compute_90 is PTX the driver compiles for 12.0: " << r.out;
+  EXPECT_EQ(failed["jax"], 1) << r.out;
+  EXPECT_NE(jax_message.find("jax 0.4.30 will not use the 8 visible GPUs"), std::string::npos) << jax_message;
+  EXPECT_NE(jax_message.find("jax[cuda12]"), std::string::npos) << jax_message;
+
+  // TF without PTX misses the 5090; a CPU-only TF misses every GPU; JAX on its GPUs is fine.
+  auto r2 = Doctor(Scenario(12080), {},
+                   {{"PYTHONPATH", fake},
+                    {"FAKE_TORCH", R"({"cuda": "12.4", "arch_list": ["sm_90", "sm_120"], "device_count": 8})"},
+                    {"FAKE_TF", R"({"cuda_compute_capabilities": ["sm_80", "sm_90"], "gpus": 8})"},
+                    {"FAKE_JAX", R"({"platform": "gpu", "count": 8})"}});
+  EXPECT_EQ(r2.exit_code, 6);
+  std::string tf_arch;
+  bool jax_ok = false;
+  const json doc2 = json::parse(r2.out);
+  for (const auto& c : doc2["checks"]) {
+    if (c["name"] == "tf_arch" && c["status"] == "fail") tf_arch = c["message"].get<std::string>() + " / " + c["fix"].get<std::string>();
+    if (c["name"] == "jax") jax_ok = c["status"] == "ok";
+  }
+  EXPECT_NE(tf_arch.find("GPU 7 (NVIDIA GeForce RTX 5090, compute 12.0): tensorflow 2.16.1 has no kernel"), std::string::npos)
+      << r2.out;
+  EXPECT_NE(tf_arch.find("install a TensorFlow built with sm_120"), std::string::npos) << tf_arch;
+  EXPECT_TRUE(jax_ok) << r2.out;
+  auto cpu_tf = Doctor(Scenario(12080), {}, {{"PYTHONPATH", fake}, {"FAKE_TF", R"({"is_cuda_build": false})"}});
+  bool tf_cpu = false;
+  const json doc3 = json::parse(cpu_tf.out);
+  for (const auto& c : doc3["checks"]) {
+    if (c["name"] == "tf" && c["status"] == "fail") {
+      tf_cpu = c["message"].get<std::string>().find("tensorflow 2.16.1 is a CPU-only build") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(tf_cpu) << cpu_tf.out;
+}
+
 TEST_F(DoctorE2E, WithoutFrameworksAndWithoutADriver) {
   auto fine = Doctor(Scenario(12040), {"--no-frameworks"});
   EXPECT_EQ(fine.exit_code, 0) << "warnings only (no daemon): " << fine.out;

@@ -65,5 +65,42 @@ TEST(DoctorTest, TorchVerdicts) {
   EXPECT_EQ(Statuses(JudgeTorch(cuda124, hopper, "12.4", 4)), "torch_cuda=ok torch_arch=ok torch_arch=ok torch_devices=warn ");
 }
 
+// TensorFlow: the torch rules from its build info; JAX: GPUs it lists, or none.
+TEST(DoctorTest, TensorflowAndJaxVerdicts) {
+  const std::vector<VisibleGpu> hopper = {{0, "H100", "9.0"}, {1, "H100", "9.0"}};
+  TensorflowProbe tf;
+  tf.importable = true;
+  tf.version = "2.16.1";
+  tf.cuda_build = true;
+  tf.cuda = "12.3";
+  tf.arch_list = {"sm_70", "sm_80", "compute_90"};
+  tf.device_count = 2;
+  EXPECT_EQ(Statuses(JudgeTensorflow(tf, hopper, "12.4", 2)), "tf_cuda=ok tf_arch=ok tf_arch=ok ");
+  EXPECT_EQ(Statuses(JudgeTensorflow(tf, hopper, "11.8", 2)), "tf_cuda=fail tf_arch=ok tf_arch=ok ");
+  tf.device_count = 0;  // a CUDA build that lists no GPU (its CUDA libraries missing)
+  EXPECT_EQ(Statuses(JudgeTensorflow(tf, hopper, "12.4", 2)), "tf_cuda=ok tf_available=fail tf_arch=ok tf_arch=ok ");
+  tf.cuda_build = false;
+  auto cpu = JudgeTensorflow(tf, hopper, "12.4", 2);
+  ASSERT_EQ(cpu.size(), 1u);
+  EXPECT_EQ(cpu[0].status, "fail");
+  EXPECT_NE(cpu[0].fix.find("tensorflow[and-cuda]"), std::string::npos) << cpu[0].fix;
+  EXPECT_EQ(Statuses(JudgeTensorflow(tf, {}, "12.4", 0)), "tf=ok ");
+
+  JaxProbe jax;
+  jax.importable = true;
+  jax.version = "0.4.30";
+  jax.platform = "gpu";
+  jax.device_count = 2;
+  EXPECT_EQ(Statuses(JudgeJax(jax, hopper, 2)), "jax=ok ");
+  EXPECT_EQ(Statuses(JudgeJax(jax, hopper, 1)), "jax=ok jax_devices=warn ");
+  jax.platform = "cpu";
+  jax.device_count = 0;
+  auto none = JudgeJax(jax, hopper, 2);
+  ASSERT_EQ(none.size(), 1u);
+  EXPECT_EQ(none[0].status, "fail");
+  EXPECT_NE(none[0].message.find("lists only cpu devices"), std::string::npos) << none[0].message;
+  EXPECT_EQ(Statuses(JudgeJax(jax, {}, 0)), "jax=ok ");
+}
+
 }  // namespace
 }  // namespace gpuman::health
