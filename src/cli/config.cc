@@ -693,11 +693,17 @@ Result<Config> LoadConfigFrom(const Environment& env, const std::optional<std::s
     // The whole configuration, in place of the machine's file.
     auto read = ReadConfigFile(*named, true);
     if (!read) return read.error();
-    if (*read) config = std::move(**read);
+    if (*read) {
+      config = std::move(**read);
+      config.machine_config_path = *named;
+    }
   } else {
     auto machine = ReadConfigFile(machine_path, false);
     if (!machine) return machine.error();
-    if (*machine) config = std::move(**machine);
+    if (*machine) {
+      config = std::move(**machine);
+      config.machine_config_path = machine_path;
+    }
     if (named) {
       personal_path = *named;
     } else {

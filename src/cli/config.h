@@ -96,6 +96,9 @@ struct Config {
   NotifyConfig notify;                     // [notify]
   std::vector<std::string> keys;           // the top-level keys the file set, sorted
   std::string personal_config_path;        // the user's own file read over it, "" if none
+  /// The file the machine's rules came from (/etc/gpuman/config.toml, or a file root named
+  /// with --config/$GPUMAN_CONFIG), "" when none was read: `doctor` checks who may write it.
+  std::string machine_config_path;
   /// One line each, for stderr: machine settings a user's own file tried to set.
   std::vector<std::string> warnings;
 };

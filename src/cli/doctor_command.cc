@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <pwd.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +19,7 @@
 #include "base/unique_fd.h"
 #include "cli/daemon_client.h"
 #include "cli/daemon_sample.h"
+#include "cli/config.h"
 #include "cli/exit_codes.h"
 #include "cli/acquire.h"
 #include "devices/device_source.h"
@@ -220,6 +223,124 @@ std::string DriverFix(const std::string& error) {
   return "install the NVIDIA driver (nvidia-smi should list the GPUs), or name the library with --nvml-library";
 }
 
+std::string Mode(mode_t mode) {
+  char text[8];
+  std::snprintf(text, sizeof text, "%04o", static_cast<unsigned>(mode & 07777));
+  return text;
+}
+
+std::string OwnerOf(uid_t uid) {
+  if (passwd* pw = getpwuid(uid)) return pw->pw_name;
+  return "uid " + std::to_string(uid);
+}
+
+// gpuman's own setup (docs/doctor.md): who may write the file the machine's rules come
+// from, what a personal file tried to set, the machine lease table's owners and modes
+// (without a daemon), the daemon's confinement (with one), and the systemd units. Reads
+// only: nothing is created or changed.
+std::vector<DoctorCheck> SetupChecks(Context& ctx) {
+  std::vector<DoctorCheck> out;
+  const Config& config = ctx.config();
+  struct stat st {};
+  if (config.machine_config_path.empty()) {
+    out.push_back({"machine_config", "ok", std::string("no ") + kMachineConfigPath + ": the machine runs on the defaults", ""});
+  } else if (::stat(config.machine_config_path.c_str(), &st) == 0) {
+    const std::string& path = config.machine_config_path;
+    if (st.st_uid != 0) {
+      out.push_back({"machine_config", "fail",
+                     path + " belongs to " + OwnerOf(st.st_uid) + ": whoever owns it sets the machine's rules (caps, "
+                                                                   "drains, confinement)",
+                     "sudo chown root:root " + path + " && sudo chmod 644 " + path});
+    } else if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+      out.push_back({"machine_config", "fail",
+                     path + " is mode " + Mode(st.st_mode) + ": " + ((st.st_mode & S_IWOTH) ? "every user" : "its group") +
+                         " may rewrite the machine's rules",
+                     "sudo chmod 644 " + path});
+    } else {
+      out.push_back({"machine_config", "ok", "the machine's rules come from " + path + " (root's, " + Mode(st.st_mode) + ")", ""});
+    }
+  }
+  for (const std::string& w : config.warnings) {
+    out.push_back({"personal_config", "warn", w, "keep only [client] and [submit] in " + config.personal_config_path});
+  }
+  if (DaemonClient* daemon = ctx.Daemon()) {
+    auto status = daemon->Call<protocol::StatusResult>(protocol::StatusArgs{});
+    if (status && status->status.contains("confinement")) {
+      const auto& c = status->status["confinement"];
+      const bool on = c.value("on", false);
+      const bool system = status->status.value("system_mode", false);
+      const std::string said = c.value("description", std::string());
+      if (on) {
+        out.push_back({"confinement", "ok", "the daemon confines each job and run to its GPUs: " + said, ""});
+      } else {
+        out.push_back({"confinement", system ? "warn" : "ok",
+                       "the daemon does not confine jobs and runs to their GPUs: " + said,
+                       system ? "docs/enforce.md: [enforce] devices, and a kernel with cgroup v2 BPF or the v1 "
+                                "devices controller"
+                              : ""});
+      }
+    }
+  } else {
+    const std::string& dir = ctx.lease_dir();
+    if (::lstat(dir.c_str(), &st) != 0) {
+      out.push_back({"lease_table", "warn", "the machine lease table " + dir + " is not set up: " + std::strerror(errno),
+                     "run any gpuman command once as root (sudo gpuman leases), or start the daemon"});
+    } else if (!S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH))) {
+      const std::string why = !S_ISDIR(st.st_mode) ? "is not a directory"
+                              : st.st_uid != 0     ? "belongs to " + OwnerOf(st.st_uid) + ", not root"
+                                                   : "is mode " + Mode(st.st_mode) + ": others may replace the table";
+      out.push_back({"lease_table", st.st_uid == getuid() && st.st_uid != 0 ? "warn" : "fail",
+                     "the machine lease table " + dir + " " + why +
+                         (st.st_uid == getuid() && st.st_uid != 0 ? " (yours: a private table, other users do not see "
+                                                                    "your leases)"
+                                                                  : ""),
+                     "sudo chown root:root " + dir + " && sudo chmod 755 " + dir});
+    } else {
+      std::string bad;
+      for (const char* suffix : {"", "-wal", "-shm"}) {
+        const std::string path = dir + "/leases.db" + suffix;
+        struct stat f {};
+        if (::lstat(path.c_str(), &f) != 0) {
+          bad = path + " is missing";
+        } else if (!S_ISREG(f.st_mode) || f.st_uid != 0) {
+          bad = path + (S_ISREG(f.st_mode) ? " belongs to " + OwnerOf(f.st_uid) : std::string(" is not a regular file"));
+        } else if ((f.st_mode & 0666) != 0666) {
+          bad = path + " is mode " + Mode(f.st_mode) + ": users cannot record their leases";
+        }
+        if (!bad.empty()) break;
+      }
+      if (bad.empty()) {
+        out.push_back({"lease_table", "ok", "the machine lease table " + dir + " (root's, " + Mode(st.st_mode) +
+                                                "; leases.db and its WAL files 0666)", ""});
+      } else {
+        out.push_back({"lease_table", "fail", "the machine lease table " + dir + ": " + bad,
+                       "run any gpuman command once as root to repair it (sudo gpuman leases)"});
+      }
+    }
+  }
+  // The systemd units: installed, and the socket enabled (only where systemd runs).
+  if (::stat("/run/systemd/system", &st) == 0) {
+    std::string unit_dir;
+    for (const char* d : {"/etc/systemd/system", "/lib/systemd/system", "/usr/lib/systemd/system",
+                          "/usr/local/lib/systemd/system"}) {
+      if (::stat((std::string(d) + "/gpuman.socket").c_str(), &st) == 0) {
+        unit_dir = d;
+        break;
+      }
+    }
+    if (unit_dir.empty()) {
+      out.push_back({"units", "warn", "gpuman.socket is not installed where systemd reads units",
+                     "docs/install.md: install the .deb, or cmake --install with --prefix /usr"});
+    } else if (::stat("/etc/systemd/system/sockets.target.wants/gpuman.socket", &st) != 0) {
+      out.push_back({"units", "warn", "gpuman.socket is installed in " + unit_dir + " but not enabled: no daemon after a reboot",
+                     "sudo systemctl enable --now gpuman.socket"});
+    } else {
+      out.push_back({"units", "ok", "gpuman.socket is installed in " + unit_dir + " and enabled", ""});
+    }
+  }
+  return out;
+}
+
 void Print(Context& ctx, const std::vector<DoctorCheck>& checks) {
   for (const DoctorCheck& c : checks) {
     const std::string tag = c.status == "ok" ? "ok  " : c.status;
@@ -291,6 +412,7 @@ int RunDoctor(const DoctorArgs& args, Context& ctx) {
                       PointDocReferencesAt("systemctl enable --now gpuman.socket (docs/cli.md, \"The daemon\")",
                                            ctx.layout().FindDocDir())});
   }
+  for (auto& c : SetupChecks(ctx)) checks.push_back(std::move(c));
   // What CUDA will see here: the explain warnings.
   std::vector<health::VisibleGpu> visible;
   int expected_visible = -1;

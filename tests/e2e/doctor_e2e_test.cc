@@ -173,6 +173,40 @@ TEST_F(DoctorE2E, WithoutFrameworksAndWithoutADriver) {
   EXPECT_NE(none.out.find("      fix: install the NVIDIA driver"), std::string::npos) << none.out;
 }
 
+// gpuman's own setup: the file the machine's rules come from must be root's and writable by
+// root only; a lease table not set up yet is said, with the fix.
+TEST_F(DoctorE2E, WhoMayWriteTheMachinesRulesAndTheLeaseTable) {
+  if (getuid() != 0) GTEST_SKIP() << "as root: the named config is then the machine's";
+  const std::string config = dir_.Write("config.toml", "[daemon]\nmax_gpus_per_user = 2\n");
+  chmod(config.c_str(), 0666);
+  auto open = Doctor(Scenario(12040), {"--no-frameworks"}, {{"GPUMAN_CONFIG", config}});
+  EXPECT_EQ(open.exit_code, 6) << open.out;
+  auto checks = ByName(open.out);
+  EXPECT_EQ(checks["machine_config"]["status"], "fail") << open.out;
+  EXPECT_NE(checks["machine_config"]["message"].get<std::string>().find("mode 0666: every user may rewrite"),
+            std::string::npos)
+      << open.out;
+  EXPECT_EQ(checks["machine_config"]["fix"], "sudo chmod 644 " + config);
+  EXPECT_EQ(checks["lease_table"]["status"], "warn") << "not set up yet: " << open.out;
+  chmod(config.c_str(), 0644);
+  auto fine = Doctor(Scenario(12040), {"--no-frameworks"}, {{"GPUMAN_CONFIG", config}});
+  EXPECT_EQ(fine.exit_code, 0) << fine.out;
+  checks = ByName(fine.out);
+  EXPECT_EQ(checks["machine_config"]["status"], "ok");
+  EXPECT_EQ(checks["machine_config"]["message"], "the machine's rules come from " + config + " (root's, 0644)");
+  // The table once root has set it up (any root command creates it).
+  ASSERT_EQ(RunGpuman(dir_.Join("state"), {"--simulate", Scenario(12040), "leases"},
+                      {{"GPUMAN_LEASE_DIR", dir_.Join("leases")}})
+                .exit_code,
+            0);
+  checks = ByName(Doctor(Scenario(12040), {"--no-frameworks"}, {{"GPUMAN_CONFIG", config}}).out);
+  EXPECT_EQ(checks["lease_table"]["status"], "ok") << checks["lease_table"];
+  chmod(dir_.Join("leases/leases.db").c_str(), 0600);
+  checks = ByName(Doctor(Scenario(12040), {"--no-frameworks"}, {{"GPUMAN_CONFIG", config}}).out);
+  EXPECT_EQ(checks["lease_table"]["status"], "fail") << checks["lease_table"];
+  EXPECT_NE(checks["lease_table"]["message"].get<std::string>().find("leases.db is mode 0600"), std::string::npos);
+}
+
 // Through a daemon on a simulated machine: the client is told so by the daemon's sample,
 // and the daemon is the authority.
 TEST_F(DoctorE2E, ThroughADaemonOfASimulatedMachine) {
@@ -187,6 +221,8 @@ TEST_F(DoctorE2E, ThroughADaemonOfASimulatedMachine) {
   EXPECT_EQ(json::parse(r.out)["simulated"], true);
   EXPECT_EQ(checks["daemon"]["status"], "ok") << r.out;
   EXPECT_EQ(checks["device_nodes"]["status"], "ok") << r.out;
+  EXPECT_EQ(checks.count("confinement"), 1u) << "the daemon says whether it confines: " << r.out;
+  EXPECT_EQ(checks.count("lease_table"), 0u) << "the daemon's table is the authority: " << r.out;
 }
 
 // Debian's python3-torch is a CPU-only build: on a machine with GPUs that is the verdict.
