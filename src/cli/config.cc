@@ -507,6 +507,16 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
         if (v && *v == "report") config.enforce.intruders.kill = false;
         else if (v && *v == "kill") config.enforce.intruders.kill = true;
         else return MakeError(ErrorCode::kInvalidArgument, "config " + origin + ": enforce.foreign_processes must be \"report\" or \"kill\"");
+      } else if (k == "unleased_processes") {
+        using Unleased = monitor::IntruderPolicy::Unleased;
+        const auto v = value.value<std::string>();
+        if (v && *v == "allow") config.enforce.intruders.unleased = Unleased::kAllow;
+        else if (v && *v == "report") config.enforce.intruders.unleased = Unleased::kReport;
+        else if (v && *v == "kill") config.enforce.intruders.unleased = Unleased::kKill;
+        else {
+          return MakeError(ErrorCode::kInvalidArgument,
+                           "config " + origin + ": enforce.unleased_processes must be \"allow\", \"report\" or \"kill\"");
+        }
       } else if (k == "grace") {
         const auto v = value.value<std::string>();
         auto ms = v ? ParseDurationMs(*v) : Result<int64_t>(MakeError(ErrorCode::kInvalidArgument, "not a string"));
@@ -516,7 +526,8 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
         config.enforce.intruders.grace_ms = *ms;
       } else {
         return MakeError(ErrorCode::kInvalidArgument,
-                         "config " + origin + ": enforce: unknown key '" + k + "' (known: devices, foreign_processes, grace)");
+                         "config " + origin + ": enforce: unknown key '" + k +
+                             "' (known: devices, foreign_processes, unleased_processes, grace)");
       }
     }
   }

@@ -226,7 +226,10 @@ int PrintIntruders(store::HistoryStore& store, const Window& window, bool as_jso
     std::snprintf(line, sizeof line, "%-20s  %-5s  %3d  %7u  %-10s  %5lld  ", render::FormatIsoUtcSeconds(e.t_unix_ms / 1000).c_str(),
                   e.event.c_str(), e.gpu_index, e.pid, EscapeControl(e.user.empty() ? "?" : e.user).substr(0, 10).c_str(),
                   static_cast<long long>(e.lease_id));
-    ctx.out() << line << EscapeControl(e.command) << " (lease of " << EscapeControl(e.lease_user) << ")\n";
+    ctx.out() << line << EscapeControl(e.command)
+              << (e.lease_id == 0 ? std::string(" (no lease: unleased GPU use)")
+                                  : " (lease of " + EscapeControl(e.lease_user) + ")")
+              << "\n";
   }
   return kExitOk;
 }

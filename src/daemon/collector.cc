@@ -183,11 +183,16 @@ void Collector::WatchIntruders(const model::MachineSnapshot& snap, const std::ve
     };
     const std::string who = "process " + std::to_string(step.pid) + (step.user.empty() ? "" : " of " + step.user) +
                             (step.command.empty() ? "" : " (" + step.command + ")");
-    const std::string where = "GPU " + std::to_string(step.gpu_index) + ", leased to " + step.lease_user + " (lease " +
-                              std::to_string(step.lease_id) + ")";
+    // lease_id 0: a process on a GPU no lease holds ([enforce] unleased_processes).
+    const bool unleased = step.lease_id == 0;
+    const std::string where = unleased ? "GPU " + std::to_string(step.gpu_index) + ", which no lease holds"
+                                       : "GPU " + std::to_string(step.gpu_index) + ", leased to " + step.lease_user +
+                                             " (lease " + std::to_string(step.lease_id) + ")";
+    const std::string what = unleased ? "unleased process" : "intruder";
     switch (step.kind) {
       case monitor::IntruderStep::kSeen:
-        Log("intruder: " + who + " on " + where + (step.spared.empty() ? "" : "; not ended: " + step.spared));
+        Log((unleased ? "unleased GPU use: " : "intruder: ") + who + " on " + where +
+            (step.spared.empty() ? "" : "; not ended: " + step.spared));
         record("seen");
         break;
       case monitor::IntruderStep::kTerm:
@@ -197,13 +202,14 @@ void Collector::WatchIntruders(const model::MachineSnapshot& snap, const std::ve
         const auto details = procfs.Inspect(step.pid);
         if (!details || details->user != step.user) break;
         if (kill(static_cast<pid_t>(step.pid), sig) == 0) {
-          Log(std::string(sig == SIGTERM ? "sent SIGTERM to intruder " : "sent SIGKILL to intruder ") + who + " on " + where);
+          Log(std::string(sig == SIGTERM ? "sent SIGTERM to " : "sent SIGKILL to ") + (unleased ? "unleased " : "intruder ") +
+              who + " on " + where);
           record(sig == SIGTERM ? "term" : "kill");
         }
         break;
       }
       case monitor::IntruderStep::kGone:
-        Log("intruder gone: " + who + " from " + where);
+        Log(what + " gone: " + who + " from " + where);
         record("gone");
         break;
     }

@@ -9,22 +9,34 @@ std::vector<IntruderStep> IntruderWatch::Update(const model::MachineSnapshot& sn
                                                 const std::vector<model::Lease>& leases, int64_t now) {
   std::vector<IntruderStep> steps;
   std::map<std::pair<std::string, uint32_t>, Known> next;
+  const bool watch_unleased = policy_.unleased != IntruderPolicy::Unleased::kAllow;
   for (const auto& gpu : snap.gpus) {
+    if (!gpu.uuid) continue;
+    // Whether any live lease holds this GPU: a process on a GPU nobody holds is unleased.
+    bool held = false;
+    if (watch_unleased) {
+      for (const auto& l : leases) {
+        for (const auto& u : l.gpu_uuids) held = held || u == *gpu.uuid;
+      }
+    }
     for (const auto& p : gpu.processes) {
       const model::Lease* lease = model::IntrudedLease(gpu, p, leases);
-      if (!lease) continue;
+      const bool unleased = !lease && watch_unleased && !held;
+      if (!lease && !unleased) continue;
+      const int64_t lease_id = lease ? lease->id : 0;
+      const bool may_kill = lease ? policy_.kill : policy_.unleased == IntruderPolicy::Unleased::kKill;
       const auto key = std::make_pair(*gpu.uuid, p.pid);
       auto known = current_.find(key);
       Known k;
-      if (known != current_.end() && known->second.step.lease_id == lease->id) {
+      if (known != current_.end() && known->second.step.lease_id == lease_id) {
         k = known->second;
       } else {
         k.first_seen_ms = now;
         k.step.pid = p.pid;
         k.step.gpu_uuid = *gpu.uuid;
         k.step.gpu_index = gpu.index;
-        k.step.lease_id = lease->id;
-        k.step.lease_user = lease->user;
+        k.step.lease_id = lease_id;
+        k.step.lease_user = lease ? lease->user : "";
         k.step.user = p.user.value_or("");
         k.step.command = p.command.value_or("");
         if (!p.is_visible || !p.uid) k.step.spared = "its owner is not visible in this PID namespace";
@@ -33,7 +45,7 @@ std::vector<IntruderStep> IntruderWatch::Update(const model::MachineSnapshot& sn
         seen.kind = IntruderStep::kSeen;
         steps.push_back(seen);
       }
-      if (policy_.kill && k.step.spared.empty()) {
+      if (may_kill && k.step.spared.empty()) {
         if (!k.termed) {
           k.termed = true;
           IntruderStep term = k.step;
@@ -62,14 +74,21 @@ std::vector<IntruderStep> IntruderWatch::Update(const model::MachineSnapshot& sn
 }
 
 std::vector<model::Finding> IntruderWatch::Findings() const {
-  GpuFindings findings("intruder");
+  GpuFindings findings("intruder"), unleased("unleased");
   for (const auto& [key, k] : current_) {
-    findings.Add(k.step.gpu_uuid, k.step.gpu_index, k.first_seen_ms,
-                 "process " + std::to_string(k.step.pid) + (k.step.user.empty() ? "" : " of " + k.step.user) +
-                 " uses GPU " + std::to_string(k.step.gpu_index) + ", leased to " + k.step.lease_user + " (lease " +
-                 std::to_string(k.step.lease_id) + ")");
+    const std::string who =
+        "process " + std::to_string(k.step.pid) + (k.step.user.empty() ? "" : " of " + k.step.user) + " uses GPU " +
+        std::to_string(k.step.gpu_index);
+    if (k.step.lease_id == 0) {
+      unleased.Add(k.step.gpu_uuid, k.step.gpu_index, k.first_seen_ms, who + ", which no lease holds (outside gpuman)");
+    } else {
+      findings.Add(k.step.gpu_uuid, k.step.gpu_index, k.first_seen_ms,
+                   who + ", leased to " + k.step.lease_user + " (lease " + std::to_string(k.step.lease_id) + ")");
+    }
   }
-  return findings.Take();
+  std::vector<model::Finding> out = findings.Take();
+  for (auto& f : unleased.Take()) out.push_back(std::move(f));
+  return out;
 }
 
 }  // namespace gpuman::monitor

@@ -17,10 +17,14 @@
 
 namespace gpuman::monitor {
 
-/// `[enforce] foreign_processes` and `grace`.
+/// `[enforce] foreign_processes`, `unleased_processes` and `grace`.
 struct IntruderPolicy {
   bool kill = false;           // "kill"; default "report"
   int64_t grace_ms = 10000;    // SIGTERM, then SIGKILL this long after
+  /// GPU use outside gpuman on a GPU no lease holds: ignored ("allow", the default),
+  /// reported, or ended as an intruder is (with the same grace and the same sparing).
+  enum class Unleased { kAllow, kReport, kKill };
+  Unleased unleased = Unleased::kAllow;
 };
 
 /// One thing to do or say about one intruder.
@@ -35,8 +39,8 @@ struct IntruderStep {
   uint32_t pid = 0;
   std::string gpu_uuid;
   int gpu_index = 0;
-  int64_t lease_id = 0;
-  std::string lease_user;
+  int64_t lease_id = 0;   // 0: an unleased process (a GPU no lease holds)
+  std::string lease_user; // "" for an unleased process
   std::string user;     // the intruder's owner ("" when it cannot be seen)
   std::string command;  // its command line ("" when it cannot be seen)
   /// Why it is reported but never ended, even under "kill": root's, or one whose owner
@@ -53,7 +57,8 @@ class IntruderWatch {
                                    int64_t now_unix_ms);
 
   /// The intruders of the last sample as health findings (code "intruder", a warning per
-  /// GPU), for alert rules (`event = "finding"`, `code = "intruder"`; docs/alerts.md).
+  /// GPU), for alert rules (`event = "finding"`, `code = "intruder"`; docs/alerts.md);
+  /// unleased processes (under "report" or "kill") as code "unleased".
   std::vector<model::Finding> Findings() const;
 
   size_t count() const { return current_.size(); }

@@ -229,14 +229,20 @@ TEST(ParseConfigTest, EnforceTable) {
   EXPECT_EQ(c->enforce.devices, confine::DevicesSetting::kCgroupV1);
   EXPECT_TRUE(c->enforce.intruders.kill);
   EXPECT_EQ(c->enforce.intruders.grace_ms, 30000);
+  EXPECT_EQ(defaults->enforce.intruders.unleased, monitor::IntruderPolicy::Unleased::kAllow) << "allow by default";
+  auto u = ParseConfig("[enforce]\nunleased_processes = \"report\"\n", "x.toml");
+  ASSERT_TRUE(u) << u.error().message;
+  EXPECT_EQ(u->enforce.intruders.unleased, monitor::IntruderPolicy::Unleased::kReport);
   for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {"[enforce]\nunleased_processes = \"deny\"\n",
+            "config x.toml: enforce.unleased_processes must be \"allow\", \"report\" or \"kill\""},
            {"[enforce]\ndevices = \"yes\"\n",
             "config x.toml: enforce.devices must be \"cgroup\", \"cgroup-v2\", \"cgroup-v1\" or \"off\", not \"yes\""},
            {"[enforce]\nforeign_processes = \"shoot\"\n",
             "config x.toml: enforce.foreign_processes must be \"report\" or \"kill\""},
            {"[enforce]\ngrace = \"soon\"\n", "config x.toml: enforce.grace must be a duration such as \"10s\""},
            {"[enforce]\nmode = 1\n",
-            "config x.toml: enforce: unknown key 'mode' (known: devices, foreign_processes, grace)"}}) {
+            "config x.toml: enforce: unknown key 'mode' (known: devices, foreign_processes, unleased_processes, grace)"}}) {
     auto bad = ParseConfig(text, "x.toml");
     ASSERT_FALSE(bad) << text;
     EXPECT_EQ(bad.error().message, message);

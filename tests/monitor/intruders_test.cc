@@ -87,5 +87,41 @@ TEST(IntruderWatchTest, RootAndTheUnseenAreReportedNeverEnded) {
   EXPECT_TRUE(watch.Update(Machine({Proc(60, 0, "root"), Proc(61, std::nullopt)}), leases, 99000).empty());
 }
 
+// [enforce] unleased_processes: GPU use on a GPU no lease holds. "allow" (the default)
+// says nothing; "report" reports once and when it goes; "kill" ends it as an intruder,
+// sparing root's; a lease taken on that GPU later makes the same process an intruder.
+TEST(IntruderWatchTest, UnleasedProcessesAreAllowedReportedOrEnded) {
+  const auto bob_on_gpu1 = Machine({Proc(70, 1001), Proc(71, 0, "root")});
+  IntruderWatch allow(IntruderPolicy{});
+  EXPECT_TRUE(allow.Update(bob_on_gpu1, {}, 1000).empty());
+  EXPECT_TRUE(allow.Findings().empty());
+
+  IntruderWatch report(IntruderPolicy{.unleased = IntruderPolicy::Unleased::kReport});
+  auto seen = report.Update(bob_on_gpu1, {}, 1000);
+  ASSERT_EQ(Kinds(seen), (std::vector{IntruderStep::kSeen, IntruderStep::kSeen}));
+  EXPECT_EQ(seen[0].lease_id, 0);
+  EXPECT_EQ(seen[0].lease_user, "");
+  EXPECT_TRUE(report.Update(bob_on_gpu1, {}, 90000).empty()) << "reported once, never ended";
+  auto findings = report.Findings();
+  ASSERT_EQ(findings.size(), 1u) << "one finding per GPU";
+  EXPECT_EQ(findings[0].code, "unleased");
+  EXPECT_NE(findings[0].message.find("process 70 of bob uses GPU 1, which no lease holds"), std::string::npos)
+      << findings[0].message;
+  // Alice leases GPU 1: bob's process is now an intruder (gone as unleased, seen as intruder).
+  EXPECT_EQ(Kinds(report.Update(bob_on_gpu1, AliceHoldsGpu1(), 91000)),
+            (std::vector{IntruderStep::kSeen, IntruderStep::kSeen, IntruderStep::kGone, IntruderStep::kGone}));
+  EXPECT_EQ(report.Findings()[0].code, "intruder");
+
+  IntruderWatch kill(IntruderPolicy{.grace_ms = 5000, .unleased = IntruderPolicy::Unleased::kKill});
+  auto steps = kill.Update(bob_on_gpu1, {}, 1000);
+  EXPECT_EQ(Kinds(steps), (std::vector{IntruderStep::kSeen, IntruderStep::kTerm, IntruderStep::kSeen}));
+  EXPECT_EQ(steps[2].spared, "it is root's");
+  EXPECT_EQ(Kinds(kill.Update(bob_on_gpu1, {}, 6000)), std::vector{IntruderStep::kKill});
+  // A process on a GPU someone leased is judged by foreign_processes, not unleased_processes.
+  IntruderWatch kill_unleased_only(IntruderPolicy{.unleased = IntruderPolicy::Unleased::kKill});
+  EXPECT_EQ(Kinds(kill_unleased_only.Update(Machine({Proc(70, 1001)}), AliceHoldsGpu1(), 1000)),
+            std::vector{IntruderStep::kSeen});
+}
+
 }  // namespace
 }  // namespace gpuman::monitor
