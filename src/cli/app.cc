@@ -15,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "base/unique_fd.h"
 #include "cli/cli_options.h"
 #include "cli/command_tree.h"
 #include "cli/config.h"
@@ -172,11 +173,12 @@ int ReserveStandardFds() {
   for (int fd = 0; fd <= 2; ++fd) {
     if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF) continue;
     if (fd == STDOUT_FILENO) stdout_error = EBADF;
-    const int opened = open("/dev/null", (fd == 0 ? O_RDONLY : O_WRONLY) | O_CLOEXEC);
+    UniqueFd null_fd(open("/dev/null", (fd == 0 ? O_RDONLY : O_WRONLY) | O_CLOEXEC));
+    const int opened = null_fd.get();
     if (opened >= 0 && opened != fd) {  // the lower ones are open, so this is rare
-      dup2(opened, fd);
-      close(opened);
+      dup2(opened, fd);  // null_fd closes its own descriptor
     } else if (opened == fd) {
+      (void)null_fd.release();  // it is the standard descriptor now: kept open
       fcntl(fd, F_SETFD, 0);  // a child inherits it as the closed descriptor's stand-in
     }
   }

@@ -18,6 +18,7 @@
 #include <toml++/toml.h>
 
 #include "base/duration.h"
+#include "base/posix_error.h"
 #include "base/utf8.h"
 #include "policy/byte_size.h"
 
@@ -663,7 +664,7 @@ Result<std::optional<Config>> ReadConfigFile(const std::string& path, bool must_
     if (must_exist || access(path.c_str(), F_OK) == 0) {
       // The reason, not just "cannot read": a missing file and an unreadable one differ.
       return MakeError(ErrorCode::kInvalidArgument,
-                       "config " + path + ": cannot read file" + (err != 0 ? ": " + ToLower(std::strerror(err)) : ""));
+                       "config " + path + ": cannot read file" + (err != 0 ? ": " + PosixErrorText(err) : ""));
     }
     return std::optional<Config>();
   }

@@ -283,7 +283,7 @@ std::vector<DoctorCheck> SetupChecks(Context& ctx) {
   } else {
     const std::string& dir = ctx.lease_dir();
     if (::lstat(dir.c_str(), &st) != 0) {
-      out.push_back({"lease_table", "warn", "the machine lease table " + dir + " is not set up: " + std::strerror(errno),
+      out.push_back({"lease_table", "warn", "the machine lease table " + dir + " is not set up: " + PosixErrorText(errno),
                      "run any gpuman command once as root (sudo gpuman leases), or start the daemon"});
     } else if (!S_ISDIR(st.st_mode) || st.st_uid != 0 || (st.st_mode & (S_IWGRP | S_IWOTH))) {
       const std::string why = !S_ISDIR(st.st_mode) ? "is not a directory"
@@ -398,7 +398,7 @@ int RunDoctor(const DoctorArgs& args, Context& ctx) {
                                 : err == EPERM  ? "a device cgroup forbids it (a container, a confined job): run through gpuman run, or ask for the GPU"
                                 : err == EACCES ? "the node's mode or group keeps this user out (the driver's NVreg_DeviceFileMode/GID)"
                                                 : "";
-        checks.push_back({"device_nodes", "fail", "cannot open " + bad + ": " + std::strerror(err), fix});
+        checks.push_back({"device_nodes", "fail", "cannot open " + bad + ": " + PosixErrorText(err), fix});
       }
     }
   }
@@ -436,7 +436,7 @@ int RunDoctor(const DoctorArgs& args, Context& ctx) {
   if (!args.no_frameworks) {
     const ProgramSearch python = SearchProgram(args.python, ctx.env().Get("PATH"));
     if (python.err != 0) {
-      checks.push_back({"python", "warn", args.python + ": " + std::strerror(python.err) + ": frameworks not checked",
+      checks.push_back({"python", "warn", args.python + ": " + PosixErrorText(python.err) + ": frameworks not checked",
                         "name the Python with --python PATH (a venv's or conda's)"});
     } else {
       // The three probes at once: the slowest import bounds the wait, not their sum.
