@@ -54,6 +54,7 @@ std::vector<std::string> SelectionFlags(const SelectionArgs& s) {
   if (!s.exclude.empty()) out.insert(out.end(), {"--exclude", Join(s.exclude, ",")});
   if (s.allow_shared) out.push_back("--allow-shared");
   add("--gpu-memory", s.gpu_memory);  // a notebook on a slice (docs/share.md)
+  add("--prefer", s.prefer);
   return out;
 }
 

@@ -260,6 +260,13 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
     // here, against this machine's GPUs, and travel as UUIDs. The submitting shell's own
     // CUDA_VISIBLE_DEVICES does not confine a queued job (it runs later, elsewhere).
     const auto& sel = args.selection;
+    if (sel.prefer) {
+      // The queue places a job when it starts, by topology and fairness; a preference
+      // would make the pass wait for particular GPUs. Said rather than ignored.
+      return ctx.Fail(MakeError(ErrorCode::kInvalidArgument,
+                                "--prefer: not with submit: the queue places jobs when they start (ask for a GPU "
+                                "type with --model or --require instead)"));
+    }
     if (sel.gpus || !sel.exclude.empty()) {
       auto source = ctx.Devices();
       if (!source) return ctx.Fail(source.error());

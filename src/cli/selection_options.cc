@@ -92,6 +92,12 @@ Result<model::GpuRequest> BuildSelectionRequest(const SelectionArgs& args, const
     req.exclude.insert(req.exclude.end(), uuids->begin(), uuids->end());
   }
   req.allow_shared = args.allow_shared;
+  if (args.prefer) {
+    if (ToLower(Trim(*args.prefer)) != "fastest") {
+      return MakeError(ErrorCode::kInvalidArgument, "--prefer: unknown preference '" + *args.prefer + "' (known: fastest)");
+    }
+    req.prefer_fastest = true;
+  }
   // Inside a Slurm job the allocation is mapped through gres.conf and minor numbers.
   const auto slurm_node = SlurmNodeForJob(env, snap);
   req.allowed = visibility::AllowedGpus(env, snap.gpus, slurm_node ? &*slurm_node : nullptr);

@@ -48,6 +48,7 @@ std::optional<Error> RefusedOption(const QueueArgs& args) {
   if (sel.min_compute_capability) {
     return refuse("--min-compute-capability", "Slurm knows GPU types, not compute capabilities (name the type with --model)");
   }
+  if (sel.prefer) return refuse("--prefer", "Slurm chooses the node and its GPUs (ask for a GPU type with --model)");
   if (args.priority != 0) return refuse("--priority", "Slurm orders its queue itself (fair share, QOS; see sbatch --nice)");
   return std::nullopt;
 }

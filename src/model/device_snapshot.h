@@ -71,6 +71,10 @@ struct DeviceSnapshot {
   ClockInfo clocks;
   std::optional<int> performance_state;  // 0 = P0 (max performance) .. 15
   std::optional<std::string> compute_capability;  // "8.0"
+  /// For the peak figures (model/peak.h): CUDA cores (nvmlDeviceGetNumGpuCores) and the
+  /// memory bus width in bits (nvmlDeviceGetMemoryBusWidth); absent on older drivers.
+  std::optional<int64_t> cuda_cores;
+  std::optional<int64_t> memory_bus_width_bits;
   std::optional<std::string> compute_mode;  // default, exclusive_thread, prohibited, exclusive_process
   std::optional<bool> persistence_mode;
   std::optional<bool> mig_mode_current;

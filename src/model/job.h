@@ -82,6 +82,9 @@ struct GpuRequest {
   /// --gpu-memory: a slice of this much memory on each GPU instead of whole GPUs
   /// (docs/share.md). Slices share a GPU with other slices, never with a whole-GPU lease.
   std::optional<int64_t> gpu_memory_bytes;
+  /// --prefer fastest: among the eligible GPUs, the fastest by peak figures first
+  /// (model/peak.h; docs/selection.md). Not for the queue: `submit` refuses it.
+  bool prefer_fastest = false;
 
   // The two fields below are never on the wire nor in the job store: whoever knows them
   // fills them in where the request is judged.

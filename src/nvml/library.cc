@@ -95,6 +95,8 @@ constexpr SymbolSpec kSymbols[] = {
   {Sym::kDeviceRegisterEvents, false, {"nvmlDeviceRegisterEvents", nullptr, nullptr}},
   {Sym::kEventSetWait, false, {"nvmlEventSetWait_v2", "nvmlEventSetWait", nullptr}},
   {Sym::kEventSetFree, false, {"nvmlEventSetFree", nullptr, nullptr}},
+  {Sym::kDeviceGetNumGpuCores, false, {"nvmlDeviceGetNumGpuCores", nullptr, nullptr}},
+  {Sym::kDeviceGetMemoryBusWidth, false, {"nvmlDeviceGetMemoryBusWidth", nullptr, nullptr}},
 };
 // clang-format on
 static_assert(std::size(kSymbols) == kSymCount, "every Sym has a row in kSymbols");

@@ -34,6 +34,7 @@ enum class Sym : int {
   kDeviceGetNvLinkRemoteDeviceType,
   kDeviceGetProcessUtilization, kDeviceGetSupportedEventTypes,
   kEventSetCreate, kDeviceRegisterEvents, kEventSetWait, kEventSetFree,
+  kDeviceGetNumGpuCores, kDeviceGetMemoryBusWidth,
   kCount,
 };
 inline constexpr size_t kSymCount = static_cast<size_t>(Sym::kCount);

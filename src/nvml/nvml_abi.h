@@ -222,6 +222,9 @@ typedef nvmlReturn_t (*nvmlDeviceGetCudaComputeCapability_fn)(nvmlDevice_t, int*
 typedef nvmlReturn_t (*nvmlDeviceGetComputeMode_fn)(nvmlDevice_t, nvmlComputeMode_t*);
 typedef nvmlReturn_t (*nvmlDeviceGetEnableState_fn)(nvmlDevice_t, nvmlEnableState_t*);  // persistence, retired pending
 typedef nvmlReturn_t (*nvmlDeviceGetMigMode_fn)(nvmlDevice_t, unsigned int*, unsigned int*);
+// nvmlDeviceGetNumGpuCores(device, unsigned int* numCores) and
+// nvmlDeviceGetMemoryBusWidth(device, unsigned int* busWidth): the uint shape
+// (nvmlDeviceGetUInt_fn) above.
 typedef nvmlReturn_t (*nvmlDeviceGetTotalEccErrors_fn)(nvmlDevice_t, nvmlMemoryErrorType_t,
                                                        nvmlEccCounterType_t, unsigned long long*);
 typedef nvmlReturn_t (*nvmlDeviceGetRemappedRows_fn)(nvmlDevice_t, unsigned int*, unsigned int*,

@@ -331,6 +331,10 @@ void ReadDevice(const NvmlLibrary& lib, nvmlDevice_t dev, const std::string& sys
       r.Call<nvmlDeviceGetCudaComputeCapability_fn>(Sym::kDeviceGetCudaComputeCapability, &major, &minor)) {
     s.compute_capability = std::to_string(major) + "." + std::to_string(minor);
   }
+  if (want(kFieldDetails)) {  // the peak figures' inputs (model/peak.h): static facts
+    if (auto cores = r.UInt(Sym::kDeviceGetNumGpuCores)) s.cuda_cores = *cores;
+    if (auto bits = r.UInt(Sym::kDeviceGetMemoryBusWidth)) s.memory_bus_width_bits = *bits;
+  }
   if (want(kFieldSettings)) {
     nvmlComputeMode_t mode = 0;
     if (r.Call<nvmlDeviceGetComputeMode_fn>(Sym::kDeviceGetComputeMode, &mode)) {

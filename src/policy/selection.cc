@@ -39,6 +39,7 @@
 #include "policy/selection.h"
 
 #include <algorithm>
+#include <functional>
 #include <set>
 #include <string_view>
 #include <tuple>
@@ -46,6 +47,7 @@
 #include <utility>
 
 #include "base/strings.h"
+#include "model/peak.h"
 #include "policy/byte_size.h"
 #include "policy/placement.h"
 
@@ -453,6 +455,22 @@ Result<Selection> Select(const model::MachineSnapshot& snap,
     return MakeError(ErrorCode::kBusy, message);
   }
 
+  // --prefer fastest (docs/selection.md): the eligible GPUs ranked by peak throughput; only
+  // those as fast as the count-th fastest stay candidates, so placement by topology still
+  // chooses among equals. A GPU whose peak is unknown ranks last.
+  std::vector<double> speed(states.size(), -1);
+  std::vector<char> fast_enough(states.size(), 1);
+  if (req.prefer_fastest) {
+    std::vector<double> eligible_speeds;
+    for (size_t p = 0; p < states.size(); ++p) {
+      speed[p] = model::SpeedScore(model::PeakOf(snap.gpus[p])).value_or(-1);
+      if (states[p].is_eligible()) eligible_speeds.push_back(speed[p]);
+    }
+    std::sort(eligible_speeds.begin(), eligible_speeds.end(), std::greater<>());
+    const double threshold = eligible_speeds[static_cast<size_t>(req.count) - 1];
+    for (size_t p = 0; p < states.size(); ++p) fast_enough[p] = speed[p] >= threshold;
+  }
+
   Placement placement;
   if (req.gpu_memory_bytes) {
     // Slices: best fit. GPUs already sliced first, the one with the least room that still
@@ -462,8 +480,8 @@ Result<Selection> Select(const model::MachineSnapshot& snap,
       if (states[p].is_eligible()) order.push_back(static_cast<int>(p));
     }
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-      return std::make_tuple(states[a].is_free, states[a].slice_room.value_or(0), snap.gpus[a].index) <
-             std::make_tuple(states[b].is_free, states[b].slice_room.value_or(0), snap.gpus[b].index);
+      return std::make_tuple(-speed[a], states[a].is_free, states[a].slice_room.value_or(0), snap.gpus[a].index) <
+             std::make_tuple(-speed[b], states[b].is_free, states[b].slice_room.value_or(0), snap.gpus[b].index);
     });
     order.resize(static_cast<size_t>(req.count));
     std::sort(order.begin(), order.end());
@@ -472,8 +490,10 @@ Result<Selection> Select(const model::MachineSnapshot& snap,
   } else {
     std::vector<PlacementGpu> gpus;
     gpus.reserve(states.size());
-    for (const auto& s : states) {
-      gpus.push_back({s.is_eligible(), s.is_free, s.is_eligible() && s.is_shared});
+    for (size_t p = 0; p < states.size(); ++p) {
+      const GpuState& s = states[p];
+      const bool candidate = s.is_eligible() && fast_enough[p];
+      gpus.push_back({candidate, s.is_free, candidate && s.is_shared});
     }
     placement = Place(snap, gpus, req.count);
   }

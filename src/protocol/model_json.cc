@@ -18,7 +18,7 @@ json OrNull(const std::optional<T>& v) {
 }  // namespace
 
 json GpuRequestToJson(const model::GpuRequest& r) {
-  return json{
+  json j{
       {"count", r.count},
       {"gpus", OrNull(r.gpus)},
       {"min_free_memory_bytes", OrNull(r.min_free_memory_bytes)},
@@ -29,6 +29,8 @@ json GpuRequestToJson(const model::GpuRequest& r) {
       {"allow_shared", r.allow_shared},
       {"gpu_memory_bytes", OrNull(r.gpu_memory_bytes)},
   };
+  if (r.prefer_fastest) j["prefer"] = "fastest";  // only when asked: older daemons ignore it
+  return j;
 }
 
 Result<model::GpuRequest> GpuRequestFromJson(const json& j, std::string_view path) {
@@ -49,6 +51,10 @@ Result<model::GpuRequest> GpuRequestFromJson(const json& j, std::string_view pat
   f.Optional("allow_shared", r.allow_shared);
   f.Optional("gpu_memory_bytes", r.gpu_memory_bytes);
   f.Check(!r.gpu_memory_bytes || *r.gpu_memory_bytes > 0, "gpu_memory_bytes", "integer > 0 or null");
+  std::optional<std::string> prefer;
+  f.Optional("prefer", prefer);
+  f.Check(!prefer || *prefer == "fastest", "prefer", "\"fastest\" or absent");
+  r.prefer_fastest = prefer.has_value();
   if (!f.ok()) return f.error();
   return r;
 }
@@ -447,6 +453,8 @@ json DeviceSnapshotToJson(const model::DeviceSnapshot& d) {
   }
   o.emplace("performance_state", OrNull(d.performance_state));
   o.emplace("compute_capability", OrNull(d.compute_capability));
+  o.emplace("cuda_cores", OrNull(d.cuda_cores));
+  o.emplace("memory_bus_width_bits", OrNull(d.memory_bus_width_bits));
   o.emplace("compute_mode", OrNull(d.compute_mode));
   o.emplace("persistence_mode", OrNull(d.persistence_mode));
   o.emplace("mig_mode_current", OrNull(d.mig_mode_current));
@@ -497,6 +505,8 @@ Result<model::DeviceSnapshot> DeviceSnapshotFromJson(const json& j, std::string_
   }
   f.Optional("performance_state", d.performance_state);
   f.Optional("compute_capability", d.compute_capability);
+  f.Optional("cuda_cores", d.cuda_cores);
+  f.Optional("memory_bus_width_bits", d.memory_bus_width_bits);
   f.Optional("compute_mode", d.compute_mode);
   f.Optional("persistence_mode", d.persistence_mode);
   f.Optional("mig_mode_current", d.mig_mode_current);

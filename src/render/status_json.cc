@@ -9,7 +9,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
+
 #include "model/capabilities.h"
+#include "model/peak.h"
 #include "model/intruders.h"
 #include "render/format.h"
 #include "render/json_text.h"
@@ -98,6 +101,22 @@ void WriteGpu(JsonWriter& w, const model::DeviceSnapshot& d, const StatusOptions
     w.Key("bf16").Bool(caps->bf16);
     w.Key("fp8").Bool(caps->fp8);
     w.Key("fp4").Bool(caps->fp4);
+    w.EndObject();
+  } else {
+    w.Null();
+  }
+  // Peak figures (model/peak.h; docs/selection.md "The fastest GPU"), to 0.1.
+  w.Key("peak");
+  if (const model::PeakFigures peak = model::PeakOf(d); peak.fp32_tflops || peak.memory_gbps) {
+    auto tenth = [](const std::optional<double>& v) -> std::optional<double> {
+      if (!v) return std::nullopt;
+      return std::round(*v * 10) / 10;
+    };
+    w.BeginObject();
+    Put(w.Key("sms"), peak.sms);
+    Put(w.Key("fp32_tflops"), tenth(peak.fp32_tflops));
+    Put(w.Key("tensor_tflops"), tenth(peak.tensor_tflops));
+    Put(w.Key("memory_gbps"), tenth(peak.memory_gbps));
     w.EndObject();
   } else {
     w.Null();

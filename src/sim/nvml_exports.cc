@@ -497,6 +497,12 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t de
     return NVML_SUCCESS;
   });
 }
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t device, unsigned int* cores) {
+  return DeviceCall(__func__, device, [&](const Gpu& g) { return Put(g.cuda_cores, cores); });
+}
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryBusWidth(nvmlDevice_t device, unsigned int* bits) {
+  return DeviceCall(__func__, device, [&](const Gpu& g) { return Put(g.memory_bus_width, bits); });
+}
 FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device,
                                                        nvmlComputeMode_t* mode) {
   return DeviceCall(__func__, device, [&](const Gpu& g) { return Put(g.compute_mode, mode); });

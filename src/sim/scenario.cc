@@ -242,6 +242,8 @@ Gpu ParseGpu(const json& g, size_t gpu_count) {
     if (cc->size() != 2) throw std::runtime_error("compute_capability: expected [major, minor]");
     gpu.compute_capability = std::pair((*cc)[0], (*cc)[1]);
   }
+  gpu.cuda_cores = Opt<unsigned>(g, "cuda_cores");
+  gpu.memory_bus_width = Opt<unsigned>(g, "memory_bus_width");
   gpu.compute_mode = Opt<int>(g, "compute_mode");
   gpu.persistence_mode = Opt<int>(g, "persistence_mode");
   if (const json* m = Section(g, "mig_mode")) In("mig_mode", [&] {

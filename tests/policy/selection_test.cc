@@ -821,3 +821,52 @@ TEST(SelectionSliceTest, ASliceOfTwoGpusTakesRoomOnBoth) {
 
 }  // namespace
 }  // namespace gpuman::policy
+
+// ---------------------------------------------------------------------------
+// --prefer fastest (docs/selection.md, "The fastest GPU").
+
+namespace gpuman::policy {
+namespace {
+
+// The workstation with peak inputs: the 4090 is the fastest, then the A6000, the 3090,
+// the T4; GPU 1's cores are unknown (an old driver), so it ranks last.
+MachineSnapshot RatedWorkstation() {
+  MachineSnapshot snap = Workstation();
+  const int64_t cores[] = {16384, 10752, 10496, 2560};
+  const int64_t mhz[] = {3105, 2100, 2100, 1590};
+  for (size_t i = 0; i < snap.gpus.size(); ++i) {
+    snap.gpus[i].cuda_cores = cores[i];
+    snap.gpus[i].clocks.sm_max_mhz = mhz[i];
+  }
+  return snap;
+}
+
+TEST(SelectionPreferFastestTest, TheFastestEligibleGpusComeFirst) {
+  MachineSnapshot snap = RatedWorkstation();
+  model::GpuRequest req;
+  req.count = 1;
+  EXPECT_EQ(Pick(snap, {}, req), std::vector<int>{1}) << "without a preference: by placement (fragmentation, memory)";
+  req.prefer_fastest = true;
+  EXPECT_EQ(Pick(snap, {}, req), std::vector<int>{0});
+  req.exclude = {Uuid(0)};  // the 4090 is out; with the 3090 clocked lower, the A6000 is next
+  snap.gpus[2].clocks.sm_max_mhz = 1700;  // the 3090 slower than the A6000
+  EXPECT_EQ(Pick(snap, {}, req), std::vector<int>{1});
+  req.count = 2;  // the two fastest eligible: the A6000 and the 3090, not the T4
+  EXPECT_EQ(Pick(snap, {}, req), (std::vector<int>{1, 2}));
+  snap.gpus[1].cuda_cores.reset();  // unknown ranks last: the 3090 and the T4
+  EXPECT_EQ(Pick(snap, {}, req), (std::vector<int>{2, 3}));
+}
+
+TEST(SelectionPreferFastestTest, ASliceGoesToTheFastestGpuWithRoom) {
+  MachineSnapshot snap = RatedWorkstation();
+  model::GpuRequest req;
+  req.count = 1;
+  req.gpu_memory_bytes = 20 * kGiB;
+  req.prefer_fastest = true;
+  EXPECT_EQ(Pick(snap, {}, req), std::vector<int>{0});
+  req.gpu_memory_bytes = 30 * kGiB;  // only the A6000 (48 GiB) holds it
+  EXPECT_EQ(Pick(snap, {}, req), std::vector<int>{1});
+}
+
+}  // namespace
+}  // namespace gpuman::policy
