@@ -24,6 +24,8 @@ struct SelectionArgs {
   std::vector<std::string> exclude;             // indices/UUIDs (comma lists allowed)
   bool allow_shared = false;
   std::optional<std::string> gpu_memory;        // "20GiB": a slice of each GPU (docs/share.md)
+  bool mps = false;                             // --mps: MPS clients of the GPU's control daemon
+  std::optional<int> gpu_share;                 // --gpu-share PERCENT (with --mps)
 };
 
 /// Resolves ids against `snap` and the enclosing allocation in `env` (Slurm, container,
