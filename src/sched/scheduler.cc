@@ -934,6 +934,11 @@ std::string Pass::SliceWhy(const model::GpuRequest& r, const Error& refusal) {
   std::string why = refusal.message;
   if (why.rfind("need ", 0) == 0) {
     if (size_t comma = why.find(", "); comma != std::string::npos) why.erase(0, comma + 2);
+    // "0 eligible: GPU 3 runs MPS for alice; ...": the GPUs' reasons are what is said.
+    if (size_t colon = why.find(" eligible: "); colon != std::string::npos &&
+        why.find_first_not_of("0123456789") == colon) {
+      why.erase(0, colon + 11);
+    }
   }
   if (refusal.code == ErrorCode::kNotFound) return need + "; " + why;
   auto verdicts = policy::EvaluateGpus(in_.snapshot, SliceLeases(), r);

@@ -754,8 +754,8 @@ TEST(SchedulerSliceTest, MpsSlicesOfTwoUsersNeverShareAGpuAndPlainSlicesStayApar
   SchedulerOutput out = Schedule(in);
   // alice's two MPS slices share the GPU; bob's MPS slice and the plain one wait.
   EXPECT_THAT(Started(out), ElementsAre(1, 4));
-  EXPECT_THAT(ReasonOf(out, 2), ::testing::HasSubstr("MPS serves one user at a time"));
-  EXPECT_THAT(ReasonOf(out, 3), ::testing::HasSubstr("only their --mps slices may share it"));
+  EXPECT_EQ(ReasonOf(out, 2), "needs 10 GiB on one GPU; GPU 0 runs MPS for alice; MPS serves one user at a time");
+  EXPECT_EQ(ReasonOf(out, 3), "needs 10 GiB on one GPU; GPU 0 runs MPS for alice; only their --mps slices may share it");
 
   // A live MPS lease of alice's counts as this pass's own do.
   SchedulerInput live = Given(Plain(2));
