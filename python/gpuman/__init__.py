@@ -154,7 +154,8 @@ def _size(v):
     return ("%dB" % v) if isinstance(v, int) and not isinstance(v, bool) else str(v)
 
 
-def _selection_args(n, gpus, min_free_memory, model, exclude, prefer, require, gpu_memory=None):
+def _selection_args(n, gpus, min_free_memory, model, exclude, prefer, require, gpu_memory=None, mps=False,
+                    gpu_share=None):
     if isinstance(n, bool) or not isinstance(n, int):
         raise TypeError("n must be an int, not %r" % (n,))
     a = ["-n", str(n)]
@@ -168,6 +169,12 @@ def _selection_args(n, gpus, min_free_memory, model, exclude, prefer, require, g
         a += ["--min-free-memory", _size(min_free_memory)]
     if gpu_memory is not None:
         a += ["--gpu-memory", _size(gpu_memory)]
+    if mps:
+        a.append("--mps")
+    if gpu_share is not None:
+        if isinstance(gpu_share, bool) or not isinstance(gpu_share, int):
+            raise TypeError("gpu_share must be an int percent, not %r" % (gpu_share,))
+        a += ["--gpu-share", str(gpu_share)]
     if model is not None:
         a += ["--model", str(model)]
     if prefer is not None:
@@ -247,6 +254,8 @@ class Lease(object):
         self.master_port = data.get("master_port")
         # A memory slice's size per GPU in bytes (docs/share.md); None for whole GPUs.
         self.gpu_memory = data.get("gpu_memory_bytes")
+        # An MPS lease (mps=True, docs/share.md "MPS"): env has the CUDA_MPS_* variables.
+        self.mps = bool(data.get("mps", False))
         # Inside a lease (GPUMAN_LEASE_ID) the CLI joins the enclosing lease instead of
         # taking a new one; that lease is not ours to give back (as `run` never releases it).
         if "nested" in data:
@@ -303,15 +312,16 @@ class Lease(object):
 # ---------------------------------------------------------------------------- acquire
 
 def acquire(n=1, gpus=None, wait=False, timeout=None, min_free_memory=None, model=None,
-            exclude=None, prefer=None, require=None, gpu_memory=None):
+            exclude=None, prefer=None, require=None, gpu_memory=None, mps=False, gpu_share=None):
     """Leases ``n`` GPUs for this process (``gpuman select --lease``) and returns a Lease.
 
     ``gpu_memory`` ("20GiB", or bytes) leases a memory slice of each GPU instead of whole
-    GPUs (docs/share.md). The environment of this process is not changed: use
-    ``lease.env``, or ``lease()``."""
+    GPUs (docs/share.md). ``mps=True`` makes it an MPS lease of one GPU, ``gpu_share`` (a
+    percent) its CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (docs/share.md, "MPS"; needs the daemon).
+    The environment of this process is not changed: use ``lease.env``, or ``lease()``."""
     _check_cuda()
     args = ["select", "--lease", "--format", "json"]
-    args += _selection_args(n, gpus, min_free_memory, model, exclude, prefer, require, gpu_memory)
+    args += _selection_args(n, gpus, min_free_memory, model, exclude, prefer, require, gpu_memory, mps, gpu_share)
     args += _wait_arg(wait, timeout)
     enclosing = os.environ.get("GPUMAN_LEASE_ID")
     data = _spawn_lease(args, waiting=bool(wait))
@@ -424,12 +434,13 @@ class _EnvLease(object):
 
 
 def lease(n=1, gpus=None, wait=False, timeout=None, min_free_memory=None, model=None,
-          exclude=None, prefer=None, require=None, gpu_memory=None):
+          exclude=None, prefer=None, require=None, gpu_memory=None, mps=False, gpu_share=None):
     """Context manager: ``with gpuman.lease(n=2) as l:`` leases, sets os.environ from
     ``l.env`` for the block, then restores the environment and releases, even on errors."""
     return _EnvLease(dict(n=n, gpus=gpus, wait=wait, timeout=timeout,
                           min_free_memory=min_free_memory, model=model, exclude=exclude,
-                          prefer=prefer, require=require, gpu_memory=gpu_memory))
+                          prefer=prefer, require=require, gpu_memory=gpu_memory, mps=mps,
+                          gpu_share=gpu_share))
 
 
 # ---------------------------------------------------------------------------- release
@@ -473,10 +484,11 @@ def status(gpus=None, processes=True):
 
 
 def select(n=1, gpus=None, min_free_memory=None, model=None, exclude=None, prefer=None,
-           require=None, gpu_memory=None):
+           require=None, gpu_memory=None, mps=False, gpu_share=None):
     """A preview: what a lease would get now (``gpuman select --format json``); leases nothing."""
     return _run_json(["select", "--format", "json"] +
-                     _selection_args(n, gpus, min_free_memory, model, exclude, prefer, require, gpu_memory))
+                     _selection_args(n, gpus, min_free_memory, model, exclude, prefer, require, gpu_memory, mps,
+                                     gpu_share))
 
 
 def leases():

@@ -119,6 +119,8 @@ Acquired ToAcquired(model::Lease lease, Granted granted) {
   out.snapshot = std::move(granted.snapshot);
   out.nested = granted.nested;
   out.cgroup = std::move(granted.cgroup);
+  out.mps = std::move(granted.mps);
+  out.lease.mps = out.mps.has_value();
   return out;
 }
 
@@ -166,6 +168,7 @@ Result<Acquired> PreviewLease(Context& ctx, const SelectionArgs& args) {
 }
 
 void AddSliceEnv(const Acquired& acquired, visibility::ChildGpuEnvRequest& env) {
+  env.mps = acquired.mps;  // an MPS lease, slice or not
   if (!acquired.lease.gpu_memory_bytes) return;
   env.slice_bytes = acquired.lease.gpu_memory_bytes;
   env.slice_of_total_bytes = model::SmallestMemoryTotal(acquired.snapshot, acquired.selection.uuids);

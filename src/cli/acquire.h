@@ -32,6 +32,7 @@ struct Acquired {
   model::MachineSnapshot snapshot;  // the snapshot the choice was made on
   bool nested = false;              // joined the enclosing lease (GPUMAN_LEASE_ID): never release it
   std::string cgroup;               // where the daemon confined the command (docs/enforce.md); "": not
+  std::optional<visibility::MpsClient> mps;  // an MPS lease: its GPU's control daemon
 };
 
 /// Errors: kBusy when nothing fits and we may not wait (or the wait ran out; the message

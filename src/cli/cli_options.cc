@@ -67,6 +67,10 @@ void AddSelectionOptions(CLI::App& cmd, SelectionArgs& args) {
                  "A slice of this much memory on each GPU instead of whole GPUs, e.g. 20GiB (docs/share.md)");
   cmd.add_option("--prefer", args.prefer,
                  "fastest: the eligible GPUs with the highest peak throughput first (docs/selection.md)");
+  cmd.add_flag("--mps", args.mps,
+               "Run as MPS clients of the GPU's MPS control daemon, which the gpuman daemon starts; one GPU (docs/share.md)");
+  cmd.add_option("--gpu-share", args.gpu_share,
+                 "With --mps: at most this percent of the GPU's SMs (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE), 1..100");
 }
 
 CLI::App* AddStatusCommand(CLI::App& app, StatusArgs& args) {

@@ -592,9 +592,27 @@ Result<Config> ParseConfig(const std::string& text, const std::string& origin) {
         auto ms = v ? ParseDurationMs(*v) : Result<int64_t>(MakeError(ErrorCode::kInvalidArgument, "not a string"));
         if (!ms || *ms < 0) return MakeError(ErrorCode::kInvalidArgument, where + "over_limit_grace must be a duration such as \"30s\"");
         config.slice_watch.grace_ms = *ms;
+      } else if (k == "mps") {
+        const auto v = value.value<std::string>();
+        if (v && *v == "off") config.share.mps_on = false;
+        else if (v && *v == "on") config.share.mps_on = true;
+        else return MakeError(ErrorCode::kInvalidArgument, where + "mps must be \"off\" or \"on\"");
+      } else if (k == "mps_control") {
+        const auto v = value.value<std::string>();
+        if (!v || v->empty() || (*v)[0] != '/') {
+          return MakeError(ErrorCode::kInvalidArgument,
+                           where + "mps_control must be an absolute path such as \"/usr/bin/nvidia-cuda-mps-control\"");
+        }
+        config.share.mps_control = *v;
+      } else if (k == "mps_dir") {
+        const auto v = value.value<std::string>();
+        if (!v || v->empty() || (*v)[0] != '/') {
+          return MakeError(ErrorCode::kInvalidArgument, where + "mps_dir must be an absolute path such as \"/run/gpuman/mps\"");
+        }
+        config.share.mps_dir = *v;
       } else {
         return MakeError(ErrorCode::kInvalidArgument, where.substr(0, where.size() - 1) +
-                                                          ": unknown key '" + k + "' (known: allow, min_slice, gpus, over_limit, over_limit_grace)");
+                                                          ": unknown key '" + k + "' (known: allow, min_slice, gpus, over_limit, over_limit_grace, mps, mps_control, mps_dir)");
       }
     }
   }

@@ -72,6 +72,8 @@ int RunDaemon(const QueueArgs& args, Context& ctx) {
   options.scheduler.max_gpus_per_user = rules.max_gpus_per_user;
   options.launch_ports = rules.launch_ports;
   options.share = rules.share;
+  // The MPS control program is looked up on the daemon's own PATH (or named in [share]).
+  if (auto path = ctx.env().Get("PATH")) options.mps_search_path = *path;
   options.machine_lease_dir = ctx.lease_dir();
   if (ctx.simulation()) options.scenario = ctx.simulation()->scenario_name;
   if (ctx.simulation()) options.scenario_path = ctx.simulation()->scenario_path;

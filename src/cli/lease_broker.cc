@@ -125,6 +125,9 @@ class DaemonBroker final : public LeaseBroker {
     g.uuids = got->gpu_uuids;
     g.nested = got->nested;
     g.master_port = got->master_port;
+    if (got->mps_pipe_directory && got->mps_log_directory) {
+      g.mps = visibility::MpsClient{*got->mps_pipe_directory, *got->mps_log_directory, ask.request.gpu_share_percent};
+    }
     g.placement = got->nested ? "inside lease " + std::to_string(got->lease_id) : "chosen by the daemon";
     g.snapshot = *snapshot_;
     FillIndices(g);
@@ -244,6 +247,13 @@ class TableBroker final : public LeaseBroker {
         jitter_(static_cast<unsigned>(getpid())) {}
 
   Result<Granted> TryAcquire(const LeaseAsk& ask) override {
+    // MPS needs someone to start and stop its control daemon: the gpuman daemon.
+    const bool mps = ask.request.mps || (rules_.share.mps_on && ask.request.gpu_memory_bytes && ask.request.count == 1);
+    if (mps && !ask.within) {
+      return MakeError(ErrorCode::kNotFound,
+                       std::string(ask.request.mps ? "--mps" : "a slice ([share] mps = \"on\")") +
+                           " needs the gpuman daemon, which starts and stops the MPS control daemon; none runs here");
+    }
     // A read-only look at the leases first (WAL readers never wait for writers). When we
     // were woken only because someone else took GPUs, nothing got free for us: skip the
     // NVML snapshot and selection, except for a full look every second (a foreign

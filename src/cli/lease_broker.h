@@ -19,6 +19,7 @@
 #include "devices/device_source.h"
 #include "model/device_snapshot.h"
 #include "model/lease.h"
+#include "visibility/child_env.h"
 #include "policy/lease_rules.h"
 #include "policy/selection.h"
 
@@ -54,6 +55,8 @@ struct Granted {
   model::MachineSnapshot snapshot;    // the snapshot the choice was made on (or looked up)
   std::string cgroup;                 // the daemon confined the processes added here (docs/enforce.md)
   std::optional<int> master_port;     // the lease's rendezvous port (lease/ports.h), when it has one
+  /// An MPS lease: where its GPU's control daemon is (the daemon's answer; docs/share.md).
+  std::optional<visibility::MpsClient> mps;
 };
 
 class LeaseBroker {

@@ -141,6 +141,7 @@ int RunSelect(const SelectArgs& args, Context& ctx) {
     if (lease_id) doc["nested"] = nested;
     if (master_port) doc["master_port"] = *master_port;
     if (got.lease.gpu_memory_bytes) doc["gpu_memory_bytes"] = *got.lease.gpu_memory_bytes;
+    if (got.mps) doc["mps"] = true;
     // What `--format env` would export, from the same builder (the Python package's env).
     visibility::ChildGpuEnvRequest gpu_env;
     gpu_env.uuids = selection.uuids;
@@ -180,7 +181,9 @@ int RunLeases(const LeasesArgs& args, Context& ctx) {
                     {"created_unix_ms", l.created_unix_ms}, {"host", l.host}, {"gpus", gpus}, {"processes", procs},
                     {"idle_since_unix_ms", l.idle_since_unix_ms ? ojson(*l.idle_since_unix_ms) : ojson(nullptr)},
                     {"master_port", l.master_port ? ojson(*l.master_port) : ojson(nullptr)},
-                    {"gpu_memory_bytes", l.gpu_memory_bytes ? ojson(*l.gpu_memory_bytes) : ojson(nullptr)}};
+                    {"gpu_memory_bytes", l.gpu_memory_bytes ? ojson(*l.gpu_memory_bytes) : ojson(nullptr)},
+                    {"mps", l.mps},
+                    {"gpu_share_percent", l.gpu_share_percent ? ojson(*l.gpu_share_percent) : ojson(nullptr)}};
       list.push_back(std::move(entry));
     }
     ctx.out() << ojson{{"schema_version", 1}, {"leases", list}}.dump(2) << "\n";
@@ -202,7 +205,10 @@ int RunLeases(const LeasesArgs& args, Context& ctx) {
       gpus.push_back(index ? std::to_string(*index) : l.gpu_uuids[i].substr(0, 12));
     }
     // A slice says how much of each GPU it declares: "3 (20 GiB)".
-    gpu_cells.push_back(Join(gpus, ",") + (l.gpu_memory_bytes ? " (" + policy::FormatByteSize(*l.gpu_memory_bytes) + ")" : ""));
+    // An MPS lease says so: "3 (20 GiB, MPS)", "3 (MPS)".
+    std::string note = l.gpu_memory_bytes ? policy::FormatByteSize(*l.gpu_memory_bytes) : "";
+    if (l.mps) note += note.empty() ? "MPS" : ", MPS";
+    gpu_cells.push_back(Join(gpus, ",") + (note.empty() ? "" : " (" + note + ")"));
     gpus_width = std::max(gpus_width, render::DisplayWidth(gpu_cells.back()));
     if (!term.cut_to_width) user_width = std::max(user_width, render::DisplayWidth(EscapeControl(l.user)));
   }

@@ -66,6 +66,12 @@ Result<model::GpuRequest> BuildSelectionRequest(const SelectionArgs& args, const
     if (*bytes <= 0) return MakeError(ErrorCode::kInvalidArgument, "--gpu-memory must be more than 0");
     req.gpu_memory_bytes = *bytes;
   }
+  if (args.gpu_share && !args.mps) return MakeError(ErrorCode::kInvalidArgument, "--gpu-share needs --mps");
+  if (args.gpu_share && (*args.gpu_share < 1 || *args.gpu_share > 100)) {
+    return MakeError(ErrorCode::kInvalidArgument, "--gpu-share must be a percent from 1 to 100, got " + std::to_string(*args.gpu_share));
+  }
+  req.mps = args.mps;
+  req.gpu_share_percent = args.gpu_share;
   req.max_utilization_percent = args.max_utilization;
   req.model = args.model;
   req.min_compute_capability = args.min_compute_capability;

@@ -25,6 +25,8 @@ struct SelectionArgs {
   bool allow_shared = false;
   std::optional<std::string> gpu_memory;        // "20GiB": a slice of each GPU (docs/share.md)
   std::optional<std::string> prefer;            // "fastest" (docs/selection.md)
+  bool mps = false;                             // --mps: MPS clients of the GPU's control daemon
+  std::optional<int> gpu_share;                 // --gpu-share PERCENT (with --mps)
 };
 
 /// Resolves ids against `snap` and the enclosing allocation in `env` (Slurm, container,

@@ -41,6 +41,7 @@ std::optional<Error> RefusedOption(const QueueArgs& args) {
   if (sel.gpu_memory) {
     return refuse("--gpu-memory", "Slurm hands out whole GPUs here (its GPU sharing is configured per node as shards or MPS)");
   }
+  if (sel.mps) return refuse("--mps", "Slurm runs MPS itself where a node is configured for it (gres mps)");
   if (sel.max_utilization) return refuse("--max-utilization", "Slurm hands out whole GPUs and does not look at their utilization");
   if (sel.require) {
     return refuse("--require", "Slurm knows GPU types, not compute capabilities (name the type with --model)");

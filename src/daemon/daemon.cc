@@ -209,7 +209,27 @@ Status Daemon::OpenState() {
       std::fprintf(stderr, "gpuman: warning: machine lease table: %s\n", table.error().message.c_str());
     }
   }
+  MpsControlOptions mps;
+  mps.program = options_.share.mps_control;
+  mps.search_path = options_.mps_search_path;
+  mps.run_dir = options_.share.mps_dir;
+  mps_ = std::make_unique<MpsControls>(std::move(mps), *leases_);
   return {};
+}
+
+bool Daemon::WantsMps(const model::GpuRequest& request) const {
+  return request.mps || (options_.share.mps_on && request.gpu_memory_bytes && request.count == 1);
+}
+
+Result<visibility::MpsClient> Daemon::MpsFor(const model::Lease& lease) {
+  if (lease.gpu_uuids.size() != 1) {
+    return MakeError(ErrorCode::kInvalidArgument, "--mps takes one GPU; lease " + std::to_string(lease.id) + " has " +
+                                                      std::to_string(lease.gpu_uuids.size()));
+  }
+  auto where = mps_->Ensure(lease.gpu_uuids[0], lease.uid, lease.user, clock_.NowUnixMs());
+  if (!where) return where.error();
+  where->active_thread_percent = lease.gpu_share_percent;
+  return where;
 }
 
 namespace {
@@ -326,6 +346,9 @@ Status Daemon::Start() {
     inotify_add_watch(inotify_fd_.get(), options_.state_dir.c_str(), IN_MODIFY | IN_CLOSE_WRITE | IN_MOVED_TO);
   }
   Reconcile();
+  // MPS controls: those of leases still alive are found (or started again), the others
+  // told to quit (a daemon killed while leases ended).
+  if (auto live = AllLiveLeases()) mps_->Reconcile(*live, /*verify=*/true, clock_.NowUnixMs());
   // Notifications due from before (jobs that ended while no daemon ran) go at the first tick.
   notifier_ = std::make_unique<Notifier>(options_.notify, *jobs_, clock_);
   collector_ = std::make_unique<Collector>(options_.monitor, *jobs_, *leases_, clock_);
@@ -522,6 +545,11 @@ Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& g
     gpu_env.slice_bytes = job.request.gpu_memory_bytes;
     if (latest_ && latest_->snapshot) gpu_env.slice_of_total_bytes = model::SmallestMemoryTotal(*latest_->snapshot, gpus);
   }
+  if (job.request.mps && gpus.size() == 1) {
+    // Where its GPU's control will be (started below, once the lease is recorded).
+    gpu_env.mps = visibility::MpsDirectories(options_.share.mps_dir, gpus[0]);
+    gpu_env.mps->active_thread_percent = job.request.gpu_share_percent;
+  }
   for (const auto& var : visibility::ChildGpuEnv(gpu_env)) spec.gpu_env.push_back(visibility::EnvEntry(var));
   spec.grace_ms = options_.grace_ms;
   auto requeue = [&](const std::string& why) {
@@ -549,6 +577,8 @@ Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& g
   draft.created_unix_ms = clock_.NowUnixMs();
   draft.processes = {*holder};
   draft.gpu_memory_bytes = job.request.gpu_memory_bytes;
+  draft.mps = job.request.mps;
+  draft.gpu_share_percent = job.request.gpu_share_percent;
   auto lease = leases_->Acquire(
       draft, [&](const std::vector<model::Lease>&) -> Result<std::vector<std::string>> { return gpus; },
       store::ProcLivenessCheck(),
@@ -558,6 +588,14 @@ Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& g
     NoteStoreError(lease.error());
     requeue("GPUs were taken meanwhile: " + lease.error().message);
     return lease.error();  // the pending supervisor exits when its barrier closes
+  }
+  if (lease->mps) {
+    // Its GPU's MPS control runs before the job does; one that cannot keeps it queued.
+    if (auto where = MpsFor(*lease); !where) {
+      (void)leases_->Release(lease->id);
+      requeue("could not start MPS: " + where.error().message);
+      return where.error();
+    }
   }
   // Confined: the job's processes go into the lease's cgroup before it runs
   // (docs/enforce.md). A cgroup that cannot be made keeps the job queued, with why.
@@ -630,6 +668,11 @@ void Daemon::Tick(int64_t now) {
   }
   SweepLeaseCgroups(now);
   if (notifier_) notifier_->Tick(now);
+  if (mps_ && server_ && (now >= next_mps_check_ms_ || now < next_mps_check_ms_ - 1000)) {
+    // A control whose last MPS lease ended is told to quit (within about a second).
+    next_mps_check_ms_ = now + 1000;
+    if (auto live = AllLiveLeases()) mps_->Reconcile(*live, /*verify=*/false, now);
+  }
 }
 
 Result<std::string> Daemon::ConfineLease(int64_t lease_id, const std::vector<std::string>& gpus) {
@@ -966,6 +1009,9 @@ Result<protocol::AcquireResult> Daemon::AcquireFor(const Peer& peer, const proto
   for (const auto& p : a.processes) {
     if (auto bad = CheckOwnProcess(peer, p, identity())) return MakeError(protocol::ToErrorCode(bad->code), bad->message);
   }
+  if (WantsMps(a.request) && !a.within_lease_id) {
+    if (auto program = mps_->Program(); !program) return program.error();
+  }
   lease::AcquireAsk ask;
   ask.request = a.request;
   ask.kind = a.kind;
@@ -978,6 +1024,20 @@ Result<protocol::AcquireResult> Daemon::AcquireFor(const Peer& peer, const proto
   protocol::AcquireResult result{got->lease_id, got->selection.uuids, got->nested};
   result.processes_added = true;
   result.master_port = got->master_port;
+  if (WantsMps(a.request) || got->nested) {
+    // An MPS lease: its control runs before the command may (the client gets its
+    // directories); a nested `run` inside one gets them too.
+    auto lease = leases_->Get(got->lease_id);
+    if (lease && *lease && (*lease)->mps) {
+      auto where = MpsFor(**lease);
+      if (!where) {
+        if (!got->nested) (void)leases_->Release(got->lease_id);
+        return where.error();
+      }
+      result.mps_pipe_directory = where->pipe_directory;
+      result.mps_log_directory = where->log_directory;
+    }
+  }
   if (!a.processes.empty() && confinement_.on) {
     // Into the lease's cgroup before the command may run, as add_processes does.
     auto lease = leases_->Get(got->lease_id);
@@ -1054,6 +1114,12 @@ Status Daemon::CheckSubmitFor(const Peer& peer, const protocol::SubmitArgs& args
   // forever with a reason that is not the real one.
   if (args.request.gpu_memory_bytes) {
     if (auto ok = policy::CheckSlice(*args.request.gpu_memory_bytes, Rules().share); !ok) return ok;
+  }
+  if (WantsMps(args.request)) {
+    if (args.request.count != 1) {
+      return MakeError(ErrorCode::kInvalidArgument, "--mps takes one GPU (-n 1): an MPS client connects to one control daemon, and gpuman runs one per GPU");
+    }
+    if (auto program = mps_->Program(); !program) return program.error();
   }
   if (snap && args.request.count > 0) {
     model::GpuRequest request = args.request;

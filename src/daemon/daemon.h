@@ -22,6 +22,7 @@
 #include "base/unique_fd.h"
 #include "daemon/access.h"
 #include "daemon/collector.h"
+#include "daemon/mps_control.h"
 #include "daemon/notifier.h"
 #include "daemon/proc_visibility.h"
 #include "confine/cgroup.h"
@@ -44,6 +45,8 @@ struct DaemonOptions {
   sched::SchedulerConfig scheduler;
   std::optional<policy::PortRange> launch_ports = policy::PortRange{};  // [launch] ports
   policy::ShareRules share;  // [share]: memory slices (docs/share.md)
+  /// Where a bare [share] mps_control is looked up (the daemon's PATH); unset: /bin:/usr/bin.
+  std::optional<std::string> mps_search_path;
   int grace_ms = 10000;              // SIGTERM -> SIGKILL for cancelled / over-time jobs
   CollectorOptions monitor;          // health, idle leases, alerts, history, metrics
   NotifierOptions notify;            // end-of-job notifications ([notify])
@@ -310,6 +313,13 @@ class Daemon {
   int64_t next_write_check_ms_ = 0;
   std::unique_ptr<Collector> collector_;
   std::unique_ptr<Notifier> notifier_;  // Start() makes it
+  // MPS (docs/share.md): the control daemons of GPUs with MPS leases. OpenState makes it.
+  std::unique_ptr<MpsControls> mps_;
+  int64_t next_mps_check_ms_ = 0;
+  // Whether `request` will be an MPS lease here (--mps, or [share] mps = "on" for a slice).
+  bool WantsMps(const model::GpuRequest& request) const;
+  // The MPS control of `lease`'s GPU for its user, started when missing (Ensure).
+  Result<visibility::MpsClient> MpsFor(const model::Lease& lease);
 };
 
 /// The default socket and state locations: /run/gpuman/gpuman.sock and /var/lib/gpuman

@@ -80,6 +80,7 @@ Reply Daemon::OnSubmit(const Call& call) {
                                        std::to_string(model::kMaxJobPathBytes) + " bytes"));
   }
   draft.request = args.request;
+  if (WantsMps(draft.request)) draft.request.mps = true;  // [share] mps = "on" for a one-GPU slice
   draft.priority = args.priority;
   draft.time_limit_ms = args.time_limit_ms ? args.time_limit_ms : std::optional<int64_t>(options_.scheduler.default_time_limit_ms);
   draft.requeue = args.requeue;

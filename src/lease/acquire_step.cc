@@ -61,6 +61,8 @@ Result<Grant> AcquireStep(const model::MachineSnapshot& snap, const AcquireAsk& 
   draft.created_unix_ms = authority.clock.NowUnixMs();
   draft.processes = ask.processes;
   draft.gpu_memory_bytes = request.gpu_memory_bytes;
+  draft.mps = request.mps;
+  draft.gpu_share_percent = request.gpu_share_percent;
   std::optional<policy::Selection> final_choice;
   auto lease = authority.table.Acquire(
       draft,

@@ -85,8 +85,13 @@ struct GpuRequest {
   /// --prefer fastest: among the eligible GPUs, the fastest by peak figures first
   /// (model/peak.h; docs/selection.md). Not for the queue: `submit` refuses it.
   bool prefer_fastest = false;
+  /// --mps: the lease's processes are MPS clients of a control daemon gpuman runs for the
+  /// GPU (docs/share.md, "MPS"). One GPU per MPS request.
+  bool mps = false;
+  /// --gpu-share PERCENT (1..100, with mps only): CUDA_MPS_ACTIVE_THREAD_PERCENTAGE.
+  std::optional<int> gpu_share_percent;
 
-  // The two fields below are never on the wire nor in the job store: whoever knows them
+  // The fields below are never on the wire nor in the job store: whoever knows them
   // fills them in where the request is judged.
 
   /// Enclosing allocation (Slurm, container, outer CUDA_VISIBLE_DEVICES): only these
@@ -100,6 +105,9 @@ struct GpuRequest {
   /// GPUs the machine's [share] gpus leaves out of slicing (UUID -> why): never eligible
   /// for a slice request. Filled in with the drains.
   std::map<std::string, std::string> not_sliceable;
+  /// Who asks (for MPS's one-user-per-GPU rule: a GPU running MPS for another user is not
+  /// eligible for an MPS request). Filled in by ApplyLeaseRules and the scheduler.
+  std::optional<uint32_t> uid;
 };
 
 /// `request` as it may travel (wire, job store): `allowed` folded into `exclude` using

@@ -45,6 +45,11 @@ struct Lease {
   /// A slice lease (`--gpu-memory`, docs/share.md): the memory declared on each of its
   /// GPUs, which other slices may share. Absent: the GPUs are wholly its own.
   std::optional<int64_t> gpu_memory_bytes;
+  /// An MPS lease (`--mps`, docs/share.md "MPS"): its processes are clients of the MPS
+  /// control daemon gpuman runs on its GPU for its user.
+  bool mps = false;
+  /// --gpu-share: the CUDA_MPS_ACTIVE_THREAD_PERCENTAGE its processes get.
+  std::optional<int> gpu_share_percent;
   /// Set by the daemon's idle watch (never stored with the lease): since when every GPU
   /// of the lease stayed below the idle threshold; absent when busy or not watched.
   std::optional<int64_t> idle_since_unix_ms;

@@ -84,6 +84,10 @@ Result<RuledRequest> ApplyLeaseRules(model::GpuRequest req, const Caller& caller
   // Drained, not excluded: a drain is lifted again, so a request that only drains block
   // is busy (it may wait), never "can not be met here".
   for (const auto& [uuid, reason] : rules.drained) req.drained[uuid] = reason;
+  req.uid = caller.uid;  // MPS's one user per GPU (policy::Select)
+  // [share] mps = "on": a one-GPU slice is an MPS slice (an MPS client reaches one GPU's
+  // control daemon, so a slice of several GPUs stays a plain one).
+  if (req.gpu_memory_bytes && req.count == 1 && rules.share.mps_on) req.mps = true;
 
   if (within_lease) {
     auto it = std::find_if(live.begin(), live.end(), [&](const model::Lease& l) { return l.id == *within_lease; });

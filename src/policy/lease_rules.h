@@ -30,6 +30,13 @@ struct ShareRules {
   int64_t min_slice_bytes = int64_t{1} << 30; // min_slice: the smallest slice handed out
   /// gpus: which GPUs may be sliced, as written (indices or UUIDs); empty: every GPU.
   std::vector<std::string> gpus;
+  /// mps = "on": every slice lease is an MPS lease (as if --mps were given).
+  bool mps_on = false;
+  /// mps_control: the MPS control program the daemon runs; a bare name is looked up on the
+  /// daemon's PATH.
+  std::string mps_control = "nvidia-cuda-mps-control";
+  /// mps_dir: under it, each GPU's MPS pipe and log directories (visibility::MpsDirectories).
+  std::string mps_dir = "/run/gpuman/mps";
 };
 
 struct MachineRules {

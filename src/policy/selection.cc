@@ -126,6 +126,13 @@ Result<ValidRequest> Validate(const model::MachineSnapshot& snap, const model::G
   if (req.gpu_memory_bytes && *req.gpu_memory_bytes <= 0) {
     return Invalid("a GPU memory slice must be larger than 0");
   }
+  if (req.gpu_share_percent && !req.mps) return Invalid("--gpu-share needs --mps");
+  if (req.gpu_share_percent && (*req.gpu_share_percent < 1 || *req.gpu_share_percent > 100)) {
+    return Invalid("--gpu-share must be 1..100, got " + std::to_string(*req.gpu_share_percent));
+  }
+  if (req.mps && req.count != 1) {
+    return Invalid("--mps takes one GPU (-n 1): an MPS client connects to one control daemon, and gpuman runs one per GPU");
+  }
   ValidRequest valid;
   if (req.min_compute_capability) {
     valid.min_cc = ParseComputeCapability(*req.min_compute_capability);
@@ -247,6 +254,7 @@ GpuState Judge(const model::DeviceSnapshot& gpu, const LeasesByUuid& leases,
   int64_t declared = 0;
   int slices = 0;
   bool whole_leased = false;
+  bool mps_reason = false;  // one MPS reason per GPU
   const bool wants_slice = req.gpu_memory_bytes.has_value();
   if (gpu.uuid) {
     auto it = leases.find(*gpu.uuid);
@@ -255,6 +263,21 @@ GpuState Judge(const model::DeviceSnapshot& gpu, const LeasesByUuid& leases,
         is_leased = true;
         for (const auto& process : lease->processes) covered.insert(process.pid);
         std::string holder = LeaseHolder(*lease) + " (lease " + std::to_string(lease->id) + ")";
+        // MPS (docs/share.md): one control daemon per GPU serves one Unix user at a time,
+        // and its clients share the GPU with nobody else's processes.
+        if (lease->mps && lease->gpu_memory_bytes) {
+          const bool same_user = req.mps && req.uid && *req.uid == lease->uid;
+          if (!same_user) {
+            std::string text = "runs MPS for " + LeaseHolder(*lease) + "; " +
+                               (req.mps ? "MPS serves one user at a time" : "only their --mps slices may share it");
+            if (!mps_reason) now(text, text);
+            mps_reason = true;
+          }
+        } else if (req.mps && lease->gpu_memory_bytes && !mps_reason) {
+          std::string text = "sliced without MPS; an --mps slice shares a GPU only with MPS clients";
+          now(text, text);
+          mps_reason = true;
+        }
         if (lease->gpu_memory_bytes) {
           declared += *lease->gpu_memory_bytes;
           ++slices;

@@ -252,6 +252,8 @@ json ToJson(const AcquireResult& v) {
   if (v.processes_added) j["processes_added"] = true;
   if (v.cgroup) j["cgroup"] = *v.cgroup;
   if (v.master_port) j["master_port"] = *v.master_port;
+  if (v.mps_pipe_directory) j["mps_pipe_directory"] = *v.mps_pipe_directory;
+  if (v.mps_log_directory) j["mps_log_directory"] = *v.mps_log_directory;
   return j;
 }
 json ToJson(const AddProcessesArgs& v) {
@@ -667,6 +669,8 @@ Result<AcquireResult> FromJson<AcquireResult>(const json& j) {
   f.Optional("cgroup", cgroup);
   if (!cgroup.empty()) v.cgroup = std::move(cgroup);
   f.Optional("master_port", v.master_port);
+  f.Optional("mps_pipe_directory", v.mps_pipe_directory);
+  f.Optional("mps_log_directory", v.mps_log_directory);
   return Done(f, std::move(v));
 }
 

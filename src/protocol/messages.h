@@ -223,6 +223,10 @@ struct AcquireResult {
   bool processes_added = false;
   std::optional<std::string> cgroup;
   std::optional<int> master_port;  // the lease's rendezvous port (the enclosing one's when nested)
+  /// An MPS lease (--mps): the pipe and log directories of the control daemon the daemon
+  /// runs for its GPU (CUDA_MPS_PIPE_DIRECTORY, CUDA_MPS_LOG_DIRECTORY of its processes).
+  std::optional<std::string> mps_pipe_directory;
+  std::optional<std::string> mps_log_directory;
 };
 
 // ---- add_processes: more processes that keep a lease alive.

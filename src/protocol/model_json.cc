@@ -28,6 +28,8 @@ json GpuRequestToJson(const model::GpuRequest& r) {
       {"exclude", r.exclude},
       {"allow_shared", r.allow_shared},
       {"gpu_memory_bytes", OrNull(r.gpu_memory_bytes)},
+      {"mps", r.mps},
+      {"gpu_share_percent", OrNull(r.gpu_share_percent)},
   };
   if (r.prefer_fastest) j["prefer"] = "fastest";  // only when asked: older daemons ignore it
   return j;
@@ -55,6 +57,10 @@ Result<model::GpuRequest> GpuRequestFromJson(const json& j, std::string_view pat
   f.Optional("prefer", prefer);
   f.Check(!prefer || *prefer == "fastest", "prefer", "\"fastest\" or absent");
   r.prefer_fastest = prefer.has_value();
+  f.Optional("mps", r.mps);
+  f.Optional("gpu_share_percent", r.gpu_share_percent);
+  f.Check(!r.gpu_share_percent || (*r.gpu_share_percent >= 1 && *r.gpu_share_percent <= 100), "gpu_share_percent",
+          "integer 1..100 or null");
   if (!f.ok()) return f.error();
   return r;
 }
@@ -219,6 +225,8 @@ json LeaseToJson(const model::Lease& lease) {
   if (lease.idle_since_unix_ms) j["idle_since_unix_ms"] = *lease.idle_since_unix_ms;
   if (lease.master_port) j["master_port"] = *lease.master_port;
   if (lease.gpu_memory_bytes) j["gpu_memory_bytes"] = *lease.gpu_memory_bytes;
+  if (lease.mps) j["mps"] = true;
+  if (lease.gpu_share_percent) j["gpu_share_percent"] = *lease.gpu_share_percent;
   return j;
 }
 
@@ -238,6 +246,8 @@ Result<model::Lease> LeaseFromJson(const json& j, std::string_view path) {
   f.Optional("idle_since_unix_ms", lease.idle_since_unix_ms);
   f.Optional("master_port", lease.master_port);
   f.Optional("gpu_memory_bytes", lease.gpu_memory_bytes);
+  f.Optional("mps", lease.mps);
+  f.Optional("gpu_share_percent", lease.gpu_share_percent);
   if (const json* procs = f.Find("processes")) {
     if (!procs->is_array()) {
       f.Fail("processes", "expected array of objects");

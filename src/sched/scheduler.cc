@@ -136,6 +136,8 @@ std::string RequestKey(const model::GpuRequest& r) {
                     r.min_compute_capability.value_or("") + '|' + std::to_string(r.min_free_memory_bytes.value_or(-1)) +
                     '|' + std::to_string(r.max_utilization_percent.value_or(-1)) + '|' +
                     std::to_string(r.gpu_memory_bytes.value_or(-1)) + '|';
+  // MPS: where it fits depends on whose request it is (one user per GPU).
+  if (r.mps) key += "mps" + std::to_string(r.uid.value_or(~0u)) + '|';
   if (r.gpus) {
     for (const auto& u : *r.gpus) key += u + ',';
   }
@@ -232,6 +234,8 @@ class Pass {
   // Memory slices (docs/share.md). A pass only ever takes room away (starts, the head's
   // reservation), so a slice request that did not fit stays unfit for the rest of it.
   std::vector<int64_t> given_memory_;           // declared by slices this pass started
+  std::vector<int64_t> given_mps_memory_;       // of which MPS slices (--mps) declare
+  std::vector<const model::Job*> given_mps_to_; // whose MPS slices those are (one user)
   std::vector<model::Lease> slice_leases_;      // in_.leases plus this pass's starts and reservation
   bool slice_leases_stale_ = true;
   std::unordered_map<std::string, std::string> slice_refused_;  // request key -> wait reason
@@ -245,6 +249,8 @@ void Pass::ReadMachine() {
   foreign_.assign(n_, 0);
   given_.assign(n_, 0);
   given_memory_.assign(n_, 0);
+  given_mps_memory_.assign(n_, 0);
+  given_mps_to_.assign(n_, nullptr);
   reserved_.assign(n_, 0);
   free_at_.assign(n_, now_);
   for (int p = 0; p < n_; ++p) {
@@ -885,7 +891,8 @@ void Pass::Start(const Item& item, std::vector<std::string> uuids, bool backfill
 // would be. Slice jobs start where they fit now and never become the head: they hold
 // no reservation and take no reserved GPU (docs/scheduling.md, "Memory slices").
 void Pass::VisitSlice(const Item& item) {
-  const model::GpuRequest& r = item.job->request;
+  model::GpuRequest r = item.job->request;
+  r.uid = item.uid;  // MPS's one user per GPU
   const std::string key = RequestKey(r);
   if (auto it = slice_refused_.find(key); it != slice_refused_.end()) return Wait(item, it->second);
   model::GpuRequest req = r;
@@ -907,6 +914,10 @@ void Pass::VisitSlice(const Item& item) {
     }
     occupied_[p] = 1;
     given_memory_[p] += bytes;
+    if (r.mps) {
+      given_mps_memory_[p] += bytes;
+      given_mps_to_[p] = item.job;
+    }
     free_at_[p] = std::max(free_at_[p], now_ + item.time_limit_ms);
   }
   held_by_user_[item.uid] += static_cast<int64_t>(chosen->uuids.size());
@@ -923,6 +934,11 @@ std::string Pass::SliceWhy(const model::GpuRequest& r, const Error& refusal) {
   std::string why = refusal.message;
   if (why.rfind("need ", 0) == 0) {
     if (size_t comma = why.find(", "); comma != std::string::npos) why.erase(0, comma + 2);
+    // "0 eligible: GPU 3 runs MPS for alice; ...": the GPUs' reasons are what is said.
+    if (size_t colon = why.find(" eligible: "); colon != std::string::npos &&
+        why.find_first_not_of("0123456789") == colon) {
+      why.erase(0, colon + 11);
+    }
   }
   if (refusal.code == ErrorCode::kNotFound) return need + "; " + why;
   auto verdicts = policy::EvaluateGpus(in_.snapshot, SliceLeases(), r);
@@ -936,7 +952,8 @@ std::string Pass::SliceWhy(const model::GpuRequest& r, const Error& refusal) {
       }
     }
   }
-  if (!most) return need + "; " + why;
+  // Room enough somewhere: memory is not what is missing (MPS's one user per GPU, ...).
+  if (!most || *most >= *r.gpu_memory_bytes) return need + "; " + why;
   return need + "; the most free declared memory is " + policy::FormatByteSize(*most) + " on GPU " +
          std::to_string(most_index);
 }
@@ -952,8 +969,16 @@ const std::vector<model::Lease>& Pass::SliceLeases() {
     lease.user = "the scheduler";
     lease.gpu_uuids = {*gpus[p].uuid};
     if (given_[p] || (head_ && reserved_[p])) slice_leases_.push_back(lease);
-    if (given_memory_[p] > 0) {
-      lease.gpu_memory_bytes = given_memory_[p];
+    if (given_memory_[p] > given_mps_memory_[p]) {
+      lease.gpu_memory_bytes = given_memory_[p] - given_mps_memory_[p];
+      slice_leases_.push_back(lease);
+    }
+    if (given_mps_memory_[p] > 0) {
+      // What this pass gave to MPS slices, as the lease they will be: their user's.
+      lease.gpu_memory_bytes = given_mps_memory_[p];
+      lease.mps = true;
+      lease.uid = given_mps_to_[p]->uid;
+      lease.user = given_mps_to_[p]->user;
       slice_leases_.push_back(std::move(lease));
     }
   }

@@ -67,10 +67,12 @@ Result<std::unique_ptr<LeaseStore>> LeaseStore::Attach(std::shared_ptr<Database>
     const char* sql;
   } specs[] = {
       {&stmts->select_leases, "read leases",
-       "SELECT id, uid, user, command, kind, created_unix_ms, host, master_port, gpu_memory_bytes FROM leases "
+       "SELECT id, uid, user, command, kind, created_unix_ms, host, master_port, gpu_memory_bytes, mps, gpu_share_percent "
+       "FROM leases "
        "ORDER BY id"},
       {&stmts->select_lease, "read lease",
-       "SELECT id, uid, user, command, kind, created_unix_ms, host, master_port, gpu_memory_bytes FROM leases "
+       "SELECT id, uid, user, command, kind, created_unix_ms, host, master_port, gpu_memory_bytes, mps, gpu_share_percent "
+       "FROM leases "
        "WHERE id = ?1"},
       {&stmts->select_gpus, "read lease gpus",
        "SELECT lease_id, gpu_uuid, gpu_index FROM lease_gpus ORDER BY lease_id, position"},
@@ -82,8 +84,8 @@ Result<std::unique_ptr<LeaseStore>> LeaseStore::Attach(std::shared_ptr<Database>
        "SELECT lease_id, pid, start_time_ticks FROM lease_processes WHERE lease_id = ?1 "
        "ORDER BY pid"},
       {&stmts->insert_lease, "insert lease",
-       "INSERT INTO leases (uid, user, command, kind, created_unix_ms, host, master_port, gpu_memory_bytes) "
-       "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)"},
+       "INSERT INTO leases (uid, user, command, kind, created_unix_ms, host, master_port, gpu_memory_bytes, mps, "
+       "gpu_share_percent) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"},
       {&stmts->insert_gpu, "insert lease gpu",
        "INSERT INTO lease_gpus (gpu_uuid, lease_id, position, gpu_index) VALUES (?1, ?2, ?3, ?4)"},
       {&stmts->upsert_process, "record lease process",
@@ -142,6 +144,8 @@ Result<std::vector<model::Lease>> LeaseStore::LoadLocked(std::optional<int64_t> 
       lease.host = leases.ColumnText(6);
       if (!leases.ColumnIsNull(7)) lease.master_port = static_cast<int>(leases.ColumnInt64(7));
       if (!leases.ColumnIsNull(8)) lease.gpu_memory_bytes = leases.ColumnInt64(8);
+      lease.mps = leases.ColumnInt64(9) != 0;
+      if (!leases.ColumnIsNull(10)) lease.gpu_share_percent = static_cast<int>(leases.ColumnInt64(10));
       index[lease.id] = out.size();
       out.push_back(std::move(lease));
     }
@@ -231,6 +235,9 @@ Result<model::Lease> LeaseStore::InsertLocked(const model::Lease& draft, const s
     else s.BindNull(7);
     if (draft.gpu_memory_bytes) s.Bind(8, *draft.gpu_memory_bytes);
     else s.BindNull(8);
+    s.Bind(9, static_cast<int64_t>(draft.mps ? 1 : 0));
+    if (draft.gpu_share_percent) s.Bind(10, static_cast<int64_t>(*draft.gpu_share_percent));
+    else s.BindNull(10);
     if (auto r = s.Run(); !r) return r.error();
     lease.id = db_->LastInsertRowId();
   }
@@ -446,6 +453,44 @@ Status LeaseStore::RecordFact(const std::string& key, const std::string& value) 
   s.Bind(1, key).Bind(2, value);
   if (auto r = s.Run(); !r) return r.error().WithContext("record machine fact " + key);
   return {};
+}
+
+Result<std::vector<LeaseStore::MpsControl>> LeaseStore::MpsControls() {
+  auto s = db_->Prepare("read mps controls",
+                        "SELECT gpu_uuid, uid, user, pipe_directory, log_directory, started_unix_ms FROM mps_controls "
+                        "ORDER BY gpu_uuid");
+  if (!s) return s.error();
+  auto use = s->Use();
+  std::vector<MpsControl> out;
+  for (;;) {
+    auto row = s->Step();
+    if (!row) return row.error();
+    if (!*row) break;
+    out.push_back({s->ColumnText(0), static_cast<uint32_t>(s->ColumnInt64(1)), s->ColumnText(2), s->ColumnText(3),
+                   s->ColumnText(4), s->ColumnInt64(5)});
+  }
+  return out;
+}
+
+Status LeaseStore::RecordMpsControl(const MpsControl& c) {
+  auto s = db_->Prepare("record mps control",
+                        "INSERT INTO mps_controls (gpu_uuid, uid, user, pipe_directory, log_directory, started_unix_ms) "
+                        "VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (gpu_uuid) DO UPDATE SET uid = excluded.uid, "
+                        "user = excluded.user, pipe_directory = excluded.pipe_directory, "
+                        "log_directory = excluded.log_directory, started_unix_ms = excluded.started_unix_ms");
+  if (!s) return s.error();
+  auto use = s->Use();
+  s->Bind(1, c.gpu_uuid).Bind(2, static_cast<int64_t>(c.uid)).Bind(3, c.user).Bind(4, c.pipe_directory)
+      .Bind(5, c.log_directory).Bind(6, c.started_unix_ms);
+  return s->Run();
+}
+
+Status LeaseStore::ForgetMpsControl(const std::string& gpu_uuid) {
+  auto s = db_->Prepare("forget mps control", "DELETE FROM mps_controls WHERE gpu_uuid = ?1");
+  if (!s) return s.error();
+  auto use = s->Use();
+  s->Bind(1, gpu_uuid);
+  return s->Run();
 }
 
 Result<std::vector<model::Lease>> LeaseStore::ReclaimStale(const LivenessCheck& alive) {

@@ -109,6 +109,23 @@ class LeaseStore {
   /// Records (or replaces) a fact. Errors: kBusy, kIo.
   Status RecordFact(const std::string& key, const std::string& value);
 
+  /// An MPS control daemon the gpuman daemon runs (docs/share.md, "MPS"; schema 10).
+  struct MpsControl {
+    std::string gpu_uuid;
+    uint32_t uid = 0;
+    std::string user;
+    std::string pipe_directory;
+    std::string log_directory;
+    int64_t started_unix_ms = 0;
+    bool operator==(const MpsControl&) const = default;
+  };
+  /// The recorded MPS controls, by GPU. Errors: kIo.
+  Result<std::vector<MpsControl>> MpsControls();
+  /// Records (or replaces) the control of `control.gpu_uuid`. Errors: kBusy, kIo.
+  Status RecordMpsControl(const MpsControl& control);
+  /// Forgets the control of `gpu_uuid` (no error when none is recorded). Errors: kBusy, kIo.
+  Status ForgetMpsControl(const std::string& gpu_uuid);
+
   /// Deletes the stale leases and returns them (callers may log them). Errors: kBusy, kIo.
   Result<std::vector<model::Lease>> ReclaimStale(const LivenessCheck& alive);
 

@@ -231,6 +231,26 @@ ALTER TABLE jobs ADD COLUMN notify_outcome TEXT NOT NULL DEFAULT '';
 CREATE INDEX jobs_notify_due ON jobs (id)
   WHERE notify_kind != '' AND notified_unix_ms IS NULL AND (array_id IS NULL OR array_id = id);
 )sql"},
+    {10, "MPS: leases and jobs that ask for MPS, and the MPS control daemons the daemon runs",
+     R"sql(
+-- `--mps` (docs/share.md, "MPS"): the lease's processes are MPS clients; gpu_share_percent
+-- their CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (--gpu-share; NULL: not set).
+ALTER TABLE leases ADD COLUMN mps INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE leases ADD COLUMN gpu_share_percent INTEGER;
+ALTER TABLE jobs ADD COLUMN req_mps INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE jobs ADD COLUMN req_gpu_share_percent INTEGER;
+-- One row per GPU whose MPS control daemon the gpuman daemon started and has not yet
+-- stopped: for whom (its Unix user) and where (its pipe and log directories). A daemon
+-- that restarts reads it to find the controls still wanted and to stop the others.
+CREATE TABLE mps_controls (
+  gpu_uuid        TEXT    NOT NULL PRIMARY KEY,
+  uid             INTEGER NOT NULL,
+  user            TEXT    NOT NULL,
+  pipe_directory  TEXT    NOT NULL,
+  log_directory   TEXT    NOT NULL,
+  started_unix_ms INTEGER NOT NULL
+) WITHOUT ROWID;
+)sql"},
 };
 
 }  // namespace

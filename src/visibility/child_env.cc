@@ -48,6 +48,29 @@ std::vector<EnvVar> ChildGpuEnv(const ChildGpuEnvRequest& request) {
   if (request.slice_bytes) {
     for (auto& var : SliceEnv(*request.slice_bytes, request.slice_of_total_bytes)) env.push_back(std::move(var));
   }
+  if (request.mps) {
+    for (auto& var : MpsEnv(*request.mps, request.slice_bytes)) env.push_back(std::move(var));
+  }
+  return env;
+}
+
+MpsClient MpsDirectories(const std::string& run_dir, const std::string& uuid) {
+  std::string base = run_dir;
+  while (base.size() > 1 && base.back() == '/') base.pop_back();
+  base += "/" + uuid;
+  return MpsClient{base + "/pipe", base + "/log", std::nullopt};
+}
+
+std::vector<EnvVar> MpsEnv(const MpsClient& mps, std::optional<int64_t> slice_bytes) {
+  std::vector<EnvVar> env = {{"CUDA_MPS_PIPE_DIRECTORY", mps.pipe_directory},
+                             {"CUDA_MPS_LOG_DIRECTORY", mps.log_directory}};
+  if (slice_bytes) {
+    const int64_t mib = std::max<int64_t>(1, *slice_bytes / (int64_t{1} << 20));
+    env.push_back({"CUDA_MPS_PINNED_DEVICE_MEM_LIMIT", "0=" + std::to_string(mib) + "M"});
+  }
+  if (mps.active_thread_percent) {
+    env.push_back({"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE", std::to_string(*mps.active_thread_percent)});
+  }
   return env;
 }
 

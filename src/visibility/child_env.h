@@ -57,6 +57,19 @@ enum class GpuNumbering {
   kPciIndices,  // NVML indices in PCI bus order, with CUDA_DEVICE_ORDER=PCI_BUS_ID (`run --index`)
 };
 
+/// Where an MPS lease's control daemon lives (MpsDirectories), and the client's share.
+struct MpsClient {
+  std::string pipe_directory;  // CUDA_MPS_PIPE_DIRECTORY
+  std::string log_directory;   // CUDA_MPS_LOG_DIRECTORY
+  std::optional<int> active_thread_percent;  // --gpu-share: CUDA_MPS_ACTIVE_THREAD_PERCENTAGE
+  bool operator==(const MpsClient&) const = default;
+};
+
+/// The pipe and log directories of the MPS control daemon gpuman runs for GPU `uuid`
+/// under `run_dir` (`[share] mps_dir`, /run/gpuman/mps by default): RUN_DIR/UUID/pipe and
+/// RUN_DIR/UUID/log. One place, so that the daemon and its clients agree.
+MpsClient MpsDirectories(const std::string& run_dir, const std::string& uuid);
+
 struct ChildGpuEnvRequest {
   std::vector<std::string> uuids;  // the child's GPUs; may be empty (a job with no GPU)
   std::vector<int> indices;        // their NVML indices, same order; needed for kPciIndices only
@@ -71,6 +84,8 @@ struct ChildGpuEnvRequest {
   /// memory among its GPUs (0 when unknown): SliceEnv's variables.
   std::optional<int64_t> slice_bytes;
   int64_t slice_of_total_bytes = 0;
+  /// An MPS lease (`--mps`): MpsEnv's variables (the pinned memory limit from slice_bytes).
+  std::optional<MpsClient> mps;
 };
 
 inline constexpr std::string_view kCudaVisibleDevices = "CUDA_VISIBLE_DEVICES";
@@ -114,6 +129,13 @@ std::vector<std::string> CudaOrder(const ChildGpuEnvRequest& request);
 /// GROUP_WORLD_SIZE=1, and, with a rendezvous port, JAX's JAX_COORDINATOR_ADDRESS
 /// (127.0.0.1:PORT), JAX_NUM_PROCESSES and JAX_PROCESS_ID.
 std::vector<EnvVar> RankEnv(int rank, int ranks, std::optional<int> master_port);
+
+/// What makes a process an MPS client of its lease's control daemon (docs/share.md, "MPS"):
+/// CUDA_MPS_PIPE_DIRECTORY, CUDA_MPS_LOG_DIRECTORY; for a slice (`slice_bytes`)
+/// CUDA_MPS_PINNED_DEVICE_MEM_LIMIT as NVIDIA writes it, "0=20480M" (device ordinal 0 of
+/// the client's visible GPUs, an MPS lease has one; whole MiB, rounded down, at least 1);
+/// CUDA_MPS_ACTIVE_THREAD_PERCENTAGE with --gpu-share.
+std::vector<EnvVar> MpsEnv(const MpsClient& mps, std::optional<int64_t> slice_bytes);
 
 /// The variables that name the GPUs or the lease of the machine they were set on:
 /// CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES, GPUMAN_LEASE_ID, GPUMAN_JOB_ID and the

@@ -323,11 +323,25 @@ TEST(ParseConfigTest, ShareSlices) {
   ASSERT_TRUE(kill) << kill.error().message;
   EXPECT_TRUE(kill->slice_watch.kill);
   EXPECT_EQ(kill->slice_watch.grace_ms, 60000);
+  // MPS (docs/share.md, "MPS"): off, the control on the daemon's PATH, under /run/gpuman/mps.
+  EXPECT_FALSE(defaults->share.mps_on);
+  EXPECT_EQ(defaults->share.mps_control, "nvidia-cuda-mps-control");
+  EXPECT_EQ(defaults->share.mps_dir, "/run/gpuman/mps");
+  auto mps = ParseConfig("[share]\nmps = \"on\"\nmps_control = \"/opt/nv/nvidia-cuda-mps-control\"\nmps_dir = \"/run/x\"\n",
+                         "x.toml");
+  ASSERT_TRUE(mps) << mps.error().message;
+  EXPECT_TRUE(MachineRulesFromConfig(*mps).share.mps_on);
+  EXPECT_EQ(mps->share.mps_control, "/opt/nv/nvidia-cuda-mps-control");
+  EXPECT_EQ(mps->share.mps_dir, "/run/x");
   for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
            {"[share]\nallow = \"yes\"\n", "config x.toml: share.allow must be true or false"},
            {"[share]\nmin_slice = \"lots\"\n", "config x.toml: share.min_slice must be a size such as \"1GiB\""},
            {"[share]\ngpus = []\n", "config x.toml: share.gpus must be a list of GPU indices or UUIDs, such as [0, 1, \"GPU-...\"] (use allow = false for none)"},
-           {"[share]\nslices = 2\n", "config x.toml: share: unknown key 'slices' (known: allow, min_slice, gpus, over_limit, over_limit_grace)"},
+           {"[share]\nslices = 2\n", "config x.toml: share: unknown key 'slices' (known: allow, min_slice, gpus, over_limit, over_limit_grace, mps, mps_control, mps_dir)"},
+           {"[share]\nmps = true\n", "config x.toml: share.mps must be \"off\" or \"on\""},
+           {"[share]\nmps_control = \"nvidia-cuda-mps-control\"\n",
+            "config x.toml: share.mps_control must be an absolute path such as \"/usr/bin/nvidia-cuda-mps-control\""},
+           {"[share]\nmps_dir = \"run\"\n", "config x.toml: share.mps_dir must be an absolute path such as \"/run/gpuman/mps\""},
            {"[share]\nover_limit = \"stop\"\n", "config x.toml: share.over_limit must be \"report\" or \"kill\""}}) {
     auto bad = ParseConfig(text, "x.toml");
     ASSERT_FALSE(bad) << text;

@@ -17,6 +17,7 @@ using model::Lease;
 using model::MachineSnapshot;
 using model::PcieLevel;
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 constexpr int64_t kGiB = int64_t{1} << 30;
@@ -816,6 +817,69 @@ TEST(SelectionSliceTest, ASliceOfTwoGpusTakesRoomOnBoth) {
   std::vector<Lease> leases = {SliceLease(1, "alice", 0, 70), SliceLease(2, "bob", 2, 50)};
   EXPECT_THAT(Pick(snap, leases, Slice(20, 2)), ElementsAre(1, 2));  // 2 (30 left) is sliced, then a fresh one
   EXPECT_FALSE(Select(snap, leases, Slice(0)));  // a slice of nothing is no request
+}
+
+// ---------------------------------------------------------------------------
+// MPS (docs/share.md, "MPS"): one control daemon per GPU serves one Unix user at a time.
+
+model::GpuRequest MpsSlice(int64_t gib, uint32_t uid) {
+  model::GpuRequest req = Slice(gib);
+  req.mps = true;
+  req.uid = uid;
+  return req;
+}
+
+Lease MpsLease(int64_t id, const std::string& user, int gpu, int64_t gib) {
+  Lease lease = SliceLease(id, user, gpu, gib);
+  lease.mps = true;
+  return lease;
+}
+
+TEST(SelectionMpsTest, AGpuRunningMpsForOneUserTakesOnlyThatUsersMpsSlices) {
+  MachineSnapshot snap = FourA100();
+  // alice (uid 1001) runs MPS on GPU 2 with 10 GiB; bob's plain slice has GPU 1.
+  std::vector<Lease> leases = {MpsLease(1, "alice", 2, 10), SliceLease(2, "bob", 1, 10)};
+  // alice's next MPS slice joins her GPU (best fit would pick either sliced GPU; GPU 1
+  // has plain slices, which MPS clients do not share a GPU with).
+  EXPECT_THAT(Pick(snap, leases, MpsSlice(10, 1001)), ElementsAre(2));
+  // Another user's MPS slice goes elsewhere, and not beside bob's plain slice either.
+  EXPECT_THAT(Pick(snap, leases, MpsSlice(10, 2000)), ElementsAre(0));
+  // A plain slice never goes beside MPS clients, not even alice's own.
+  EXPECT_THAT(Pick(snap, {leases[0]}, Slice(10)), ElementsAre(0));  // best fit alone would say 2
+  auto plain = EvaluateGpus(snap, leases, Slice(10));
+  ASSERT_TRUE(plain);
+  EXPECT_THAT((*plain)[2].reasons, ElementsAre("runs MPS for alice; only their --mps slices may share it"));
+  // Confined to GPU 2, the other user's request waits with MPS's rule as the reason.
+  model::GpuRequest other = MpsSlice(10, 2000);
+  other.gpus = std::vector<std::string>{Uuid(2)};
+  Result<Selection> refused = Select(snap, leases, other);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kBusy);
+  EXPECT_THAT(refused.error().message, HasSubstr("GPU 2 runs MPS for alice; MPS serves one user at a time"));
+  // And an MPS slice confined to GPU 1 waits for bob's plain slice.
+  other.gpus = std::vector<std::string>{Uuid(1)};
+  refused = Select(snap, leases, other);
+  ASSERT_FALSE(refused);
+  EXPECT_THAT(refused.error().message, HasSubstr("sliced without MPS"));
+}
+
+TEST(SelectionMpsTest, MpsRequestsAreOneGpuAndGpuShareNeedsMps) {
+  MachineSnapshot snap = FourA100();
+  model::GpuRequest two = MpsSlice(10, 1);
+  two.count = 2;
+  Result<Selection> r = Select(snap, {}, two);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+  model::GpuRequest share = Slice(10);
+  share.gpu_share_percent = 50;
+  r = Select(snap, {}, share);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, "--gpu-share needs --mps");
+  model::GpuRequest bad = MpsSlice(10, 1);
+  bad.gpu_share_percent = 0;
+  EXPECT_FALSE(Select(snap, {}, bad));
+  bad.gpu_share_percent = 100;
+  EXPECT_TRUE(Select(snap, {}, bad));
 }
 
 

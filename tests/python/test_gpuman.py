@@ -221,6 +221,18 @@ class WithoutDaemon(Base):
             self.assertIsNone(whole.gpu_memory)
             self.assertNotIn("GPUMAN_GPU_MEMORY", whole.env)
 
+    def test_mps_needs_the_daemon_and_gpu_share_needs_mps(self):
+        # No daemon here (the machine lease table): MPS is refused with the reason.
+        with self.assertRaises(gpuman.GpumanError) as e:
+            gpuman.acquire(gpu_memory="10GiB", mps=True)
+        self.assertIn("--mps needs the gpuman daemon", str(e.exception))
+        with self.assertRaises(gpuman.GpumanError) as e:
+            gpuman.acquire(gpu_memory="10GiB", gpu_share=50)
+        self.assertIn("--gpu-share needs --mps", str(e.exception))
+        with self.assertRaises(TypeError):
+            gpuman.acquire(mps=True, gpu_share="half")
+        self.assertEqual(gpuman.leases()["leases"], [])
+
     def test_environ_set_and_restored(self):
         os.environ["CUDA_DEVICE_ORDER"] = "FASTEST_FIRST"
         self.assertNotIn("CUDA_VISIBLE_DEVICES", os.environ)

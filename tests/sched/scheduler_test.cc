@@ -740,6 +740,36 @@ TEST(SchedulerSliceTest, ManyIdenticalSlicesArePackedAndTheRestWaitOnTheirFirstR
   EXPECT_EQ(ReasonOf(out, 10000), "needs 20 GiB on one GPU; the most free declared memory is 0 B on GPU 0");
 }
 
+TEST(SchedulerSliceTest, MpsSlicesOfTwoUsersNeverShareAGpuAndPlainSlicesStayApart) {
+  SchedulerInput in = Given(Plain(1));  // one 80 GiB GPU
+  Job alice = QueuedSlice(1, 1000, 10);
+  alice.request.mps = true;
+  Job bob = QueuedSlice(2, 1001, 10);
+  bob.request.mps = true;
+  bob.user = "bob";
+  Job plain = QueuedSlice(3, 1002, 10);
+  Job alice_again = QueuedSlice(4, 1000, 10);
+  alice_again.request.mps = true;
+  in.jobs = {alice, bob, plain, alice_again};
+  SchedulerOutput out = Schedule(in);
+  // alice's two MPS slices share the GPU; bob's MPS slice and the plain one wait.
+  EXPECT_THAT(Started(out), ElementsAre(1, 4));
+  EXPECT_EQ(ReasonOf(out, 2), "needs 10 GiB on one GPU; GPU 0 runs MPS for alice; MPS serves one user at a time");
+  EXPECT_EQ(ReasonOf(out, 3), "needs 10 GiB on one GPU; GPU 0 runs MPS for alice; only their --mps slices may share it");
+
+  // A live MPS lease of alice's counts as this pass's own do.
+  SchedulerInput live = Given(Plain(2));
+  Lease lease = Interactive(7, 1000, {0});
+  lease.user = "alice";
+  lease.gpu_memory_bytes = 10 * kSGiB;
+  lease.mps = true;
+  live.leases = {lease};
+  live.jobs = {bob};
+  out = Schedule(live);
+  ASSERT_NE(StartOf(out, 2), nullptr);
+  EXPECT_THAT(StartOf(out, 2)->gpu_uuids, ElementsAre(Uuid(1)));  // not beside alice's clients
+}
+
 TEST(SchedulerSliceTest, GpusLeftOutOfSlicingGetNoSliceJob) {
   SchedulerInput in = Given(Plain(2));
   in.not_sliceable[Uuid(0)] = "[share] gpus";

@@ -482,6 +482,39 @@ TEST_F(LeaseSliceTest, SlicesOfOneGpuAreStoredTogetherWithTheirMemory) {
   EXPECT_EQ((*live)[1].gpu_memory_bytes, 20 * kSliceGiB);
 }
 
+TEST_F(LeaseSliceTest, AnMpsLeaseKeepsItsFlagAndShareAndTheMpsControlsAreRecorded) {
+  model::Lease d;
+  d.uid = 1000;
+  d.user = "ada";
+  d.kind = "run";
+  d.processes = {{7, 1}};
+  d.gpu_memory_bytes = 10 * kSliceGiB;
+  d.mps = true;
+  d.gpu_share_percent = 40;
+  auto got = store_->Acquire(
+      d, [](const std::vector<model::Lease>&) -> Result<std::vector<std::string>> { return std::vector<std::string>{"GPU-a"}; },
+      [](const model::LeaseProcess&) { return true; });
+  ASSERT_TRUE(got.has_value()) << got.error().message;
+  EXPECT_TRUE(got->mps);
+  EXPECT_EQ(got->gpu_share_percent, 40);
+  auto plain = Take(8, {"GPU-b"}, 10);
+  ASSERT_TRUE(plain.has_value());
+  EXPECT_FALSE(plain->mps);
+  EXPECT_FALSE(plain->gpu_share_percent.has_value());
+
+  LeaseStore::MpsControl c{"GPU-a", 1000, "ada", "/run/x/GPU-a/pipe", "/run/x/GPU-a/log", 5};
+  ASSERT_TRUE(store_->RecordMpsControl(c));
+  c.uid = 1001;  // replaced, not added
+  ASSERT_TRUE(store_->RecordMpsControl(c));
+  auto controls = store_->MpsControls();
+  ASSERT_TRUE(controls.has_value());
+  ASSERT_EQ(controls->size(), 1u);
+  EXPECT_EQ((*controls)[0], c);
+  ASSERT_TRUE(store_->ForgetMpsControl("GPU-a"));
+  ASSERT_TRUE(store_->ForgetMpsControl("GPU-a"));  // no error when gone
+  EXPECT_TRUE(store_->MpsControls()->empty());
+}
+
 TEST_F(LeaseSliceTest, TheTableRefusesAWholeLeaseBesideAnyOtherWhateverTheCallerChose) {
   ASSERT_TRUE(Take(1, {"GPU-a"}, 30).has_value());
   auto whole = Take(2, {"GPU-a"}, std::nullopt);

@@ -129,6 +129,38 @@ TEST(ChildGpuEnvTest, ASliceTellsTheFrameworksItsSize) {
   for (const auto& var : ChildGpuEnv(req)) EXPECT_NE(var.name, "GPUMAN_GPU_MEMORY");
 }
 
+TEST(ChildGpuEnvTest, AnMpsLeaseMakesItsProcessesClientsOfItsGpusControl) {
+  MpsClient where = MpsDirectories("/run/gpuman/mps/", "GPU-a");
+  EXPECT_EQ(where.pipe_directory, "/run/gpuman/mps/GPU-a/pipe");
+  EXPECT_EQ(where.log_directory, "/run/gpuman/mps/GPU-a/log");
+  where.active_thread_percent = 25;
+  ChildGpuEnvRequest req;
+  req.uuids = {"GPU-a"};
+  req.slice_bytes = int64_t{20} << 30;
+  req.mps = where;
+  std::vector<std::string> entries;
+  for (const auto& var : ChildGpuEnv(req)) entries.push_back(EnvEntry(var));
+  // After the slice's own variables: NVIDIA's, the limit on the client's device 0 in MiB.
+  ASSERT_GE(entries.size(), 4u);
+  EXPECT_THAT(std::vector<std::string>(entries.end() - 4, entries.end()),
+              ::testing::ElementsAre("CUDA_MPS_PIPE_DIRECTORY=/run/gpuman/mps/GPU-a/pipe",
+                                     "CUDA_MPS_LOG_DIRECTORY=/run/gpuman/mps/GPU-a/log",
+                                     "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=20480M",
+                                     "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE=25"));
+  // A whole GPU under MPS: no pinned limit; no share: no percentage.
+  where.active_thread_percent.reset();
+  std::vector<std::string> whole;
+  for (const auto& var : MpsEnv(where, std::nullopt)) whole.push_back(EnvEntry(var));
+  EXPECT_THAT(whole, ::testing::ElementsAre("CUDA_MPS_PIPE_DIRECTORY=/run/gpuman/mps/GPU-a/pipe",
+                                            "CUDA_MPS_LOG_DIRECTORY=/run/gpuman/mps/GPU-a/log"));
+  // Rounded down to whole MiB, never 0.
+  EXPECT_EQ(EnvEntry(MpsEnv(where, (int64_t{3} << 20) + 5)[2]), "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=3M");
+  EXPECT_EQ(EnvEntry(MpsEnv(where, 1)[2]), "CUDA_MPS_PINNED_DEVICE_MEM_LIMIT=0=1M");
+  // Not an MPS lease: none of them.
+  req.mps.reset();
+  for (const auto& var : ChildGpuEnv(req)) EXPECT_EQ(var.name.rfind("CUDA_MPS_", 0), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpuman::visibility
 
