@@ -95,6 +95,14 @@ constexpr SymbolSpec kSymbols[] = {
   {Sym::kDeviceRegisterEvents, false, {"nvmlDeviceRegisterEvents", nullptr, nullptr}},
   {Sym::kEventSetWait, false, {"nvmlEventSetWait_v2", "nvmlEventSetWait", nullptr}},
   {Sym::kEventSetFree, false, {"nvmlEventSetFree", nullptr, nullptr}},
+  // MIG (R450+). Drivers without them list no MIG devices.
+  {Sym::kDeviceGetMaxMigDeviceCount, false, {"nvmlDeviceGetMaxMigDeviceCount", nullptr, nullptr}},
+  {Sym::kDeviceGetMigDeviceHandleByIndex, false, {"nvmlDeviceGetMigDeviceHandleByIndex", nullptr, nullptr}},
+  {Sym::kDeviceIsMigDeviceHandle, false, {"nvmlDeviceIsMigDeviceHandle", nullptr, nullptr}},
+  {Sym::kDeviceGetGpuInstanceId, false, {"nvmlDeviceGetGpuInstanceId", nullptr, nullptr}},
+  {Sym::kDeviceGetComputeInstanceId, false, {"nvmlDeviceGetComputeInstanceId", nullptr, nullptr}},
+  {Sym::kDeviceGetDeviceHandleFromMigDeviceHandle, false, {"nvmlDeviceGetDeviceHandleFromMigDeviceHandle", nullptr, nullptr}},
+  {Sym::kDeviceGetAttributes, false, {"nvmlDeviceGetAttributes_v2", nullptr, nullptr}},
 };
 // clang-format on
 static_assert(std::size(kSymbols) == kSymCount, "every Sym has a row in kSymbols");

@@ -34,6 +34,9 @@ enum class Sym : int {
   kDeviceGetNvLinkRemoteDeviceType,
   kDeviceGetProcessUtilization, kDeviceGetSupportedEventTypes,
   kEventSetCreate, kDeviceRegisterEvents, kEventSetWait, kEventSetFree,
+  kDeviceGetMaxMigDeviceCount, kDeviceGetMigDeviceHandleByIndex, kDeviceIsMigDeviceHandle,
+  kDeviceGetGpuInstanceId, kDeviceGetComputeInstanceId, kDeviceGetDeviceHandleFromMigDeviceHandle,
+  kDeviceGetAttributes,
   kCount,
 };
 inline constexpr size_t kSymCount = static_cast<size_t>(Sym::kCount);
