@@ -65,6 +65,8 @@ void AddSelectionOptions(CLI::App& cmd, SelectionArgs& args) {
                "Count a GPU as free although processes not started by gpuman use it");
   cmd.add_option("--gpu-memory", args.gpu_memory,
                  "A slice of this much memory on each GPU instead of whole GPUs, e.g. 20GiB (docs/share.md)");
+  cmd.add_option("--mig", args.mig,
+                 "MIG devices of this profile instead of whole GPUs, e.g. 1g.10gb; -n counts MIG devices (docs/share.md)");
 }
 
 CLI::App* AddStatusCommand(CLI::App& app, StatusArgs& args) {

@@ -24,6 +24,7 @@ struct SelectionArgs {
   std::vector<std::string> exclude;             // indices/UUIDs (comma lists allowed)
   bool allow_shared = false;
   std::optional<std::string> gpu_memory;        // "20GiB": a slice of each GPU (docs/share.md)
+  std::optional<std::string> mig;               // "1g.10gb": MIG devices of this profile
 };
 
 /// Resolves ids against `snap` and the enclosing allocation in `env` (Slurm, container,

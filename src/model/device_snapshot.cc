@@ -88,6 +88,15 @@ const MigDevice* FindMigDevice(const MachineSnapshot& snap, const std::string& u
   return nullptr;
 }
 
+int UnitIndex(const MachineSnapshot& snap, const std::string& uuid) {
+  for (const auto& g : snap.gpus) {
+    if (g.uuid == uuid) return g.index;
+  }
+  const DeviceSnapshot* parent = nullptr;
+  if (FindMigDevice(snap, uuid, &parent)) return parent->index;
+  return -1;
+}
+
 std::vector<std::string> MigProfiles(const MachineSnapshot& snap) {
   std::vector<std::string> out;
   for (const auto& g : snap.gpus) {

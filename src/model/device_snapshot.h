@@ -166,6 +166,10 @@ bool InMigMode(const DeviceSnapshot& gpu);
 const MigDevice* FindMigDevice(const MachineSnapshot& snap, const std::string& uuid,
                                const DeviceSnapshot** parent = nullptr);
 
+/// The NVML index of the GPU `uuid` names, or of the parent of the MIG device it names;
+/// -1 when neither is in `snap`.
+int UnitIndex(const MachineSnapshot& snap, const std::string& uuid);
+
 /// The distinct MIG profiles of `snap`'s MIG devices, sorted ("1g.10gb", "2g.20gb", ...).
 std::vector<std::string> MigProfiles(const MachineSnapshot& snap);
 

@@ -82,6 +82,10 @@ struct GpuRequest {
   /// --gpu-memory: a slice of this much memory on each GPU instead of whole GPUs
   /// (docs/share.md). Slices share a GPU with other slices, never with a whole-GPU lease.
   std::optional<int64_t> gpu_memory_bytes;
+  /// --mig PROFILE: `count` MIG devices of this profile ("1g.10gb") instead of whole GPUs
+  /// (docs/share.md, "MIG"). `gpus` naming MIG UUIDs ("MIG-…") asks for those MIG devices.
+  /// A GPU in MIG mode is never leased whole.
+  std::optional<std::string> mig_profile;
 
   // The two fields below are never on the wire nor in the job store: whoever knows them
   // fills them in where the request is judged.
@@ -98,6 +102,14 @@ struct GpuRequest {
   /// for a slice request. Filled in with the drains.
   std::map<std::string, std::string> not_sliceable;
 };
+
+/// Whether the request asks for MIG devices (--mig, or MIG UUIDs in --gpus).
+bool IsMigRequest(const GpuRequest& request);
+
+/// Queued jobs cannot ask for MIG devices yet (the job store keeps no profile): the one
+/// line that says so, or nullopt for a request that is not a MIG one. Used by the CLI and
+/// the daemon alike.
+std::optional<std::string> RefuseMigInQueue(const GpuRequest& request);
 
 /// `request` as it may travel (wire, job store): `allowed` folded into `exclude` using
 /// `machine_uuids` (the UUIDs of the machine's GPUs; every one of them not allowed and not

@@ -28,6 +28,7 @@ json GpuRequestToJson(const model::GpuRequest& r) {
       {"exclude", r.exclude},
       {"allow_shared", r.allow_shared},
       {"gpu_memory_bytes", OrNull(r.gpu_memory_bytes)},
+      {"mig_profile", OrNull(r.mig_profile)},
   };
 }
 
@@ -49,6 +50,8 @@ Result<model::GpuRequest> GpuRequestFromJson(const json& j, std::string_view pat
   f.Optional("allow_shared", r.allow_shared);
   f.Optional("gpu_memory_bytes", r.gpu_memory_bytes);
   f.Check(!r.gpu_memory_bytes || *r.gpu_memory_bytes > 0, "gpu_memory_bytes", "integer > 0 or null");
+  f.Optional("mig_profile", r.mig_profile);
+  f.Check(!r.mig_profile || !r.mig_profile->empty(), "mig_profile", "non-empty string or null");
   if (!f.ok()) return f.error();
   return r;
 }
