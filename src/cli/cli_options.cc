@@ -71,6 +71,8 @@ void AddSelectionOptions(CLI::App& cmd, SelectionArgs& args) {
                "Run as MPS clients of the GPU's MPS control daemon, which the gpuman daemon starts; one GPU (docs/share.md)");
   cmd.add_option("--gpu-share", args.gpu_share,
                  "With --mps: at most this percent of the GPU's SMs (CUDA_MPS_ACTIVE_THREAD_PERCENTAGE), 1..100");
+  cmd.add_option("--mig", args.mig,
+                 "MIG devices of this profile instead of whole GPUs, e.g. 1g.10gb; -n counts MIG devices (docs/share.md)");
 }
 
 CLI::App* AddStatusCommand(CLI::App& app, StatusArgs& args) {

@@ -67,9 +67,8 @@ namespace {
 void FillIndices(Granted& g) {
   g.indices.clear();
   for (const auto& u : g.uuids) {
-    for (const auto& d : g.snapshot.gpus) {
-      if (d.uuid == u) g.indices.push_back(d.index);
-    }
+    // A MIG device (docs/share.md, "MIG") counts under its GPU's index.
+    if (const int index = model::UnitIndex(g.snapshot, u); index >= 0) g.indices.push_back(index);
   }
 }
 

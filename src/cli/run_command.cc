@@ -138,6 +138,12 @@ int RunRun(const RunArgs& args, Context& ctx) {
 
   // What the job gets: its GPUs; each rank all of them, its rank, and its own GPU's CPUs.
   const auto& sel = acquired->selection;
+  const auto migs = std::count_if(sel.uuids.begin(), sel.uuids.end(), [](const std::string& u) { return u.starts_with("MIG-"); });
+  if (migs > 1 && !args.per_gpu) {
+    // CUDA enumerates only the first MIG device of CUDA_VISIBLE_DEVICES in one process.
+    ctx.err() << "gpuman: warning: " << migs << " MIG devices for one command: a CUDA process sees only the first "
+              << "(one MIG device per CUDA process); start one process per device (--per-gpu)\n";
+  }
   visibility::ChildGpuEnvRequest gpu_env;
   gpu_env.uuids = sel.uuids;
   gpu_env.indices = sel.indices;

@@ -49,6 +49,22 @@ Result<model::GpuRequest> BuildSelectionRequest(const SelectionArgs& args, const
   if (args.gpus) {
     if (ToLower(Trim(*args.gpus)) == "none") {
       req.gpus = std::vector<std::string>{};
+    } else if (args.gpus->find("MIG-") != std::string::npos) {
+      // MIG devices by UUID (docs/share.md, "MIG"); never mixed with whole GPUs.
+      std::vector<std::string> uuids;
+      for (std::string_view item : Split(*args.gpus, ',')) {
+        const std::string uuid(Trim(item));
+        if (uuid.empty()) continue;
+        if (!uuid.starts_with("MIG-")) {
+          return MakeError(ErrorCode::kInvalidArgument,
+                           "--gpus: MIG devices and whole GPUs cannot be mixed (\"" + uuid + "\" is not a MIG UUID)");
+        }
+        if (!model::FindMigDevice(snap, uuid)) {
+          return MakeError(ErrorCode::kInvalidArgument, "--gpus: no MIG device " + uuid + " on this machine");
+        }
+        uuids.push_back(uuid);
+      }
+      req.gpus = std::move(uuids);
     } else {
       auto uuids = ToUuids(*args.gpus, snap);
       if (!uuids) return uuids.error().WithContext("--gpus");
@@ -72,6 +88,7 @@ Result<model::GpuRequest> BuildSelectionRequest(const SelectionArgs& args, const
   }
   req.mps = args.mps;
   req.gpu_share_percent = args.gpu_share;
+  if (args.mig) req.mig_profile = std::string(Trim(*args.mig));
   req.max_utilization_percent = args.max_utilization;
   req.model = args.model;
   req.min_compute_capability = args.min_compute_capability;

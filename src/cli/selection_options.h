@@ -27,6 +27,7 @@ struct SelectionArgs {
   std::optional<std::string> prefer;            // "fastest" (docs/selection.md)
   bool mps = false;                             // --mps: MPS clients of the GPU's control daemon
   std::optional<int> gpu_share;                 // --gpu-share PERCENT (with --mps)
+  std::optional<std::string> mig;               // "1g.10gb": MIG devices of this profile
 };
 
 /// Resolves ids against `snap` and the enclosing allocation in `env` (Slurm, container,

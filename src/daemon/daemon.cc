@@ -687,11 +687,20 @@ Result<std::string> Daemon::ConfineLease(int64_t lease_id, const std::vector<std
   }
   confine::DeviceRule rule;
   for (const auto& uuid : gpus) {
-    auto g = std::find_if(snap->gpus.begin(), snap->gpus.end(), [&](const model::DeviceSnapshot& x) { return x.uuid == uuid; });
+    // A MIG device (docs/share.md, "MIG") opens through its parent GPU's node; the
+    // nvidia-caps nodes that tell MIG instances apart stay open, as for every lease
+    // (confine/device_rule.h), so the cgroup holds a MIG lease to its parent GPU.
+    auto g = std::find_if(snap->gpus.begin(), snap->gpus.end(), [&](const model::DeviceSnapshot& x) {
+      return x.uuid == uuid || std::any_of(x.mig_devices.begin(), x.mig_devices.end(),
+                                           [&](const model::MigDevice& m) { return m.uuid == uuid; });
+    });
     if (g == snap->gpus.end() || !g->minor_number) {
       return MakeError(ErrorCode::kUnavailable, "the device node of GPU " + uuid + " is not known (NVML gave no minor number)");
     }
-    rule.gpu_minors.push_back(static_cast<uint32_t>(*g->minor_number));
+    const auto minor = static_cast<uint32_t>(*g->minor_number);
+    if (std::find(rule.gpu_minors.begin(), rule.gpu_minors.end(), minor) == rule.gpu_minors.end()) {
+      rule.gpu_minors.push_back(minor);
+    }
   }
   return confine::CreateLeaseCgroup(confinement_, lease_id, rule);
 }

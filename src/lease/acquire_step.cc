@@ -10,12 +10,7 @@
 namespace gpuman::lease {
 
 store::GpuIndexOf IndexIn(const model::MachineSnapshot& snap) {
-  return [&snap](const std::string& uuid) {
-    for (const auto& g : snap.gpus) {
-      if (g.uuid == uuid) return g.index;
-    }
-    return -1;
-  };
+  return [&snap](const std::string& uuid) { return model::UnitIndex(snap, uuid); };
 }
 
 Result<Grant> AcquireStep(const model::MachineSnapshot& snap, const AcquireAsk& ask, const policy::Caller& caller,

@@ -58,4 +58,54 @@ int64_t SmallestMemoryTotal(const MachineSnapshot& snap, const std::vector<std::
   return smallest;
 }
 
+std::string MigProfileName(int gpu_slices, int compute_slices, int64_t memory_mib, int64_t parent_total_bytes) {
+  constexpr int64_t kMiB = int64_t{1} << 20, kGiB = int64_t{1} << 30;
+  int64_t gb = 0;
+  if (parent_total_bytes > 0) {
+    // The share in eighths, rounded up; the GPU's memory in GB, rounded up; the product rounded.
+    const int64_t eighths = (memory_mib * kMiB * 8 + parent_total_bytes - 1) / parent_total_bytes;
+    const int64_t total_gb = (parent_total_bytes + kGiB - 1) / kGiB;
+    gb = (eighths * total_gb * 2 + 8) / 16;
+  } else {
+    gb = (memory_mib * kMiB + kGiB - 1) / kGiB;
+  }
+  std::string name;
+  if (compute_slices > 0 && compute_slices < gpu_slices) name = std::to_string(compute_slices) + "c.";
+  return name + std::to_string(gpu_slices) + "g." + std::to_string(gb) + "gb";
+}
+
+bool InMigMode(const DeviceSnapshot& gpu) { return gpu.mig_mode_current.value_or(false) || !gpu.mig_devices.empty(); }
+
+const MigDevice* FindMigDevice(const MachineSnapshot& snap, const std::string& uuid, const DeviceSnapshot** parent) {
+  for (const auto& g : snap.gpus) {
+    for (const auto& m : g.mig_devices) {
+      if (m.uuid && *m.uuid == uuid) {
+        if (parent) *parent = &g;
+        return &m;
+      }
+    }
+  }
+  return nullptr;
+}
+
+int UnitIndex(const MachineSnapshot& snap, const std::string& uuid) {
+  for (const auto& g : snap.gpus) {
+    if (g.uuid == uuid) return g.index;
+  }
+  const DeviceSnapshot* parent = nullptr;
+  if (FindMigDevice(snap, uuid, &parent)) return parent->index;
+  return -1;
+}
+
+std::vector<std::string> MigProfiles(const MachineSnapshot& snap) {
+  std::vector<std::string> out;
+  for (const auto& g : snap.gpus) {
+    for (const auto& m : g.mig_devices) {
+      if (m.profile && std::find(out.begin(), out.end(), *m.profile) == out.end()) out.push_back(*m.profile);
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 }  // namespace gpuman::model

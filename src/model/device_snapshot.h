@@ -44,6 +44,28 @@ struct ClockInfo {
   std::optional<int64_t> memory_max_mhz;
 };
 
+/// One MIG device (a compute instance inside a GPU instance) of a GPU in MIG mode, as NVML
+/// lists it under its parent (nvmlDeviceGetMigDeviceHandleByIndex). Its UUID ("MIG-…") is
+/// what CUDA_VISIBLE_DEVICES names and what a lease of it stores (docs/share.md, "MIG").
+struct MigDevice {
+  int index = 0;  // NVML's MIG device index under the parent (0 .. max MIG devices - 1)
+  std::optional<std::string> uuid;
+  std::string parent_uuid;  // the GPU's UUID ("" when NVML did not give it)
+  int parent_index = 0;     // the GPU's NVML index
+  std::optional<uint32_t> gpu_instance_id;
+  std::optional<uint32_t> compute_instance_id;
+  std::optional<int> gpu_slices;      // nvmlDeviceAttributes_t::gpuInstanceSliceCount
+  std::optional<int> compute_slices;  // computeInstanceSliceCount
+  std::optional<int> multiprocessors;
+  /// nvidia-smi's profile name ("1g.10gb", "1c.3g.40gb"), MigProfileName; absent when the
+  /// attributes are unknown.
+  std::optional<std::string> profile;
+  std::optional<int64_t> memory_total_bytes;
+  std::optional<int64_t> memory_used_bytes;
+  /// The parent's processes that run on this instance (matched by GPU and compute instance id).
+  std::vector<GpuProcess> processes;
+};
+
 /// One GPU at one instant. `index` is NVML's enumeration index (PCI order on Linux);
 /// `uuid` is its identity. A device that NVML cannot reach stays in the list with
 /// is_healthy == false and the reason in health_problems.
@@ -91,6 +113,8 @@ struct DeviceSnapshot {
   std::optional<int> numa_node;
 
   std::vector<GpuProcess> processes;
+  /// MIG devices, when the GPU is in MIG mode and the driver lists them (empty otherwise).
+  std::vector<MigDevice> mig_devices;
 
   bool is_healthy = true;
   std::vector<std::string> health_problems;  // why is_healthy is false
@@ -130,6 +154,28 @@ std::vector<std::string> ClockEventReasonNames(uint64_t mask);
 
 /// Formats a CPU list compactly: {0,1,2,3,8} -> "0-3,8".
 std::string FormatCpuList(const std::vector<int>& cpus);
+
+/// NVIDIA's name for a MIG profile, as nvidia-smi and the device plugins print it:
+/// "<gpu slices>g.<memory>gb", with "<compute slices>c." in front when the compute instance
+/// has fewer slices than its GPU instance ("1c.3g.40gb"). The memory is the instance's share
+/// of the GPU's memory rounded up to an eighth, times the GPU's memory in GB rounded up, and
+/// rounded (A100 40GB: 4864 MiB -> "5gb"; H100 80GB: 9856 MiB -> "10gb"). Without the
+/// parent's total (0), the instance's own memory rounded up to whole GiB.
+std::string MigProfileName(int gpu_slices, int compute_slices, int64_t memory_mib, int64_t parent_total_bytes);
+
+/// A GPU is in MIG mode when NVML says so or lists MIG devices under it.
+bool InMigMode(const DeviceSnapshot& gpu);
+
+/// The MIG device with this UUID in `snap`, with its parent; nullptr when there is none.
+const MigDevice* FindMigDevice(const MachineSnapshot& snap, const std::string& uuid,
+                               const DeviceSnapshot** parent = nullptr);
+
+/// The NVML index of the GPU `uuid` names, or of the parent of the MIG device it names;
+/// -1 when neither is in `snap`.
+int UnitIndex(const MachineSnapshot& snap, const std::string& uuid);
+
+/// The distinct MIG profiles of `snap`'s MIG devices, sorted ("1g.10gb", "2g.20gb", ...).
+std::vector<std::string> MigProfiles(const MachineSnapshot& snap);
 
 /// The smallest total memory among the GPUs of `snap` named in `uuids` (a memory slice's
 /// share of its GPUs, docs/share.md); 0 when none of them reports one.

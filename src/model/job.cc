@@ -205,6 +205,18 @@ std::string FormatTaskRanges(const std::vector<int64_t>& tasks) {
   return out;
 }
 
+bool IsMigRequest(const GpuRequest& request) {
+  if (request.mig_profile) return true;
+  return request.gpus && std::any_of(request.gpus->begin(), request.gpus->end(),
+                                     [](const std::string& u) { return u.starts_with("MIG-"); });
+}
+
+std::optional<std::string> RefuseMigInQueue(const GpuRequest& request) {
+  if (!IsMigRequest(request)) return std::nullopt;
+  return "MIG devices are not for queued jobs yet: lease them with run --mig PROFILE or select --mig PROFILE --lease "
+         "(docs/share.md, \"MIG\")";
+}
+
 GpuRequest WithAllowedAsExclusions(GpuRequest request, const std::vector<std::string>& machine_uuids) {
   if (request.allowed) {
     const std::vector<std::string>& allowed = *request.allowed;

@@ -90,6 +90,10 @@ struct GpuRequest {
   bool mps = false;
   /// --gpu-share PERCENT (1..100, with mps only): CUDA_MPS_ACTIVE_THREAD_PERCENTAGE.
   std::optional<int> gpu_share_percent;
+  /// --mig PROFILE: `count` MIG devices of this profile ("1g.10gb") instead of whole GPUs
+  /// (docs/share.md, "MIG"). `gpus` naming MIG UUIDs ("MIG-…") asks for those MIG devices.
+  /// A GPU in MIG mode is never leased whole.
+  std::optional<std::string> mig_profile;
 
   // The fields below are never on the wire nor in the job store: whoever knows them
   // fills them in where the request is judged.
@@ -109,6 +113,14 @@ struct GpuRequest {
   /// eligible for an MPS request). Filled in by ApplyLeaseRules and the scheduler.
   std::optional<uint32_t> uid;
 };
+
+/// Whether the request asks for MIG devices (--mig, or MIG UUIDs in --gpus).
+bool IsMigRequest(const GpuRequest& request);
+
+/// Queued jobs cannot ask for MIG devices yet (the job store keeps no profile): the one
+/// line that says so, or nullopt for a request that is not a MIG one. Used by the CLI and
+/// the daemon alike.
+std::optional<std::string> RefuseMigInQueue(const GpuRequest& request);
 
 /// `request` as it may travel (wire, job store): `allowed` folded into `exclude` using
 /// `machine_uuids` (the UUIDs of the machine's GPUs; every one of them not allowed and not

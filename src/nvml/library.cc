@@ -97,6 +97,14 @@ constexpr SymbolSpec kSymbols[] = {
   {Sym::kEventSetFree, false, {"nvmlEventSetFree", nullptr, nullptr}},
   {Sym::kDeviceGetNumGpuCores, false, {"nvmlDeviceGetNumGpuCores", nullptr, nullptr}},
   {Sym::kDeviceGetMemoryBusWidth, false, {"nvmlDeviceGetMemoryBusWidth", nullptr, nullptr}},
+  // MIG (R450+). Drivers without them list no MIG devices.
+  {Sym::kDeviceGetMaxMigDeviceCount, false, {"nvmlDeviceGetMaxMigDeviceCount", nullptr, nullptr}},
+  {Sym::kDeviceGetMigDeviceHandleByIndex, false, {"nvmlDeviceGetMigDeviceHandleByIndex", nullptr, nullptr}},
+  {Sym::kDeviceIsMigDeviceHandle, false, {"nvmlDeviceIsMigDeviceHandle", nullptr, nullptr}},
+  {Sym::kDeviceGetGpuInstanceId, false, {"nvmlDeviceGetGpuInstanceId", nullptr, nullptr}},
+  {Sym::kDeviceGetComputeInstanceId, false, {"nvmlDeviceGetComputeInstanceId", nullptr, nullptr}},
+  {Sym::kDeviceGetDeviceHandleFromMigDeviceHandle, false, {"nvmlDeviceGetDeviceHandleFromMigDeviceHandle", nullptr, nullptr}},
+  {Sym::kDeviceGetAttributes, false, {"nvmlDeviceGetAttributes_v2", nullptr, nullptr}},
 };
 // clang-format on
 static_assert(std::size(kSymbols) == kSymCount, "every Sym has a row in kSymbols");

@@ -35,6 +35,9 @@ enum class Sym : int {
   kDeviceGetProcessUtilization, kDeviceGetSupportedEventTypes,
   kEventSetCreate, kDeviceRegisterEvents, kEventSetWait, kEventSetFree,
   kDeviceGetNumGpuCores, kDeviceGetMemoryBusWidth,
+  kDeviceGetMaxMigDeviceCount, kDeviceGetMigDeviceHandleByIndex, kDeviceIsMigDeviceHandle,
+  kDeviceGetGpuInstanceId, kDeviceGetComputeInstanceId, kDeviceGetDeviceHandleFromMigDeviceHandle,
+  kDeviceGetAttributes,
   kCount,
 };
 inline constexpr size_t kSymCount = static_cast<size_t>(Sym::kCount);

@@ -200,6 +200,28 @@ typedef struct nvmlProcessUtilizationSample_st {
   unsigned int decUtil;
 } nvmlProcessUtilizationSample_t;
 
+// MIG (Multi-Instance GPU, A100/H100 and newer, Linux). A MIG device handle stands for one
+// compute instance; NVML accepts it in place of a GPU handle for some queries (UUID,
+// memory info, attributes). nvmlDeviceGetMigDeviceHandleByIndex takes indices 0 ..
+// nvmlDeviceGetMaxMigDeviceCount() - 1 and answers NVML_ERROR_NOT_FOUND for an index with
+// no MIG device behind it (NVML API Reference, "Multi Instance GPU Management").
+enum : unsigned { NVML_DEVICE_MIG_DISABLE = 0, NVML_DEVICE_MIG_ENABLE = 1 };
+
+// nvmlDeviceAttributes_t as filled by nvmlDeviceGetAttributes_v2 (40 bytes; the first
+// version, unsuffixed and deprecated since CUDA 11.1, lacked the slice counts and memory,
+// so gpuman resolves only _v2). Supported on MIG device handles only.
+typedef struct nvmlDeviceAttributes_st {
+  unsigned int multiprocessorCount;
+  unsigned int sharedCopyEngineCount;
+  unsigned int sharedDecoderCount;
+  unsigned int sharedEncoderCount;
+  unsigned int sharedJpegCount;
+  unsigned int sharedOfaCount;
+  unsigned int gpuInstanceSliceCount;
+  unsigned int computeInstanceSliceCount;
+  unsigned long long memorySizeMB;  // MiB
+} nvmlDeviceAttributes_t;
+
 // Function pointer types, one per entry point we resolve. Names follow NVML.
 typedef nvmlReturn_t (*nvmlInit_fn)(void);                     // nvmlInit_v2 / nvmlInit
 typedef nvmlReturn_t (*nvmlShutdown_fn)(void);
@@ -243,6 +265,13 @@ typedef nvmlReturn_t (*nvmlDeviceGetNvLinkRemotePciInfo_fn)(nvmlDevice_t, unsign
 typedef nvmlReturn_t (*nvmlDeviceGetNvLinkRemoteDeviceType_fn)(nvmlDevice_t, unsigned int,
                                                                nvmlIntNvLinkDeviceType_t*);
 
+typedef nvmlReturn_t (*nvmlDeviceGetMigDeviceHandleByIndex_fn)(nvmlDevice_t, unsigned int, nvmlDevice_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetDeviceHandleFromMigDeviceHandle_fn)(nvmlDevice_t, nvmlDevice_t*);
+typedef nvmlReturn_t (*nvmlDeviceGetAttributes_fn)(nvmlDevice_t, nvmlDeviceAttributes_t*);
+// nvmlDeviceGetMaxMigDeviceCount, nvmlDeviceIsMigDeviceHandle, nvmlDeviceGetGpuInstanceId
+// and nvmlDeviceGetComputeInstanceId have the (nvmlDevice_t, unsigned int*) shape of
+// nvmlDeviceGetUInt_fn.
+
 typedef nvmlReturn_t (*nvmlEventSetCreate_fn)(nvmlEventSet_t*);
 typedef nvmlReturn_t (*nvmlDeviceRegisterEvents_fn)(nvmlDevice_t, unsigned long long, nvmlEventSet_t);
 typedef nvmlReturn_t (*nvmlEventSetWait_fn)(nvmlEventSet_t, nvmlEventData_t*, unsigned int);
@@ -261,5 +290,7 @@ static_assert(sizeof(nvmlProcessInfo_t) == 24, "v2/v3 process entry is 24 bytes"
 static_assert(sizeof(nvmlUtilization_t) == 8, "nvmlUtilization_t layout");
 static_assert(sizeof(nvmlEventData_t) == 32, "nvmlEventData_t layout");
 static_assert(offsetof(nvmlEventData_t, eventData) == 16, "nvmlEventData_t layout");
+static_assert(sizeof(nvmlDeviceAttributes_t) == 40, "nvmlDeviceAttributes_t layout");
+static_assert(offsetof(nvmlDeviceAttributes_t, memorySizeMB) == 32, "nvmlDeviceAttributes_t layout");
 static_assert(sizeof(nvmlProcessUtilizationSample_t) == 32, "nvmlProcessUtilizationSample_t layout");
 static_assert(offsetof(nvmlProcessUtilizationSample_t, smUtil) == 16, "sample layout");

@@ -237,6 +237,8 @@ void ReadProcessLists(const NvmlLibrary& lib, nvmlDevice_t dev, DeviceReader& r,
   for (auto& [pid, proc] : procs) s.processes.push_back(std::move(proc));
 }
 
+void ReadMigDevices(const NvmlLibrary& lib, nvmlDevice_t dev, DeviceReader& r, model::DeviceSnapshot& s);
+
 // Reads the groups in `fresh` (and only those) from the device, in one fixed call order
 // (the order warnings are listed in). The UUID is the caller's.
 void ReadDevice(const NvmlLibrary& lib, nvmlDevice_t dev, const std::string& sysfs_root, FieldSet fresh,
@@ -402,6 +404,11 @@ void ReadDevice(const NvmlLibrary& lib, nvmlDevice_t dev, const std::string& sys
   }
 
   if (want(kFieldProcesses)) ReadProcessLists(lib, dev, r, c, s);
+  // Dynamic (instances come and go with nvidia-smi mig -cgi/-dci): asked with memory or processes.
+  if ((fresh & (kFieldCore | kFieldProcesses)) != 0) {
+    r.set_group(kFieldCore);
+    ReadMigDevices(lib, dev, r, s);
+  }
 }
 
 // Copies the fields of the groups in `groups` from `from` to `to`.
@@ -477,6 +484,72 @@ void ReadProcessUtilization(const NvmlLibrary& lib, nvmlDevice_t dev, DeviceRead
     for (auto& p : s.processes) {
       if (p.pid == sample.pid) p.sm_util_percent = std::max(*p.sm_util_percent, static_cast<int>(sample.smUtil));
     }
+  }
+}
+
+// MIG devices of a GPU in MIG mode: nvmlDeviceGetMaxMigDeviceCount slots, each asked with
+// nvmlDeviceGetMigDeviceHandleByIndex (NOT_FOUND: an empty slot). Per device its UUID,
+// instance ids, attributes (slices, memory size: the profile name) and memory use; its
+// processes are the parent's with the same instance ids (no extra calls). A driver without
+// these calls, or a GPU that does not support MIG (NOT_SUPPORTED, not asked again), lists none.
+void ReadMigDevices(const NvmlLibrary& lib, nvmlDevice_t dev, DeviceReader& r, model::DeviceSnapshot& s) {
+  auto by_index = lib.Get<nvmlDeviceGetMigDeviceHandleByIndex_fn>(Sym::kDeviceGetMigDeviceHandleByIndex);
+  if (by_index == nullptr) return;
+  auto max_count = r.UInt(Sym::kDeviceGetMaxMigDeviceCount);
+  if (!max_count || *max_count == 0) return;
+  auto uint_of = [&](Sym sym, nvmlDevice_t mig) -> std::optional<unsigned> {
+    auto fn = lib.Get<nvmlDeviceGetUInt_fn>(sym);
+    unsigned v = 0;
+    if (fn == nullptr || fn(mig, &v) != NVML_SUCCESS) return std::nullopt;
+    return v;
+  };
+  for (unsigned i = 0; i < std::min(*max_count, 64u); ++i) {
+    nvmlDevice_t mig = nullptr;
+    nvmlReturn_t rc = by_index(dev, i, &mig);
+    if (rc == NVML_ERROR_NOT_FOUND) continue;  // no MIG device in this slot
+    if (rc != NVML_SUCCESS) {
+      if (!r.Check(Sym::kDeviceGetMigDeviceHandleByIndex, rc)) {
+        if (r.lost() || rc == NVML_ERROR_NOT_SUPPORTED) return;
+      }
+      continue;
+    }
+    model::MigDevice m;
+    m.index = static_cast<int>(i);
+    m.parent_uuid = s.uuid.value_or("");
+    m.parent_index = s.index;
+    if (auto fn = lib.Get<nvmlDeviceGetString_fn>(Sym::kDeviceGetUuid)) {
+      char text[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+      if (fn(mig, text, sizeof text) == NVML_SUCCESS) {
+        text[sizeof text - 1] = '\0';
+        m.uuid = std::string(text);
+      }
+    }
+    m.gpu_instance_id = uint_of(Sym::kDeviceGetGpuInstanceId, mig);
+    m.compute_instance_id = uint_of(Sym::kDeviceGetComputeInstanceId, mig);
+    if (auto fn = lib.Get<nvmlDeviceGetAttributes_fn>(Sym::kDeviceGetAttributes)) {
+      nvmlDeviceAttributes_t attr{};
+      if (fn(mig, &attr) == NVML_SUCCESS) {
+        m.gpu_slices = static_cast<int>(attr.gpuInstanceSliceCount);
+        m.compute_slices = static_cast<int>(attr.computeInstanceSliceCount);
+        m.multiprocessors = static_cast<int>(attr.multiprocessorCount);
+        m.profile = model::MigProfileName(*m.gpu_slices, *m.compute_slices,
+                                          static_cast<int64_t>(attr.memorySizeMB), s.memory_total_bytes.value_or(0));
+      }
+    }
+    if (auto fn = lib.Get<nvmlDeviceGetMemoryInfo_fn>(Sym::kDeviceGetMemoryInfo)) {
+      nvmlMemory_t mem{};
+      if (fn(mig, &mem) == NVML_SUCCESS) {
+        m.memory_total_bytes = static_cast<int64_t>(mem.total);
+        m.memory_used_bytes = static_cast<int64_t>(mem.used);
+      }
+    }
+    for (const auto& p : s.processes) {
+      if (p.gpu_instance_id && p.gpu_instance_id == m.gpu_instance_id &&
+          (!p.compute_instance_id || !m.compute_instance_id || p.compute_instance_id == m.compute_instance_id)) {
+        m.processes.push_back(p);
+      }
+    }
+    s.mig_devices.push_back(std::move(m));
   }
 }
 

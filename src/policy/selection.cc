@@ -223,6 +223,14 @@ GpuState Judge(const model::DeviceSnapshot& gpu, const LeasesByUuid& leases,
                 "compute capability below " + bound);
     }
   }
+  if (model::InMigMode(gpu)) {
+    // Its MIG devices are the leasable units (docs/share.md, "MIG"), never the GPU whole.
+    permanent("in MIG mode: lease its MIG devices (--mig PROFILE)", "in MIG mode");
+  }
+  if (req.mig_profile && gpu.name && *gpu.name != "MIG " + *req.mig_profile) {
+    // A MIG unit (MigView) of another profile.
+    permanent(gpu.name->substr(4) + ", not " + *req.mig_profile, "not MIG " + *req.mig_profile);
+  }
   bool total_too_small = req.min_free_memory_bytes && gpu.memory_total_bytes &&
                          *gpu.memory_total_bytes < *req.min_free_memory_bytes;
   if (total_too_small) {
@@ -355,9 +363,68 @@ struct Evaluation {
   std::vector<GpuVerdict> verdicts;
 };
 
+// A MIG request judged on MIG devices as if they were GPUs: one unit per MIG device (its
+// UUID, its parent's index, health and drain, its memory and processes, "MIG <profile>" as
+// its name), and the request's GPU UUIDs (exclusions, the enclosing allocation, drains)
+// carried over to the parent's MIG devices.
+struct MigView {
+  model::MachineSnapshot snap;
+  model::GpuRequest req;
+};
+
+Result<MigView> MakeMigView(const model::MachineSnapshot& snap, const model::GpuRequest& req) {
+  const std::vector<std::string> profiles = model::MigProfiles(snap);
+  bool any = false;
+  for (const auto& g : snap.gpus) any = any || !g.mig_devices.empty();
+  if (!any) return Invalid("--mig: this machine has no MIG devices (no GPU is in MIG mode)");
+  if (req.gpu_memory_bytes) return Invalid("--mig and --gpu-memory cannot be combined: a MIG device is leased whole");
+  if (req.mig_profile && std::find(profiles.begin(), profiles.end(), *req.mig_profile) == profiles.end()) {
+    return Invalid("--mig: no MIG device of profile " + *req.mig_profile + " here; the profiles here: " +
+                   Join(profiles, ", "));
+  }
+  MigView view;
+  view.snap.system = snap.system;
+  view.snap.taken_at_unix_ms = snap.taken_at_unix_ms;
+  view.req = req;
+  view.req.exclude.clear();
+  view.req.drained.clear();
+  if (req.allowed) view.req.allowed = std::vector<std::string>{};
+  auto has = [](const std::vector<std::string>& list, const std::string& u) {
+    return std::find(list.begin(), list.end(), u) != list.end();
+  };
+  for (const auto& g : snap.gpus) {
+    for (const auto& m : g.mig_devices) {
+      if (!m.uuid) continue;
+      model::DeviceSnapshot unit;
+      unit.index = g.index;
+      unit.uuid = m.uuid;
+      unit.name = "MIG " + m.profile.value_or("?");
+      unit.memory_total_bytes = m.memory_total_bytes;
+      unit.memory_used_bytes = m.memory_used_bytes;
+      if (m.memory_total_bytes) unit.memory_free_bytes = *m.memory_total_bytes - m.memory_used_bytes.value_or(0);
+      unit.compute_capability = g.compute_capability;
+      unit.processes = m.processes;
+      unit.is_healthy = g.is_healthy;
+      unit.health_problems = g.health_problems;
+      const std::string parent = g.uuid.value_or("");
+      if (has(req.exclude, *m.uuid) || (!parent.empty() && has(req.exclude, parent))) view.req.exclude.push_back(*m.uuid);
+      if (req.allowed && (has(*req.allowed, *m.uuid) || has(*req.allowed, parent))) view.req.allowed->push_back(*m.uuid);
+      if (auto d = req.drained.find(parent); d != req.drained.end()) view.req.drained[*m.uuid] = d->second;
+      view.snap.gpus.push_back(std::move(unit));
+    }
+  }
+  return view;
+}
+
 Result<Evaluation> Evaluate(const model::MachineSnapshot& snap,
                             const std::vector<model::Lease>& leases,
                             const model::GpuRequest& req) {
+  if (req.gpu_memory_bytes && !snap.gpus.empty() &&
+      std::all_of(snap.gpus.begin(), snap.gpus.end(), [](const model::DeviceSnapshot& g) { return model::InMigMode(g); })) {
+    std::vector<std::string> profiles = model::MigProfiles(snap);
+    return Invalid("--gpu-memory: every GPU here is in MIG mode; lease MIG devices instead (--mig " +
+                   (profiles.empty() ? std::string("PROFILE") : Join(profiles, "|")) + ")");
+  }
   Result<ValidRequest> valid = Validate(snap, req);
   if (!valid) return valid.error();
   LeasesByUuid by_uuid;
@@ -431,19 +498,17 @@ std::string Summarize(const model::MachineSnapshot& snap, const std::vector<GpuS
   return text;
 }
 
-}  // namespace
-
-Result<std::vector<GpuVerdict>> EvaluateGpus(const model::MachineSnapshot& snap,
-                                             const std::vector<model::Lease>& leases,
-                                             const model::GpuRequest& req) {
+Result<std::vector<GpuVerdict>> EvaluateUnits(const model::MachineSnapshot& snap,
+                                              const std::vector<model::Lease>& leases,
+                                              const model::GpuRequest& req) {
   Result<Evaluation> eval = Evaluate(snap, leases, req);
   if (!eval) return eval.error();
   return std::move(eval->verdicts);
 }
 
-Result<Selection> Select(const model::MachineSnapshot& snap,
-                         const std::vector<model::Lease>& leases,
-                         const model::GpuRequest& req) {
+Result<Selection> SelectUnits(const model::MachineSnapshot& snap,
+                              const std::vector<model::Lease>& leases,
+                              const model::GpuRequest& req) {
   Result<Evaluation> eval = Evaluate(snap, leases, req);
   if (!eval) return eval.error();
   Selection selection;
@@ -529,6 +594,31 @@ Result<Selection> Select(const model::MachineSnapshot& snap,
   selection.placement = std::move(placement.description);
   selection.verdicts = std::move(eval->verdicts);
   return selection;
+}
+
+}  // namespace
+
+Result<std::vector<GpuVerdict>> EvaluateGpus(const model::MachineSnapshot& snap,
+                                             const std::vector<model::Lease>& leases,
+                                             const model::GpuRequest& req) {
+  if (!model::IsMigRequest(req)) return EvaluateUnits(snap, leases, req);
+  auto view = MakeMigView(snap, req);
+  if (!view) return view.error();
+  return EvaluateUnits(view->snap, leases, view->req);
+}
+
+Result<Selection> Select(const model::MachineSnapshot& snap,
+                         const std::vector<model::Lease>& leases,
+                         const model::GpuRequest& req) {
+  if (!model::IsMigRequest(req)) return SelectUnits(snap, leases, req);
+  auto view = MakeMigView(snap, req);
+  if (!view) return view.error();
+  auto chosen = SelectUnits(view->snap, leases, view->req);
+  if (!chosen) return chosen.error();
+  const size_t n = chosen->uuids.size();
+  chosen->placement = n == 1 ? "single MIG device"
+                             : std::to_string(n) + " MIG devices (CUDA uses only the first in one process)";
+  return chosen;
 }
 
 }  // namespace gpuman::policy

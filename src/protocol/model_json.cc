@@ -30,6 +30,7 @@ json GpuRequestToJson(const model::GpuRequest& r) {
       {"gpu_memory_bytes", OrNull(r.gpu_memory_bytes)},
       {"mps", r.mps},
       {"gpu_share_percent", OrNull(r.gpu_share_percent)},
+      {"mig_profile", OrNull(r.mig_profile)},
   };
   if (r.prefer_fastest) j["prefer"] = "fastest";  // only when asked: older daemons ignore it
   return j;
@@ -61,6 +62,8 @@ Result<model::GpuRequest> GpuRequestFromJson(const json& j, std::string_view pat
   f.Optional("gpu_share_percent", r.gpu_share_percent);
   f.Check(!r.gpu_share_percent || (*r.gpu_share_percent >= 1 && *r.gpu_share_percent <= 100), "gpu_share_percent",
           "integer 1..100 or null");
+  f.Optional("mig_profile", r.mig_profile);
+  f.Check(!r.mig_profile || !r.mig_profile->empty(), "mig_profile", "non-empty string or null");
   if (!f.ok()) return f.error();
   return r;
 }
@@ -433,6 +436,59 @@ Result<model::Topology> TopologyFromJson(const json& j, const std::string& path)
   return t;
 }
 
+static json MigDeviceToJson(const model::MigDevice& m) {
+  json processes = json::array();
+  for (const auto& p : m.processes) processes.push_back(GpuProcessToJson(p));
+  json::object_t o;
+  o.emplace("index", m.index);
+  o.emplace("uuid", OrNull(m.uuid));
+  o.emplace("parent_uuid", m.parent_uuid);
+  o.emplace("parent_index", m.parent_index);
+  o.emplace("gpu_instance_id", OrNull(m.gpu_instance_id));
+  o.emplace("compute_instance_id", OrNull(m.compute_instance_id));
+  o.emplace("gpu_slices", OrNull(m.gpu_slices));
+  o.emplace("compute_slices", OrNull(m.compute_slices));
+  o.emplace("multiprocessors", OrNull(m.multiprocessors));
+  o.emplace("profile", OrNull(m.profile));
+  o.emplace("memory_total_bytes", OrNull(m.memory_total_bytes));
+  o.emplace("memory_used_bytes", OrNull(m.memory_used_bytes));
+  o.emplace("processes", std::move(processes));
+  return json(std::move(o));
+}
+
+static Result<model::MigDevice> MigDeviceFromJson(const json& j, const std::string& path) {
+  model::MigDevice m;
+  FieldReader f(j, path);
+  f.Required("index", m.index);
+  f.Optional("uuid", m.uuid);
+  f.Optional("parent_uuid", m.parent_uuid);
+  f.Optional("parent_index", m.parent_index);
+  f.Optional("gpu_instance_id", m.gpu_instance_id);
+  f.Optional("compute_instance_id", m.compute_instance_id);
+  f.Optional("gpu_slices", m.gpu_slices);
+  f.Optional("compute_slices", m.compute_slices);
+  f.Optional("multiprocessors", m.multiprocessors);
+  f.Optional("profile", m.profile);
+  f.Optional("memory_total_bytes", m.memory_total_bytes);
+  f.Optional("memory_used_bytes", m.memory_used_bytes);
+  if (const json* list = f.Find("processes")) {
+    if (!list->is_array()) {
+      f.Fail("processes", "expected array of objects");
+    } else {
+      for (std::size_t i = 0; i < list->size() && f.ok(); ++i) {
+        auto p = GpuProcessFromJson((*list)[i], f.PathOf("processes") + "[" + std::to_string(i) + "]");
+        if (p) {
+          m.processes.push_back(std::move(*p));
+        } else {
+          f.Adopt(p.error());
+        }
+      }
+    }
+  }
+  if (!f.ok()) return f.error();
+  return m;
+}
+
 json DeviceSnapshotToJson(const model::DeviceSnapshot& d) {
   json processes = json::array();
   for (const auto& p : d.processes) processes.push_back(GpuProcessToJson(p));
@@ -480,6 +536,11 @@ json DeviceSnapshotToJson(const model::DeviceSnapshot& d) {
   o.emplace("cpu_affinity", d.cpu_affinity);
   o.emplace("numa_node", OrNull(d.numa_node));
   o.emplace("processes", std::move(processes));
+  if (!d.mig_devices.empty()) {
+    json migs = json::array();
+    for (const auto& m : d.mig_devices) migs.push_back(MigDeviceToJson(m));
+    o.emplace("mig_devices", std::move(migs));
+  }
   o.emplace("is_healthy", d.is_healthy);
   o.emplace("health_problems", d.health_problems);
   o.emplace("warnings", d.warnings);
@@ -541,6 +602,20 @@ Result<model::DeviceSnapshot> DeviceSnapshotFromJson(const json& j, std::string_
           d.processes.push_back(std::move(*p));
         } else {
           f.Adopt(p.error());
+        }
+      }
+    }
+  }
+  if (const json* list = f.Find("mig_devices")) {
+    if (!list->is_array()) {
+      f.Fail("mig_devices", "expected array of objects");
+    } else {
+      for (std::size_t i = 0; i < list->size() && f.ok(); ++i) {
+        auto m = MigDeviceFromJson((*list)[i], f.PathOf("mig_devices") + "[" + std::to_string(i) + "]");
+        if (m) {
+          d.mig_devices.push_back(std::move(*m));
+        } else {
+          f.Adopt(m.error());
         }
       }
     }

@@ -228,6 +228,53 @@ void WriteGpu(JsonWriter& w, const model::DeviceSnapshot& d, const StatusOptions
     }
     w.EndArray();
   }
+  // MIG devices (docs/share.md, "MIG"): each a leasable unit of its own.
+  w.Key("mig_devices").BeginArray();
+  for (const model::MigDevice& m : d.mig_devices) {
+    w.BeginObject();
+    w.Key("index").Int(m.index);
+    Put(w.Key("uuid"), m.uuid);
+    Put(w.Key("profile"), m.profile);
+    Put(w.Key("gpu_instance_id"), m.gpu_instance_id);
+    Put(w.Key("compute_instance_id"), m.compute_instance_id);
+    Put(w.Key("gpu_slices"), m.gpu_slices);
+    Put(w.Key("compute_slices"), m.compute_slices);
+    Put(w.Key("multiprocessors"), m.multiprocessors);
+    w.Key("memory").BeginObject();
+    Put(w.Key("total_bytes"), m.memory_total_bytes);
+    Put(w.Key("used_bytes"), m.memory_used_bytes);
+    w.EndObject();
+    if (opts.leases) {
+      const model::Lease* lease = nullptr;
+      for (const model::Lease& l : *opts.leases) {
+        if (m.uuid && std::find(l.gpu_uuids.begin(), l.gpu_uuids.end(), *m.uuid) != l.gpu_uuids.end()) lease = &l;
+      }
+      w.Key("lease");
+      if (lease) {
+        w.BeginObject();
+        w.Key("id").Int(lease->id);
+        w.Key("user").String(lease->user);
+        w.Key("kind").String(lease->kind);
+        w.Key("command").String(lease->command);
+        w.Key("since_unix_ms").Int(lease->created_unix_ms);
+        w.EndObject();
+      } else {
+        w.Null();
+      }
+    }
+    if (opts.show_processes) {
+      w.Key("processes").BeginArray();
+      for (const model::GpuProcess& p : m.processes) {
+        // The parent's entry carries what /proc said about the process (user, command).
+        auto full = std::find_if(d.processes.begin(), d.processes.end(),
+                                 [&](const model::GpuProcess& q) { return q.pid == p.pid; });
+        WriteProcess(w, full != d.processes.end() ? *full : p, nullptr);
+      }
+      w.EndArray();
+    }
+    w.EndObject();
+  }
+  w.EndArray();
   w.EndObject();
 }
 

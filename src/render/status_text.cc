@@ -610,6 +610,24 @@ std::string RenderStatusText(const model::MachineSnapshot& snap, const StatusOpt
                            over != overruns.end() ? Color::kRed : l.idle_since_unix_ms ? Color::kYellow : Color::kDim, color, limit);
         }
       }
+      // One line per MIG device: its profile, UUID, memory and lease (docs/share.md, "MIG").
+      for (const model::MigDevice& m : d.mig_devices) {
+        std::string text = "MIG " + std::to_string(m.index) + " " + m.profile.value_or("?") + " " +
+                           EscapeControl(m.uuid.value_or("(no UUID)"));
+        if (m.memory_total_bytes) {
+          text += ": " + FormatBytes(m.memory_used_bytes.value_or(0)) + " / " + FormatBytes(*m.memory_total_bytes) + " used";
+        }
+        bool leased = false;
+        if (opts.leases && m.uuid) {
+          for (const model::Lease& l : *opts.leases) {
+            if (std::find(l.gpu_uuids.begin(), l.gpu_uuids.end(), *m.uuid) == l.gpu_uuids.end()) continue;
+            text += ", lease " + std::to_string(l.id) + " " + EscapeControl(l.user) + " (" + EscapeControl(l.kind) + ")";
+            leased = true;
+          }
+        }
+        if (!m.processes.empty()) text += ", " + std::to_string(m.processes.size()) + " process" + (m.processes.size() == 1 ? "" : "es");
+        AppendDetailLine(lines, "", text, leased ? Color::kDim : Color::kGreen, color, limit);
+      }
       if (opts.show_processes) {
         for (const model::GpuProcess& p : d.processes) {
           lines.push_back(ProcessLine(p, pw, now, opts.memory_in_mib, color, limit,

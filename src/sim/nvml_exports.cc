@@ -78,6 +78,24 @@ nvmlReturn_t DeviceCall(const char* function, nvmlDevice_t device, Body&& body) 
   }
 }
 
+// For the calls NVML accepts a MIG device handle in (UUID, memory, MIG queries): `body`
+// gets the GPU (the parent, for a MIG handle) and the MIG device or nullptr. Injected errors
+// and a lost GPU are the parent's.
+template <typename Body>
+nvmlReturn_t AnyDeviceCall(const char* function, nvmlDevice_t device, Body&& body) {
+  State& s = TheState();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.Begin(function);
+  if (s.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  const Gpu* gpu = s.Lookup(device);
+  const MigDevice* mig = nullptr;
+  if (!gpu) mig = LookupMigIn(s.scenario, device, &gpu);
+  if (!gpu) return NVML_ERROR_INVALID_ARGUMENT;
+  if (auto injected = s.Injected(function, gpu)) return *injected;
+  if (gpu->is_lost) return NVML_ERROR_GPU_IS_LOST;
+  return body(*gpu, mig);
+}
+
 template <typename T, typename Out>
 nvmlReturn_t Put(const std::optional<T>& value, Out* out) {
   if (!out) return NVML_ERROR_INVALID_ARGUMENT;
@@ -243,10 +261,10 @@ nvmlReturn_t NvLinkRemotePci(const char* function, nvmlDevice_t device, unsigned
 
 // Memory and clock-event bodies shared by versioned names.
 nvmlReturn_t MemoryV1(const char* function, nvmlDevice_t device, nvmlMemory_t* out) {
-  return DeviceCall(function, device, [&](const Gpu& gpu) -> nvmlReturn_t {
+  return AnyDeviceCall(function, device, [&](const Gpu& gpu, const MigDevice* mig) -> nvmlReturn_t {
     if (!out) return NVML_ERROR_INVALID_ARGUMENT;
-    if (!gpu.memory) return NVML_ERROR_NOT_SUPPORTED;
-    const Memory& m = *gpu.memory;
+    if (!mig && !gpu.memory) return NVML_ERROR_NOT_SUPPORTED;
+    const Memory& m = mig ? mig->memory : *gpu.memory;
     // v1 semantics: reserved memory counts as used.
     *out = nvmlMemory_t{m.total, m.total - m.reserved - m.used, m.reserved + m.used};
     return NVML_SUCCESS;
@@ -358,8 +376,8 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* bus_i
 
 FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid,
                                                 unsigned int length) {
-  return DeviceCall(__func__, device, [&](const Gpu& g) {
-    return PutString(std::optional<std::string>(g.uuid), uuid, length);
+  return AnyDeviceCall(__func__, device, [&](const Gpu& g, const MigDevice* mig) {
+    return PutString(std::optional<std::string>(mig ? mig->uuid : g.uuid), uuid, length);
   });
 }
 FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name,
@@ -400,11 +418,11 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlM
 #if !FAKE_NVML_LEGACY
 FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
                                                          nvmlMemory_v2_t* memory) {
-  return DeviceCall(__func__, device, [&](const Gpu& gpu) -> nvmlReturn_t {
+  return AnyDeviceCall(__func__, device, [&](const Gpu& gpu, const MigDevice* mig) -> nvmlReturn_t {
     if (!memory) return NVML_ERROR_INVALID_ARGUMENT;
     if (memory->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
-    if (!gpu.memory) return NVML_ERROR_NOT_SUPPORTED;
-    const Memory& m = *gpu.memory;
+    if (!mig && !gpu.memory) return NVML_ERROR_NOT_SUPPORTED;
+    const Memory& m = mig ? mig->memory : *gpu.memory;
     memory->total = m.total;
     memory->reserved = m.reserved;
     memory->free = m.total - m.reserved - m.used;
@@ -520,6 +538,78 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned
     return NVML_SUCCESS;
   });
 }
+
+// --- MIG (NVML API Reference, "Multi Instance GPU Management") ------------------------
+
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* count) {
+  return DeviceCall(__func__, device, [&](const Gpu& g) -> nvmlReturn_t {
+    if (!count) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!g.mig_mode) return NVML_ERROR_NOT_SUPPORTED;
+    *count = g.mig_mode->first == NVML_DEVICE_MIG_ENABLE ? g.max_mig_devices.value_or(7) : 0;  // 0: MIG off
+    return NVML_SUCCESS;
+  });
+}
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                                  nvmlDevice_t* mig_device) {
+  return DeviceCall(__func__, device, [&](const Gpu& g, const Scenario& s) -> nvmlReturn_t {
+    if (!mig_device) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!g.mig_mode) return NVML_ERROR_NOT_SUPPORTED;
+    if (g.mig_mode->first != NVML_DEVICE_MIG_ENABLE) return NVML_ERROR_NOT_FOUND;
+    if (index >= g.max_mig_devices.value_or(7)) return NVML_ERROR_INVALID_ARGUMENT;
+    for (const MigDevice& m : g.mig_devices) {
+      if (m.index == index) {
+        *mig_device = MigHandleOf(static_cast<unsigned>(&g - s.gpus.data()), index);
+        return NVML_SUCCESS;
+      }
+    }
+    return NVML_ERROR_NOT_FOUND;  // no MIG device in this slot
+  });
+}
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int* is_mig) {
+  return AnyDeviceCall(__func__, device, [&](const Gpu&, const MigDevice* mig) -> nvmlReturn_t {
+    if (!is_mig) return NVML_ERROR_INVALID_ARGUMENT;
+    *is_mig = mig ? 1 : 0;
+    return NVML_SUCCESS;
+  });
+}
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id) {
+  return AnyDeviceCall(__func__, device, [&](const Gpu&, const MigDevice* mig) -> nvmlReturn_t {
+    if (!id) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!mig) return NVML_ERROR_NOT_SUPPORTED;
+    *id = mig->gpu_instance_id;
+    return NVML_SUCCESS;
+  });
+}
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* id) {
+  return AnyDeviceCall(__func__, device, [&](const Gpu&, const MigDevice* mig) -> nvmlReturn_t {
+    if (!id) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!mig) return NVML_ERROR_NOT_SUPPORTED;
+    *id = mig->compute_instance_id;
+    return NVML_SUCCESS;
+  });
+}
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t mig_device,
+                                                                           nvmlDevice_t* device) {
+  State& st = TheState();
+  std::lock_guard<std::mutex> lock(st.mu);
+  st.Begin(__func__);
+  if (st.init_count == 0) return NVML_ERROR_UNINITIALIZED;
+  const Gpu* parent = nullptr;
+  if (!device || !LookupMigIn(st.scenario, mig_device, &parent)) return NVML_ERROR_INVALID_ARGUMENT;
+  if (auto injected = st.Injected(__func__, parent)) return *injected;
+  *device = HandleOf(static_cast<unsigned>(parent - st.scenario.gpus.data()));
+  return NVML_SUCCESS;
+}
+#if !FAKE_NVML_LEGACY
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, nvmlDeviceAttributes_t* attributes) {
+  return AnyDeviceCall(__func__, device, [&](const Gpu&, const MigDevice* mig) -> nvmlReturn_t {
+    if (!attributes) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!mig) return NVML_ERROR_NOT_SUPPORTED;  // "currently only supports MIG device handles"
+    *attributes = mig->attributes;
+    return NVML_SUCCESS;
+  });
+}
+#endif
 
 // --- health ----------------------------------------------------------------------------
 

@@ -305,6 +305,45 @@ Gpu ParseGpu(const json& g, size_t gpu_count) {
           In("processes[" + std::to_string(i) + "]", [&] { return ParseProcess((*procs)[i]); }));
     }
   }
+  gpu.max_mig_devices = Opt<unsigned>(g, "max_mig_devices");
+  if (gpu.max_mig_devices && *gpu.max_mig_devices > kMaxMigDevices) {
+    throw std::runtime_error("max_mig_devices: more than " + std::to_string(kMaxMigDevices));
+  }
+  if (const json* migs = Section(g, "mig_devices", /*array=*/true)) {
+    if (!gpu.mig_mode || gpu.mig_mode->first != 1) throw std::runtime_error("mig_devices: needs mig_mode.current 1");
+    const unsigned slots = gpu.max_mig_devices.value_or(7);
+    for (size_t i = 0; i < migs->size(); ++i) {
+      const json& m = (*migs)[i];
+      gpu.mig_devices.push_back(In("mig_devices[" + std::to_string(i) + "]", [&] {
+        if (!m.is_object()) throw std::runtime_error("expected an object");
+        MigDevice mig;
+        mig.index = Opt<unsigned>(m, "index").value_or(static_cast<unsigned>(i));
+        mig.uuid = Required<std::string>(m, "uuid");
+        mig.gpu_instance_id = Required<unsigned>(m, "gpu_instance_id");
+        mig.compute_instance_id = Opt<unsigned>(m, "compute_instance_id").value_or(0);
+        mig.attributes.gpuInstanceSliceCount = Required<unsigned>(m, "gpu_slices");
+        mig.attributes.computeInstanceSliceCount =
+            Opt<unsigned>(m, "compute_slices").value_or(mig.attributes.gpuInstanceSliceCount);
+        mig.attributes.multiprocessorCount = Opt<unsigned>(m, "multiprocessors").value_or(0);
+        mig.attributes.sharedCopyEngineCount = Opt<unsigned>(m, "copy_engines").value_or(0);
+        mig.attributes.sharedDecoderCount = Opt<unsigned>(m, "decoders").value_or(0);
+        mig.attributes.sharedJpegCount = Opt<unsigned>(m, "jpeg").value_or(0);
+        mig.attributes.sharedOfaCount = Opt<unsigned>(m, "ofa").value_or(0);
+        mig.attributes.memorySizeMB = Required<unsigned long long>(m, "memory_mib");
+        mig.memory.total = mig.attributes.memorySizeMB << 20;
+        mig.memory.used = Opt<uint64_t>(m, "memory_used").value_or(0);
+        if (mig.memory.used > mig.memory.total) throw std::runtime_error("memory_used: more than memory_mib");
+        if (mig.index >= slots) throw std::runtime_error("index: not below max_mig_devices (" + std::to_string(slots) + ")");
+        if (!mig.uuid.starts_with("MIG-")) throw std::runtime_error("uuid: expected \"MIG-...\"");
+        return mig;
+      }));
+      for (size_t j = 0; j + 1 < gpu.mig_devices.size(); ++j) {
+        if (gpu.mig_devices[j].index == gpu.mig_devices.back().index) {
+          throw std::runtime_error("mig_devices[" + std::to_string(i) + "]: index twice");
+        }
+      }
+    }
+  }
   if (const json* xids = Section(g, "xid_events", /*array=*/true)) {
     for (const json& x : *xids) {
       if (!x.is_number_unsigned()) throw std::runtime_error("xid_events: expected Xid numbers");

@@ -22,6 +22,8 @@ inline constexpr unsigned kMaxGpus = 64;
 // NVSwitch numbers in nvlinks: 0..15. Switch k has PCI address 0000FFFF:<k>:00.0, a domain
 // no GPU of a shipped scenario uses (nvml_exports.cc).
 inline constexpr unsigned kMaxNvSwitches = 16;
+// MIG device slots per GPU (nvmlDeviceGetMaxMigDeviceCount; 7 on A100 and H100).
+inline constexpr unsigned kMaxMigDevices = 8;
 
 // ---------------------------------------------------------------------------------------
 // Return codes: scenario names (the NVML_ERROR_ suffix) and nvmlErrorString texts.
@@ -108,6 +110,15 @@ struct NvLink {
   bool to_switch = false;
 };
 
+// One MIG device (a compute instance) of a GPU in MIG mode ("mig_devices").
+struct MigDevice {
+  unsigned index = 0;  // nvmlDeviceGetMigDeviceHandleByIndex slot
+  std::string uuid;    // "MIG-…"
+  unsigned gpu_instance_id = 0, compute_instance_id = 0;
+  nvmlDeviceAttributes_t attributes{};  // slices, engines, memorySizeMB
+  Memory memory;                        // total, used (reserved 0)
+};
+
 struct Gpu {
   std::string uuid;
   std::optional<std::string> name, serial;
@@ -129,6 +140,8 @@ struct Gpu {
   std::optional<std::string> pci_switch, host_bridge;
   std::optional<std::vector<NvLink>> nvlinks;
   std::vector<Process> processes;
+  std::optional<unsigned> max_mig_devices;  // default 7 while MIG mode is on
+  std::vector<MigDevice> mig_devices;
   std::vector<unsigned long long> xid_events;  // appended over time; delivered to event sets
   bool events_supported = true;
   bool is_lost = false;

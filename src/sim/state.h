@@ -37,6 +37,22 @@ inline constexpr std::array<nvmlDevice_st, kMaxGpus> kSlots = MakeSlots();
 
 inline nvmlDevice_t HandleOf(unsigned index) { return const_cast<nvmlDevice_st*>(&kSlots[index]); }
 
+// MIG device handles: fixed slots too, kMaxMigDevices per GPU, index = kMaxGpus + GPU index
+// * kMaxMigDevices + MIG slot (so no MIG handle is ever taken for a GPU handle).
+constexpr std::array<nvmlDevice_st, kMaxGpus * kMaxMigDevices> MakeMigSlots() {
+  std::array<nvmlDevice_st, kMaxGpus * kMaxMigDevices> slots{};
+  for (unsigned i = 0; i < kMaxGpus * kMaxMigDevices; ++i) slots[i].index = kMaxGpus + i;
+  return slots;
+}
+inline constexpr std::array<nvmlDevice_st, kMaxGpus * kMaxMigDevices> kMigSlots = MakeMigSlots();
+inline nvmlDevice_t MigHandleOf(unsigned gpu, unsigned slot) {
+  return const_cast<nvmlDevice_st*>(&kMigSlots[gpu * kMaxMigDevices + slot]);
+}
+
+// The MIG device behind a MIG handle (and its GPU in *parent), or nullptr when `device`
+// is not a MIG handle of ours or the scenario has no MIG device in that slot now.
+const MigDevice* LookupMigIn(const Scenario& scenario, nvmlDevice_t device, const Gpu** parent);
+
 // The GPU behind a handle, or nullptr for a handle that is not one of ours or whose
 // index the scenario does not have.
 const Gpu* LookupIn(const Scenario& scenario, nvmlDevice_t device);

@@ -29,7 +29,10 @@ constexpr std::array<std::string_view, 6> kMachineBound = {kCudaVisibleDevices, 
 std::vector<EnvVar> ChildGpuEnv(const ChildGpuEnvRequest& request) {
   const std::string uuids = FormatCudaVisibleDevices(request.uuids);
   std::vector<EnvVar> env;
-  if (request.numbering == GpuNumbering::kPciIndices) {
+  // MIG devices are named by UUID whatever the numbering: an index would be their GPU's.
+  const bool mig = std::any_of(request.uuids.begin(), request.uuids.end(),
+                               [](const std::string& u) { return u.starts_with("MIG-"); });
+  if (request.numbering == GpuNumbering::kPciIndices && !mig) {
     GPUMAN_CHECK(request.indices.size() == request.uuids.size());
     env.push_back({std::string(kCudaVisibleDevices), JoinInts(request.indices)});
   } else {

@@ -815,8 +815,71 @@ std::vector<std::string> ShippedScenarios() {
 
 TEST_F(FakeNvmlTest, ShippedScenariosAreAllThere) {
   EXPECT_EQ(ShippedScenarios(),
-            (std::vector<std::string>{"a100-4.json", "h100-8.json", "lost-gpu.json",
-                                      "no-driver.json", "workstation-mixed.json"}));
+            (std::vector<std::string>{"a100-4.json", "a100-mig.json", "h100-8.json", "h100-mig.json",
+                                      "lost-gpu.json", "no-driver.json", "workstation-mixed.json"}));
+}
+
+// MIG devices follow NVML's MIG API: slots 0 .. max-1 by index, NOT_FOUND for an empty
+// slot, INVALID_ARGUMENT past the last; a MIG handle answers UUID, memory, instance ids and
+// attributes, and leads back to its parent; a whole GPU handle is not a MIG handle.
+TEST_F(FakeNvmlTest, MigDevicesFollowNvmlsMigApi) {
+  UseScenario(std::string(GPUMAN_TEST_SCENARIO_DIR) + "/h100-mig.json");
+  ASSERT_EQ(Init(), NVML_SUCCESS);
+  using UIntFn = nvmlReturn_t (*)(nvmlDevice_t, unsigned*);
+  unsigned max = 0;
+  ASSERT_EQ(F<UIntFn>("nvmlDeviceGetMaxMigDeviceCount")(Handle(0), &max), NVML_SUCCESS);
+  EXPECT_EQ(max, 7u);
+  ASSERT_EQ(F<UIntFn>("nvmlDeviceGetMaxMigDeviceCount")(Handle(1), &max), NVML_SUCCESS);
+  EXPECT_EQ(max, 0u);  // MIG mode off
+  auto by_index = F<nvmlDeviceGetMigDeviceHandleByIndex_fn>("nvmlDeviceGetMigDeviceHandleByIndex");
+  nvmlDevice_t mig = nullptr;
+  EXPECT_EQ(by_index(Handle(0), 3, &mig), NVML_ERROR_NOT_FOUND);
+  EXPECT_EQ(by_index(Handle(0), 7, &mig), NVML_ERROR_INVALID_ARGUMENT);
+  ASSERT_EQ(by_index(Handle(0), 1, &mig), NVML_SUCCESS);
+  ASSERT_NE(mig, nullptr);
+  EXPECT_NE(mig, Handle(1));
+
+  char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+  ASSERT_EQ(F<nvmlDeviceGetString_fn>("nvmlDeviceGetUUID")(mig, uuid, sizeof uuid), NVML_SUCCESS);
+  EXPECT_STREQ(uuid, "MIG-7a3e5c2b-14d6-5f80-b9c2-1d3e4f5a6b72");
+  unsigned is_mig = 0, gi = 0, ci = 99;
+  ASSERT_EQ(F<UIntFn>("nvmlDeviceIsMigDeviceHandle")(mig, &is_mig), NVML_SUCCESS);
+  EXPECT_EQ(is_mig, 1u);
+  ASSERT_EQ(F<UIntFn>("nvmlDeviceIsMigDeviceHandle")(Handle(0), &is_mig), NVML_SUCCESS);
+  EXPECT_EQ(is_mig, 0u);
+  ASSERT_EQ(F<UIntFn>("nvmlDeviceGetGpuInstanceId")(mig, &gi), NVML_SUCCESS);
+  ASSERT_EQ(F<UIntFn>("nvmlDeviceGetComputeInstanceId")(mig, &ci), NVML_SUCCESS);
+  EXPECT_EQ(gi, 3u);
+  EXPECT_EQ(ci, 0u);
+  EXPECT_EQ(F<UIntFn>("nvmlDeviceGetGpuInstanceId")(Handle(0), &gi), NVML_ERROR_NOT_SUPPORTED);
+
+  nvmlDeviceAttributes_t attr{};
+  ASSERT_EQ(F<nvmlDeviceGetAttributes_fn>("nvmlDeviceGetAttributes_v2")(mig, &attr), NVML_SUCCESS);
+  EXPECT_EQ(attr.gpuInstanceSliceCount, 2u);
+  EXPECT_EQ(attr.computeInstanceSliceCount, 2u);
+  EXPECT_EQ(attr.memorySizeMB, 20096u);
+  EXPECT_EQ(F<nvmlDeviceGetAttributes_fn>("nvmlDeviceGetAttributes_v2")(Handle(0), &attr), NVML_ERROR_NOT_SUPPORTED);
+  nvmlMemory_t mem{};
+  ASSERT_EQ(F<nvmlDeviceGetMemoryInfo_fn>("nvmlDeviceGetMemoryInfo")(mig, &mem), NVML_SUCCESS);
+  EXPECT_EQ(mem.total, 20096ull << 20);
+  EXPECT_EQ(mem.used, 64ull << 20);
+
+  nvmlDevice_t parent = nullptr;
+  auto from_mig = F<nvmlDeviceGetDeviceHandleFromMigDeviceHandle_fn>("nvmlDeviceGetDeviceHandleFromMigDeviceHandle");
+  ASSERT_EQ(from_mig(mig, &parent), NVML_SUCCESS);
+  EXPECT_EQ(parent, Handle(0));
+  EXPECT_EQ(from_mig(Handle(0), &parent), NVML_ERROR_INVALID_ARGUMENT);
+}
+
+TEST_F(FakeNvmlTest, MigDevicesNeedMigModeOn) {
+  json gpu = {{"uuid", "GPU-00000000-0000-0000-0000-000000000001"},
+              {"mig_mode", {{"current", 0}}},
+              {"mig_devices", json::array({{{"uuid", "MIG-1"}, {"gpu_instance_id", 1}, {"gpu_slices", 1}, {"memory_mib", 9728}}})}};
+  UseScenario(WriteScenario(json{{"gpus", json::array({gpu})}}));
+  EXPECT_EQ(Init(), NVML_ERROR_UNKNOWN);  // the scenario is refused
+  gpu["mig_mode"]["current"] = 1;
+  UseScenario(WriteScenario(json{{"gpus", json::array({gpu})}}));
+  EXPECT_EQ(Init(), NVML_SUCCESS);
 }
 
 TEST_F(FakeNvmlTest, EveryShippedScenarioLoads) {

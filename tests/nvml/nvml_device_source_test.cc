@@ -303,6 +303,44 @@ model::Topology TopologyOf(Loaded& l) {
   return *snap->topology;
 }
 
+// MIG devices are listed under their GPU with UUID, instance ids, nvidia-smi's profile
+// name, memory and the parent's processes on that instance; whole GPUs list none.
+TEST(NvmlDeviceSourceTest, MigDevicesAreListedUnderTheirGpu) {
+  setenv("GPUMAN_FAKE_NVML_SCENARIO", GPUMAN_TEST_SCENARIO_DIR "/h100-mig.json", 1);
+  auto l = Load(GPUMAN_TEST_FAKE_NVML);
+  ASSERT_TRUE(l);
+  auto snap = Snap(*l);
+  ASSERT_EQ(snap.gpus.size(), 4u);
+  const auto& migs = snap.gpus[0].mig_devices;
+  ASSERT_EQ(migs.size(), 3u);
+  EXPECT_EQ(migs[0].uuid, "MIG-2f6d1b0a-93c4-5e7f-a8b1-0c2d3e4f5a61");
+  EXPECT_EQ(migs[0].parent_uuid, snap.gpus[0].uuid.value());
+  EXPECT_EQ(migs[0].profile, "3g.40gb");
+  EXPECT_EQ(migs[1].profile, "2g.20gb");
+  EXPECT_EQ(migs[2].profile, "2g.20gb");
+  EXPECT_EQ(migs[1].gpu_instance_id, 3u);
+  EXPECT_EQ(migs[1].compute_instance_id, 0u);
+  EXPECT_EQ(migs[0].multiprocessors, 60);
+  EXPECT_EQ(migs[1].memory_total_bytes, 20096LL << 20);
+  ASSERT_EQ(migs[0].processes.size(), 1u);
+  EXPECT_EQ(migs[0].processes[0].pid, 62011u);
+  EXPECT_TRUE(migs[1].processes.empty());
+  for (size_t i = 1; i < 4; ++i) EXPECT_TRUE(snap.gpus[i].mig_devices.empty()) << i;
+}
+
+// The oldest driver names have no nvmlDeviceGetAttributes_v2: MIG devices are still listed,
+// without a profile.
+TEST(NvmlDeviceSourceTest, MigDevicesWithoutAttributesHaveNoProfile) {
+  setenv("GPUMAN_FAKE_NVML_SCENARIO", GPUMAN_TEST_SCENARIO_DIR "/a100-mig.json", 1);
+  auto l = Load(GPUMAN_TEST_FAKE_NVML_LEGACY);
+  ASSERT_TRUE(l);
+  auto snap = Snap(*l);
+  ASSERT_EQ(snap.gpus.size(), 2u);
+  ASSERT_EQ(snap.gpus[1].mig_devices.size(), 7u);
+  EXPECT_FALSE(snap.gpus[1].mig_devices[0].profile.has_value());
+  EXPECT_TRUE(snap.gpus[1].mig_devices[6].uuid.has_value());
+}
+
 // HGX H100: each GPU's 18 links go to the NVSwitches, none to a GPU; nvidia-smi topo -m
 // shows NV18 for every pair, and so do we.
 TEST(NvmlDeviceSourceTest, NvSwitchLinksJoinEveryPairOfTheFabric) {

@@ -934,3 +934,112 @@ TEST(SelectionPreferFastestTest, ASliceGoesToTheFastestGpuWithRoom) {
 
 }  // namespace
 }  // namespace gpuman::policy
+
+namespace gpuman::policy {
+namespace {
+
+// An H100 split 3g.40gb + 2x 2g.20gb (GPU 0) beside three whole GPUs (h100-mig).
+model::MachineSnapshot MigMachine() {
+  model::MachineSnapshot snap = ::gpuman::testing::SnapshotBuilder()
+                                    .Model("NVIDIA H100 80GB HBM3", "9.0")
+                                    .MemoryGiB(80)
+                                    .Add(4)
+                                    .Build();
+  snap.gpus[0].mig_mode_current = true;
+  const char* profiles[] = {"3g.40gb", "2g.20gb", "2g.20gb"};
+  for (int i = 0; i < 3; ++i) {
+    model::MigDevice m;
+    m.index = i;
+    m.uuid = "MIG-" + std::to_string(i);
+    m.parent_uuid = snap.gpus[0].uuid.value_or("");
+    m.profile = profiles[i];
+    m.memory_total_bytes = (i == 0 ? 40 : 20) * (int64_t{1} << 30);
+    m.memory_used_bytes = 0;
+    snap.gpus[0].mig_devices.push_back(m);
+  }
+  return snap;
+}
+
+model::GpuRequest Mig(const std::string& profile, int count = 1) {
+  model::GpuRequest r;
+  r.count = count;
+  r.mig_profile = profile;
+  return r;
+}
+
+TEST(SelectionMigTest, MigDevicesOfTheProfileAreTheUnits) {
+  // Given MIG-1 already leased, a second 2g.20gb request gets MIG-2 (the GPU's index 0).
+  model::MachineSnapshot snap = MigMachine();
+  model::Lease held;
+  held.id = 7;
+  held.user = "alice";
+  held.gpu_uuids = {"MIG-1"};
+  auto got = Select(snap, {held}, Mig("2g.20gb"));
+  ASSERT_TRUE(got.has_value()) << got.error().message;
+  EXPECT_THAT(got->uuids, ElementsAre("MIG-2"));
+  EXPECT_THAT(got->indices, ElementsAre(0));
+  // And a third is busy: both 2g.20gb leased.
+  held.gpu_uuids = {"MIG-1", "MIG-2"};
+  auto none = Select(snap, {held}, Mig("2g.20gb"));
+  ASSERT_FALSE(none.has_value());
+  EXPECT_EQ(none.error().code, ErrorCode::kBusy);
+}
+
+TEST(SelectionMigTest, AGpuInMigModeIsNeverLeasedWhole) {
+  model::MachineSnapshot snap = MigMachine();
+  model::GpuRequest whole;
+  whole.count = 4;
+  auto got = Select(snap, {}, whole);
+  ASSERT_FALSE(got.has_value());
+  EXPECT_EQ(got.error().code, ErrorCode::kNotFound);
+  EXPECT_NE(got.error().message.find("GPU 0 in MIG mode"), std::string::npos) << got.error().message;
+  whole.count = 1;
+  auto v = EvaluateGpus(snap, {}, whole);
+  ASSERT_TRUE(v.has_value());
+  EXPECT_THAT((*v)[0].reasons, ElementsAre("in MIG mode: lease its MIG devices (--mig PROFILE)"));
+  auto one = Select(snap, {}, whole);
+  ASSERT_TRUE(one.has_value());
+  EXPECT_EQ(one->indices, std::vector<int>{1});
+}
+
+TEST(SelectionMigTest, UnknownProfileListsTheProfilesHere) {
+  auto got = Select(MigMachine(), {}, Mig("1g.10gb"));
+  ASSERT_FALSE(got.has_value());
+  EXPECT_EQ(got.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(got.error().message, "--mig: no MIG device of profile 1g.10gb here; the profiles here: 2g.20gb, 3g.40gb");
+  model::MachineSnapshot plain = MigMachine();
+  plain.gpus[0].mig_devices.clear();
+  plain.gpus[0].mig_mode_current = false;
+  auto none = Select(plain, {}, Mig("1g.10gb"));
+  ASSERT_FALSE(none.has_value());
+  EXPECT_EQ(none.error().message, "--mig: this machine has no MIG devices (no GPU is in MIG mode)");
+}
+
+TEST(SelectionMigTest, MigUuidsInGpusAndExclusionsOfTheParent) {
+  model::MachineSnapshot snap = MigMachine();
+  model::GpuRequest by_uuid;
+  by_uuid.gpus = std::vector<std::string>{"MIG-0"};
+  auto got = Select(snap, {}, by_uuid);
+  ASSERT_TRUE(got.has_value()) << got.error().message;
+  EXPECT_THAT(got->uuids, ElementsAre("MIG-0"));
+  // Excluding (or not allowing) the parent GPU excludes its MIG devices.
+  model::GpuRequest r = Mig("3g.40gb");
+  r.exclude = {snap.gpus[0].uuid.value()};
+  auto excluded = Select(snap, {}, r);
+  ASSERT_FALSE(excluded.has_value());
+  EXPECT_EQ(excluded.error().code, ErrorCode::kNotFound);
+}
+
+TEST(SelectionMigTest, SlicesOnAMigOnlyMachineAreOneLine) {
+  model::MachineSnapshot snap = MigMachine();
+  snap.gpus.resize(1);
+  model::GpuRequest slice;
+  slice.gpu_memory_bytes = int64_t{5} << 30;
+  auto got = Select(snap, {}, slice);
+  ASSERT_FALSE(got.has_value());
+  EXPECT_EQ(got.error().message,
+            "--gpu-memory: every GPU here is in MIG mode; lease MIG devices instead (--mig 2g.20gb|3g.40gb)");
+}
+
+}  // namespace
+}  // namespace gpuman::policy

@@ -83,6 +83,24 @@ void ExpectSameGpu(const model::DeviceSnapshot& got, const model::DeviceSnapshot
   EXPECT_FIELD(is_healthy);
   EXPECT_FIELD(health_problems);
   EXPECT_FIELD(warnings);
+  ASSERT_EQ(got.mig_devices.size(), want.mig_devices.size());
+  for (size_t i = 0; i < got.mig_devices.size(); ++i) {
+    const model::MigDevice& a = got.mig_devices[i];
+    const model::MigDevice& b = want.mig_devices[i];
+    EXPECT_EQ(a.index, b.index);
+    EXPECT_EQ(a.uuid, b.uuid);
+    EXPECT_EQ(a.parent_uuid, b.parent_uuid);
+    EXPECT_EQ(a.parent_index, b.parent_index);
+    EXPECT_EQ(a.gpu_instance_id, b.gpu_instance_id);
+    EXPECT_EQ(a.compute_instance_id, b.compute_instance_id);
+    EXPECT_EQ(a.gpu_slices, b.gpu_slices);
+    EXPECT_EQ(a.compute_slices, b.compute_slices);
+    EXPECT_EQ(a.multiprocessors, b.multiprocessors);
+    EXPECT_EQ(a.profile, b.profile);
+    EXPECT_EQ(a.memory_total_bytes, b.memory_total_bytes);
+    EXPECT_EQ(a.memory_used_bytes, b.memory_used_bytes);
+    ASSERT_EQ(a.processes.size(), b.processes.size());
+  }
   ASSERT_EQ(got.processes.size(), want.processes.size());
   for (size_t i = 0; i < got.processes.size(); ++i) {
     SCOPED_TRACE("process " + std::to_string(i));
@@ -150,7 +168,7 @@ TEST(SnapshotJsonTest, UnknownStaysUnknown) {
 // to MachineSnapshotToJson/FromJson (src/protocol/model_json.cc), to FullGpu() and to the
 // checks above, then update the size here.
 TEST(SnapshotJsonTest, EveryFieldIsListedHere) {
-  EXPECT_EQ(sizeof(model::DeviceSnapshot), 664u) << "DeviceSnapshot changed: serialize the new field";
+  EXPECT_EQ(sizeof(model::DeviceSnapshot), 688u) << "DeviceSnapshot changed: serialize the new field";
   EXPECT_EQ(sizeof(model::GpuProcess), 160u) << "GpuProcess changed: serialize the new field";
 }
 

@@ -108,6 +108,21 @@ inline model::DeviceSnapshot FullGpu(int index = 3) {
   g.is_healthy = false;
   g.health_problems = {"volatile uncorrected ECC errors: 12"};
   g.warnings = {"clocks reduced: sw_thermal_slowdown"};
+  model::MigDevice mig;
+  mig.index = 2;
+  mig.uuid = "MIG-2f6d1b0a-93c4-5e7f-a8b1-0c2d3e4f5a61";
+  mig.parent_uuid = g.uuid.value_or("");
+  mig.parent_index = index;
+  mig.gpu_instance_id = 5;
+  mig.compute_instance_id = 1;
+  mig.gpu_slices = 3;
+  mig.compute_slices = 1;
+  mig.multiprocessors = 20;
+  mig.profile = "1c.3g.40gb";
+  mig.memory_total_bytes = 40320LL << 20;
+  mig.memory_used_bytes = 1LL << 30;
+  mig.processes = {p};
+  g.mig_devices = {mig};
   return g;
 }
 
