@@ -1,5 +1,7 @@
 #include "monitor/intruders.h"
 
+#include <algorithm>
+
 #include "model/intruders.h"
 #include "monitor/gpu_findings.h"
 
@@ -15,8 +17,14 @@ std::vector<IntruderStep> IntruderWatch::Update(const model::MachineSnapshot& sn
     // Whether any live lease holds this GPU: a process on a GPU nobody holds is unleased.
     bool held = false;
     if (watch_unleased) {
+      // A lease of one of its MIG devices holds the GPU too: a MIG tenant's processes
+      // run on the parent GPU (docs/share.md, "MIG").
       for (const auto& l : leases) {
-        for (const auto& u : l.gpu_uuids) held = held || u == *gpu.uuid;
+        for (const auto& u : l.gpu_uuids) {
+          held = held || u == *gpu.uuid ||
+                 std::any_of(gpu.mig_devices.begin(), gpu.mig_devices.end(),
+                             [&](const model::MigDevice& m) { return m.uuid == u; });
+        }
       }
     }
     for (const auto& p : gpu.processes) {

@@ -49,7 +49,7 @@ comp() {
   printf '%s\n' "${COMPREPLY[@]}"
 }
 [[ $(comp ru) == run ]] || { echo "ru -> $(comp ru)"; exit 1; }
-[[ $(comp --simulate a100-) == a100-4 ]] || { echo "--simulate a100- -> $(comp --simulate a100-)"; exit 1; }
+[[ $(comp --simulate a100- | tr '\n' ' ') == 'a100-4 a100-mig ' ]] || { echo "--simulate a100- -> $(comp --simulate a100-)"; exit 1; }
 [[ $(comp --simulate a100-4 run --gpus '' | tr '\n' ' ') == '0 1 2 3 ' ]] ||
   { echo "--gpus -> $(comp --simulate a100-4 run --gpus '')"; exit 1; }
 comp run --allow | grep -qx -- --allow-shared || { echo "run --allow -> $(comp run --allow)"; exit 1; }

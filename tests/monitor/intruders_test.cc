@@ -117,6 +117,19 @@ TEST(IntruderWatchTest, UnleasedProcessesAreAllowedReportedOrEnded) {
   EXPECT_EQ(Kinds(steps), (std::vector{IntruderStep::kSeen, IntruderStep::kTerm, IntruderStep::kSeen}));
   EXPECT_EQ(steps[2].spared, "it is root's");
   EXPECT_EQ(Kinds(kill.Update(bob_on_gpu1, {}, 6000)), std::vector{IntruderStep::kKill});
+  // A lease of one of GPU 1's MIG devices holds GPU 1: its tenant's process is not unleased.
+  auto mig = Machine({Proc(70, 1001)});
+  model::MigDevice m;
+  m.uuid = "MIG-1a";
+  m.parent_uuid = "GPU-1";
+  mig.gpus[1].mig_devices = {m};
+  model::Lease of_mig;
+  of_mig.id = 9;
+  of_mig.uid = 1001;
+  of_mig.user = "bob";
+  of_mig.gpu_uuids = {"MIG-1a"};
+  IntruderWatch kill_mig(IntruderPolicy{.unleased = IntruderPolicy::Unleased::kKill});
+  EXPECT_TRUE(kill_mig.Update(mig, {of_mig}, 1000).empty());
   // A process on a GPU someone leased is judged by foreign_processes, not unleased_processes.
   IntruderWatch kill_unleased_only(IntruderPolicy{.unleased = IntruderPolicy::Unleased::kKill});
   EXPECT_EQ(Kinds(kill_unleased_only.Update(Machine({Proc(70, 1001)}), AliceHoldsGpu1(), 1000)),
