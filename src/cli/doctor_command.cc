@@ -373,6 +373,30 @@ int RunDoctor(const DoctorArgs& args, Context& ctx) {
       checks.push_back({"gpu_health", "warn", "GPU " + std::to_string(g.index) + ": " + problems,
                         "gpuman health; an admin drains it with gpuman drain " + std::to_string(g.index)});
     }
+    // NVSwitch machines: each GPU's registration with the fabric Fabric Manager sets up.
+    // Until it completes CUDA fails with "system not yet initialized".
+    int fabric_ready = 0;
+    for (const auto& g : snap->gpus) {
+      if (!g.fabric_state) continue;
+      const std::string gpu = "GPU " + std::to_string(g.index);
+      if (*g.fabric_state == "completed") {
+        ++fabric_ready;
+      } else if (*g.fabric_state == "not_started") {
+        checks.push_back({"fabric", "fail",
+                          gpu + ": its NVSwitch fabric is not set up (Fabric Manager has not registered it): CUDA "
+                                "fails with \"system not yet initialized\"",
+                          "sudo systemctl enable --now nvidia-fabricmanager (its version must match the driver's)"});
+      } else if (*g.fabric_state == "in_progress") {
+        checks.push_back({"fabric", "warn", gpu + ": Fabric Manager is still setting up its NVSwitch fabric",
+                          "wait a minute; if it stays, journalctl -u nvidia-fabricmanager"});
+      } else if (*g.fabric_state == "failed") {
+        checks.push_back({"fabric", "fail", gpu + ": its NVSwitch fabric registration failed",
+                          "journalctl -u nvidia-fabricmanager; a driver and Fabric Manager of the same version"});
+      }
+    }
+    if (fabric_ready > 0) {
+      checks.push_back({"fabric", "ok", "the NVSwitch fabric is ready on " + std::to_string(fabric_ready) + " GPU(s)", ""});
+    }
     // Device nodes this user must open (CUDA opens /dev/nvidiactl and each GPU's node).
     if (simulated) {
       checks.push_back({"device_nodes", "ok", "a simulated machine: /dev/nvidia* not checked", ""});

@@ -99,6 +99,10 @@ struct DeviceSnapshot {
   std::optional<int64_t> memory_bus_width_bits;
   std::optional<std::string> compute_mode;  // default, exclusive_thread, prohibited, exclusive_process
   std::optional<bool> persistence_mode;
+  /// The GPU's NVSwitch fabric registration (nvmlDeviceGetGpuFabricInfo), which Fabric
+  /// Manager completes: "not_supported" (no fabric), "not_started", "in_progress",
+  /// "completed", "failed" (completed with an error); absent when the driver cannot say.
+  std::optional<std::string> fabric_state;
   std::optional<bool> mig_mode_current;
   std::optional<bool> mig_mode_pending;
   std::optional<int64_t> ecc_volatile_corrected;

@@ -35,14 +35,17 @@ std::optional<SmFigures> SmFiguresFor(const std::string& compute_capability) {
 
 PeakFigures PeakOf(const DeviceSnapshot& gpu) {
   PeakFigures peak;
-  const std::optional<SmFigures> sm = gpu.compute_capability ? SmFiguresFor(*gpu.compute_capability) : std::nullopt;
+  SmFigures sm;  // zeros when the architecture is unknown
+  if (gpu.compute_capability) {
+    if (auto known = SmFiguresFor(*gpu.compute_capability)) sm = *known;
+  }
   if (gpu.cuda_cores && gpu.clocks.sm_max_mhz) {
     const double ghz = static_cast<double>(*gpu.clocks.sm_max_mhz) / 1000.0;
     peak.fp32_tflops = static_cast<double>(*gpu.cuda_cores) * 2 * ghz / 1000.0;
-    if (sm && sm->fp32_cores > 0) {
-      peak.sms = *gpu.cuda_cores / sm->fp32_cores;
-      if (sm->tensor_flops_per_clock > 0) {
-        peak.tensor_tflops = static_cast<double>(*peak.sms) * sm->tensor_flops_per_clock * ghz / 1000.0;
+    if (sm.fp32_cores > 0) {
+      peak.sms = *gpu.cuda_cores / sm.fp32_cores;
+      if (sm.tensor_flops_per_clock > 0) {
+        peak.tensor_tflops = static_cast<double>(*peak.sms) * sm.tensor_flops_per_clock * ghz / 1000.0;
       }
     }
   }

@@ -97,6 +97,7 @@ constexpr SymbolSpec kSymbols[] = {
   {Sym::kEventSetFree, false, {"nvmlEventSetFree", nullptr, nullptr}},
   {Sym::kDeviceGetNumGpuCores, false, {"nvmlDeviceGetNumGpuCores", nullptr, nullptr}},
   {Sym::kDeviceGetMemoryBusWidth, false, {"nvmlDeviceGetMemoryBusWidth", nullptr, nullptr}},
+  {Sym::kDeviceGetGpuFabricInfo, false, {"nvmlDeviceGetGpuFabricInfo", nullptr, nullptr}},
   // MIG (R450+). Drivers without them list no MIG devices.
   {Sym::kDeviceGetMaxMigDeviceCount, false, {"nvmlDeviceGetMaxMigDeviceCount", nullptr, nullptr}},
   {Sym::kDeviceGetMigDeviceHandleByIndex, false, {"nvmlDeviceGetMigDeviceHandleByIndex", nullptr, nullptr}},

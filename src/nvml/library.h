@@ -34,7 +34,7 @@ enum class Sym : int {
   kDeviceGetNvLinkRemoteDeviceType,
   kDeviceGetProcessUtilization, kDeviceGetSupportedEventTypes,
   kEventSetCreate, kDeviceRegisterEvents, kEventSetWait, kEventSetFree,
-  kDeviceGetNumGpuCores, kDeviceGetMemoryBusWidth,
+  kDeviceGetNumGpuCores, kDeviceGetMemoryBusWidth, kDeviceGetGpuFabricInfo,
   kDeviceGetMaxMigDeviceCount, kDeviceGetMigDeviceHandleByIndex, kDeviceIsMigDeviceHandle,
   kDeviceGetGpuInstanceId, kDeviceGetComputeInstanceId, kDeviceGetDeviceHandleFromMigDeviceHandle,
   kDeviceGetAttributes,

@@ -244,6 +244,22 @@ typedef nvmlReturn_t (*nvmlDeviceGetCudaComputeCapability_fn)(nvmlDevice_t, int*
 typedef nvmlReturn_t (*nvmlDeviceGetComputeMode_fn)(nvmlDevice_t, nvmlComputeMode_t*);
 typedef nvmlReturn_t (*nvmlDeviceGetEnableState_fn)(nvmlDevice_t, nvmlEnableState_t*);  // persistence, retired pending
 typedef nvmlReturn_t (*nvmlDeviceGetMigMode_fn)(nvmlDevice_t, unsigned int*, unsigned int*);
+// nvmlDeviceGetGpuFabricInfo (R530+; NVSwitch systems): a GPU's registration with the NVLink
+// fabric that Fabric Manager sets up. Layout of NVML's nvmlGpuFabricInfo_t (the first,
+// unversioned struct): the cluster UUID, the status of the registration (an nvmlReturn_t),
+// the clique id, and the state.
+#define NVML_GPU_FABRIC_UUID_LEN 16
+#define NVML_GPU_FABRIC_STATE_NOT_SUPPORTED 0
+#define NVML_GPU_FABRIC_STATE_NOT_STARTED 1
+#define NVML_GPU_FABRIC_STATE_IN_PROGRESS 2
+#define NVML_GPU_FABRIC_STATE_COMPLETED 3
+typedef struct {
+  unsigned char clusterUuid[NVML_GPU_FABRIC_UUID_LEN];
+  nvmlReturn_t status;
+  unsigned int cliqueId;
+  unsigned char state;
+} nvmlGpuFabricInfo_t;
+typedef nvmlReturn_t (*nvmlDeviceGetGpuFabricInfo_fn)(nvmlDevice_t, nvmlGpuFabricInfo_t*);
 // nvmlDeviceGetNumGpuCores(device, unsigned int* numCores) and
 // nvmlDeviceGetMemoryBusWidth(device, unsigned int* busWidth): the uint shape
 // (nvmlDeviceGetUInt_fn) above.

@@ -351,6 +351,13 @@ void ReadDevice(const NvmlLibrary& lib, nvmlDevice_t dev, const std::string& sys
       s.mig_mode_current = mig_current == NVML_FEATURE_ENABLED;
       s.mig_mode_pending = mig_pending == NVML_FEATURE_ENABLED;
     }
+    // NVSwitch fabric (Fabric Manager) registration; GPUs outside a fabric say not_supported.
+    nvmlGpuFabricInfo_t fabric{};
+    if (r.Call<nvmlDeviceGetGpuFabricInfo_fn>(Sym::kDeviceGetGpuFabricInfo, &fabric)) {
+      static constexpr const char* kStates[] = {"not_supported", "not_started", "in_progress", "completed"};
+      if (fabric.state < std::size(kStates)) s.fabric_state = kStates[fabric.state];
+      if (fabric.state == NVML_GPU_FABRIC_STATE_COMPLETED && fabric.status != NVML_SUCCESS) s.fabric_state = "failed";
+    }
   }
   auto ecc = [&](nvmlMemoryErrorType_t type, nvmlEccCounterType_t counter) -> std::optional<int64_t> {
     unsigned long long n = 0;
@@ -422,6 +429,8 @@ void CopyGroups(FieldSet groups, const model::DeviceSnapshot& from, model::Devic
     to.serial = from.serial;
     to.minor_number = from.minor_number;
     to.compute_capability = from.compute_capability;
+    to.cuda_cores = from.cuda_cores;
+    to.memory_bus_width_bits = from.memory_bus_width_bits;
     to.clocks.sm_max_mhz = from.clocks.sm_max_mhz;
     to.clocks.memory_max_mhz = from.clocks.memory_max_mhz;
     to.cpu_affinity = from.cpu_affinity;
@@ -433,6 +442,7 @@ void CopyGroups(FieldSet groups, const model::DeviceSnapshot& from, model::Devic
     to.persistence_mode = from.persistence_mode;
     to.mig_mode_current = from.mig_mode_current;
     to.mig_mode_pending = from.mig_mode_pending;
+    to.fabric_state = from.fabric_state;
   }
   if (groups & kFieldHealth) {
     to.ecc_volatile_corrected = from.ecc_volatile_corrected;

@@ -523,6 +523,7 @@ json DeviceSnapshotToJson(const model::DeviceSnapshot& d) {
   o.emplace("memory_bus_width_bits", OrNull(d.memory_bus_width_bits));
   o.emplace("compute_mode", OrNull(d.compute_mode));
   o.emplace("persistence_mode", OrNull(d.persistence_mode));
+  o.emplace("fabric_state", OrNull(d.fabric_state));
   o.emplace("mig_mode_current", OrNull(d.mig_mode_current));
   o.emplace("mig_mode_pending", OrNull(d.mig_mode_pending));
   o.emplace("ecc_volatile_corrected", OrNull(d.ecc_volatile_corrected));
@@ -580,6 +581,7 @@ Result<model::DeviceSnapshot> DeviceSnapshotFromJson(const json& j, std::string_
   f.Optional("memory_bus_width_bits", d.memory_bus_width_bits);
   f.Optional("compute_mode", d.compute_mode);
   f.Optional("persistence_mode", d.persistence_mode);
+  f.Optional("fabric_state", d.fabric_state);
   f.Optional("mig_mode_current", d.mig_mode_current);
   f.Optional("mig_mode_pending", d.mig_mode_pending);
   f.Optional("ecc_volatile_corrected", d.ecc_volatile_corrected);

@@ -521,6 +521,16 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t device, unsi
 FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetMemoryBusWidth(nvmlDevice_t device, unsigned int* bits) {
   return DeviceCall(__func__, device, [&](const Gpu& g) { return Put(g.memory_bus_width, bits); });
 }
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nvmlGpuFabricInfo_t* info) {
+  return DeviceCall(__func__, device, [&](const Gpu& g) -> nvmlReturn_t {
+    if (!info) return NVML_ERROR_INVALID_ARGUMENT;
+    if (!g.fabric) return NVML_ERROR_NOT_SUPPORTED;
+    *info = nvmlGpuFabricInfo_t{};
+    info->state = static_cast<unsigned char>(g.fabric->first);
+    info->status = g.fabric->second;
+    return NVML_SUCCESS;
+  });
+}
 FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device,
                                                        nvmlComputeMode_t* mode) {
   return DeviceCall(__func__, device, [&](const Gpu& g) { return Put(g.compute_mode, mode); });

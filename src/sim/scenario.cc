@@ -243,6 +243,9 @@ Gpu ParseGpu(const json& g, size_t gpu_count) {
     gpu.compute_capability = std::pair((*cc)[0], (*cc)[1]);
   }
   gpu.cuda_cores = Opt<unsigned>(g, "cuda_cores");
+  if (const json* fb = Section(g, "fabric")) In("fabric", [&] {
+    gpu.fabric = std::pair(Required<unsigned>(*fb, "state"), Opt<int>(*fb, "status").value_or(0));
+  });
   gpu.memory_bus_width = Opt<unsigned>(g, "memory_bus_width");
   gpu.compute_mode = Opt<int>(g, "compute_mode");
   gpu.persistence_mode = Opt<int>(g, "persistence_mode");

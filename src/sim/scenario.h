@@ -131,6 +131,7 @@ struct Gpu {
   std::optional<int> pstate, compute_mode, persistence_mode, retired_pages_pending;
   std::optional<std::pair<int, int>> compute_capability;
   std::optional<unsigned> cuda_cores, memory_bus_width;  // nvmlDeviceGetNumGpuCores, ...MemoryBusWidth
+  std::optional<std::pair<unsigned, int>> fabric;       // nvmlDeviceGetGpuFabricInfo: state, status
   std::optional<std::pair<unsigned, unsigned>> mig_mode;  // current, pending
   std::optional<unsigned long long> ecc[2][2];  // [nvmlMemoryErrorType_t][nvmlEccCounterType_t]
   std::optional<RemappedRows> remapped_rows;

@@ -157,6 +157,31 @@ TEST_F(DoctorE2E, TensorflowAndJaxGetVerdictsToo) {
   EXPECT_TRUE(tf_cpu) << cpu_tf.out;
 }
 
+// NVSwitch machines: a GPU whose fabric Fabric Manager has not set up is a failure with
+// the fix; all completed is one ok line.
+TEST_F(DoctorE2E, FabricManagerNotRunningIsAFailure) {
+  json s = json::parse(std::ifstream(Scenario(12040)));
+  for (auto& g : s["gpus"]) g["fabric"] = {{"state", 3}, {"status", 0}};
+  const std::string ready = dir_.Write("fabric-ready.json", s.dump());
+  auto fine = Doctor(ready, {"--no-frameworks"});
+  auto checks = ByName(fine.out);
+  EXPECT_EQ(checks["fabric"]["status"], "ok") << fine.out;
+  EXPECT_EQ(checks["fabric"]["message"], "the NVSwitch fabric is ready on 8 GPU(s)");
+  s["gpus"][2]["fabric"] = {{"state", 1}};
+  const std::string down = dir_.Write("fabric-down.json", s.dump());
+  auto r = Doctor(down, {"--no-frameworks"});
+  EXPECT_EQ(r.exit_code, 6) << r.out;
+  bool failed = false;
+  const json doc = json::parse(r.out);
+  for (const auto& c : doc["checks"]) {
+    if (c["name"] == "fabric" && c["status"] == "fail") {
+      failed = c["message"].get<std::string>().rfind("GPU 2: its NVSwitch fabric is not set up", 0) == 0 &&
+               c["fix"].get<std::string>().find("nvidia-fabricmanager") != std::string::npos;
+    }
+  }
+  EXPECT_TRUE(failed) << r.out;
+}
+
 TEST_F(DoctorE2E, WithoutFrameworksAndWithoutADriver) {
   auto fine = Doctor(Scenario(12040), {"--no-frameworks"});
   EXPECT_EQ(fine.exit_code, 0) << "warnings only (no daemon): " << fine.out;

@@ -68,6 +68,7 @@ void ExpectSameGpu(const model::DeviceSnapshot& got, const model::DeviceSnapshot
   EXPECT_FIELD(compute_capability);
   EXPECT_FIELD(cuda_cores);
   EXPECT_FIELD(memory_bus_width_bits);
+  EXPECT_FIELD(fabric_state);
   EXPECT_FIELD(compute_mode);
   EXPECT_FIELD(persistence_mode);
   EXPECT_FIELD(mig_mode_current);
@@ -170,7 +171,7 @@ TEST(SnapshotJsonTest, UnknownStaysUnknown) {
 // to MachineSnapshotToJson/FromJson (src/protocol/model_json.cc), to FullGpu() and to the
 // checks above, then update the size here.
 TEST(SnapshotJsonTest, EveryFieldIsListedHere) {
-  EXPECT_EQ(sizeof(model::DeviceSnapshot), 720u) << "DeviceSnapshot changed: serialize the new field";
+  EXPECT_EQ(sizeof(model::DeviceSnapshot), 768u) << "DeviceSnapshot changed: serialize the new field";
   EXPECT_EQ(sizeof(model::GpuProcess), 160u) << "GpuProcess changed: serialize the new field";
 }
 

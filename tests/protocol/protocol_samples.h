@@ -78,6 +78,7 @@ inline model::DeviceSnapshot FullGpu(int index = 3) {
   g.compute_capability = "9.0";
   g.cuda_cores = 16896;
   g.memory_bus_width_bits = 5120;
+  g.fabric_state = "completed";
   g.compute_mode = "exclusive_process";
   g.persistence_mode = true;
   g.mig_mode_current = false;
