@@ -690,11 +690,12 @@ Result<std::string> Daemon::ConfineLease(int64_t lease_id, const std::vector<std
     // A MIG device (docs/share.md, "MIG") opens through its parent GPU's node; the
     // nvidia-caps nodes that tell MIG instances apart stay open, as for every lease
     // (confine/device_rule.h), so the cgroup holds a MIG lease to its parent GPU.
-    auto g = std::find_if(snap->gpus.begin(), snap->gpus.end(), [&](const model::DeviceSnapshot& x) {
-      return x.uuid == uuid || std::any_of(x.mig_devices.begin(), x.mig_devices.end(),
-                                           [&](const model::MigDevice& m) { return m.uuid == uuid; });
-    });
-    if (g == snap->gpus.end() || !g->minor_number) {
+    const model::DeviceSnapshot* g = nullptr;
+    if (!model::FindMigDevice(*snap, uuid, &g)) {
+      auto whole = std::find_if(snap->gpus.begin(), snap->gpus.end(), [&](const model::DeviceSnapshot& x) { return x.uuid == uuid; });
+      g = whole == snap->gpus.end() ? nullptr : &*whole;
+    }
+    if (!g || !g->minor_number) {
       return MakeError(ErrorCode::kUnavailable, "the device node of GPU " + uuid + " is not known (NVML gave no minor number)");
     }
     const auto minor = static_cast<uint32_t>(*g->minor_number);
