@@ -159,6 +159,13 @@ struct SpawnSpec {
   bool start_barrier = false;
   /// Double fork and a new session: the child is not ours to wait for (see above).
   bool detached = false;
+  /// A cgroup v2 directory (an open descriptor of it) the child starts in: clone3 with
+  /// CLONE_INTO_CGROUP puts it there as it is created, so nothing has to move it later (a
+  /// move takes the kernel's cgroup lock for writing, which can wait for an RCU grace
+  /// period: docs/enforce.md, "Cost"). Where the kernel cannot (a v1 hierarchy, Linux
+  /// before 5.7, seccomp), the child is forked as usual and SpawnedProcess::in_cgroup()
+  /// says false: the caller moves it. Not with `detached`.
+  int cgroup_fd = -1;
   /// When the program cannot be found or exec'd, the child also writes "gpuman: <why>" to
   /// its stderr (a job's log).
   bool note_failure_on_stderr = false;
@@ -198,6 +205,8 @@ class SpawnedProcess {
   SpawnedProcess& operator=(SpawnedProcess&&) = default;
 
   pid_t pid() const { return pid_; }
+  /// Whether the child was created inside SpawnSpec::cgroup_fd's cgroup.
+  bool in_cgroup() const { return in_cgroup_; }
 
   /// Barrier only: blocks until the child has done every step before the barrier and
   /// waits there; or fails with the step that failed (kEnded: the child went away). A
@@ -222,6 +231,7 @@ class SpawnedProcess {
   friend Result<SpawnedProcess> Spawn(const SpawnSpec& spec, SpawnFailure* failure);
   Status ReadReports(bool until_ready, SpawnFailure* failure);
   pid_t pid_ = -1;
+  bool in_cgroup_ = false;
   UniqueFd report_;   // child -> parent: ready, or the step that failed; EOF at exec
   UniqueFd barrier_;  // parent -> child: go (and the LateStart), or EOF
   std::string name_;  // argv[0], for messages

@@ -292,7 +292,15 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
     give_up("this daemon runs as uid " + std::to_string(getuid()) + " and cannot run a job of uid " +
             std::to_string(job.uid));
   }
-  const SpawnSpec job_spec = JobSpawnSpec(spec, getuid() == 0 && job.uid != 0 ? GroupsOfOwner(job) : std::vector<gid_t>{});
+  SpawnSpec job_spec = JobSpawnSpec(spec, getuid() == 0 && job.uid != 0 ? GroupsOfOwner(job) : std::vector<gid_t>{});
+  // Confined (docs/enforce.md): the job is created inside its lease's cgroup where the
+  // kernel can (cgroup v2), so it and everything it starts can open only its GPUs' device
+  // nodes, and no move (a write lock on the kernel's cgroup state) delays its start.
+  UniqueFd cgroup_dir;
+  if (!cgroup.empty()) {
+    cgroup_dir.reset(open(cgroup.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    job_spec.cgroup_fd = cgroup_dir.get();
+  }
   sigset_t term, old;
   sigemptyset(&term);
   sigaddset(&term, SIGTERM);
@@ -320,9 +328,8 @@ int RunSupervisor(const std::string& state_db, int64_t job_id, int go_read, std:
     auto [kind, why] = WhyNotStarted(job, failure);
     give_up(why, FailureOf(kind));
   }
-  // Confined (docs/enforce.md): the job goes into its lease's cgroup before it may run, so
-  // it and everything it starts can open only its GPUs' device nodes.
-  if (!cgroup.empty()) {
+  // Otherwise (a v1 hierarchy, an older kernel) it is moved there before it may run.
+  if (!cgroup.empty() && !process.in_cgroup()) {
     if (Status moved = confine::MoveIntoCgroup(cgroup, child); !moved) {
       abandon();
       give_up("could not confine the job to its GPUs: " + moved.error().message);

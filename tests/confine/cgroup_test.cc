@@ -15,9 +15,13 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include "base/spawn.h"
+#include "base/unique_fd.h"
 #include "support/temp_dir.h"
 
 namespace gpuman::confine {
@@ -139,6 +143,42 @@ TEST_P(CgroupTest, AnEmptyCgroupOfAnEarlierLeaseIsMadeAgain) {
   EXPECT_EQ(errs[0], EPERM);
   EXPECT_EQ(errs[2], ENXIO);
   EXPECT_EQ(LeaseCgroupIds(confinement_), std::vector<int64_t>{9});
+}
+
+// The job supervisor's start (sched/supervisor.cc): Spawn creates the child inside the
+// lease's cgroup (clone3, CLONE_INTO_CGROUP) on cgroup v2, so nothing moves it; on v1 it
+// cannot, says so, and the caller's move puts it there before it runs.
+TEST_P(CgroupTest, SpawnStartsTheChildInsideTheCgroupWhereTheKernelCan) {
+  auto dir = CreateLeaseCgroup(confinement_, 10, DeviceRule{{3}});
+  ASSERT_TRUE(dir) << dir.error().message;
+  UniqueFd cgroup(open(dir->c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  ASSERT_TRUE(cgroup);
+  const std::string out = state_.Join("cgroup.txt");
+  SpawnSpec spec;
+  spec.argv = {"/bin/sh", "-c", "cat /proc/self/cgroup; : 3<>\"$1\"", "sh",
+               dev_.Join("nvidia0")};
+  spec.stdout_fd = SpawnFd::File(out, O_WRONLY | O_CREAT | O_TRUNC);
+  spec.stderr_fd = SpawnFd::SameAsStdout();
+  spec.env = std::vector<std::string>{"PATH=/usr/bin:/bin", "LC_ALL=C"};
+  spec.start_barrier = true;
+  spec.cgroup_fd = cgroup.get();
+  auto child = Spawn(spec);
+  ASSERT_TRUE(child) << child.error().message;
+  EXPECT_EQ(child->in_cgroup(), GetParam() == DevicesSetting::kCgroupV2);
+  ASSERT_TRUE(child->WaitReady());
+  if (!child->in_cgroup()) {
+    Status moved = MoveIntoCgroup(*dir, child->pid());
+    EXPECT_TRUE(moved) << moved.error().message;
+  }
+  // Before it runs, it is already listed in the lease's cgroup.
+  EXPECT_EQ(CgroupProcesses(*dir), std::vector<pid_t>{child->pid()});
+  ASSERT_TRUE(child->Release());
+  int status = 0;
+  waitpid(child->pid(), &status, 0);
+  std::stringstream text;
+  text << std::ifstream(out).rdbuf();
+  EXPECT_NE(text.str().find("/lease-10\n"), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("Operation not permitted"), std::string::npos) << "nvidia0 is not this lease's GPU: " << text.str();
 }
 
 INSTANTIATE_TEST_SUITE_P(Versions, CgroupTest, ::testing::Values(DevicesSetting::kCgroupV2, DevicesSetting::kCgroupV1),
