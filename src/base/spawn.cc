@@ -46,7 +46,7 @@ constexpr uint64_t kCloneIntoCgroup = 0x200000000ULL;  // CLONE_INTO_CGROUP
 // cgroup descriptor the child is created in that cgroup (*into says whether it was): a raw
 // clone3 like fork(2) (no shared memory, SIGCHLD at exit) but without glibc's fork
 // handlers, which the child does not need: until exec it makes only async-signal-safe
-// system calls. Errors that say "this kernel or hierarchy cannot" fall back to fork().
+// system calls. Errors that say "this kernel or hierarchy cannot" fall back to fork(2).
 pid_t ForkProcess(int cgroup_fd = -1, bool* into = nullptr) {
 #ifdef SYS_clone3
   if (cgroup_fd >= 0) {

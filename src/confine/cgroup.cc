@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -27,6 +28,7 @@ constexpr char kSystemStateDir[] = "/var/lib/gpuman";
 struct CgroupMount {
   std::string point;
   std::string root;
+  bool favordynmods = false;  // cgroup2's super-options
 };
 
 // mountinfo: "id parent major:minor root point options ... - fstype source super-options".
@@ -42,7 +44,10 @@ std::optional<CgroupMount> FindMount(const std::string& mountinfo, CgroupVersion
     std::string id, parent, dev, root, point, fstype, source, super;
     head >> id >> parent >> dev >> root >> point;
     tail >> fstype >> source >> super;
-    if (version == CgroupVersion::kV2 && fstype == "cgroup2") return CgroupMount{point, root};
+    if (version == CgroupVersion::kV2 && fstype == "cgroup2") {
+      const auto opts = Split(super, ',');
+      return CgroupMount{point, root, std::find(opts.begin(), opts.end(), "favordynmods") != opts.end()};
+    }
     if (version == CgroupVersion::kV1 && fstype == "cgroup") {
       for (const auto& opt : Split(super, ',')) {
         if (opt == "devices") return CgroupMount{point, root};
@@ -230,6 +235,8 @@ Confinement PrepareConfinement(DevicesSetting setting, uid_t euid, const std::st
     probe.on = true;
     probe.version = v;
     probe.base = base;
+    // The kernel's cgroup lock is one for every hierarchy; only cgroup2's mount sets it.
+    if (auto v2 = FindMount(system.mountinfo, CgroupVersion::kV2)) probe.favordynmods = v2->favordynmods;
     const std::string dir = base + "/probe-" + std::to_string(getpid());
     rmdir(dir.c_str());
     if (Status made = MakeCgroup(probe, dir, DeviceRule{}); !made) {

@@ -49,6 +49,9 @@ struct Confinement {
   CgroupVersion version = CgroupVersion::kV2;
   std::string base;     // the directory lease cgroups are made in
   std::string why_off;  // when !on: one line ("the kernel refused a device program: ...")
+  /// The cgroup2 mount has `favordynmods`: moving a process into a cgroup (what `run`'s
+  /// command needs) does not wait for an RCU grace period (docs/enforce.md, "Cost").
+  bool favordynmods = false;
   /// "cgroup v2 device programs in /sys/fs/cgroup/..." or "off: WHY".
   std::string Describe() const;
 };

@@ -36,7 +36,8 @@ Reply Daemon::OnStatus(const Call& call) {
   result.status["confinement"] = {
       {"on", c.on},
       {"mechanism", c.on ? (c.version == confine::CgroupVersion::kV2 ? "cgroup-v2" : "cgroup-v1") : "off"},
-      {"description", c.Describe()}};
+      {"description", c.Describe()},
+      {"favordynmods", c.favordynmods}};
   return MakeReply(call.id(), result);
 }
 

@@ -204,6 +204,27 @@ TEST(ConfinementTest, NoHierarchyMountedSaysSo) {
   EXPECT_EQ(c.why_off, "cgroup v2 is not mounted; cgroup v1 devices is not mounted");
 }
 
+// Whether the cgroup2 mount has favordynmods (moves without an RCU wait) is read from its
+// super-options, for the daemon's status and doctor's `confinement_start` note.
+TEST(ConfinementTest, TheCgroup2MountsFavordynmodsIsRead) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to make the base cgroup";
+  auto real = PrepareConfinement(DevicesSetting::kCgroupV2, 0, "/tmp/gpuman-favordynmods-probe");
+  if (!real.on) GTEST_SKIP() << "this host cannot: " << real.why_off;
+  // The real mount point, described once with the option and once without.
+  const std::string point = real.base.substr(0, real.base.rfind('/'));
+  testing::TempDir state, proc;
+  for (bool with : {true, false}) {
+    CgroupSystem sys{proc.Write("mountinfo", "40 30 0:37 / " + point + " rw,relatime - cgroup2 cgroup2 rw" +
+                                                 std::string(with ? ",nsdelegate,favordynmods" : ",nsdelegate") + "\n"),
+                     proc.Write("cgroup", "0::/\n")};
+    auto c = PrepareConfinement(DevicesSetting::kCgroupV2, 0, state.path(), sys);
+    ASSERT_TRUE(c.on) << c.why_off;
+    EXPECT_EQ(c.favordynmods, with);
+    rmdir(c.base.c_str());
+  }
+  rmdir(real.base.c_str());
+}
+
 TEST(ConfinementTest, SettingsParseAndNameBack) {
   for (auto s : {DevicesSetting::kCgroup, DevicesSetting::kCgroupV2, DevicesSetting::kCgroupV1, DevicesSetting::kOff}) {
     auto parsed = ParseDevicesSetting(DevicesSettingName(s));
