@@ -320,14 +320,61 @@ def acquire(n=1, gpus=None, wait=False, timeout=None, min_free_memory=None, mode
     percent) its CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (docs/share.md, "MPS"; needs the daemon).
     The environment of this process is not changed: use ``lease.env``, or ``lease()``."""
     _check_cuda()
+    enclosing = os.environ.get("GPUMAN_LEASE_ID")
+    if _plain(n, gpus, wait, timeout, min_free_memory, model, exclude, prefer, require, gpu_memory, mps, gpu_share):
+        lease = _acquire_natively(n, enclosing)
+        if lease is not None:
+            return lease
     args = ["select", "--lease", "--format", "json"]
     args += _selection_args(n, gpus, min_free_memory, model, exclude, prefer, require, gpu_memory, mps, gpu_share)
     args += _wait_arg(wait, timeout)
-    enclosing = os.environ.get("GPUMAN_LEASE_ID")
     data = _spawn_lease(args, waiting=bool(wait))
     if not isinstance(data, dict) or "gpus" not in data:
         raise GpumanError("gpuman select printed an unexpected answer: %r" % (data,))
     return Lease(data, enclosing)
+
+
+# Variables through which the CLI narrows or joins a lease (an enclosing lease, a
+# container's or Slurm's allocation, a CUDA_VISIBLE_DEVICES left in the environment): with
+# any of them set, the CLI builds the request (docs/python.md, "Costs").
+_CLI_VARIABLES = ("GPUMAN_LEASE_ID", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+
+
+def _plain(n, gpus, wait, timeout, min_free_memory, model, exclude, prefer, require, gpu_memory, mps, gpu_share):
+    """True for a request of ``n`` whole GPUs and nothing else, in an environment that does
+    not narrow it: the daemon can take it as ``{"count": n}`` exactly as the CLI would."""
+    if type(n) is not int or not 1 <= n <= 4096 or wait or timeout is not None or mps:
+        return False
+    if any(v is not None for v in (gpus, min_free_memory, model, exclude, prefer, require, gpu_memory, gpu_share)):
+        return False
+    env = os.environ
+    return not any(k in env for k in _CLI_VARIABLES) and not any(k.startswith("SLURM_") for k in env)
+
+
+def _acquire_natively(n, enclosing):
+    """A plain lease straight from the daemon (no gpuman process): the daemon applies every
+    rule and builds the environment. None: use the CLI. Ctrl-C during the call is held
+    until the lease is ours, then gives it back and raises."""
+    import signal
+    from . import _daemon
+    data = None
+    try:
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGINT])
+        try:
+            data = _daemon.try_acquire(n, _command_line())
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        return Lease(data, enclosing) if data is not None else None
+    except BaseException:
+        if data is not None and data.get("lease_id") is not None and not data.get("nested"):
+            _release(data["lease_id"], missing_ok=True)
+        raise
+
+
+def _command_line():
+    """What `leases` shows for a lease this process holds."""
+    argv = [os.path.basename(sys.executable or "python3")] + list(sys.argv[:1] or [])
+    return (" ".join(a for a in argv if a) + " (gpuman.acquire)")[:200]
 
 
 def _spawn_lease(args, waiting):

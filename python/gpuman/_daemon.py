@@ -1,4 +1,5 @@
-"""The daemon's protocol, just enough to release a lease natively (docs/protocol.md).
+"""The daemon's protocol, just enough to take a plain lease and to release one natively
+(docs/protocol.md, docs/python.md "Costs").
 
 Frames are a 4-byte big-endian length and one JSON object; the first request is
 ``hello``. The socket is found and trusted as the CLI does ("Which daemon a client
@@ -122,6 +123,55 @@ def try_release(lease_id):
             return "not_found"
         return None
     except Exception:
+        return None
+    finally:
+        conn.close()
+
+
+def _start_ticks():
+    """This process's start time, field 22 of /proc/self/stat (the lease's holder)."""
+    with open("/proc/self/stat") as f:
+        text = f.read()
+    return int(text[text.rindex(")") + 2:].split()[19])
+
+
+def try_acquire(n, command):
+    """Leases ``n`` whole GPUs for this process through the daemon, which answers with the
+    GPUs and the child's environment from its own builder (``describe``). Returns the
+    result (a dict like ``select --lease --format json``'s), or None when there is no
+    trusted daemon or it did not grant one: the caller then runs the CLI, which decides
+    and words every refusal. Only for a request the CLI would send as ``{"count": n}``
+    (the caller checks)."""
+    path = socket_path()
+    if path is None or not _trusted_path(path):
+        return None
+    try:
+        conn = _Conn(path)
+    except Exception:
+        return None
+    granted = None
+    try:
+        hello = conn.call("hello", {"client": "gpuman-python", "protocol": 1})
+        if not hello.get("ok") or hello.get("result", {}).get("uid") != os.getuid():
+            return None
+        r = conn.call("acquire", {"request": {"count": int(n)}, "command": command, "pid": os.getpid(),
+                                  "start_time_ticks": _start_ticks(), "kind": "select", "describe": True})
+        if not r.get("ok"):
+            return None
+        granted = r.get("result") or {}
+        if not isinstance(granted.get("env"), dict) or len(granted.get("gpus") or []) != len(granted.get("gpu_uuids") or []):
+            # A daemon from before `describe`: this lease is no use here; give it back.
+            if granted.get("lease_id") is not None and not granted.get("nested"):
+                conn.call("release", {"lease_id": int(granted["lease_id"])})
+            return None
+        granted["cuda_visible_devices"] = granted["env"].get("CUDA_VISIBLE_DEVICES", ",".join(granted["gpu_uuids"]))
+        return granted
+    except Exception:
+        if granted and granted.get("lease_id") is not None and not granted.get("nested"):
+            try:
+                conn.call("release", {"lease_id": int(granted["lease_id"])})
+            except Exception:
+                pass
         return None
     finally:
         conn.close()

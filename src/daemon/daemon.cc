@@ -1061,7 +1061,45 @@ Result<protocol::AcquireResult> Daemon::AcquireFor(const Peer& peer, const proto
     }
     result.cgroup = std::move(*confined);
   }
+  if (a.describe) DescribeAcquired(result, a.request);
   return result;
+}
+
+void Daemon::DescribeAcquired(protocol::AcquireResult& result, const model::GpuRequest& request) {
+  // What `select --lease --format json` prints from the same builder (cli/lease_commands.cc).
+  std::optional<model::MachineSnapshot> fresh;
+  const model::MachineSnapshot* snap = latest_ && latest_->snapshot ? &*latest_->snapshot : nullptr;
+  if (!snap) {
+    if (auto got = devices_.Snapshot(); got) snap = &fresh.emplace(std::move(*got));
+  }
+  for (const auto& uuid : result.gpu_uuids) {
+    protocol::AcquiredGpu gpu;
+    gpu.uuid = uuid;
+    if (snap) {
+      const model::DeviceSnapshot* g = nullptr;
+      if (!model::FindMigDevice(*snap, uuid, &g)) {
+        auto whole = std::find_if(snap->gpus.begin(), snap->gpus.end(), [&](const model::DeviceSnapshot& x) { return x.uuid == uuid; });
+        g = whole == snap->gpus.end() ? nullptr : &*whole;
+      }
+      if (g) {
+        gpu.index = static_cast<int>(g->index);
+        gpu.name = g->name;
+      }
+    }
+    result.gpus.push_back(std::move(gpu));
+  }
+  visibility::ChildGpuEnvRequest env;
+  env.uuids = result.gpu_uuids;
+  env.lease_id = result.lease_id;
+  env.master_port = result.master_port;
+  if (request.gpu_memory_bytes) {
+    env.slice_bytes = request.gpu_memory_bytes;
+    env.slice_of_total_bytes = snap ? model::SmallestMemoryTotal(*snap, result.gpu_uuids) : 0;
+  }
+  if (result.mps_pipe_directory && result.mps_log_directory) {
+    env.mps = visibility::MpsClient{*result.mps_pipe_directory, *result.mps_log_directory, request.gpu_share_percent};
+  }
+  for (auto& var : visibility::ChildGpuEnv(env)) result.env.emplace_back(std::move(var.name), std::move(var.value));
 }
 
 std::optional<policy::LeaseJob> Daemon::JobOfLease(const model::Lease& lease) {

@@ -225,6 +225,8 @@ class Daemon {
   std::optional<std::string> Superseded();
   // The acquire step (lease/acquire_step.h) with this daemon's devices, table and rules.
   Result<lease::Grant> AcquireStepFor(const Peer& peer, const lease::AcquireAsk& ask);
+  // With AcquireArgs::describe: the GPUs' indices and names and the child's environment.
+  void DescribeAcquired(protocol::AcquireResult& result, const model::GpuRequest& request);
   Result<protocol::AcquireResult> AcquireFor(const Peer& peer, const protocol::AcquireArgs& args);
   Status CheckReleaseFor(const Peer& peer, const model::Lease& lease);
   /// One step of `release --force` (lease/force_release.h): how many of its processes

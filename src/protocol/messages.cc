@@ -245,6 +245,7 @@ json ToJson(const AcquireArgs& v) {
     for (const auto& p : v.processes) processes.push_back(LeaseProcessToJson(p));
     j["processes"] = std::move(processes);
   }
+  if (v.describe) j["describe"] = true;
   return j;
 }
 json ToJson(const AcquireResult& v) {
@@ -254,6 +255,14 @@ json ToJson(const AcquireResult& v) {
   if (v.master_port) j["master_port"] = *v.master_port;
   if (v.mps_pipe_directory) j["mps_pipe_directory"] = *v.mps_pipe_directory;
   if (v.mps_log_directory) j["mps_log_directory"] = *v.mps_log_directory;
+  if (!v.gpus.empty()) {
+    json gpus = json::array();
+    for (const auto& g : v.gpus) gpus.push_back({{"index", g.index}, {"uuid", g.uuid}, {"name", OrNull(g.name)}});
+    j["gpus"] = std::move(gpus);
+    json env = json::object();
+    for (const auto& [name, value] : v.env) env[name] = value;
+    j["env"] = std::move(env);
+  }
   return j;
 }
 json ToJson(const AddProcessesArgs& v) {
@@ -654,6 +663,7 @@ Result<AcquireArgs> FromJson<AcquireArgs>(const json& j) {
     ReadObjects(f, "processes", v.processes,
                 [](const json& item, const std::string& path) { return LeaseProcessFromJson(item, path); });
   }
+  f.Optional("describe", v.describe);
   return Done(f, std::move(v));
 }
 
@@ -671,6 +681,23 @@ Result<AcquireResult> FromJson<AcquireResult>(const json& j) {
   f.Optional("master_port", v.master_port);
   f.Optional("mps_pipe_directory", v.mps_pipe_directory);
   f.Optional("mps_log_directory", v.mps_log_directory);
+  if (f.ok() && f.Find("gpus") != nullptr) {
+    ReadObjects(f, "gpus", v.gpus, [](const json& item, const std::string& path) -> Result<AcquiredGpu> {
+      FieldReader g(item, path);
+      AcquiredGpu gpu;
+      g.Required("index", gpu.index);
+      g.Required("uuid", gpu.uuid);
+      g.Optional("name", gpu.name);
+      return Done(g, std::move(gpu));
+    });
+  }
+  if (f.ok()) {
+    if (const json* env = f.Find("env"); env != nullptr && env->is_object()) {
+      for (const auto& [name, value] : env->items()) {
+        if (value.is_string()) v.env.emplace_back(name, value.get<std::string>());
+      }
+    }
+  }
   return Done(f, std::move(v));
 }
 

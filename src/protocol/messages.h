@@ -213,6 +213,16 @@ struct AcquireArgs {
   /// More processes of the lease (run's command, held at its start barrier), recorded
   /// with it and confined with it as add_processes would: one round trip fewer.
   std::vector<model::LeaseProcess> processes;
+  /// Also answer with the GPUs' indices and names and the environment a child of the lease
+  /// gets (visibility::ChildGpuEnv): for a client that runs no gpuman (the Python package).
+  bool describe = false;
+};
+/// One GPU of a described lease.
+struct AcquiredGpu {
+  int index = -1;  // NVML index (a MIG device: its parent's)
+  std::string uuid;
+  std::optional<std::string> name;
+  bool operator==(const AcquiredGpu&) const = default;
 };
 struct AcquireResult {
   int64_t lease_id = 0;
@@ -227,6 +237,9 @@ struct AcquireResult {
   /// runs for its GPU (CUDA_MPS_PIPE_DIRECTORY, CUDA_MPS_LOG_DIRECTORY of its processes).
   std::optional<std::string> mps_pipe_directory;
   std::optional<std::string> mps_log_directory;
+  /// With `describe`: the GPUs in gpu_uuids' order, and the child's environment.
+  std::vector<AcquiredGpu> gpus;
+  std::vector<std::pair<std::string, std::string>> env;
 };
 
 // ---- add_processes: more processes that keep a lease alive.

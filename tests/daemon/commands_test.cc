@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "visibility/child_env.h"
+
 #include <functional>
 #include <map>
 #include <variant>
@@ -291,6 +293,42 @@ TEST(FinerRulesTest, OnlyRootNamesAnotherUsersProcess) {
     EXPECT_EQ(added.error->message, "process " + std::to_string(me->pid) + " is not yours");
   }
   EXPECT_TRUE(world.Call(PeerFor(Role::kRoot), protocol::AddProcessesArgs{lease, {*me}}).ok());
+}
+
+// `describe` (the Python package's plain lease): the GPUs' indices and names and the
+// child's environment come with the grant, from the builder `run` and `select` use.
+TEST(AcquireDescribeTest, TheGrantCarriesTheGpusAndTheChildsEnvironment) {
+  World world;
+  auto me = store::CurrentLeaseProcess(getpid());
+  ASSERT_TRUE(me.has_value());
+  protocol::AcquireArgs a;
+  a.pid = me->pid;
+  a.start_time_ticks = me->start_time_ticks;
+  a.kind = "select";
+  a.request.count = 2;
+  auto plain = world.Call(PeerFor(Role::kRoot), a);
+  ASSERT_TRUE(plain.ok()) << plain.error->message;
+  EXPECT_FALSE(plain.result.contains("env")) << "only when asked";
+  ASSERT_TRUE(world.Call(PeerFor(Role::kRoot), protocol::ReleaseArgs{plain.result["lease_id"].get<int64_t>()}).ok());
+  a.describe = true;
+  auto described = world.Call(PeerFor(Role::kRoot), a);
+  ASSERT_TRUE(described.ok()) << described.error->message;
+  const auto& r = described.result;
+  ASSERT_EQ(r["gpus"].size(), 2u);
+  std::vector<std::string> uuids;
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(r["gpus"][k]["uuid"], r["gpu_uuids"][k]);
+    EXPECT_GE(r["gpus"][k]["index"].get<int>(), 0);
+    uuids.push_back(r["gpu_uuids"][k].get<std::string>());
+  }
+  visibility::ChildGpuEnvRequest expected;
+  expected.uuids = uuids;
+  expected.lease_id = r["lease_id"].get<int64_t>();
+  if (r.contains("master_port")) expected.master_port = r["master_port"].get<int>();
+  nlohmann::json env = nlohmann::json::object();
+  for (const auto& var : visibility::ChildGpuEnv(expected)) env[var.name] = var.value;
+  EXPECT_EQ(r["env"], env);
+  EXPECT_EQ(r["env"]["CUDA_VISIBLE_DEVICES"], uuids[0] + "," + uuids[1]);
 }
 
 TEST(UserModeTest, SubmitOnlyForTheDaemonsOwnUser) {

@@ -206,6 +206,13 @@ std::vector<ResultCase> ResultCases() {
       Case("leases_page", LeasesResult{{FullLease()}, 12}),
       Case("acquire", AcquireResult{9, {"GPU-aaaa", "GPU-bbbb"}}),
       Case("acquire_with_processes", AcquireResult{9, {"GPU-aaaa"}, false, true, "/sys/fs/cgroup/gpuman-jobs/lease-9"}),
+      Case("acquire_described", [] {
+        AcquireResult r{9, {"GPU-aaaa", "GPU-bbbb"}};
+        r.master_port = 29501;
+        r.gpus = {{3, "GPU-aaaa", "NVIDIA H100"}, {5, "GPU-bbbb", std::nullopt}};
+        r.env = {{"CUDA_VISIBLE_DEVICES", "GPU-aaaa,GPU-bbbb"}, {"GPUMAN_LEASE_ID", "9"}};
+        return r;
+      }()),
       Case("empty", EmptyResult{}),
       Case("status", status),
       Case("drains", DrainsResult{{{"GPU-aaaa", "health: Xid 79", 0, "root", 1700000000000},

@@ -376,6 +376,48 @@ class WithDaemon(Base):
             gpuman.acquire()
         l3.release()
 
+    def test_a_plain_lease_comes_straight_from_the_daemon(self):
+        # acquire(n=...) with nothing else runs no gpuman process: the daemon grants it and
+        # builds the environment (docs/python.md, "Costs"); with a binary that cannot run,
+        # only this path can succeed.
+        self.start_daemon()
+        binary = os.environ["GPUMAN_BINARY"]
+        os.environ["GPUMAN_BINARY"] = "/nonexistent/gpuman"
+        try:
+            native = gpuman.acquire(n=2)
+        finally:
+            os.environ["GPUMAN_BINARY"] = binary
+        listed = gpuman.leases()["leases"]
+        self.assertEqual([(x["id"], x["kind"]) for x in listed], [(native.id, "select")])
+        self.assertIn("(gpuman.acquire)", listed[0]["command"])
+        self.assertEqual(len(native.uuids), 2)
+        self.assertEqual(native.env["CUDA_VISIBLE_DEVICES"], ",".join(native.uuids))
+        # The same request through the CLI (a variable the CLI reads sends it there) gets
+        # the same shape of answer and environment, from the same builder.
+        os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        try:
+            via_cli = gpuman.acquire(n=2)
+        finally:
+            del os.environ["CUDA_DEVICE_ORDER"]
+        self.assertNotIn("(gpuman.acquire)", [x["command"] for x in gpuman.leases()["leases"] if x["id"] == via_cli.id][0])
+        self.assertEqual(sorted(native.env), sorted(via_cli.env))
+        for k in native.env:
+            if k not in ("CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "GPUMAN_LEASE_ID", "MASTER_PORT",
+                         "PET_MASTER_PORT"):
+                self.assertEqual(native.env[k], via_cli.env[k], k)
+        self.assertEqual(len(native.names), 2)
+        self.assertEqual(native.names, via_cli.names)
+        native.release()
+        via_cli.release()
+        self.assertEqual(gpuman.leases()["leases"], [])
+        # Refusals still come worded by the CLI: busy, too many.
+        held = gpuman.acquire(n=8)
+        with self.assertRaises(gpuman.Busy):
+            gpuman.acquire(n=1)
+        held.release()
+        with self.assertRaises(gpuman.NoGpus):
+            gpuman.acquire(n=9)
+
     def test_kill_9_frees_through_daemon(self):
         self.start_daemon()
         p = self.spawn(HOLDER % 8)
