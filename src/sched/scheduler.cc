@@ -212,7 +212,8 @@ class Pass {
   std::vector<int64_t> free_at_;  // when it is expected free; kNever when unknown
   std::vector<int> island_;
   std::vector<std::vector<int>> islands_;  // positions, ascending
-  int machine_gpus_ = 0;                   // GPUs with a UUID
+  int machine_gpus_ = 0;                   // GPUs with a UUID, not in MIG mode
+  std::vector<int> mig_mode_indices_;      // NVML indices of the GPUs in MIG mode
   int not_drained_gpus_ = 0;
   std::vector<int> drained_positions_;     // ascending
   // policy::Select's reason for a request with filters, per request: sweeps repeat one.
@@ -264,6 +265,12 @@ void Pass::ReadMachine() {
   free_at_.assign(n_, now_);
   for (int p = 0; p < n_; ++p) {
     if (!gpus[p].uuid) continue;
+    // A GPU in MIG mode is never given whole (its MIG devices are, VisitMig): not one of
+    // the GPUs whole-GPU jobs count or may have.
+    if (model::InMigMode(gpus[p])) {
+      mig_mode_indices_.push_back(gpus[p].index);
+      continue;
+    }
     position_.emplace(*gpus[p].uuid, p);
     ++machine_gpus_;
     drained_[p] = in_.drained.contains(*gpus[p].uuid);
@@ -511,7 +518,11 @@ void Pass::Visit(const Item& item) {
   const int64_t count = item.count;
   if (count < 0) return Wait(item, "invalid request: " + Gpus(count));
   if (count > machine_gpus_) {
-    return Wait(item, "needs " + Gpus(count) + "; the machine has " + std::to_string(machine_gpus_));
+    std::string why = "needs " + Gpus(count) + "; the machine has " + std::to_string(machine_gpus_);
+    if (!mig_mode_indices_.empty()) {
+      why += " besides GPU " + FormatIndexList(mig_mode_indices_) + " in MIG mode (never leased whole)";
+    }
+    return Wait(item, why);
   }
   if (count > not_drained_gpus_) {
     const int64_t drained = machine_gpus_ - not_drained_gpus_;

@@ -820,6 +820,13 @@ TEST(SchedulerMigTest, QueuedMigJobsGetFreeMigDevicesOfTheirProfileAndTheRestWai
   EXPECT_THAT(StartOf(out, 3)->gpu_uuids, ElementsAre("MIG-0"));
   EXPECT_THAT(StartOf(out, 4)->gpu_uuids, ElementsAre(Uuid(1))) << "the GPU in MIG mode is never given whole";
   EXPECT_EQ(ReasonOf(out, 2), "needs 1 MIG device of profile 2g.20gb; all 2 are leased");
+
+  // A whole-GPU job counts no GPU in MIG mode.
+  SchedulerInput whole = Given(MigMachine());
+  whole.jobs = {Queued(1, 1000, 2)};
+  out = Schedule(whole);
+  EXPECT_THAT(Started(out), IsEmpty());
+  EXPECT_EQ(ReasonOf(out, 1), "needs 2 GPUs; the machine has 1 besides GPU 0 in MIG mode (never leased whole)");
 }
 
 TEST(SchedulerMigTest, MigJobsCountMigDevicesNotGpusAndSayWhyTheyCannotStart) {
