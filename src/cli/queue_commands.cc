@@ -284,7 +284,6 @@ int RunQueueCommand(const std::string& name, const QueueArgs& args, Context& ctx
       req->allowed.reset();
       s.request = std::move(*req);
     }
-    if (auto mig = model::RefuseMigInQueue(s.request)) return ctx.Fail(MakeError(ErrorCode::kInvalidArgument, *mig));
     s.priority = args.priority;
     if (args.time_limit) {
       auto ms = ParseDurationMs(*args.time_limit);

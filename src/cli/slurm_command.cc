@@ -52,9 +52,13 @@ int RunSlurm(const SlurmArgs& args, Context& ctx) {
     }
     ctx.out() << "# gres.conf for " << node << " (gpuman slurm gres-conf), GPUs in PCI bus order\n";
     for (const std::string& line : conf.lines) ctx.out() << line << "\n";
+    for (const std::string& line : conf.mig_comments) ctx.out() << EscapeControl(line) << "\n";
     ctx.out() << "# slurm.conf: NodeName=" << node << " ... Gres=" << conf.node_gres << "\n";
+    if (!conf.mig_node_gres.empty()) {
+      ctx.out() << "# slurm.conf with AutoDetect=nvml: Gres= also " << conf.mig_node_gres << "\n";
+    }
     for (const std::string& p : conf.problems) ctx.err() << "gpuman: warning: " << EscapeControl(p) << "\n";
-    return conf.lines.empty() && !snap->gpus.empty() ? kExitError : kExitOk;
+    return conf.lines.empty() && conf.mig_comments.empty() && !snap->gpus.empty() ? kExitError : kExitOk;
   }
   auto captured = slurm::RunCapture({"slurmd", "-G"});
   if (!captured) {

@@ -58,7 +58,24 @@ int SubmitToSlurm(const QueueArgs& args, Context& ctx, const SlurmCliDeps& deps)
   if (auto refused = RefusedOption(args)) return FailSubmit(ctx, *refused);
   slurm::SbatchSpec spec;
   spec.gpus = args.selection.count;
-  if (args.selection.model && spec.gpus > 0) {
+  if (args.selection.mig) {
+    // --mig PROFILE: Slurm's own MIG types (gres.conf AutoDetect=nvml names a MIG device
+    // Type=<...profile>, docs/slurm.md "MIG"): --gres=gpu:<the type holding the profile>:N.
+    if (args.selection.model) {
+      return FailSubmit(ctx, MakeError(ErrorCode::kInvalidArgument,
+                                       "--mig: not with --model and --backend slurm: Slurm requests one GPU type, and a MIG "
+                                       "profile is one"));
+    }
+    const std::string profile(Trim(*args.selection.mig));
+    auto type = slurm::ResolveGresType(profile, slurm::ConfiguredGpuTypes(*deps.tools));
+    if (!type) {
+      std::string why = type.error().message;
+      if (why.starts_with("--model ")) why.replace(0, 8, "--mig ");
+      return FailSubmit(ctx, MakeError(type.error().code, why));
+    }
+    spec.gres_type = *type;
+    spec.mig_profile = profile;
+  } else if (args.selection.model && spec.gpus > 0) {
     auto type = slurm::ResolveGresType(*args.selection.model, slurm::ConfiguredGpuTypes(*deps.tools));
     if (!type) return FailSubmit(ctx, type.error());
     spec.gres_type = *type;

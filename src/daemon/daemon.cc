@@ -1152,7 +1152,7 @@ Status Daemon::CheckSubmitFor(const Peer& peer, const protocol::SubmitArgs& args
     fresh = std::move(*got);
     snap = &*fresh;
   }
-  if (snap) machine_gpus = static_cast<int>(snap->gpus.size());
+  if (snap) machine_gpus = policy::MachineUnits(*snap, args.request);  // MIG devices for a MIG request
   if (auto ok = policy::CheckSatisfiable(args.request.count, args.request.gpus, CallerOf(peer), Rules(), machine_gpus); !ok) {
     return ok;
   }
@@ -1172,7 +1172,11 @@ Status Daemon::CheckSubmitFor(const Peer& peer, const protocol::SubmitArgs& args
   if (snap && args.request.count > 0) {
     model::GpuRequest request = args.request;
     if (request.gpu_memory_bytes) request.not_sliceable = policy::NotSliceable(*snap, Rules().share);
-    if (auto never = policy::Select(*snap, {}, request); !never && never.error().code == ErrorCode::kNotFound) {
+    auto never = policy::Select(*snap, {}, request);
+    // A MIG request for a profile no MIG device has (or on a machine without MIG devices)
+    // is refused with run's own line (kInvalidArgument): it could never start.
+    if (!never && (never.error().code == ErrorCode::kNotFound ||
+                   (never.error().code == ErrorCode::kInvalidArgument && model::IsMigRequest(request)))) {
       return never.error();
     }
   }

@@ -49,7 +49,6 @@ Reply Daemon::OnSubmit(const Call& call) {
   if (auto over = model::CheckJobFields(args.name, args.argv, args.env, args.cwd, args.output.value_or(""))) {
     return MakeErrorReply(id, Wire(WireCode::kInvalidArgument, *over));
   }
-  if (auto mig = model::RefuseMigInQueue(args.request)) return MakeErrorReply(id, Wire(WireCode::kInvalidArgument, *mig));
   if (args.notify) {
     if (auto bad = model::CheckNotify(*args.notify)) return MakeErrorReply(id, Wire(WireCode::kInvalidArgument, *bad));
     if (args.notify->mail) {

@@ -62,6 +62,26 @@ HealthWatch::Changes HealthWatch::Update(const model::MachineSnapshot* snap, con
   std::erase_if(xids_, [&](const model::XidEvent& e) { return now - e.at_unix_ms > policy_.xid_window_ms; });
   std::erase_if(unmatched_, [&](const model::XidEvent& e) { return now - e.at_unix_ms > policy_.xid_window_ms; });
 
+  if (snap) {
+    // A MIG device's health is its parent GPU's (docs/share.md, "MIG"): no finding of its
+    // own, one note per GPU in MIG mode saying what the GPU's findings and drains cover.
+    for (const auto& g : snap->gpus) {
+      if (!model::InMigMode(g)) continue;
+      std::vector<std::pair<std::string, int>> profiles;
+      for (const auto& m : g.mig_devices) {
+        const std::string p = m.profile.value_or("unknown profile");
+        auto it = std::find_if(profiles.begin(), profiles.end(), [&](const auto& e) { return e.first == p; });
+        if (it == profiles.end()) profiles.emplace_back(p, 1);
+        else ++it->second;
+      }
+      std::string list;
+      for (const auto& [p, n] : profiles) list += (list.empty() ? "" : ", ") + (n > 1 ? std::to_string(n) + "x " : "") + p;
+      report.notes.push_back("GPU " + std::to_string(g.index) + " is in MIG mode with " + std::to_string(g.mig_devices.size()) +
+                             " MIG device" + (g.mig_devices.size() == 1 ? "" : "s") + (list.empty() ? "" : " (" + list + ")") +
+                             ": its findings and drains are theirs");
+    }
+  }
+
   std::vector<model::Finding> findings;
   if (snap) {
     findings = SnapshotFindings(*snap);

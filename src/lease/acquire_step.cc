@@ -15,7 +15,7 @@ store::GpuIndexOf IndexIn(const model::MachineSnapshot& snap) {
 
 Result<Grant> AcquireStep(const model::MachineSnapshot& snap, const AcquireAsk& ask, const policy::Caller& caller,
                           const Authority& authority) {
-  const int machine_gpus = static_cast<int>(snap.gpus.size());
+  const int machine_gpus = policy::MachineUnits(snap, ask.request);  // MIG devices for a MIG request
   auto live = authority.table.ListLive(authority.alive);
   if (!live) return live.error();
   live->insert(live->end(), authority.foreign.begin(), authority.foreign.end());

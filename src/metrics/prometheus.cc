@@ -225,6 +225,13 @@ void GpuFamilies(const MetricsInput& in, Exposition& x) {
   auto& proc_sm = x.Gauge("gpuman_process_sm_utilization_ratio",
                           "Fraction of the last sample period the process ran on the GPU's SMs (0-1).");
 
+  // MIG devices (docs/share.md, "MIG"): labelled with their parent GPU (gpu, uuid) and their
+  // own mig_uuid and profile; no MIG device, no series (the families are left out).
+  auto& mig_info = x.Gauge("gpuman_mig_device_info", "A MIG device of a GPU in MIG mode; always 1.");
+  auto& mig_total = x.Gauge("gpuman_mig_device_memory_total_bytes", "Memory of the MIG device's GPU instance.");
+  auto& mig_used = x.Gauge("gpuman_mig_device_memory_used_bytes", "Memory in use on the MIG device.");
+  auto& mig_leased = x.Gauge("gpuman_mig_device_leased", "1 when a lease or job holds the MIG device.");
+
   static const std::vector<std::string> kReasons = model::ClockEventReasonNames(~uint64_t{0});
   std::set<std::string> drained_set(in.drained_gpus.begin(), in.drained_gpus.end());
   auto holders = HoldersByGpu(in);
@@ -280,6 +287,17 @@ void GpuFamilies(const MetricsInput& in, Exposition& x) {
       retired.AddIf(g, d.retired_pages_pending);
       remap_pending.AddIf(g, d.remapped_rows_pending);
       remap_failure.AddIf(g, d.remapped_rows_failure);
+
+      for (const auto& m : d.mig_devices) {
+        Labels ml = With(Labels{{"gpu", std::to_string(d.index)}, {"uuid", d.uuid.value_or("")}},
+                         {{"mig_uuid", m.uuid.value_or("")}, {"profile", m.profile.value_or("")}});
+        auto id = [](const std::optional<uint32_t>& v) { return v ? std::to_string(*v) : std::string(); };
+        mig_info.Add(With(ml, {{"gpu_instance_id", id(m.gpu_instance_id)}, {"compute_instance_id", id(m.compute_instance_id)}}),
+                     int64_t{1});
+        mig_total.AddIf(ml, m.memory_total_bytes);
+        mig_used.AddIf(ml, m.memory_used_bytes);
+        mig_leased.Add(ml, m.uuid && holders.count(*m.uuid) > 0);
+      }
 
       // Per process: one series per (GPU, pid); MIG slices of one pid are summed.
       std::map<uint32_t, std::pair<Labels, int64_t>> mem_by_pid;

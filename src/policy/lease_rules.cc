@@ -121,6 +121,10 @@ Result<RuledRequest> ApplyLeaseRules(model::GpuRequest req, const Caller& caller
   }
 
   if (req.count > machine_gpus) {
+    if (model::IsMigRequest(req)) {
+      return MakeError(ErrorCode::kNotFound, "asked for " + std::to_string(req.count) + " MIG devices; this machine has " +
+                                                 std::to_string(machine_gpus));
+    }
     return MakeError(ErrorCode::kNotFound, "asked for " + Gpus(req.count) + "; this machine has " + Gpus(machine_gpus));
   }
   if (req.gpu_memory_bytes) {
@@ -140,6 +144,13 @@ Result<RuledRequest> ApplyLeaseRules(model::GpuRequest req, const Caller& caller
   out.leases = live;
   out.request = std::move(req);
   return out;
+}
+
+int MachineUnits(const model::MachineSnapshot& snap, const model::GpuRequest& req) {
+  if (!model::IsMigRequest(req)) return static_cast<int>(snap.gpus.size());
+  int units = 0;
+  for (const auto& g : snap.gpus) units += static_cast<int>(g.mig_devices.size());
+  return units;
 }
 
 Status CheckSatisfiable(int count, const std::optional<std::vector<std::string>>& gpus, const Caller& caller,

@@ -107,6 +107,11 @@ Result<RuledRequest> ApplyLeaseRules(model::GpuRequest req, const Caller& caller
                                      const std::vector<model::Lease>& live,
                                      const MachineRules& rules, int machine_gpus);
 
+/// How many units of `snap` a request of `req`'s kind can be given: its MIG devices for a
+/// MIG request (--mig, MIG UUIDs in --gpus; docs/share.md, "MIG"), else its GPUs. The
+/// `machine_gpus` of ApplyLeaseRules and CheckSatisfiable.
+int MachineUnits(const model::MachineSnapshot& snap, const model::GpuRequest& req);
+
 /// The GPUs of `snap` that `share` leaves out of slicing (UUID -> why), for
 /// GpuRequest::not_sliceable.
 std::map<std::string, std::string> NotSliceable(const model::MachineSnapshot& snap, const ShareRules& share);

@@ -21,6 +21,7 @@ std::string DescribeRequest(const model::GpuRequest& r) {
   if (r.min_compute_capability) parts.push_back("--min-compute-capability " + *r.min_compute_capability);
   if (r.allow_shared) parts.push_back("--allow-shared");
   if (r.gpu_memory_bytes) parts.push_back("--gpu-memory " + FormatBytes(*r.gpu_memory_bytes));
+  if (r.mig_profile) parts.push_back("--mig " + *r.mig_profile);
   return Join(parts, " ");
 }
 

@@ -138,6 +138,7 @@ std::string RequestKey(const model::GpuRequest& r) {
                     std::to_string(r.gpu_memory_bytes.value_or(-1)) + '|';
   // MPS: where it fits depends on whose request it is (one user per GPU).
   if (r.mps) key += "mps" + std::to_string(r.uid.value_or(~0u)) + '|';
+  if (r.mig_profile) key += "mig:" + *r.mig_profile + '|';
   if (r.gpus) {
     for (const auto& u : *r.gpus) key += u + ',';
   }
@@ -187,6 +188,8 @@ class Pass {
   };
   const FilterWhy& FilterReason(const Item& item);
   void VisitSlice(const Item& item);
+  void VisitMig(const Item& item);
+  std::string MigWhy(const model::GpuRequest& r, const Error& refusal);
   const std::vector<model::Lease>& SliceLeases();
   std::string SliceWhy(const model::GpuRequest& r, const Error& refusal);
   std::vector<int> DrainedFor(const Item& item) const;
@@ -209,7 +212,8 @@ class Pass {
   std::vector<int64_t> free_at_;  // when it is expected free; kNever when unknown
   std::vector<int> island_;
   std::vector<std::vector<int>> islands_;  // positions, ascending
-  int machine_gpus_ = 0;                   // GPUs with a UUID
+  int machine_gpus_ = 0;                   // GPUs with a UUID, not in MIG mode
+  std::vector<int> mig_mode_indices_;      // NVML indices of the GPUs in MIG mode
   int not_drained_gpus_ = 0;
   std::vector<int> drained_positions_;     // ascending
   // policy::Select's reason for a request with filters, per request: sweeps repeat one.
@@ -239,6 +243,12 @@ class Pass {
   std::vector<model::Lease> slice_leases_;      // in_.leases plus this pass's starts and reservation
   bool slice_leases_stale_ = true;
   std::unordered_map<std::string, std::string> slice_refused_;  // request key -> wait reason
+
+  // MIG jobs (docs/share.md, "MIG"): placed by policy::Select on the MIG devices, against
+  // the live leases plus the MIG devices this pass gave away (one lease of the scheduler).
+  std::vector<model::Lease> mig_leases_;
+  bool mig_leases_ready_ = false;
+  std::unordered_map<std::string, std::string> mig_refused_;  // request key -> wait reason
 };
 
 void Pass::ReadMachine() {
@@ -255,6 +265,12 @@ void Pass::ReadMachine() {
   free_at_.assign(n_, now_);
   for (int p = 0; p < n_; ++p) {
     if (!gpus[p].uuid) continue;
+    // A GPU in MIG mode is never given whole (its MIG devices are, VisitMig): not one of
+    // the GPUs whole-GPU jobs count or may have.
+    if (model::InMigMode(gpus[p])) {
+      mig_mode_indices_.push_back(gpus[p].index);
+      continue;
+    }
     position_.emplace(*gpus[p].uuid, p);
     ++machine_gpus_;
     drained_[p] = in_.drained.contains(*gpus[p].uuid);
@@ -496,10 +512,17 @@ void Pass::Visit(const Item& item) {
     }
   }
 
+  // MIG devices are counted and placed apart from whole GPUs.
+  if (model::IsMigRequest(job.request)) return VisitMig(item);
+
   const int64_t count = item.count;
   if (count < 0) return Wait(item, "invalid request: " + Gpus(count));
   if (count > machine_gpus_) {
-    return Wait(item, "needs " + Gpus(count) + "; the machine has " + std::to_string(machine_gpus_));
+    std::string why = "needs " + Gpus(count) + "; the machine has " + std::to_string(machine_gpus_);
+    if (!mig_mode_indices_.empty()) {
+      why += " besides GPU " + FormatIndexList(mig_mode_indices_) + " in MIG mode (never leased whole)";
+    }
+    return Wait(item, why);
   }
   if (count > not_drained_gpus_) {
     const int64_t drained = machine_gpus_ - not_drained_gpus_;
@@ -984,6 +1007,82 @@ const std::vector<model::Lease>& Pass::SliceLeases() {
   }
   slice_leases_stale_ = false;
   return slice_leases_;
+}
+
+// A MIG job (--mig PROFILE, or MIG UUIDs in --gpus): placed by policy::Select on the MIG
+// devices, exactly as `run --mig` would be, against the live leases plus the MIG devices
+// this pass started jobs on. Like slices, MIG jobs start where they fit now and never
+// become the head (a MIG device is no whole GPU to reserve; docs/scheduling.md).
+void Pass::VisitMig(const Item& item) {
+  const Job& job = *item.job;
+  if (std::optional<int> cap = Cap(item.uid)) {
+    const int64_t held = held_by_user_[item.uid];
+    if (item.count > *cap) {
+      return Wait(item, "user cap: job needs " + std::to_string(item.count) + " MIG devices, " + UserName(job) +
+                            " may hold at most " + std::to_string(*cap));
+    }
+    if (held + item.count > *cap) {
+      return Wait(item, "user cap: " + UserName(job) + " holds " + std::to_string(held) + " of " + std::to_string(*cap) +
+                            " GPUs");
+    }
+  }
+  model::GpuRequest req = job.request;
+  req.uid = item.uid;
+  const std::string key = RequestKey(req);
+  if (auto it = mig_refused_.find(key); it != mig_refused_.end()) return Wait(item, it->second);
+  for (const auto& uuid : in_.drained) req.drained.emplace(uuid, "");
+  if (!mig_leases_ready_) {
+    mig_leases_ = in_.leases;
+    mig_leases_ready_ = true;
+  }
+  auto chosen = policy::Select(in_.snapshot, mig_leases_, req);
+  if (!chosen) {
+    std::string why = MigWhy(req, chosen.error());
+    mig_refused_.emplace(key, why);
+    return Wait(item, std::move(why));
+  }
+  model::Lease given;
+  given.id = -1;
+  given.user = "the scheduler";
+  given.gpu_uuids = chosen->uuids;
+  mig_leases_.push_back(std::move(given));
+  // A request refused earlier in this pass stays refused: a pass only takes MIG devices away.
+  held_by_user_[item.uid] += static_cast<int64_t>(chosen->uuids.size());
+  if (item.array_limit > 0) ++array_running_[item.array_id];
+  ++version_;
+  out_.start.push_back({item.id, std::move(chosen->uuids), head_.has_value()});
+}
+
+// "needs 1 MIG device of profile 2g.20gb; all 2 are leased", or what Select says of the
+// MIG devices ("GPU 0 unhealthy: ...", "GPU 1 drained (...)") when leases are not all.
+std::string Pass::MigWhy(const model::GpuRequest& r, const Error& refusal) {
+  const std::string devices = std::to_string(r.count) + (r.count == 1 ? " MIG device" : " MIG devices");
+  std::string need = "needs " + devices;
+  if (r.mig_profile) need += " of profile " + *r.mig_profile;
+  else if (r.gpus) need += " of its --gpus list";
+  // kInvalidArgument: no MIG device of the profile here (any more): run's own line.
+  if (refusal.code == ErrorCode::kInvalidArgument) return need + "; " + refusal.message;
+  int total = 0, leased = 0;
+  std::unordered_set<std::string> taken;
+  for (const auto& lease : mig_leases_) taken.insert(lease.gpu_uuids.begin(), lease.gpu_uuids.end());
+  for (const auto& g : in_.snapshot.gpus) {
+    for (const auto& m : g.mig_devices) {
+      if (!m.uuid) continue;
+      if (r.mig_profile && m.profile != r.mig_profile) continue;
+      if (r.gpus && std::find(r.gpus->begin(), r.gpus->end(), *m.uuid) == r.gpus->end()) continue;
+      ++total;
+      if (taken.contains(*m.uuid)) ++leased;
+    }
+  }
+  if (refusal.code == ErrorCode::kBusy && total > 0 && leased == total) {
+    return need + "; " + (total == 1 ? std::string("the only one is leased") : "all " + std::to_string(total) + " are leased");
+  }
+  std::string why = refusal.message;
+  if (why.rfind("need ", 0) == 0) {
+    if (size_t comma = why.find(", "); comma != std::string::npos) why.erase(0, comma + 2);
+  }
+  if (leased > 0) return need + "; " + std::to_string(leased) + " of " + std::to_string(total) + " leased; " + why;
+  return need + "; " + why;
 }
 
 void Pass::Wait(const Item& item, std::string reason, std::optional<int64_t> estimate) {

@@ -47,8 +47,31 @@ GresConf GenerateGresConf(const model::MachineSnapshot& snap, std::string_view n
                           });
   // The GPUs that get a line: Links= entry j is the j-th of them (Slurm's GPU j).
   std::vector<size_t> listed;
+  std::vector<std::pair<std::string, int>> mig_types;  // profile -> count, first-seen order
   for (size_t i = 0; i < snap.gpus.size(); ++i) {
     const model::DeviceSnapshot& d = snap.gpus[i];
+    if (model::InMigMode(d)) {
+      // Never File=/dev/nvidiaN: Slurm would hand the whole GPU out. Its MIG devices need
+      // each instance's /dev/nvidia-caps files, which only the driver knows: AutoDetect=nvml.
+      std::string head = "# GPU " + std::to_string(d.index);
+      if (d.minor_number) head += " (/dev/nvidia" + std::to_string(*d.minor_number) + ")";
+      head += " is in MIG mode: no whole-GPU line; let slurmd find its " + std::to_string(d.mig_devices.size()) +
+              " MIG device(s) with AutoDetect=nvml";
+      conf.mig_comments.push_back(std::move(head));
+      for (const model::MigDevice& m : d.mig_devices) {
+        const std::string profile = m.profile.value_or("unknown");
+        conf.mig_comments.push_back("#   MIG " + std::to_string(m.index) + " Type=" + profile + " " + m.uuid.value_or("(no uuid)"));
+        auto it = std::find_if(mig_types.begin(), mig_types.end(), [&](const auto& t) { return t.first == profile; });
+        if (it == mig_types.end()) mig_types.emplace_back(profile, 1);
+        else ++it->second;
+      }
+      const bool before_listed = std::any_of(snap.gpus.begin() + static_cast<std::ptrdiff_t>(i) + 1, snap.gpus.end(),
+                                             [](const model::DeviceSnapshot& g) { return !model::InMigMode(g); });
+      std::string why = "GPU " + std::to_string(d.index) + " is in MIG mode: left out of the File= lines";
+      if (before_listed) why += "; the GPUs after it get Slurm indices lower than their NVML ones unless the node uses AutoDetect=nvml";
+      conf.problems.push_back(std::move(why));
+      continue;
+    }
     if (d.minor_number && d.name) {
       listed.push_back(i);
       continue;
@@ -82,6 +105,12 @@ GresConf GenerateGresConf(const model::MachineSnapshot& snap, std::string_view n
   }
   for (const auto& [type, n] : types) {
     conf.node_gres += (conf.node_gres.empty() ? "gpu:" : ",gpu:") + type + ":" + std::to_string(n);
+  }
+  for (const auto& [type, n] : mig_types) {
+    conf.mig_node_gres += (conf.mig_node_gres.empty() ? "gpu:" : ",gpu:") + type + ":" + std::to_string(n);
+  }
+  if (!conf.mig_comments.empty()) {
+    conf.mig_comments.push_back("# For MIG (Slurm's gres.conf \"MIG Support\"), with a Slurm built with NVML: AutoDetect=nvml");
   }
   return conf;
 }

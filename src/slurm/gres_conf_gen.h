@@ -23,6 +23,12 @@ struct GresConf {
   std::string node_gres;           // slurm.conf NodeName's Gres= value, e.g. "gpu:h100_80gb_hbm3:8"
   std::vector<std::string> problems;  // GPUs left out, and why
   std::vector<int> missing;           // NVML indices of the GPUs left out, in order
+  /// GPUs in MIG mode (docs/slurm.md, "MIG"): never a whole-GPU File= line (Slurm would hand
+  /// the GPU out whole); comment lines instead, naming each MIG device and recommending
+  /// AutoDetect=nvml, with which slurmd finds them as Type=<profile>. Empty without MIG.
+  std::vector<std::string> mig_comments;
+  /// The Gres= entries for the MIG devices under AutoDetect=nvml ("gpu:2g.20gb:2,gpu:3g.40gb:1").
+  std::string mig_node_gres;
 };
 
 /// One `NodeName=N Name=gpu Type=T File=/dev/nvidia<minor> [Cores=<cpus>] [Links=<l0,..>]`
@@ -32,6 +38,9 @@ struct GresConf {
 /// lost GPU answers neither) is left out, named in `problems` (with its health problems)
 /// and in `missing`: every GPU after it then has a Slurm index one lower than its NVML
 /// index, which `gpuman slurm gres-conf` refuses without --allow-missing.
+/// A GPU in MIG mode gets no line (see GresConf::mig_comments) and is not `missing`: it is
+/// left out on purpose; a warning in `problems` says that the GPUs after it then get
+/// other Slurm indices unless the node uses AutoDetect=nvml.
 GresConf GenerateGresConf(const model::MachineSnapshot& snap, std::string_view node_name);
 
 /// One GPU record of `slurmd -G`: "slurmd: Gres Name=gpu Type=a100 Count=2 Index=0 ...

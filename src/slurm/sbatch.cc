@@ -149,6 +149,7 @@ std::vector<std::string> SbatchArgv(const SbatchSpec& spec) {
 std::string BatchScript(const SbatchSpec& spec) {
   std::vector<std::string> words = {spec.gpuman_exe, "run", "-q", "-n", std::to_string(spec.gpus)};
   if (spec.allow_shared) words.push_back("--allow-shared");
+  if (spec.mig_profile) words.insert(words.end(), {"--mig", *spec.mig_profile});
   words.push_back("--");
   for (const auto& a : spec.argv) words.push_back(a);
   std::string line = "exec";

@@ -28,6 +28,7 @@ struct SbatchSpec {
   std::optional<std::string> output;      // -o ("" -> gpuman-%j.log in cwd)
   bool requeue = false;                   // --requeue, else --no-requeue
   bool allow_shared = false;              // passed on to the node's `gpuman run`
+  std::optional<std::string> mig_profile; // --mig: passed on to the node's `gpuman run` (gres_type holds it)
   std::string cwd;                        // -D
   std::string gpuman_exe;                 // the gpuman the node runs the job under
   std::vector<std::string> argv;          // the job's command

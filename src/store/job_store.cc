@@ -25,7 +25,7 @@ namespace gpuman::store {
   "requeue, after, state, submitted_unix_ms, started_unix_ms, ended_unix_ms, exit_code, "   \
   "gpu_uuids, lease_id, supervisor_pid, supervisor_start_ticks, reason, failure, array_id, "      \
   "array_task, array_limit, notify_kind, notify_argv, notified_unix_ms, notify_outcome, req_gpu_memory_bytes, "   \
-  "req_mps, req_gpu_share_percent"
+  "req_mps, req_gpu_share_percent, req_mig_profile"
 #define GPUMAN_JOB_COLUMNS GPUMAN_JOB_COLUMNS_HEAD "argv, env, " GPUMAN_JOB_COLUMNS_TAIL
 // A summary (JobFields::kSummary): argv and env read as empty, so that they are neither
 // copied out of the page cache nor decoded (a sweep's 10,000 environments are megabytes).
@@ -73,7 +73,7 @@ enum Column {
   kReqAllowShared, kPriority, kTimeLimit, kRequeue, kAfter, kState, kSubmitted, kStarted,
   kEnded, kExitCode, kGpuUuids, kLeaseId, kSupervisorPid, kSupervisorStartTicks, kReason,
   kFailure, kArrayId, kArrayTask, kArrayLimit, kNotifyKind, kNotifyArgv, kNotifiedAt, kNotifyOutcome,
-  kReqGpuMemory, kReqMps, kReqGpuShare, kColumnCount
+  kReqGpuMemory, kReqMps, kReqGpuShare, kReqMigProfile, kColumnCount
 };
 
 // ---- Encodings of list columns (see migration 2)
@@ -236,6 +236,7 @@ Result<model::Job> ReadJob(const Database& db, const Statement& s) {
   r.gpu_memory_bytes = OptionalInt(s, kReqGpuMemory);
   r.mps = s.ColumnInt64(kReqMps) != 0;
   r.gpu_share_percent = Narrow<int>(OptionalInt(s, kReqGpuShare));
+  r.mig_profile = OptionalText(s, kReqMigProfile);
   r.max_utilization_percent = Narrow<int>(OptionalInt(s, kReqMaxUtilization));
   r.model = OptionalText(s, kReqModel);
   r.min_compute_capability = OptionalText(s, kReqMinComputeCapability);
@@ -346,7 +347,7 @@ Result<std::unique_ptr<JobStore>> JobStore::Attach(std::shared_ptr<Database> db,
       {&stmts->insert_job, "insert job",
        "INSERT INTO jobs (" GPUMAN_JOB_COLUMNS ") VALUES (NULL, ?1, ?2, ?3, ?4, ?5, ?6, ?7, "
        "?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24, "
-       "?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37, ?38, ?39, ?40, ?41)"},
+       "?25, ?26, ?27, ?28, ?29, ?30, ?31, ?32, ?33, ?34, ?35, ?36, ?37, ?38, ?39, ?40, ?41, ?42)"},
       {&stmts->update_job, "update job",
        "UPDATE jobs SET state = ?2, started_unix_ms = ?3, ended_unix_ms = ?4, exit_code = ?5, "
        "gpu_uuids = ?6, lease_id = ?7, supervisor_pid = ?8, supervisor_start_ticks = ?9, "
@@ -529,7 +530,8 @@ Result<std::vector<model::Job>> JobStore::SubmitTasks(model::Job draft, const st
       BindOptional(s, kReqGpuMemory, r.gpu_memory_bytes);
       s.Bind(kReqMps, int64_t{r.mps ? 1 : 0});
       BindOptional(s, kReqGpuShare, Widen(r.gpu_share_percent));
-      static_assert(kReqGpuShare == kColumnCount - 1);
+      BindOptional(s, kReqMigProfile, r.mig_profile);
+      static_assert(kReqMigProfile == kColumnCount - 1);
       if (auto run = s.Run(); !run) return run.error().WithContext(context);
       job.id = db_->LastInsertRowId();
     }

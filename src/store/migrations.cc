@@ -251,6 +251,13 @@ CREATE TABLE mps_controls (
   started_unix_ms INTEGER NOT NULL
 ) WITHOUT ROWID;
 )sql"},
+    {11, "MIG: jobs that ask for MIG devices of a profile",
+     R"sql(
+-- `submit --mig PROFILE` (docs/share.md, "MIG"): req_count MIG devices of this profile
+-- ("1g.10gb") instead of whole GPUs; NULL for every other job. MIG UUIDs in --gpus need
+-- no column: they are in req_gpus.
+ALTER TABLE jobs ADD COLUMN req_mig_profile TEXT;
+)sql"},
 };
 
 }  // namespace

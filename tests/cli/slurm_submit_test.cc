@@ -77,6 +77,28 @@ TEST_F(SlurmSubmitTest, ModelBecomesTheGresType) {
   EXPECT_THAT(tools_.CallsOf("sbatch")[0].argv, ::testing::Contains("--gres=gpu:a100-sxm4-80gb:3"));
 }
 
+// --mig PROFILE: the Slurm type that holds the profile (AutoDetect=nvml names MIG devices
+// by it), and the node's run leases MIG devices of it inside the allocation.
+TEST_F(SlurmSubmitTest, MigBecomesTheGresTypeOfItsProfile) {
+  tools_.Answer({"sinfo"}, 0, "gpu:a100_1g.10gb:7(S:0),gpu:a100_2g.20gb:3(S:0)\n");
+  tools_.Answer({"sbatch"}, 0, "10\n");
+  EXPECT_EQ(RunCommand({"submit", "--backend", "slurm", "-n", "2", "--mig", "1g.10gb", "--", "true"}), 0) << err_.str();
+  const auto sb = tools_.CallsOf("sbatch");
+  ASSERT_EQ(sb.size(), 1u);
+  EXPECT_THAT(sb[0].argv, ::testing::Contains("--gres=gpu:a100_1g.10gb:2"));
+  EXPECT_THAT(sb[0].input, HasSubstr("'run' '-q' '-n' '2' '--mig' '1g.10gb' '--' 'true'"));
+
+  args_ = QueueArgs{};
+  err_.str("");
+  EXPECT_EQ(RunCommand({"submit", "--backend", "slurm", "--mig", "3g.40gb", "--", "true"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("gpuman: error: --mig 3g.40gb: no Slurm GPU type contains '3g.40gb'")) << err_.str();
+  args_ = QueueArgs{};
+  err_.str("");
+  EXPECT_EQ(RunCommand({"submit", "--backend", "slurm", "--mig", "1g.10gb", "--model", "A100", "--", "true"}), kExitUsage);
+  EXPECT_THAT(err_.str(), HasSubstr("gpuman: error: --mig: not with --model and --backend slurm")) << err_.str();
+  EXPECT_EQ(tools_.CallsOf("sbatch").size(), 1u);
+}
+
 TEST_F(SlurmSubmitTest, OptionsSlurmCannotHonourAreRefused) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"--gpus", "0,1"}, "--gpus: not with --backend slurm: Slurm chooses the node and its GPUs"},

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
 #include <set>
 #include <thread>
 
@@ -141,6 +143,103 @@ TEST_P(MigE2E, TwoUsersLeaseTwoMigDevicesOfOneGpuAndAWholeRequestNeverGetsIt) {
   int leased = 0;
   for (const auto& m : status["gpus"][0]["mig_devices"]) leased += m["lease"].is_null() ? 0 : 1;
   EXPECT_EQ(leased, 2) << status["gpus"][0].dump();
+}
+
+// Queued MIG jobs (submit --mig, schema 11): a root daemon runs gpumanta's jobs on the two
+// 2g.20gb MIG devices of h100-mig's GPU 0 with CUDA_VISIBLE_DEVICES=MIG-<uuid>; a third
+// waits with why and starts when one ends; an absent profile is refused at submit with
+// run's line; show/queue --json carry request.mig_profile.
+TEST(MigQueueE2E, QueuedMigJobsRunOnMigDevicesAsTheirOwnerAndATheThirdWaitsWithWhy) {
+  if (getuid() != 0) GTEST_SKIP() << "needs root: a system daemon running jobs as their owners";
+  auto alice = EnsureTestUser("gpumanta");
+  if (!alice) GTEST_SKIP() << "useradd is not available";
+  TempDir dir;
+  chmod(dir.path().c_str(), 0755);
+  const std::string scenario = IdleScenario(dir, "h100-mig");
+  chmod(scenario.c_str(), 0644);
+  const std::string socket = dir.Join("gpuman.sock"), err = dir.Join("daemon.err");
+  auto env = CleanEnv(dir.Join("leases"));
+  env["PATH"] = "/usr/bin:/bin";
+  PrivateDaemon daemon;
+  ASSERT_TRUE(daemon.Start({.scenario = scenario, .socket = socket, .state_dir = dir.Join("state"), .env = env,
+                            .stderr_path = err}));
+  env["GPUMAN_SOCKET"] = socket;
+  env["HOME"] = "/nonexistent";
+  const std::string shared = dir.Join("shared");
+  ASSERT_EQ(mkdir(shared.c_str(), 0777), 0);
+  chmod(shared.c_str(), 0777);
+  const std::string gate = shared + "/gate";
+  auto submit = [&](const std::string& profile) {
+    return RunAsUser(*alice,
+                     {kGpuman, "submit", "--mig", profile, "--output", shared + "/job-%j.log", "--", "/bin/sh", "-c",
+                      "env | grep -E '^CUDA_VISIBLE_DEVICES=' > \"$1\"; id -un >> \"$1\"; "
+                      "while [ ! -e \"$0\" ]; do sleep 0.05; done",
+                      gate, shared + "/env-" + profile + "-" + std::to_string(rand())},
+                     env, shared);
+  };
+  for (int i = 0; i < 3; ++i) {
+    auto r = submit("2g.20gb");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  // Refused at once: a profile no MIG device has, in run's words (exit 2).
+  auto absent = submit("1g.10gb");
+  EXPECT_EQ(absent.exit_code, 2) << absent.err;
+  EXPECT_THAT(absent.err, ::testing::HasSubstr("--mig: no MIG device of profile 1g.10gb here; the profiles here: "
+                                               "2g.20gb, 3g.40gb"));
+  EXPECT_EQ(std::count(absent.err.begin(), absent.err.end(), '\n'), 1) << absent.err;
+
+  std::string reason;
+  for (int i = 0; i < 600; ++i) {
+    json q = json::parse(testing::Run({kGpuman, "queue", "--json"}, env).out);
+    int running = 0;
+    for (const auto& j : q["jobs"]) {
+      if (j["state"] == "running") ++running;
+      if (j["id"] == 3 && j["state"] == "queued" && j["reason"].is_string()) reason = j["reason"];
+    }
+    if (running == 2 && !reason.empty()) break;
+    usleep(50 * 1000);
+  }
+  EXPECT_EQ(reason, "needs 1 MIG device of profile 2g.20gb; all 2 are leased") << Slurp(err);
+  auto shown = testing::Run({kGpuman, "show", "3", "--json"}, env);
+  ASSERT_EQ(shown.exit_code, 0) << shown.err;
+  EXPECT_EQ(json::parse(shown.out)["request"]["mig_profile"], "2g.20gb") << shown.out;
+  auto shown_text = testing::Run({kGpuman, "show", "3"}, env);
+  EXPECT_THAT(shown_text.out, ::testing::HasSubstr("-n 1 --mig 2g.20gb")) << shown_text.out;
+  EXPECT_THAT(testing::Run({kGpuman, "queue"}, env).out, ::testing::HasSubstr("all 2 are leased"));
+
+  // The two running jobs each got one 2g.20gb MIG device, by UUID, and ran as gpumanta.
+  const std::set<std::string> two_g = {"MIG-7a3e5c2b-14d6-5f80-b9c2-1d3e4f5a6b72",
+                                       "MIG-c84f6d3a-25e7-5a91-8ad3-2e4f5a6b7c83"};
+  std::set<std::string> seen;
+  for (int i = 0; i < 600 && seen.size() < 2; ++i) {
+    seen.clear();
+    for (const auto& entry : std::filesystem::directory_iterator(shared)) {
+      const std::string name = entry.path().filename().string();
+      if (!name.starts_with("env-")) continue;
+      const std::string text = Slurp(entry.path().string());
+      if (text.find("gpumanta\n") == std::string::npos) continue;
+      EXPECT_THAT(text, ::testing::StartsWith("CUDA_VISIBLE_DEVICES=MIG-")) << text;
+      seen.insert(text.substr(21, text.find('\n') - 21));
+    }
+    usleep(50 * 1000);
+  }
+  EXPECT_EQ(seen, two_g) << Slurp(err);
+  json leases = json::parse(testing::Run({kGpuman, "leases", "--json"}, env).out)["leases"];
+  ASSERT_EQ(leases.size(), 2u) << leases.dump();
+  for (const auto& l : leases) {
+    EXPECT_EQ(l["kind"], "job");
+    EXPECT_EQ(l["gpus"][0]["index"], 0) << l.dump();  // the parent GPU's index
+  }
+
+  // When they end, the third runs.
+  dir.Write("shared/gate", "");
+  std::string state;
+  for (int i = 0; i < 600 && state != "succeeded"; ++i) {
+    auto r = testing::Run({kGpuman, "show", "3", "--json"}, env);
+    if (r.exit_code == 0) state = json::parse(r.out).value("state", "");
+    usleep(50 * 1000);
+  }
+  EXPECT_EQ(state, "succeeded") << Slurp(err);
 }
 
 // Without a daemon (false), and through one (true), whose confinement holds a MIG lease to

@@ -122,6 +122,31 @@ TEST(HealthWatchTest, UnhealthySnapshotKeepsTheDrainUntilItRecovers) {
   EXPECT_EQ(watch.Update(&good, "", 51000).lift.size(), 1u);
 }
 
+// A GPU in MIG mode (h100-mig: 3g.40gb + 2x 2g.20gb) is judged as any GPU, with its nearly
+// full memory no finding; one note says its MIG devices share its health.
+TEST(HealthWatchTest, AGpuInMigModeIsJudgedAsAGpuAndNotedWithItsMigDevices) {
+  HealthWatch watch(HealthPolicy{});
+  auto snap = TwoGpus();
+  auto& g = snap.gpus[0];
+  g.mig_mode_current = true;
+  g.memory_total_bytes = 80LL << 30;
+  g.memory_used_bytes = 79LL << 30;
+  g.memory_free_bytes = 1LL << 30;
+  for (const char* p : {"3g.40gb", "2g.20gb", "2g.20gb"}) {
+    model::MigDevice m;
+    m.profile = p;
+    g.mig_devices.push_back(m);
+  }
+  auto ch = watch.Update(&snap, "", 100);
+  EXPECT_TRUE(ch.drain.empty());
+  const model::HealthReport r = watch.Report();
+  EXPECT_TRUE(r.findings.empty());
+  ASSERT_EQ(r.notes.size(), 1u);
+  EXPECT_EQ(r.notes[0], "GPU 0 is in MIG mode with 3 MIG devices (3g.40gb, 2x 2g.20gb): its findings and drains are theirs");
+  watch.Update(&snap, "", 200);
+  EXPECT_EQ(watch.Report().notes.size(), 1u) << "one note per GPU, not one per update";
+}
+
 TEST(HealthWatchTest, WarningXidNeverDrains) {
   HealthWatch watch(HealthPolicy{});
   auto snap = TwoGpus();

@@ -437,6 +437,39 @@ TEST_F(FormatTest, MemorySlicesAndAHolderOverTheirs) {
   EXPECT_EQ(x.Value("gpuman_gpu_declared_memory_bytes", {{"gpu", "0"}}), 0);
 }
 
+// MIG devices (docs/metrics.md): memory and whether leased, labelled with the parent GPU
+// and their own UUID and profile; none without MIG devices.
+TEST_F(FormatTest, MigDevicesHaveMemoryAndLeasedWithTheirParentAndProfile) {
+  Exposition x = Formatted();
+  EXPECT_TRUE(x.Find("gpuman_mig_device_info").empty());
+  EXPECT_TRUE(x.Find("gpuman_mig_device_leased").empty());
+  for (int i = 0; i < 2; ++i) {
+    model::MigDevice m;
+    m.index = i;
+    m.uuid = "MIG-" + std::to_string(i);
+    m.parent_uuid = kUuid0;
+    m.gpu_instance_id = 3 + i;
+    m.compute_instance_id = 0;
+    m.profile = "2g.20gb";
+    m.memory_total_bytes = 20'937'965'568;
+    m.memory_used_bytes = i == 0 ? 1'000'000'000 : 0;
+    snapshot_.gpus[0].mig_devices.push_back(m);
+  }
+  snapshot_.gpus[0].mig_mode_current = true;
+  in_.leases[0].gpu_uuids = {"MIG-0"};
+  x = Formatted();
+  const Labels first = {
+      {"gpu", "0"}, {"uuid", kUuid0}, {"mig_uuid", "MIG-0"}, {"profile", "2g.20gb"}};
+  const Labels second = {
+      {"gpu", "0"}, {"uuid", kUuid0}, {"mig_uuid", "MIG-1"}, {"profile", "2g.20gb"}};
+  EXPECT_EQ(x.Value("gpuman_mig_device_memory_total_bytes", first), 20'937'965'568.0);
+  EXPECT_EQ(x.Value("gpuman_mig_device_memory_used_bytes", first), 1e9);
+  EXPECT_EQ(x.Value("gpuman_mig_device_memory_used_bytes", second), 0);
+  EXPECT_EQ(x.Value("gpuman_mig_device_leased", first), 1);
+  EXPECT_EQ(x.Value("gpuman_mig_device_leased", second), 0);
+  EXPECT_EQ(x.Value("gpuman_mig_device_info", {{"mig_uuid", "MIG-1"}, {"gpu_instance_id", "4"}, {"compute_instance_id", "0"}}), 1);
+}
+
 TEST_F(FormatTest, EmptyQueueExportsZeros) {
   in_.jobs = {};
   in_.leases.clear();

@@ -41,6 +41,28 @@ TEST(LeaseRulesTest, MoreThanTheMachineIsNever) {
   EXPECT_EQ(r.error().message, "asked for 9 GPUs; this machine has 8 GPUs");
 }
 
+// A MIG request counts MIG devices: 2 GPUs split 7 ways hold 14 units (a100-mig).
+TEST(LeaseRulesTest, AMigRequestCountsMigDevicesNotGpus) {
+  model::MachineSnapshot snap;
+  for (int g = 0; g < 2; ++g) {
+    model::DeviceSnapshot d;
+    d.index = g;
+    d.uuid = "GPU-" + std::to_string(g);
+    d.mig_devices.resize(7);
+    snap.gpus.push_back(d);
+  }
+  model::GpuRequest mig = Ask(3);
+  mig.mig_profile = "1g.10gb";
+  EXPECT_EQ(MachineUnits(snap, mig), 14);
+  EXPECT_EQ(MachineUnits(snap, Ask(3)), 2);
+  EXPECT_TRUE(ApplyLeaseRules(mig, kAlice, std::nullopt, {}, {}, MachineUnits(snap, mig)));
+  mig.count = 15;
+  auto never = ApplyLeaseRules(mig, kAlice, std::nullopt, {}, {}, MachineUnits(snap, mig));
+  ASSERT_FALSE(never);
+  EXPECT_EQ(never.error().code, ErrorCode::kNotFound);
+  EXPECT_EQ(never.error().message, "asked for 15 MIG devices; this machine has 14");
+}
+
 TEST(LeaseRulesTest, CapAboveIsNeverAndCapReachedIsBusy) {
   MachineRules rules;
   rules.default_max_gpus_per_user = 2;

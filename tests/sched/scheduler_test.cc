@@ -780,5 +780,86 @@ TEST(SchedulerSliceTest, GpusLeftOutOfSlicingGetNoSliceJob) {
   EXPECT_THAT(out.start[1].gpu_uuids, ElementsAre(Uuid(1)));
 }
 
+// ---- MIG (docs/share.md, "MIG"): queued jobs placed on MIG devices of their profile.
+
+// An H100 split 3g.40gb + 2x 2g.20gb (GPU 0) beside one whole GPU (GPU 1), as h100-mig.
+MachineSnapshot MigMachine() {
+  MachineSnapshot snap = A100s().Add(2).Build();
+  snap.gpus[0].mig_mode_current = true;
+  const char* profiles[] = {"3g.40gb", "2g.20gb", "2g.20gb"};
+  for (int i = 0; i < 3; ++i) {
+    model::MigDevice m;
+    m.index = i;
+    m.uuid = "MIG-" + std::to_string(i);
+    m.parent_uuid = snap.gpus[0].uuid.value_or("");
+    m.profile = profiles[i];
+    m.memory_total_bytes = (i == 0 ? 40 : 20) * (int64_t{1} << 30);
+    m.memory_used_bytes = 0;
+    snap.gpus[0].mig_devices.push_back(m);
+  }
+  return snap;
+}
+
+Job QueuedMig(int64_t id, uint32_t uid, const std::string& profile, int count = 1) {
+  Job job = Queued(id, uid, count, kNow - kHour + id);
+  job.request.mig_profile = profile;
+  return job;
+}
+
+TEST(SchedulerMigTest, QueuedMigJobsGetFreeMigDevicesOfTheirProfileAndTheRestWaitWithWhy) {
+  SchedulerInput in = Given(MigMachine());
+  Lease held = Interactive(7, 1003, {});
+  held.gpu_uuids = {"MIG-1"};  // one 2g.20gb leased by `run --mig`
+  in.leases = {held};
+  in.jobs = {QueuedMig(1, 1000, "2g.20gb"), QueuedMig(2, 1001, "2g.20gb"), QueuedMig(3, 1002, "3g.40gb"),
+             Queued(4, 1003, 1, kNow)};
+  SchedulerOutput out = Schedule(in);
+  EXPECT_THAT(Started(out), ::testing::UnorderedElementsAre(1, 3, 4));
+  ASSERT_NE(StartOf(out, 1), nullptr);
+  EXPECT_THAT(StartOf(out, 1)->gpu_uuids, ElementsAre("MIG-2"));
+  EXPECT_THAT(StartOf(out, 3)->gpu_uuids, ElementsAre("MIG-0"));
+  EXPECT_THAT(StartOf(out, 4)->gpu_uuids, ElementsAre(Uuid(1))) << "the GPU in MIG mode is never given whole";
+  EXPECT_EQ(ReasonOf(out, 2), "needs 1 MIG device of profile 2g.20gb; all 2 are leased");
+
+  // A whole-GPU job counts no GPU in MIG mode.
+  SchedulerInput whole = Given(MigMachine());
+  whole.jobs = {Queued(1, 1000, 2)};
+  out = Schedule(whole);
+  EXPECT_THAT(Started(out), IsEmpty());
+  EXPECT_EQ(ReasonOf(out, 1), "needs 2 GPUs; the machine has 1 besides GPU 0 in MIG mode (never leased whole)");
+}
+
+TEST(SchedulerMigTest, MigJobsCountMigDevicesNotGpusAndSayWhyTheyCannotStart) {
+  SchedulerInput in = Given(MigMachine());
+  // Two MIG devices on a machine of two GPUs, one of which is whole: counted as MIG devices.
+  in.jobs = {QueuedMig(1, 1000, "2g.20gb", 2), QueuedMig(2, 1001, "1g.10gb"), QueuedMig(3, 1002, "2g.20gb")};
+  in.jobs[0].request.mig_profile = "2g.20gb";
+  SchedulerOutput out = Schedule(in);
+  EXPECT_THAT(Started(out), ElementsAre(1));
+  EXPECT_THAT(StartOf(out, 1)->gpu_uuids, ::testing::UnorderedElementsAre("MIG-1", "MIG-2"));
+  EXPECT_EQ(ReasonOf(out, 2),
+            "needs 1 MIG device of profile 1g.10gb; --mig: no MIG device of profile 1g.10gb here; the profiles here: "
+            "2g.20gb, 3g.40gb");
+  EXPECT_EQ(ReasonOf(out, 3), "needs 1 MIG device of profile 2g.20gb; all 2 are leased");
+
+  // A drained parent keeps its MIG devices from queued jobs, with the drain as the reason.
+  SchedulerInput drained = Given(MigMachine());
+  drained.drained.insert(Uuid(0));
+  drained.jobs = {QueuedMig(1, 1000, "3g.40gb")};
+  out = Schedule(drained);
+  EXPECT_THAT(Started(out), IsEmpty());
+  EXPECT_THAT(ReasonOf(out, 1), HasSubstr("needs 1 MIG device of profile 3g.40gb; "));
+  EXPECT_THAT(ReasonOf(out, 1), HasSubstr("drained"));
+
+  // --gpus MIG-<uuid>: that MIG device, once free.
+  SchedulerInput named = Given(MigMachine());
+  Job by_uuid = Queued(1, 1000, 1);
+  by_uuid.request.gpus = std::vector<std::string>{"MIG-0"};
+  named.jobs = {by_uuid};
+  out = Schedule(named);
+  ASSERT_NE(StartOf(out, 1), nullptr);
+  EXPECT_THAT(StartOf(out, 1)->gpu_uuids, ElementsAre("MIG-0"));
+}
+
 }  // namespace
 }  // namespace gpuman::sched

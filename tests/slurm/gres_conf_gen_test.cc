@@ -81,6 +81,37 @@ TEST(GresConfGenTest, LostGpuIsMissingWithItsReason) {
   EXPECT_THAT(GenerateGresConf(FourGpus(), "n").missing, IsEmpty());
 }
 
+// A GPU in MIG mode (docs/slurm.md, "MIG"): never a whole-GPU File= line, which would let
+// Slurm hand it out whole; comments name its MIG devices and recommend AutoDetect=nvml, and
+// a warning says the later GPUs' Slurm indices shift. Not `missing`: no refusal.
+TEST(GresConfGenTest, AGpuInMigModeGetsNoFileLineButItsMigDevicesAsComments) {
+  auto snap = FourGpus();
+  snap.gpus[0].mig_mode_current = true;
+  const char* profiles[] = {"3g.40gb", "2g.20gb", "2g.20gb"};
+  for (int i = 0; i < 3; ++i) {
+    model::MigDevice m;
+    m.index = i;
+    m.uuid = "MIG-" + std::to_string(i);
+    m.profile = profiles[i];
+    snap.gpus[0].mig_devices.push_back(m);
+  }
+  const GresConf conf = GenerateGresConf(snap, "n");
+  ASSERT_EQ(conf.lines.size(), 3u);
+  for (const auto& line : conf.lines) EXPECT_THAT(line, ::testing::Not(HasSubstr("File=/dev/nvidia0"))) << line;
+  EXPECT_THAT(conf.lines[0], HasSubstr("File=/dev/nvidia1 Cores=0-3 Links=-1,0,0"));
+  EXPECT_EQ(conf.node_gres, "gpu:a100-sxm4-80gb:3");
+  EXPECT_THAT(conf.mig_comments,
+              ElementsAre("# GPU 0 (/dev/nvidia0) is in MIG mode: no whole-GPU line; let slurmd find its 3 MIG device(s) "
+                          "with AutoDetect=nvml",
+                          "#   MIG 0 Type=3g.40gb MIG-0", "#   MIG 1 Type=2g.20gb MIG-1", "#   MIG 2 Type=2g.20gb MIG-2",
+                          HasSubstr("AutoDetect=nvml")));
+  EXPECT_EQ(conf.mig_node_gres, "gpu:3g.40gb:1,gpu:2g.20gb:2");
+  EXPECT_THAT(conf.missing, IsEmpty());
+  EXPECT_THAT(conf.problems, ElementsAre("GPU 0 is in MIG mode: left out of the File= lines; the GPUs after it get Slurm "
+                                         "indices lower than their NVML ones unless the node uses AutoDetect=nvml"));
+  EXPECT_TRUE(GenerateGresConf(FourGpus(), "n").mig_comments.empty());
+}
+
 // An NVSwitch node: every pair NV18 (as NVML reads switch links), so every line has Links=.
 TEST(GresConfGenTest, NvSwitchNodeGetsLinksToEveryGpu) {
   auto snap = FourGpus();

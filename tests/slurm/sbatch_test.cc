@@ -103,6 +103,17 @@ TEST(SbatchTest, ScriptRunsTheJobUnderGpumanRun) {
             "#!/bin/sh\nexec '/usr/bin/gpuman' 'run' '-q' '-n' '2' '--allow-shared' '--' 'python' 'train.py'\n");
 }
 
+// --mig: Slurm gives the job MIG devices of the profile's type (gres_type), and the node's
+// run leases MIG devices of that profile inside the allocation.
+TEST(SbatchTest, MigIsTheGresTypeAndTheNodesRunAsksForTheProfile) {
+  SbatchSpec s = Spec();
+  s.gres_type = "a100_1g.10gb";
+  s.mig_profile = "1g.10gb";
+  EXPECT_EQ(BatchScript(s),
+            "#!/bin/sh\nexec '/usr/bin/gpuman' 'run' '-q' '-n' '2' '--mig' '1g.10gb' '--' 'python' 'train.py'\n");
+  EXPECT_THAT(SbatchArgv(s), ::testing::Contains("--gres=gpu:a100_1g.10gb:2"));
+}
+
 TEST(SbatchTest, HostileArgumentsReachTheJobExactly) {
   const std::vector<std::string> hostile = {
       "it's", "$(touch pwned)", "`touch pwned`", "a b\tc", "*", "\\", "\"", "'", "''", "-", "--", "",

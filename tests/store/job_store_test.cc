@@ -1053,5 +1053,58 @@ TEST(JobStoreFileTest, VersionSevenFileMigratesAndItsJobsHaveNoNotify) {
   EXPECT_EQ((*(*jobs)->Get(added->id))->notify, draft.notify);
 }
 
+// Schema 11 added req_mig_profile (submit --mig, docs/share.md "MIG"): a version 10 file
+// keeps its jobs (no MIG profile: whole GPUs, or the MIG UUIDs in req_gpus), and new
+// jobs store and read back their profile in every view.
+TEST(JobStoreFileTest, VersionTenFileMigratesAndAJobsMigProfileRoundTrips) {
+  testing::TempDir dir;
+  const std::string path = dir.Join("state.db");
+  {
+    auto db = Database::Open(path);
+    ASSERT_TRUE(db.has_value()) << db.error().message;
+    ASSERT_EQ(*Migrate(**db, AllMigrations().first(10)), 0);
+    ASSERT_TRUE((*db)->ExecScript("v10 rows", R"sql(
+      INSERT INTO jobs (id, name, uid, gid, user, argv, env, cwd, output_path, req_count,
+        req_exclude, req_allow_shared, priority, requeue, after, state, submitted_unix_ms,
+        gpu_uuids, reason, req_mps)
+      VALUES (3, 'old', 1000, 1000, 'ada', '4:true', '', '/home/ada', '', 2, '', 0, 0, 0, '',
+        'queued', 1700000000000, '', '', 0);
+    )sql"));
+    EXPECT_EQ(QueryInt(**db, "PRAGMA user_version"), 10);
+  }
+  auto jobs = JobStore::Open(path);
+  ASSERT_TRUE(jobs.has_value()) << jobs.error().message;
+  EXPECT_EQ(QueryInt((*jobs)->DatabaseForTesting(), "PRAGMA user_version"), 11);
+  EXPECT_EQ(AllMigrations().back().version, 11);
+  auto old = (*jobs)->Get(3);
+  ASSERT_TRUE(old.has_value() && *old) << (old ? "" : old.error().message);
+  EXPECT_EQ((*old)->state, JobState::kQueued);
+  EXPECT_EQ((*old)->request.count, 2);
+  EXPECT_EQ((*old)->request.mig_profile, std::nullopt);
+
+  Job draft = Draft();
+  draft.request.count = 2;
+  draft.request.mig_profile = "2g.20gb";
+  auto added = (*jobs)->Submit(draft);
+  ASSERT_TRUE(added.has_value()) << added.error().message;
+  auto read = (*jobs)->Get(added->id);
+  ASSERT_TRUE(read.has_value() && *read);
+  EXPECT_EQ((*read)->request.mig_profile, "2g.20gb");
+  EXPECT_EQ((*read)->request.count, 2);
+  Job by_uuid = Draft();
+  by_uuid.request.gpus = std::vector<std::string>{"MIG-4f1c"};
+  auto second = (*jobs)->Submit(by_uuid);
+  ASSERT_TRUE(second.has_value()) << second.error().message;
+  auto summaries = (*jobs)->ActiveSummaries();
+  ASSERT_TRUE(summaries.has_value());
+  ASSERT_EQ((*summaries)->size(), 3u);
+  EXPECT_EQ((**summaries)[1].request.mig_profile, "2g.20gb") << "summaries carry it too (queue, the scheduler)";
+  EXPECT_EQ((**summaries)[2].request.mig_profile, std::nullopt);
+  EXPECT_EQ((**summaries)[2].request.gpus, (std::vector<std::string>{"MIG-4f1c"}));
+  auto array = (*jobs)->SubmitArray(draft, {0, 1}, std::nullopt);
+  ASSERT_TRUE(array.has_value()) << array.error().message;
+  EXPECT_EQ((*(*jobs)->Get(array->back().id))->request.mig_profile, "2g.20gb") << "every task of an array";
+}
+
 }  // namespace
 }  // namespace gpuman::store
