@@ -81,3 +81,22 @@ print("metrics lines:", len(text.splitlines()), "gpu_memory_total samples:", sum
 PY
 GPUMAN_HISTORY_DB="$state/history.db" "$GPUMAN" history --csv | head -5
 kill "$dpid"; wait "$dpid"
+
+# `gpuman bench` against the driver's real libcuda.so.1 (docs/cli.md): the PTX kernels
+# compile and run, the figures sit below the computed peaks, and `--prefer fastest` reads
+# them back. Stored in $out, not the machine's file.
+export GPUMAN_BENCH_FILE="$out/bench.json"
+"$GPUMAN" bench --json > "$out/bench-out.json"; echo "bench exit $?"
+"$GPUMAN" bench; echo "bench (text) exit $?"
+python3 - "$out" <<'PY'
+import json, sys
+out = sys.argv[1]
+b = json.load(open(f"{out}/bench-out.json"))
+for g in b["gpus"]:
+    ratio = lambda m, p: f"{100 * m / p:.0f}% of peak" if m and p else "no peak"
+    print(f"GPU {g['index']} {g['name']}: {g['fp32_tflops']} TFLOPS ({ratio(g['fp32_tflops'], g['peak_fp32_tflops'])}), "
+          f"{g['memory_gbps']} GB/s ({ratio(g['memory_gbps'], g['peak_memory_gbps'])}), error: {g['error']}")
+print("stored:", sorted(json.load(open(f"{out}/bench.json"))["gpus"]))
+PY
+"$GPUMAN" select -n 1 --prefer fastest; echo "select --prefer fastest exit $?"
+unset GPUMAN_BENCH_FILE

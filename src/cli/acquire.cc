@@ -7,6 +7,7 @@
 
 #include "base/interrupts.h"
 #include "base/strings.h"
+#include "cli/bench_store.h"
 #include "cli/lease_broker.h"
 #include "cli/slurm_node.h"
 #include "visibility/allocation.h"
@@ -83,6 +84,13 @@ Result<LeaseAsk> BuildAsk(Context& ctx, const SelectionArgs& args) {
   if (!snap) return snap.error();
   auto req = BuildSelectionRequest(args, *snap, ctx.env().vars);
   if (!req) return req.error();
+  if (req->prefer_fastest) {
+    // What `gpuman bench` measured (the machine's file, and the caller's own): it only
+    // ranks the GPUs this request may have anyway (cli/bench_store.h).
+    std::vector<std::string> warnings;
+    req->measured_fp32_tflops = MeasuredFp32(BenchFilePaths(ctx.env(), getuid()), warnings);
+    for (const auto& w : warnings) ctx.err() << "gpuman: warning: " << w << "\n";
+  }
   auto within = EnclosingLease(ctx);
   if (!within) return within.error();
   LeaseAsk ask;

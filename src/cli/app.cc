@@ -65,6 +65,7 @@ constexpr Command kCommands[] = {
     {"explain", [](const CommandArgs& a, Context& c) { return RunExplain(a.explain, c); }},
     {"health", [](const CommandArgs& a, Context& c) { return RunHealth(a.health, c); }},
     {"doctor", [](const CommandArgs& a, Context& c) { return RunDoctor(a.doctor, c); }},
+    {"bench", [](const CommandArgs& a, Context& c) { return RunBench(a.bench, c); }, P::kLease},
     {"history", [](const CommandArgs& a, Context& c) { return RunHistory(a.history, c); }, P::kHistory},
     {"report", [](const CommandArgs& a, Context& c) { return RunReport(a.report, c); }, P::kHistory},
     {"daemon", [](const CommandArgs& a, Context& c) { return RunDaemon(a.queue, c); }},

@@ -167,6 +167,14 @@ CLI::App* AddDoctorCommand(CLI::App& app, DoctorArgs& args) {
   return cmd;
 }
 
+CLI::App* AddBenchCommand(CLI::App& app, BenchArgs& args) {
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Measure FP32 TFLOPS and memory bandwidth under a lease (CUDA driver); --prefer fastest ranks by them");
+  cmd->add_option("--gpus", args.gpus, "Only these GPUs: indices or UUIDs, comma-separated (default: every GPU)");
+  cmd->add_flag("--json", args.json, "Print JSON");
+  return cmd;
+}
+
 CLI::App* AddLeasesCommand(CLI::App& app, LeasesArgs& args) {
   CLI::App* cmd = app.add_subcommand("leases", "List the GPU leases on this machine");
   cmd->add_flag("--json", args.json, "Print JSON");
@@ -562,6 +570,7 @@ constexpr CommandEntry kCommands[] = {
     {"explain", [](Parts& p) { AddExplainCommand(p.app, p.args.explain); }},
     {"health", [](Parts& p) { AddHealthCommand(p.app, p.args.health); }},
     {"doctor", [](Parts& p) { AddDoctorCommand(p.app, p.args.doctor); }},
+    {"bench", [](Parts& p) { AddBenchCommand(p.app, p.args.bench); }},
     {"history", [](Parts& p) { AddHistoryCommand(p.app, p.args.history); }},
     {"report", [](Parts& p) { AddReportCommand(p.app, p.args.report); }},
     {"", [](Parts& p) { AddQueueCommands(p.app, p.args.queue); }},

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "cli/bench_command.h"
 #include "cli/health_command.h"
 #include "cli/history_commands.h"
 #include "cli/inspect_commands.h"
@@ -39,6 +40,7 @@ struct CommandArgs {
   SelectArgs select;
   RunArgs run;
   DoctorArgs doctor;
+  BenchArgs bench;
   JupyterArgs jupyter;
   LeasesArgs leases;
   ReleaseArgs release;

@@ -37,6 +37,7 @@ const std::vector<render::TableRow>& FilesTable() {
       {"/run/gpuman/leases", "the machine lease table used when no daemon runs"},
       {"/run/gpuman/gpuman.sock", "the daemon's socket when it runs as root"},
       {"/var/lib/gpuman", "the daemon's state (job queue, leases, history) when it runs as root"},
+      {"/var/lib/gpuman/bench.json", "what gpuman bench measured as root; ~/.cache/gpuman/bench.json for a user"},
   };
   return rows;
 }
@@ -47,8 +48,8 @@ const std::vector<render::TableRow>& ExitCodeTable() {
       {std::to_string(kExitError), "other error (I/O, internal; a state file that is not gpuman's, corrupt, truncated or newer; a full disk; output that cannot be written)"},
       {std::to_string(kExitUsage), "invalid arguments, unknown GPU id or scenario, broken config file"},
       {std::to_string(kExitNoDriver),
-       "NVML or the NVIDIA driver could not be loaded or initialised (one line names the library and the reason)"},
-      {std::to_string(kExitNotEnoughGpus), "not enough GPUs fit the request (select; run says 125)"},
+       "NVML or the NVIDIA driver could not be loaded or initialised (one line names the library and the reason); bench: no CUDA driver library"},
+      {std::to_string(kExitNotEnoughGpus), "not enough GPUs fit the request (select, bench; run says 125)"},
       {std::to_string(kExitPermission), "permission denied"},
       {std::to_string(kExitUnhealthy), "health: at least one fatal finding; slurm gres-conf: a GPU would be left out (without --allow-missing); slurm gres-conf --check: a mismatch; slurm healthcheck: a fatal finding; slurm prolog: job refused; slurm epilog: something left on the job's GPUs"},
       {std::to_string(kExitHealthWarnings), "health: warnings only"},
@@ -60,6 +61,8 @@ const std::vector<render::TableRow>& EnvironmentTable() {
   static const std::vector<render::TableRow> rows = {
       {"GPUMAN_SIMULATE", "as --simulate"},
       {"GPUMAN_NVML_LIBRARY", "NVML library path or soname"},
+      {"GPUMAN_CUDA_LIBRARY", "the CUDA driver library bench loads (default libcuda.so.1)"},
+      {"GPUMAN_BENCH_FILE", "the one file bench stores its figures in and --prefer fastest reads them from"},
       {"GPUMAN_CONFIG", "config file"},
       {"GPUMAN_SCENARIO_DIR", "extra directory searched first for scenario names"},
       {"GPUMAN_SIM_LIBRARY", "the stand-in library used by --simulate (default: the one shipped with gpuman)"},

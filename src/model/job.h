@@ -85,6 +85,9 @@ struct GpuRequest {
   /// --prefer fastest: among the eligible GPUs, the fastest by peak figures first
   /// (model/peak.h; docs/selection.md). Not for the queue: `submit` refuses it.
   bool prefer_fastest = false;
+  /// With prefer_fastest: FP32 TFLOPS `gpuman bench` measured, by GPU UUID (the machine's
+  /// file and the caller's own; docs/selection.md). A ranking preference, not a rule.
+  std::map<std::string, double> measured_fp32_tflops;
   /// --mps: the lease's processes are MPS clients of a control daemon gpuman runs for the
   /// GPU (docs/share.md, "MPS"). One GPU per MPS request.
   bool mps = false;

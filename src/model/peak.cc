@@ -61,4 +61,11 @@ std::optional<double> SpeedScore(const PeakFigures& peak) {
   return peak.fp32_tflops;
 }
 
+std::optional<double> SpeedScore(const PeakFigures& peak, std::optional<double> measured_fp32_tflops) {
+  std::optional<double> computed = SpeedScore(peak);
+  if (!measured_fp32_tflops || *measured_fp32_tflops <= 0) return computed;
+  if (!computed || !peak.fp32_tflops || *peak.fp32_tflops <= 0) return measured_fp32_tflops;
+  return *computed * *measured_fp32_tflops / *peak.fp32_tflops;
+}
+
 }  // namespace gpuman::model

@@ -44,4 +44,10 @@ PeakFigures PeakOf(const DeviceSnapshot& gpu);
 /// peak, else nullopt (such a GPU ranks last).
 std::optional<double> SpeedScore(const PeakFigures& peak);
 
+/// The same with a figure `gpuman bench` measured on the GPU (FP32 TFLOPS): the computed
+/// score scaled by the share of its FP32 peak the GPU reached (measured / computed FP32),
+/// so a GPU held back (power cap, clocks, cooling) ranks as it runs; the measured figure
+/// itself when the computed FP32 peak is unknown; SpeedScore(peak) when none was measured.
+std::optional<double> SpeedScore(const PeakFigures& peak, std::optional<double> measured_fp32_tflops);
+
 }  // namespace gpuman::model

@@ -545,13 +545,18 @@ Result<Selection> SelectUnits(const model::MachineSnapshot& snap,
 
   // --prefer fastest (docs/selection.md): the eligible GPUs ranked by peak throughput; only
   // those as fast as the count-th fastest stay candidates, so placement by topology still
-  // chooses among equals. A GPU whose peak is unknown ranks last.
+  // chooses among equals. A GPU whose peak is unknown ranks last; one `gpuman bench`
+  // measured ranks by its measured share of the peak (model::SpeedScore).
   std::vector<double> speed(states.size(), -1);
   std::vector<char> fast_enough(states.size(), 1);
   if (req.prefer_fastest) {
     std::vector<double> eligible_speeds;
     for (size_t p = 0; p < states.size(); ++p) {
-      speed[p] = model::SpeedScore(model::PeakOf(snap.gpus[p])).value_or(-1);
+      std::optional<double> measured;
+      if (const auto& uuid = snap.gpus[p].uuid) {
+        if (auto m = req.measured_fp32_tflops.find(*uuid); m != req.measured_fp32_tflops.end()) measured = m->second;
+      }
+      speed[p] = model::SpeedScore(model::PeakOf(snap.gpus[p]), measured).value_or(-1);
       if (states[p].is_eligible()) eligible_speeds.push_back(speed[p]);
     }
     std::sort(eligible_speeds.begin(), eligible_speeds.end(), std::greater<>());

@@ -1,5 +1,7 @@
 #include "protocol/model_json.h"
 
+#include <cmath>
+
 #include <string>
 
 #include "protocol/json_io.h"
@@ -33,6 +35,7 @@ json GpuRequestToJson(const model::GpuRequest& r) {
       {"mig_profile", OrNull(r.mig_profile)},
   };
   if (r.prefer_fastest) j["prefer"] = "fastest";  // only when asked: older daemons ignore it
+  if (!r.measured_fp32_tflops.empty()) j["measured_fp32_tflops"] = r.measured_fp32_tflops;
   return j;
 }
 
@@ -58,6 +61,19 @@ Result<model::GpuRequest> GpuRequestFromJson(const json& j, std::string_view pat
   f.Optional("prefer", prefer);
   f.Check(!prefer || *prefer == "fastest", "prefer", "\"fastest\" or absent");
   r.prefer_fastest = prefer.has_value();
+  if (auto m = j.find("measured_fp32_tflops"); m != j.end() && !m->is_null()) {
+    bool ok = m->is_object();
+    if (ok) {
+      for (const auto& [uuid, tflops] : m->items()) {
+        if (!tflops.is_number() || tflops.get<double>() <= 0 || !std::isfinite(tflops.get<double>())) {
+          ok = false;
+          break;
+        }
+        r.measured_fp32_tflops[uuid] = tflops.get<double>();
+      }
+    }
+    f.Check(ok, "measured_fp32_tflops", "object of GPU UUID -> number > 0, or absent");
+  }
   f.Optional("mps", r.mps);
   f.Optional("gpu_share_percent", r.gpu_share_percent);
   f.Check(!r.gpu_share_percent || (*r.gpu_share_percent >= 1 && *r.gpu_share_percent <= 100), "gpu_share_percent",

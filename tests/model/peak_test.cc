@@ -55,5 +55,16 @@ TEST(PeakTest, UnknownInputsLeaveFiguresOut) {
   EXPECT_EQ(SmFiguresFor("garbage"), std::nullopt);
 }
 
+// `gpuman bench`'s FP32 figure scales the computed score by the share of the FP32 peak
+// reached (docs/selection.md, "Measured figures").
+TEST(PeakTest, AMeasuredFigureScalesTheScore) {
+  auto ada = PeakOf(Gpu("8.9", 16384, 2520, 384, 10501));  // 82.6 FP32, 330 tensor
+  EXPECT_EQ(SpeedScore(ada, std::nullopt), SpeedScore(ada));
+  EXPECT_NEAR(*SpeedScore(ada, *ada.fp32_tflops / 2), *ada.tensor_tflops / 2, 1e-9);
+  EXPECT_EQ(SpeedScore(ada, 0.0), SpeedScore(ada));  // not a measurement
+  DeviceSnapshot unknown;
+  EXPECT_EQ(SpeedScore(PeakOf(unknown), 12.5), 12.5);  // nothing computed: the measured figure
+}
+
 }  // namespace
 }  // namespace gpuman::model

@@ -921,6 +921,25 @@ TEST(SelectionPreferFastestTest, TheFastestEligibleGpusComeFirst) {
   EXPECT_EQ(Pick(snap, {}, req), (std::vector<int>{2, 3}));
 }
 
+// What `gpuman bench` measured ranks a GPU by its share of the FP32 peak it reached
+// (model::SpeedScore): a 4090 measured at a fifth of its peak falls behind the A6000.
+TEST(SelectionPreferFastestTest, MeasuredFiguresRankWhereTheyExist) {
+  MachineSnapshot snap = RatedWorkstation();
+  model::GpuRequest req;
+  req.count = 1;
+  req.prefer_fastest = true;
+  ASSERT_EQ(Pick(snap, {}, req), std::vector<int>{0});
+  req.measured_fp32_tflops[Uuid(0)] = 20;  // peak 101.7
+  EXPECT_EQ(Pick(snap, {}, req), std::vector<int>{1});
+  req.measured_fp32_tflops[Uuid(0)] = 101;  // as on paper: first again
+  EXPECT_EQ(Pick(snap, {}, req), std::vector<int>{0});
+  req.measured_fp32_tflops = {{"GPU-not-here", 1000}};  // another machine's GPU: nothing changes
+  EXPECT_EQ(Pick(snap, {}, req), std::vector<int>{0});
+  req.prefer_fastest = false;  // no preference: figures are not read
+  req.measured_fp32_tflops = {{Uuid(0), 1}};
+  EXPECT_EQ(Pick(snap, {}, req), std::vector<int>{1});
+}
+
 TEST(SelectionPreferFastestTest, ASliceGoesToTheFastestGpuWithRoom) {
   MachineSnapshot snap = RatedWorkstation();
   model::GpuRequest req;

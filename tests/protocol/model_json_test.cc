@@ -203,3 +203,32 @@ TEST(SnapshotJsonTest, WrongShapesArePreciseErrors) {
 
 }  // namespace
 }  // namespace gpuman::protocol
+
+namespace gpuman::protocol {
+namespace {
+
+// `--prefer fastest` with what `gpuman bench` measured travels to the daemon; a figure
+// that is no positive number is one precise error.
+TEST(GpuRequestJsonTest, MeasuredFiguresTravelWithThePreference) {
+  model::GpuRequest req;
+  req.prefer_fastest = true;
+  req.measured_fp32_tflops = {{"GPU-a", 40.5}, {"GPU-b", 20}};
+  Result<json> text = ParseJson(DumpJson(GpuRequestToJson(req)));
+  ASSERT_TRUE(text);
+  auto back = GpuRequestFromJson(*text);
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_TRUE(back->prefer_fastest);
+  EXPECT_EQ(back->measured_fp32_tflops, req.measured_fp32_tflops);
+  EXPECT_FALSE(GpuRequestToJson(model::GpuRequest{}).contains("measured_fp32_tflops"));  // absent when none
+
+  json bad = *text;
+  bad["measured_fp32_tflops"]["GPU-a"] = -1;
+  auto refused = GpuRequestFromJson(bad);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("measured_fp32_tflops"), std::string::npos) << refused.error().message;
+  bad["measured_fp32_tflops"] = "fast";
+  EXPECT_FALSE(GpuRequestFromJson(bad));
+}
+
+}  // namespace
+}  // namespace gpuman::protocol
