@@ -16,6 +16,7 @@
 #include "cli/exit_codes.h"
 #include "cli/lease_broker.h"
 #include "lease/force_release.h"
+#include "model/mps_mark.h"
 #include "render/format.h"
 #include "store/proc_liveness.h"
 #include "visibility/child_env.h"

@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 
 #include "model/intruders.h"
+#include "model/mps_mark.h"
 #include "render/format.h"
 #include "render/status_view.h"
 

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "model/intruders.h"
+#include "model/mps_mark.h"
 #include "base/duration.h"
 
 namespace gpuman::tui {
