@@ -16,6 +16,7 @@
 #include "cli/exit_codes.h"
 #include "cli/lease_broker.h"
 #include "lease/force_release.h"
+#include "model/mps_mark.h"
 #include "render/format.h"
 #include "store/proc_liveness.h"
 #include "visibility/child_env.h"
@@ -205,9 +206,9 @@ int RunLeases(const LeasesArgs& args, Context& ctx) {
       gpus.push_back(index ? std::to_string(*index) : l.gpu_uuids[i].substr(0, 12));
     }
     // A slice says how much of each GPU it declares: "3 (20 GiB)".
-    // An MPS lease says so: "3 (20 GiB, MPS)", "3 (MPS)".
+    // An MPS lease says so, with its --gpu-share: "3 (20 GiB, MPS)", "3 (MPS 25%)".
     std::string note = l.gpu_memory_bytes ? policy::FormatByteSize(*l.gpu_memory_bytes) : "";
-    if (l.mps) note += note.empty() ? "MPS" : ", MPS";
+    if (l.mps) note += (note.empty() ? "" : ", ") + model::MpsMark(l);
     gpu_cells.push_back(Join(gpus, ",") + (note.empty() ? "" : " (" + note + ")"));
     gpus_width = std::max(gpus_width, render::DisplayWidth(gpu_cells.back()));
     if (!term.cut_to_width) user_width = std::max(user_width, render::DisplayWidth(EscapeControl(l.user)));

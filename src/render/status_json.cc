@@ -35,6 +35,13 @@ void Strings(JsonWriter& w, const std::vector<std::string>& list) {
   w.EndArray();
 }
 
+// An MPS lease (docs/share.md "MPS"): "mps" and its --gpu-share ("gpu_share_percent",
+// null without one) on every lease and slice object.
+void WriteMps(JsonWriter& w, const model::Lease& l) {
+  w.Key("mps").Bool(l.mps);
+  Put(w.Key("gpu_share_percent"), l.gpu_share_percent);
+}
+
 // `intruded`: the lease it intrudes on (model/intruders.h); null when none or the leases
 // are unknown.
 void WriteProcess(JsonWriter& w, const model::GpuProcess& p, const model::Lease* intruded) {
@@ -198,6 +205,7 @@ void WriteGpu(JsonWriter& w, const model::DeviceSnapshot& d, const StatusOptions
       w.Key("command").String(l->command);
       w.Key("memory_bytes").Int(*l->gpu_memory_bytes);
       w.Key("since_unix_ms").Int(l->created_unix_ms);
+      WriteMps(w, *l);
       // Its holder's processes on this GPU use more than their slices declare.
       w.Key("over_limit").Bool(o != over.end());
       w.Key("holder_used_bytes");
@@ -216,6 +224,7 @@ void WriteGpu(JsonWriter& w, const model::DeviceSnapshot& d, const StatusOptions
       w.Key("command").String(lease->command);
       w.Key("since_unix_ms").Int(lease->created_unix_ms);
       Put(w.Key("idle_since_unix_ms"), lease->idle_since_unix_ms);
+      WriteMps(w, *lease);
       w.EndObject();
     } else {
       w.Null();
@@ -257,6 +266,7 @@ void WriteGpu(JsonWriter& w, const model::DeviceSnapshot& d, const StatusOptions
         w.Key("kind").String(lease->kind);
         w.Key("command").String(lease->command);
         w.Key("since_unix_ms").Int(lease->created_unix_ms);
+        WriteMps(w, *lease);
         w.EndObject();
       } else {
         w.Null();

@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 
 #include "model/intruders.h"
+#include "model/mps_mark.h"
 #include "render/format.h"
 #include "render/status_view.h"
 
@@ -448,7 +449,8 @@ std::string CompactUsers(const model::DeviceSnapshot& d, bool in_mib) {
   return out;
 }
 
-// "[lease 7 alice]", "[job 12 bob]", "[lease 7 alice, IDLE 2h]": the leases of the GPU.
+// "[lease 7 alice]", "[job 12 bob]", "[lease 7 alice, IDLE 2h]": the leases of the GPU; a
+// slice adds its size and an MPS lease its mark ("[lease 8 alice 20 GiB MPS 25%]").
 std::string CompactLeases(const model::DeviceSnapshot& d, const StatusOptions& opts, int64_t now_ms, bool color) {
   if (!opts.leases || !d.uuid) return "";
   std::string out;
@@ -460,6 +462,7 @@ std::string CompactLeases(const model::DeviceSnapshot& d, const StatusOptions& o
                                                     : "[lease " + std::to_string(l.id);
     text += " " + EscapeControl(l.user);
     if (l.gpu_memory_bytes) text += " " + FormatBytes(*l.gpu_memory_bytes);
+    if (l.mps) text += " " + model::MpsMark(l);
     const bool over = l.gpu_memory_bytes && std::any_of(overruns.begin(), overruns.end(), [&](const model::SliceOverrun& o) { return o.lease_id == l.id; });
     if (over) text += " OVER";
     if (l.idle_since_unix_ms) text += ", IDLE " + FormatDurationMs(now_ms - *l.idle_since_unix_ms);
@@ -596,7 +599,8 @@ std::string RenderStatusText(const model::MachineSnapshot& snap, const StatusOpt
           const auto over = std::find_if(overruns.begin(), overruns.end(),
                                          [&](const model::SliceOverrun& o) { return o.lease_id == l.id; });
           std::string text = "lease " + std::to_string(l.id) + " " + EscapeControl(l.user) + " (" + EscapeControl(l.kind) +
-                             (l.gpu_memory_bytes ? ", " + FormatBytes(*l.gpu_memory_bytes) + " slice" : "") + ") since " +
+                             (l.gpu_memory_bytes ? ", " + FormatBytes(*l.gpu_memory_bytes) + " slice" : "") +
+                             (l.mps ? ", " + model::MpsMark(l) : "") + ") since " +
                              FormatIsoUtcSeconds(l.created_unix_ms / 1000);
           if (l.idle_since_unix_ms) {
             text += ", IDLE for " + FormatDurationMs(snap.taken_at_unix_ms - *l.idle_since_unix_ms);
@@ -621,7 +625,8 @@ std::string RenderStatusText(const model::MachineSnapshot& snap, const StatusOpt
         if (opts.leases && m.uuid) {
           for (const model::Lease& l : *opts.leases) {
             if (std::find(l.gpu_uuids.begin(), l.gpu_uuids.end(), *m.uuid) == l.gpu_uuids.end()) continue;
-            text += ", lease " + std::to_string(l.id) + " " + EscapeControl(l.user) + " (" + EscapeControl(l.kind) + ")";
+            text += ", lease " + std::to_string(l.id) + " " + EscapeControl(l.user) + " (" + EscapeControl(l.kind) +
+                    (l.mps ? ", " + model::MpsMark(l) : "") + ")";
             leased = true;
           }
         }

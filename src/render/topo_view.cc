@@ -1,6 +1,9 @@
 #include "render/topo_view.h"
 
 #include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +17,25 @@ using json = nlohmann::ordered_json;
 std::string Cell(const model::MachineSnapshot& snap, size_t i, size_t j) {
   if (!snap.topology || i >= snap.topology->size() || j >= snap.topology->size()) return "?";
   return snap.topology->CellName(i, j);
+}
+
+// A GPU's MIG devices by profile, in NVML's order: "3g.40gb, 2g.20gb x2"; "none" for a GPU
+// in MIG mode without any; "-" for a GPU not in MIG mode.
+std::string MigProfiles(const model::DeviceSnapshot& g) {
+  if (!model::InMigMode(g)) return "-";
+  if (g.mig_devices.empty()) return "none";
+  std::vector<std::pair<std::string, int>> counts;
+  for (const model::MigDevice& m : g.mig_devices) {
+    const std::string profile = m.profile.value_or("?");
+    auto at = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == profile; });
+    if (at == counts.end()) counts.emplace_back(profile, 1);
+    else ++at->second;
+  }
+  std::string out;
+  for (const auto& [profile, n] : counts) {
+    out += (out.empty() ? "" : ", ") + profile + (n > 1 ? " x" + std::to_string(n) : "");
+  }
+  return out;
 }
 
 }  // namespace
@@ -30,6 +52,18 @@ json TopoToJson(const model::MachineSnapshot& snap, const StatusOptions& opts) {
                     {"name", g.name ? json(*g.name) : json(nullptr)},
                     {"cpu_affinity", g.cpu_affinity.empty() ? json(nullptr) : json(model::FormatCpuList(g.cpu_affinity))},
                     {"numa_node", g.numa_node ? json(*g.numa_node) : json(nullptr)}});
+    // MIG (docs/share.md "MIG"): the mode, and the MIG devices a GPU in it is split into.
+    json& entry = gpus.back();
+    entry["mig_mode"] = g.mig_mode_current ? json(*g.mig_mode_current) : json(nullptr);
+    json mig = json::array();
+    for (const model::MigDevice& m : g.mig_devices) {
+      mig.push_back({{"index", m.index},
+                     {"uuid", m.uuid ? json(*m.uuid) : json(nullptr)},
+                     {"profile", m.profile ? json(*m.profile) : json(nullptr)},
+                     {"gpu_instance_id", m.gpu_instance_id ? json(*m.gpu_instance_id) : json(nullptr)},
+                     {"compute_instance_id", m.compute_instance_id ? json(*m.compute_instance_id) : json(nullptr)}});
+    }
+    entry["mig_devices"] = mig;
     json row = json::array();
     for (size_t j = 0; j < n; ++j) row.push_back(Cell(snap, i, j));
     matrix.push_back(row);
@@ -60,7 +94,9 @@ std::string RenderTopoText(const model::MachineSnapshot& snap, const StatusOptio
   }
   out += PadRight("", 7);
   for (size_t j = 0; j < n; ++j) out += PadRight("GPU" + std::to_string(snap.gpus[j].index), cell);
-  out += "CPU Affinity     NUMA\n";
+  // A machine with a GPU in MIG mode gets a MIG column: each GPU's MIG devices by profile.
+  const bool any_mig = std::any_of(snap.gpus.begin(), snap.gpus.end(), [](const model::DeviceSnapshot& g) { return model::InMigMode(g); });
+  out += any_mig ? "CPU Affinity     NUMA  MIG\n" : "CPU Affinity     NUMA\n";
   for (size_t i = 0; i < n; ++i) {
     const auto& g = snap.gpus[i];
     out += Colorize(PadRight("GPU" + std::to_string(g.index), 7), Color::kBold, term.use_color);
@@ -70,7 +106,13 @@ std::string RenderTopoText(const model::MachineSnapshot& snap, const StatusOptio
       out += Colorize(c, color, term.use_color) + std::string(cell - DisplayWidth(c), ' ');
     }
     std::string cpus = g.cpu_affinity.empty() ? "-" : model::FormatCpuList(g.cpu_affinity);
-    out += PadRight(cpus, 17) + (g.numa_node ? std::to_string(*g.numa_node) : "-") + "\n";
+    const std::string numa = g.numa_node ? std::to_string(*g.numa_node) : "-";
+    if (!any_mig) {
+      out += PadRight(cpus, 17) + numa + "\n";
+      continue;
+    }
+    const std::string mig = MigProfiles(g);
+    out += PadRight(cpus, 17) + PadRight(numa, 6) + Colorize(mig, mig == "-" ? Color::kNone : Color::kGreen, term.use_color) + "\n";
   }
   out += "\nLegend:\n"
          "  X    = self\n"
@@ -80,6 +122,9 @@ std::string RenderTopoText(const model::MachineSnapshot& snap, const StatusOptio
          "  PHB  = through a PCIe host bridge (CPU)\n"
          "  NODE = across host bridges within one NUMA node\n"
          "  SYS  = across NUMA nodes (CPU interconnect)\n";
+  if (any_mig) {
+    out += "  MIG  = the GPU is in MIG mode: its MIG devices by profile (gpuman status lists them)\n";
+  }
   return out;
 }
 

@@ -124,28 +124,30 @@ class Painter {
 };
 
 struct Plan {
-  int gpu_rows_each = 2;  // 2 = full, 1 = compact
+  int gpu_rows_each = 2;  // 2 = full (plus a MIG line where a GPU has one), 1 = compact
   int gpus_shown = 0;     // when < gpu count, the last GPU row says "+N more"
   int gpu_area = 0;
   int process_area = 0;   // header included
   int holder_area = 0;    // header included
 };
 
-Plan MakePlan(int height, int gpus, int holders, bool interactive) {
+// `mig_rows`: GPUs with a MIG line (MigSummary), which the full view shows as a third row.
+Plan MakePlan(int height, int gpus, int mig_rows, int holders, bool interactive) {
   Plan p;
   const int avail = height - 1 - (interactive ? 1 : 0);  // title, key line
   p.holder_area = 1 + std::min(holders, height >= 30 ? 6 : 3);
   if (holders == 0) p.holder_area = 1;
   const int min_process = std::min(4, std::max(2, avail / 4));
   int gpu_budget = std::max(1, avail - p.holder_area - min_process);
-  if (2 * gpus <= std::min(gpu_budget, std::max(2, avail / 2))) {
+  if (2 * gpus + mig_rows <= std::min(gpu_budget, std::max(2, avail / 2))) {
     p.gpu_rows_each = 2;
     p.gpus_shown = gpus;
+    p.gpu_area = 2 * gpus + mig_rows;
   } else {
     p.gpu_rows_each = 1;
     p.gpus_shown = std::min(gpus, gpu_budget);
+    p.gpu_area = p.gpus_shown;
   }
-  p.gpu_area = p.gpus_shown * p.gpu_rows_each;
   if (gpus == 0) p.gpu_area = 1;  // "no GPUs"
   p.process_area = std::max(1, avail - p.gpu_area - p.holder_area);
   return p;
@@ -275,9 +277,10 @@ void DrawGpuFull(Grid& grid, int row, const model::DeviceSnapshot& g, const GpuH
   }
 }
 
-// The compact view: one line, the drained mark where the history would be.
+// The compact view: one line, the drained mark (else a MIG GPU's MIG line) where the
+// history would be.
 void DrawGpuCompact(Grid& grid, int row, const model::DeviceSnapshot& g, const GpuHistory* h, bool selected,
-                    const model::GpuDrain* drain, const LayoutOptions& o) {
+                    const model::GpuDrain* drain, const std::string& mig, const LayoutOptions& o) {
   const int w = grid.width();
   Painter a(grid, row, o.unicode);
   a.Text(selected ? ">" : " ", Style::kAccent);
@@ -310,6 +313,9 @@ void DrawGpuCompact(Grid& grid, int row, const model::DeviceSnapshot& g, const G
   if (drain && rest >= 1) {
     a.Skip(1);
     a.Text(DrainText(*drain), Style::kWarn, rest);
+  } else if (!mig.empty() && rest >= 4) {  // a GPU in MIG mode: its MIG devices instead of history
+    a.Skip(1);
+    a.Text(mig, Style::kAccent, rest);
   } else if (h && rest >= 4) {
     a.Skip(1);
     a.Cells(SparklineCells(h->utilization, rest, 100, o.unicode), Style::kGood, rest);
@@ -421,8 +427,11 @@ void DrawHolders(Grid& grid, int top, int area, const TopModel& model, const Lay
   const Frame* f = model.frame();
   std::vector<HolderRow> rows;
   if (f) rows = BuildHolderRows(f->leases, f->jobs, model.snapshot());
+  // GPUS grows for what a short list does not fit ("0:2g.20gb", "3:20G MPS 25%"), up to 16.
+  int gpus_w = 7;
+  for (const auto& r : rows) gpus_w = std::max(gpus_w, std::min(16, TextWidth(r.gpus)));
   std::vector<Column> cols = {{"LEASE/JOB", 9, false}, {"STATE", 8, false}, {"USER", 9, false},
-                              {"GPUS", 7, false},      {"SINCE", 13, false}, {"IDLE", 7, false}};
+                              {"GPUS", gpus_w, false}, {"SINCE", 13, false}, {"IDLE", 7, false}};
   int used = 0;
   for (const auto& c : cols) used += c.width + 1;
   cols.push_back({"COMMAND / NAME", std::max(0, w - used), false});
@@ -599,16 +608,23 @@ LayoutResult RenderTop(const TopModel& model, const UiState& ui, const std::vect
   const Frame* f = model.frame();
   int holder_count = 0;
   if (f) holder_count = static_cast<int>(BuildHolderRows(f->leases, f->jobs, snap).size());
-  const Plan plan = MakePlan(height, gpu_count, holder_count, o.interactive);
+  // A GPU in MIG mode: its MIG devices and who holds them (docs/top.md).
+  std::vector<std::string> mig(static_cast<size_t>(gpu_count));
+  int mig_rows = 0;
+  for (int i = 0; i < gpu_count; ++i) {
+    mig[static_cast<size_t>(i)] = f ? MigSummary(snap->gpus[i], f->leases, f->jobs) : MigSummary(snap->gpus[i], {}, {});
+    if (!mig[static_cast<size_t>(i)].empty()) ++mig_rows;
+  }
+  const Plan plan = MakePlan(height, gpu_count, mig_rows, holder_count, o.interactive);
 
   int row = 1;
   if (gpu_count == 0) {
     grid.Put(row, 1, snap ? "no GPUs found" : "waiting for the first sample...", Style::kDim);
   }
-  for (int i = 0; i < plan.gpus_shown; ++i) {
+  for (int i = 0, r = row; i < plan.gpus_shown; ++i) {
     const auto& g = snap->gpus[i];
+    const std::string& mig_line = mig[static_cast<size_t>(i)];
     const bool selected = ui.gpu_filter && *ui.gpu_filter == g.index;
-    const int r = row + i * plan.gpu_rows_each;
     if (i == plan.gpus_shown - 1 && plan.gpus_shown < gpu_count) {
       grid.Put(r, 1, "+" + std::to_string(gpu_count - i) + " more GPUs (make the window taller)", Style::kDim);
       break;
@@ -616,8 +632,14 @@ LayoutResult RenderTop(const TopModel& model, const UiState& ui, const std::vect
     const model::GpuDrain* drain = DrainOf(f, g);
     if (plan.gpu_rows_each == 2) {
       DrawGpuFull(grid, r, g, model.HistoryFor(g), selected, drain, o);
+      r += 2;
+      if (!mig_line.empty()) {  // the MIG line under the GPU's two
+        Painter m(grid, r++, o.unicode);
+        m.Skip(4);
+        m.Text(mig_line, Style::kAccent, grid.width() - 4);
+      }
     } else {
-      DrawGpuCompact(grid, r, g, model.HistoryFor(g), selected, drain, o);
+      DrawGpuCompact(grid, r++, g, model.HistoryFor(g), selected, drain, mig_line, o);
     }
   }
   row += plan.gpu_area;

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "model/intruders.h"
+#include "model/mps_mark.h"
 #include "base/duration.h"
 
 namespace gpuman::tui {
@@ -37,6 +38,16 @@ bool Holds(const std::vector<std::string>& uuids, const std::string& uuid) {
 }
 
 bool IsActive(model::JobState s) { return s == model::JobState::kRunning || s == model::JobState::kStarting; }
+
+// The MIG device of `gpu` whose instance runs `pid`, or nullptr.
+const model::MigDevice* MigDeviceOf(const model::DeviceSnapshot& gpu, uint32_t pid) {
+  for (const auto& m : gpu.mig_devices) {
+    for (const auto& p : m.processes) {
+      if (p.pid == pid) return &m;
+    }
+  }
+  return nullptr;
+}
 
 }  // namespace
 
@@ -81,6 +92,10 @@ std::vector<ProcessRow> BuildProcessRows(const model::MachineSnapshot& snap, con
       r.sm_percent = p.sm_util_percent;
       // On a GPU leased to someone else (model/intruders.h): nobody's, and said so.
       r.held_by = model::IntrudedLease(gpu, p, leases) ? "INTRUDER" : HeldBy(r.gpu_uuid, p.pid, leases, jobs);
+      // A process on a MIG instance is held by the lease of its MIG device.
+      if (const model::MigDevice* m = MigDeviceOf(gpu, p.pid); m && m->uuid && r.held_by.empty()) {
+        r.held_by = HeldBy(*m->uuid, p.pid, leases, jobs);
+      }
       rows.push_back(std::move(r));
     }
   }
@@ -140,6 +155,8 @@ void SortRows(std::vector<ProcessRow>& rows, SortKey key, bool reverse) {
 
 namespace {
 
+// "0,1" by index; a MIG device by its GPU's index and its profile ("0:2g.20gb"); a UUID
+// prefix for what the snapshot does not list.
 std::string GpuList(const std::vector<std::string>& uuids, const model::MachineSnapshot* snap) {
   std::string out;
   for (const auto& uuid : uuids) {
@@ -147,6 +164,11 @@ std::string GpuList(const std::vector<std::string>& uuids, const model::MachineS
     if (snap) {
       for (const auto& g : snap->gpus) {
         if (g.uuid && *g.uuid == uuid) name = std::to_string(g.index);
+        for (const auto& m : g.mig_devices) {
+          if (m.uuid && *m.uuid == uuid) {
+            name = std::to_string(g.index) + ":" + m.profile.value_or("MIG " + std::to_string(m.index));
+          }
+        }
       }
     }
     if (name.empty()) name = uuid.substr(0, std::min<size_t>(uuid.size(), 12));
@@ -189,13 +211,17 @@ std::vector<HolderRow> BuildHolderRows(const std::vector<model::Lease>& leases, 
     const int64_t tenths = (*bytes * 10 + (int64_t{1} << 29)) >> 30;  // GiB, rounded to 0.1
     return ":" + std::to_string(tenths / 10) + (tenths % 10 ? "." + std::to_string(tenths % 10) : "") + "G";
   };
+  // An MPS lease (docs/share.md "MPS"): "3:20G MPS 25%".
+  auto mps = [](bool on, std::optional<int> share) -> std::string {
+    return on ? " " + model::MpsMark(on, share) : "";
+  };
   std::vector<HolderRow> rows;
   for (const auto* l : sorted_leases) {
     HolderRow r;
     r.what = "lease " + std::to_string(l->id);
     r.state = over.count(l->id) ? "over" : "held";
     r.user = l->user;
-    r.gpus = GpuList(l->gpu_uuids, snap) + slice(l->gpu_memory_bytes);
+    r.gpus = GpuList(l->gpu_uuids, snap) + slice(l->gpu_memory_bytes) + mps(l->mps, l->gpu_share_percent);
     r.since_unix_ms = l->created_unix_ms;
     r.idle_since_unix_ms = l->idle_since_unix_ms;
     r.detail = l->command;
@@ -210,12 +236,15 @@ std::vector<HolderRow> BuildHolderRows(const std::vector<model::Lease>& leases, 
       r.state = model::JobStateName(j.state);
       r.user = j.user;
       if (active) {
-        r.gpus = GpuList(j.gpu_uuids, snap) + slice(j.request.gpu_memory_bytes);
+        r.gpus = GpuList(j.gpu_uuids, snap) + slice(j.request.gpu_memory_bytes) +
+                 mps(j.request.mps, j.request.gpu_share_percent);
         if (j.lease_id && over.count(*j.lease_id)) r.state = "over";
         r.since_unix_ms = j.started_unix_ms.value_or(j.submitted_unix_ms);
         r.idle_since_unix_ms = j.idle_since_unix_ms;
       } else {
-        r.gpus = "wants " + std::to_string(j.request.count) + slice(j.request.gpu_memory_bytes);
+        r.gpus = "wants " + std::to_string(j.request.count) + slice(j.request.gpu_memory_bytes) +
+                 (j.request.mig_profile ? ":" + *j.request.mig_profile : "") +
+                 mps(j.request.mps, j.request.gpu_share_percent);
         r.since_unix_ms = j.submitted_unix_ms;
       }
       r.detail = j.name;
@@ -224,6 +253,38 @@ std::vector<HolderRow> BuildHolderRows(const std::vector<model::Lease>& leases, 
     }
   }
   return rows;
+}
+
+std::string MigSummary(const model::DeviceSnapshot& gpu, const std::vector<model::Lease>& leases,
+                       const std::vector<model::Job>& jobs) {
+  if (gpu.mig_devices.empty()) return gpu.mig_mode_current.value_or(false) ? "MIG mode, no MIG devices" : "";
+  std::vector<std::string> taken;
+  std::vector<std::pair<std::string, int>> free;  // profile, how many; in order of first appearance
+  for (const auto& m : gpu.mig_devices) {
+    const std::string profile = m.profile.value_or("MIG " + std::to_string(m.index));
+    const model::Lease* holder = nullptr;
+    for (const auto& l : leases) {
+      if (m.uuid && Holds(l.gpu_uuids, *m.uuid)) holder = &l;
+    }
+    if (!holder) {
+      auto at = std::find_if(free.begin(), free.end(), [&](const auto& f) { return f.first == profile; });
+      if (at == free.end()) free.emplace_back(profile, 1);
+      else ++at->second;
+      continue;
+    }
+    std::string what = "lease " + std::to_string(holder->id);
+    for (const auto& j : jobs) {
+      if (j.lease_id && *j.lease_id == holder->id) what = "job " + std::to_string(j.id);
+    }
+    taken.push_back(profile + " " + holder->user + " (" + what + ")");
+  }
+  std::string out = "MIG " + std::to_string(taken.size()) + "/" + std::to_string(gpu.mig_devices.size()) + " leased";
+  for (size_t i = 0; i < taken.size(); ++i) out += (i == 0 ? ": " : ", ") + taken[i];
+  for (size_t i = 0; i < free.size(); ++i) {
+    out += (i == 0 ? "; free: " : ", ") + free[i].first;
+    if (free[i].second > 1) out += " x" + std::to_string(free[i].second);
+  }
+  return out;
 }
 
 std::string IdleText(std::optional<int64_t> idle_since_unix_ms, int64_t now_unix_ms) {

@@ -105,6 +105,14 @@ struct HolderRow {
 std::vector<HolderRow> BuildHolderRows(const std::vector<model::Lease>& leases, const std::vector<model::Job>& jobs,
                                        const model::MachineSnapshot* snap);
 
+/// A GPU's MIG devices (docs/share.md "MIG") as top shows them under the GPU, in NVML's
+/// order: the leased ones with their holder, then the free ones by profile:
+/// "MIG 2/3 leased: 3g.40gb alice (lease 7), 2g.20gb bob (job 12); free: 2g.20gb",
+/// "MIG 0/7 leased; free: 1g.10gb x7". "MIG mode, no MIG devices" for a GPU in MIG mode
+/// that lists none; "" for a GPU that is neither.
+std::string MigSummary(const model::DeviceSnapshot& gpu, const std::vector<model::Lease>& leases,
+                       const std::vector<model::Job>& jobs);
+
 /// "-" when idle_since is absent, else how long: "45s", "12m 5s", "3h 20m".
 std::string IdleText(std::optional<int64_t> idle_since_unix_ms, int64_t now_unix_ms);
 

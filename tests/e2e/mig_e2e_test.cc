@@ -143,6 +143,15 @@ TEST_P(MigE2E, TwoUsersLeaseTwoMigDevicesOfOneGpuAndAWholeRequestNeverGetsIt) {
   int leased = 0;
   for (const auto& m : status["gpus"][0]["mig_devices"]) leased += m["lease"].is_null() ? 0 : 1;
   EXPECT_EQ(leased, 2) << status["gpus"][0].dump();
+  // top shows which MIG devices are taken and by whom (the 3g.40gb run above has ended), and
+  // the two leases' GPUs by parent index and profile; topo marks GPU 0's MIG devices.
+  auto top = Gpuman({"top", "--once"});
+  EXPECT_EQ(top.exit_code, 0) << top.err;
+  EXPECT_THAT(top.out, ::testing::HasSubstr("MIG 2/3 leased: 2g.20gb gpumant")) << top.out;
+  EXPECT_THAT(top.out, ::testing::HasSubstr("0:2g.20gb")) << top.out;
+  auto topo = Gpuman({"topo"});
+  EXPECT_EQ(topo.exit_code, 0) << topo.err;
+  EXPECT_THAT(topo.out, ::testing::HasSubstr("3g.40gb, 2g.20gb x2\n")) << topo.out;
 }
 
 // Queued MIG jobs (submit --mig, schema 11): a root daemon runs gpumanta's jobs on the two

@@ -150,6 +150,19 @@ TEST_F(MpsE2E, AnMpsSliceStartsItsGpusControlAsItsUserAndASecondUserGoesElsewher
   ASSERT_EQ(leases.size(), 1u);
   EXPECT_EQ(leases[0]["mps"], true) << leases.dump();
   EXPECT_EQ(leases[0]["gpu_share_percent"], 30);
+  // Marked where users look: status (the daemon's reply carries the flag and the share),
+  // status --json on the slice, and leases.
+  const std::string status = testing::Run({kGpuman, "status"}, Env()).out;
+  EXPECT_NE(status.find("20 GiB slice, MPS 30%) since "), std::string::npos) << status;
+  const json doc = json::parse(testing::Run({kGpuman, "status", "--json"}, Env()).out);
+  for (const auto& g : doc["gpus"]) {
+    if (g["index"] != 3) continue;
+    ASSERT_EQ(g["slices"].size(), 1u) << g.dump();
+    EXPECT_EQ(g["slices"][0]["mps"], true);
+    EXPECT_EQ(g["slices"][0]["gpu_share_percent"], 30);
+  }
+  const std::string listed = testing::Run({kGpuman, "leases"}, Env()).out;
+  EXPECT_NE(listed.find("3 (20 GiB, MPS 30%)"), std::string::npos) << listed;
 
   // The control: started once, with -d, as alice, for GPU 3 alone, in its directories.
   const std::string pipe = mps_dir_ + "/" + gpu3 + "/pipe", log = mps_dir_ + "/" + gpu3 + "/log";

@@ -137,4 +137,63 @@ inline model::MachineSnapshot FourGpuMachine() {
   return snap;
 }
 
+/// h100-mig's shape: an H100 in MIG mode split 3g.40gb + 2x 2g.20gb (GPU 0) beside a whole
+/// H100 (GPU 1) and an A100 in MIG mode without MIG devices (GPU 2). alice's process runs
+/// on MIG device 2.
+inline model::MachineSnapshot MigMachine() {
+  model::MachineSnapshot snap;
+  snap.system.driver_version = "550.54.15";
+  snap.system.nvml_version = "12.550.54.15";
+  snap.system.cuda_driver_version = "12.4";
+  snap.taken_at_unix_ms = kTakenAtMs;
+  model::DeviceSnapshot split = IdleGpu();
+  split.name = "NVIDIA H100 80GB HBM3";
+  split.mig_mode_current = true;
+  split.memory_used_bytes = 1 * kGiB;
+  const char* profiles[] = {"3g.40gb", "2g.20gb", "2g.20gb"};
+  const char* uuids[] = {"MIG-11111111-aaaa-4bbb-8ccc-000000000000", "MIG-22222222-aaaa-4bbb-8ccc-000000000000",
+                         "MIG-33333333-aaaa-4bbb-8ccc-000000000000"};
+  model::GpuProcess p;
+  p.pid = 6100;
+  p.used_memory_bytes = 9 * kGiB;
+  p.is_visible = true;
+  p.uid = 1001;
+  p.user = "alice";
+  p.command = "python infer.py";
+  p.start_time_unix = kNow - 600;
+  p.gpu_instance_id = 5;
+  p.compute_instance_id = 0;
+  split.processes = {p};
+  for (int i = 0; i < 3; ++i) {
+    model::MigDevice m;
+    m.index = i;
+    m.uuid = uuids[i];
+    m.parent_uuid = *split.uuid;
+    m.gpu_instance_id = static_cast<uint32_t>(i == 0 ? 2 : 3 + 2 * (i - 1));
+    m.compute_instance_id = 0;
+    m.gpu_slices = i == 0 ? 3 : 2;
+    m.compute_slices = m.gpu_slices;
+    m.multiprocessors = i == 0 ? 60 : 32;
+    m.profile = profiles[i];
+    m.memory_total_bytes = (i == 0 ? 40 : 20) * kGiB - 512 * kMiB;
+    m.memory_used_bytes = i == 2 ? 9 * kGiB : 64 * kMiB;
+    if (i == 2) m.processes = {p};
+    split.mig_devices.push_back(m);
+  }
+  model::DeviceSnapshot whole = IdleGpu();
+  whole.index = 1;
+  whole.uuid = "GPU-8e0b7a42-11aa-4c3d-9e8f-7a6b5c4d3e2f";
+  whole.pci_bus_id = "00000000:0F:00.0";
+  whole.name = "NVIDIA H100 80GB HBM3";
+  whole.memory_used_bytes = 30 * kGiB;
+  whole.gpu_utilization_percent = 64;
+  model::DeviceSnapshot empty_mig = IdleGpu();
+  empty_mig.index = 2;
+  empty_mig.uuid = "GPU-c0ffee00-1234-5678-9abc-def012345678";
+  empty_mig.pci_bus_id = "00000000:47:00.0";
+  empty_mig.mig_mode_current = true;
+  snap.gpus = {split, whole, empty_mig};
+  return snap;
+}
+
 }  // namespace gpuman::render::testing_fixtures

@@ -190,5 +190,44 @@ TEST(StatusJsonTest, MigIds) {
   EXPECT_EQ(j["compute_instance_id"], 0);
 }
 
+// MPS leases (docs/json.md "Lease member"): "mps" and "gpu_share_percent" on the whole-GPU
+// lease, on each slice and on a MIG device's lease.
+TEST(StatusJsonTest, LeasesSayMpsAndTheirThreadShare) {
+  const model::MachineSnapshot snap = MigMachine();
+  model::Lease mig;
+  mig.id = 7;
+  mig.user = "alice";
+  mig.kind = "run";
+  mig.gpu_uuids = {*snap.gpus[0].mig_devices[1].uuid};
+  model::Lease slice = mig;
+  slice.id = 8;
+  slice.user = "bob";
+  slice.gpu_uuids = {*snap.gpus[1].uuid};
+  slice.gpu_memory_bytes = int64_t{20} << 30;
+  slice.mps = true;
+  slice.gpu_share_percent = 25;
+  model::Lease whole = mig;
+  whole.id = 9;
+  whole.gpu_uuids = {*snap.gpus[2].uuid};
+  whole.mps = true;
+  StatusOptions opts;
+  opts.leases = {mig, slice, whole};
+  const json j = StatusToJson(snap, opts);
+  const json& s = j["gpus"][1]["slices"].at(0);
+  EXPECT_EQ(s["lease_id"], 8);
+  EXPECT_EQ(s["mps"], true);
+  EXPECT_EQ(s["gpu_share_percent"], 25);
+  const json& w = j["gpus"][2]["lease"];
+  EXPECT_EQ(w["id"], 9);
+  EXPECT_EQ(w["mps"], true);
+  EXPECT_TRUE(w["gpu_share_percent"].is_null());
+  const json& m = j["gpus"][0]["mig_devices"][1]["lease"];
+  EXPECT_EQ(m["id"], 7);
+  EXPECT_EQ(m["mps"], false);
+  EXPECT_TRUE(m.contains("gpu_share_percent"));
+  EXPECT_TRUE(m["gpu_share_percent"].is_null());
+  EXPECT_TRUE(j["gpus"][0]["mig_devices"][0]["lease"].is_null());
+}
+
 }  // namespace
 }  // namespace gpuman::render

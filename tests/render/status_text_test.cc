@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -331,6 +332,52 @@ TEST(StatusCompactTest, SlicesShowTheirSizeAndAnOverrun) {
   opts.show_processes = false;
   const std::vector<std::string> lines = Lines(RenderStatusCompact(snap, opts, TerminalInfo{200, false}));
   EXPECT_TRUE(lines.at(2).ends_with("| [lease 8 alice 20 GiB OVER] [lease 9 bob 30 GiB]")) << lines.at(2);
+}
+
+// MPS leases (docs/share.md "MPS") and MIG devices (docs/share.md "MIG") with their leases.
+StatusOptions MpsAndMigLeases() {
+  const model::MachineSnapshot snap = MigMachine();
+  StatusOptions opts;
+  model::Lease mig = LeaseOn(7, "alice", *snap.gpus[0].mig_devices[2].uuid);
+  mig.created_unix_ms = kTakenAtMs - 600 * 1000;
+  mig.command = "python infer.py";
+  model::Lease shared = LeaseOn(8, "bob", *snap.gpus[1].uuid);
+  shared.gpu_memory_bytes = int64_t{20} << 30;
+  shared.mps = true;
+  shared.gpu_share_percent = 25;
+  shared.created_unix_ms = kTakenAtMs - 3600 * 1000;
+  shared.command = "./serve --port 8000";
+  model::Lease plain = LeaseOn(9, "bob", *snap.gpus[1].uuid, "select");
+  plain.gpu_memory_bytes = int64_t{10} << 30;
+  plain.mps = true;
+  plain.created_unix_ms = kTakenAtMs - 1800 * 1000;
+  plain.command = "python eval.py";
+  opts.leases = {mig, shared, plain};
+  return opts;
+}
+
+TEST(StatusTextGoldenTest, MpsLeasesAndMigDevices) {
+  EXPECT_TRUE(MatchesGolden("render/golden/status_w120_mps_mig.txt",
+                            RenderStatusText(MigMachine(), MpsAndMigLeases(), TerminalInfo{120, false})));
+}
+
+TEST(StatusTextTest, MpsLeaseLinesSayMpsAndTheThreadShare) {
+  const std::string text = RenderStatusText(MigMachine(), MpsAndMigLeases(), TerminalInfo{200, false});
+  EXPECT_NE(text.find("lease 8 bob (run, 20 GiB slice, MPS 25%) since "), std::string::npos) << text;
+  EXPECT_NE(text.find("lease 9 bob (select, 10 GiB slice, MPS) since "), std::string::npos) << text;
+  EXPECT_NE(text.find("MIG 2 2g.20gb MIG-33333333-aaaa-4bbb-8ccc-000000000000: 9 GiB / 19.5 GiB used, "
+                      "lease 7 alice (run), 1 process"),
+            std::string::npos)
+      << text;
+  // A lease without MPS says nothing of it.
+  EXPECT_EQ(text.find("alice (run, MPS"), std::string::npos) << text;
+}
+
+TEST(StatusCompactTest, MpsLeasesAreMarked) {
+  const std::vector<std::string> lines =
+      Lines(RenderStatusCompact(MigMachine(), MpsAndMigLeases(), TerminalInfo{200, false}));
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_TRUE(lines[2].ends_with("| [lease 8 bob 20 GiB MPS 25%] [lease 9 bob 10 GiB MPS]")) << lines[2];
 }
 
 TEST(StatusCompactTest, MibAsNvidiaSmiAndGpustat) {

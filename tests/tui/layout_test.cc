@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "support/golden.h"
 #include "tui/text.h"
 #include "tui_fixtures.h"
 
@@ -298,6 +299,65 @@ TEST(LayoutTest, PromptsAndHelp) {
   ExpectFits(g, 80, 24);
   EXPECT_GE(FindRow(g, "gpuman top: keys"), 0);
   EXPECT_GE(FindRow(g, "signal the selected process"), 0);
+}
+
+// A GPU in MIG mode (docs/top.md): its MIG devices and their holders on a line under the
+// GPU in the full view, in the history's place in the compact one.
+struct MigScreen : Screen {
+  MigScreen() {
+    model::Lease mig;
+    mig.id = 7;
+    mig.uid = 1001;
+    mig.user = "alice";
+    mig.kind = "run";
+    mig.command = "python infer.py";
+    mig.created_unix_ms = kNowMs - 600 * 1000;
+    mig.gpu_uuids = {"MIG-1"};
+    mig.processes = {{6100, 1}};
+    model::Lease mps;
+    mps.id = 8;
+    mps.uid = 1002;
+    mps.user = "bob";
+    mps.kind = "run";
+    mps.processes = {{5000, 1}};
+    mps.command = "./serve --port 8000";
+    mps.created_unix_ms = kNowMs - 3600 * 1000;
+    mps.gpu_uuids = {"GPU-00000001-aaaa-bbbb-cccc-dddddddddddd"};
+    mps.gpu_memory_bytes = 40 * kGiB;
+    mps.mps = true;
+    mps.gpu_share_percent = 25;
+    model.Ingest(MakeFrame(2, testing::MigMachine(), {mig, mps}));
+  }
+};
+
+TEST(LayoutTest, MigDevicesAndMpsLeasesGolden) {
+  MigScreen s;
+  const Grid g = s.Render(100, 30).grid;
+  ExpectFits(g, 100, 30);
+  EXPECT_TRUE(test_support::MatchesGolden("tui/golden/top_mig_100x30.txt", g.Text()));
+}
+
+TEST(LayoutTest, FullViewShowsAMigLineUnderTheGpu) {
+  MigScreen s;
+  const Grid g = s.Render(100, 30).grid;
+  const int gpu0 = FindRow(g, " 0 H100 80GB HBM3");
+  ASSERT_GE(gpu0, 1) << g.Text();
+  EXPECT_NE(g.RowText(gpu0 + 2).find("MIG 1/3 leased: 2g.20gb alice (lease 7); free: 3g.40gb, 2g.20gb"),
+            std::string::npos)
+      << g.Text();
+  EXPECT_EQ(FindRow(g, " 1 H100 80GB HBM3"), gpu0 + 3) << g.Text();  // after the MIG line
+  EXPECT_GE(FindRow(g, "0:2g.20gb"), 0) << g.Text();
+  EXPECT_GE(FindRow(g, "1:40G MPS 25%"), 0) << g.Text();
+}
+
+TEST(LayoutTest, CompactViewShowsTheMigLineInTheHistorysPlace) {
+  MigScreen s;
+  const Grid g = s.Render(100, 16).grid;
+  ExpectFits(g, 100, 16);
+  const int gpu0 = FindRow(g, "MIG 1/3 leased: 2g.20gb alice");
+  ASSERT_GE(gpu0, 1) << g.Text();
+  EXPECT_EQ(g.RowText(gpu0).rfind("  0 ", 0), 0u) << g.RowText(gpu0);  // on GPU 0's own line
+  EXPECT_EQ(FindRow(g, "TEMP"), -1) << g.Text();                     // compact: one line a GPU
 }
 
 TEST(LayoutTest, ShortBytes) {

@@ -250,6 +250,79 @@ TEST(TopModelTest, HolderRowsShowSlicesAndMarkAHolderOverTheirs) {
   EXPECT_EQ(rows[1].state, "over");
 }
 
+// MPS leases (docs/share.md "MPS") carry a mark and their thread share; a MIG device is
+// named by its GPU's index and its profile.
+TEST(TopModelTest, HolderRowsMarkMpsAndNameMigDevices) {
+  const auto snap = testing::MigMachine();
+  model::Lease mig;
+  mig.id = 7;
+  mig.user = "alice";
+  mig.gpu_uuids = {"MIG-1"};
+  model::Lease mps;
+  mps.id = 8;
+  mps.user = "bob";
+  mps.gpu_uuids = {*snap.gpus[1].uuid};
+  mps.gpu_memory_bytes = 20 * testing::kGiB;
+  mps.mps = true;
+  mps.gpu_share_percent = 25;
+  model::Lease whole_mps = mps;
+  whole_mps.id = 9;
+  whole_mps.gpu_uuids = {*snap.gpus[2].uuid};
+  whole_mps.gpu_memory_bytes.reset();
+  whole_mps.gpu_share_percent.reset();
+  model::Job queued;
+  queued.id = 13;
+  queued.state = model::JobState::kQueued;
+  queued.request.mps = true;
+  queued.request.gpu_share_percent = 50;
+  queued.request.gpu_memory_bytes = 8 * testing::kGiB;
+  auto rows = BuildHolderRows({mig, mps, whole_mps}, {queued}, &snap);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[0].gpus, "0:2g.20gb");
+  EXPECT_EQ(rows[1].gpus, "1:20G MPS 25%");
+  EXPECT_EQ(rows[2].gpus, "2 MPS");
+  EXPECT_EQ(rows[3].gpus, "wants 1:8G MPS 50%");
+  // Without a snapshot the MIG UUID's prefix stands in.
+  EXPECT_EQ(BuildHolderRows({mig}, {}, nullptr).at(0).gpus, "MIG-1");
+}
+
+TEST(TopModelTest, MigSummarySaysWhichMigDeviceIsTakenAndByWhom) {
+  const auto snap = testing::MigMachine();
+  model::Lease mig;
+  mig.id = 7;
+  mig.user = "alice";
+  mig.gpu_uuids = {"MIG-1"};
+  model::Lease jobs_lease = mig;
+  jobs_lease.id = 8;
+  jobs_lease.user = "bob";
+  jobs_lease.gpu_uuids = {"MIG-0"};
+  model::Job job;
+  job.id = 12;
+  job.state = model::JobState::kRunning;
+  job.lease_id = 8;
+  EXPECT_EQ(MigSummary(snap.gpus[0], {}, {}), "MIG 0/3 leased; free: 3g.40gb, 2g.20gb x2");
+  EXPECT_EQ(MigSummary(snap.gpus[0], {mig}, {}), "MIG 1/3 leased: 2g.20gb alice (lease 7); free: 3g.40gb, 2g.20gb");
+  EXPECT_EQ(MigSummary(snap.gpus[0], {mig, jobs_lease}, {job}),
+            "MIG 2/3 leased: 3g.40gb bob (job 12), 2g.20gb alice (lease 7); free: 2g.20gb");
+  // A whole GPU says nothing; one in MIG mode without MIG devices says so.
+  EXPECT_EQ(MigSummary(snap.gpus[1], {mig}, {}), "");
+  model::DeviceSnapshot empty = snap.gpus[1];
+  empty.mig_mode_current = true;
+  EXPECT_EQ(MigSummary(empty, {}, {}), "MIG mode, no MIG devices");
+}
+
+TEST(TopModelTest, AProcessOnAMigDeviceIsHeldByItsLease) {
+  model::Lease mig;
+  mig.id = 7;
+  mig.user = "alice";
+  mig.gpu_uuids = {"MIG-1"};
+  const auto rows = BuildProcessRows(testing::MigMachine(), {mig}, {});
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].pid, 6100u);
+  EXPECT_EQ(rows[0].held_by, "lease 7");
+  EXPECT_EQ(rows[1].held_by, "");
+}
+
 TEST(TopModelTest, IdleText) {
   EXPECT_EQ(IdleText(std::nullopt, kNowMs), "-");
   EXPECT_EQ(IdleText(kNowMs - 45000, kNowMs), "45s");

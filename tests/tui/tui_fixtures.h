@@ -56,6 +56,36 @@ inline model::MachineSnapshot Machine() {
   return s;
 }
 
+/// h100-mig's shape: GPU 0 an H100 in MIG mode split 3g.40gb + 2x 2g.20gb (MIG-0, MIG-1,
+/// MIG-2; alice's pid 6100 on MIG-1), GPUs 1-3 whole H100s (GPU 1 used by bob's pid 5000).
+inline model::MachineSnapshot MigMachine() {
+  model::MachineSnapshot s;
+  s.system.driver_version = "550.54.15";
+  s.gpus = {Gpu(0, 30, 10, 40, 150), Gpu(1, 60, 30, 55, 300), Gpu(2, 0, 0, 31, 70), Gpu(3, 0, 0, 31, 70)};
+  for (auto& g : s.gpus) g.name = "NVIDIA H100 80GB HBM3";
+  model::GpuProcess p = Proc(6100, 1001, "alice", 9, std::nullopt, "python infer.py");
+  p.gpu_instance_id = 3;
+  p.compute_instance_id = 0;
+  s.gpus[0].processes = {p};
+  const char* profiles[] = {"3g.40gb", "2g.20gb", "2g.20gb"};
+  for (int i = 0; i < 3; ++i) {
+    model::MigDevice m;
+    m.index = i;
+    m.uuid = "MIG-" + std::to_string(i);
+    m.parent_uuid = *s.gpus[0].uuid;
+    m.gpu_instance_id = static_cast<uint32_t>(i + 2);
+    m.compute_instance_id = 0;
+    m.profile = profiles[i];
+    m.memory_total_bytes = (i == 0 ? 40 : 20) * kGiB;
+    m.memory_used_bytes = i == 1 ? 9 * kGiB : 0;
+    if (i == 1) m.processes = {p};
+    s.gpus[0].mig_devices.push_back(m);
+  }
+  s.gpus[1].processes = {Proc(5000, 1002, "bob", 30, 60, "./serve --port 8000")};
+  s.taken_at_unix_ms = kNowMs;
+  return s;
+}
+
 inline std::shared_ptr<const Frame> MakeFrame(uint64_t seq, model::MachineSnapshot snap,
                                               std::vector<model::Lease> leases = {},
                                               std::vector<model::Job> jobs = {}) {
