@@ -601,7 +601,7 @@ Status Daemon::StartJob(const model::Job& job, const std::vector<std::string>& g
   // (docs/enforce.md). A cgroup that cannot be made keeps the job queued, with why.
   std::string cgroup;
   if (confinement_.on) {
-    auto made = ConfineLease(lease->id, gpus);
+    auto made = ConfineLease(lease->id, gpus, job.request.gpu_memory_bytes);
     if (!made) {
       (void)leases_->Release(lease->id);
       requeue("could not confine it to its GPUs: " + made.error().message);
@@ -675,7 +675,8 @@ void Daemon::Tick(int64_t now) {
   }
 }
 
-Result<std::string> Daemon::ConfineLease(int64_t lease_id, const std::vector<std::string>& gpus) {
+Result<std::string> Daemon::ConfineLease(int64_t lease_id, const std::vector<std::string>& gpus,
+                                         std::optional<int64_t> slice_bytes) {
   // The GPUs' minor numbers (/dev/nvidiaN) from the latest sample, or a fresh read.
   std::optional<model::MachineSnapshot> fresh;
   const model::MachineSnapshot* snap = latest_ && latest_->snapshot ? &*latest_->snapshot : nullptr;
@@ -703,7 +704,24 @@ Result<std::string> Daemon::ConfineLease(int64_t lease_id, const std::vector<std
       rule.gpu_minors.push_back(minor);
     }
   }
-  return confine::CreateLeaseCgroup(confinement_, lease_id, rule);
+  auto dir = confine::CreateLeaseCgroup(confinement_, lease_id, rule);
+  if (dir && slice_bytes && *slice_bytes > 0) {
+    // A memory slice: the driver holds the cgroup to it where it can (newer drivers), so a
+    // process cannot allocate past it between two samples; elsewhere the collector's check
+    // alone holds it (docs/share.md). Not a reason to refuse the lease: said once.
+    std::string said = "memory slices are held by the driver (nvmlDeviceSetMemoryLimits_v1) as well";
+    for (const auto& uuid : gpus) {
+      if (Status limited = devices_.LimitCgroupMemory(uuid, *dir, *slice_bytes); !limited) {
+        said = "memory slices are held by the collector's check only: " + limited.error().message;
+        break;
+      }
+    }
+    if (said != memory_limit_said_) {
+      memory_limit_said_ = said;
+      std::fprintf(stderr, "gpuman: %s\n", said.c_str());
+    }
+  }
+  return dir;
 }
 
 std::vector<pid_t> Daemon::LeaseCgroupProcesses(int64_t lease_id) const {

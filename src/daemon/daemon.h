@@ -199,7 +199,11 @@ class Daemon {
   Status StartJob(const model::Job& job, const std::vector<std::string>& gpus);
   // Device confinement (docs/enforce.md). The cgroup of lease `lease_id`, made with the
   // device rule of `gpus` (their minor numbers from the latest sample).
-  Result<std::string> ConfineLease(int64_t lease_id, const std::vector<std::string>& gpus);
+  /// `slice_bytes`: a memory slice's size per GPU, which the driver is asked to hold the
+  /// cgroup to where it can (LimitCgroupMemory; docs/share.md).
+  Result<std::string> ConfineLease(int64_t lease_id, const std::vector<std::string>& gpus,
+                                   std::optional<int64_t> slice_bytes = std::nullopt);
+  std::string memory_limit_said_;  // the last word on driver memory limits, said once
   // The processes a `run` adds to `lease` (its command, at its start barrier; not the caller
   // itself) moved into the lease's cgroup, made when missing. Returns that cgroup, or
   // nullopt when nothing is confined (off, or a job's lease: what joins it is inside already).

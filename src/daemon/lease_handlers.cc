@@ -102,7 +102,7 @@ Result<std::optional<std::string>> Daemon::ConfineRunProcesses(const model::Leas
   const std::string why = "could not confine the command to its GPUs";
   std::string dir = confine::LeaseCgroup(confinement_, lease.id);
   if (access(dir.c_str(), F_OK) != 0) {
-    auto made = ConfineLease(lease.id, lease.gpu_uuids);
+    auto made = ConfineLease(lease.id, lease.gpu_uuids, lease.gpu_memory_bytes);
     if (!made) return made.error().WithContext(why);
   }
   for (const auto& p : processes) {

@@ -75,6 +75,15 @@ class DeviceSource {
   /// Errors: kUnavailable when the driver cannot be queried at all.
   virtual Result<model::MachineSnapshot> Snapshot(const SnapshotOptions& options) = 0;
   Result<model::MachineSnapshot> Snapshot() { return Snapshot(SnapshotOptions{}); }
+
+  /// Holds the processes of cgroup `cgroup` (a full sysfs path) to at most `bytes` of GPU
+  /// `uuid`'s memory, through the driver (nvmlDeviceSetMemoryLimits_v1; docs/share.md,
+  /// "Which mechanism holds the memory limit"). Errors: kUnavailable when the driver (or
+  /// this source) has no such call, or refuses it, with why.
+  virtual Status LimitCgroupMemory(const std::string& uuid, const std::string& cgroup, int64_t bytes) {
+    (void)uuid, (void)cgroup, (void)bytes;
+    return MakeError(ErrorCode::kUnavailable, "this device source sets no memory limits");
+  }
 };
 
 /// One snapshot of `fields`, everything read now (one-shot commands).

@@ -22,6 +22,10 @@ class LateNvmlSource final : public devices::DeviceSource {
 
   using devices::DeviceSource::Snapshot;
   Result<model::MachineSnapshot> Snapshot(const devices::SnapshotOptions& options) override;
+  Status LimitCgroupMemory(const std::string& uuid, const std::string& cgroup, int64_t bytes) override {
+    if (!source_) return error_;
+    return source_->LimitCgroupMemory(uuid, cgroup, bytes);
+  }
 
   /// Whether NVML has been loaded since.
   bool loaded() const { return source_ != nullptr; }

@@ -106,6 +106,8 @@ constexpr SymbolSpec kSymbols[] = {
   {Sym::kDeviceGetComputeInstanceId, false, {"nvmlDeviceGetComputeInstanceId", nullptr, nullptr}},
   {Sym::kDeviceGetDeviceHandleFromMigDeviceHandle, false, {"nvmlDeviceGetDeviceHandleFromMigDeviceHandle", nullptr, nullptr}},
   {Sym::kDeviceGetAttributes, false, {"nvmlDeviceGetAttributes_v2", nullptr, nullptr}},
+  // Per-cgroup memory limits (newer drivers): a memory slice's hard limit (docs/share.md).
+  {Sym::kDeviceSetMemoryLimits, false, {"nvmlDeviceSetMemoryLimits_v1", nullptr, nullptr}},
 };
 // clang-format on
 static_assert(std::size(kSymbols) == kSymCount, "every Sym has a row in kSymbols");

@@ -37,7 +37,7 @@ enum class Sym : int {
   kDeviceGetNumGpuCores, kDeviceGetMemoryBusWidth, kDeviceGetGpuFabricInfo,
   kDeviceGetMaxMigDeviceCount, kDeviceGetMigDeviceHandleByIndex, kDeviceIsMigDeviceHandle,
   kDeviceGetGpuInstanceId, kDeviceGetComputeInstanceId, kDeviceGetDeviceHandleFromMigDeviceHandle,
-  kDeviceGetAttributes,
+  kDeviceGetAttributes, kDeviceSetMemoryLimits,
   kCount,
 };
 inline constexpr size_t kSymCount = static_cast<size_t>(Sym::kCount);

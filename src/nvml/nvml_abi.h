@@ -260,6 +260,15 @@ typedef struct {
   unsigned char state;
 } nvmlGpuFabricInfo_t;
 typedef nvmlReturn_t (*nvmlDeviceGetGpuFabricInfo_fn)(nvmlDevice_t, nvmlGpuFabricInfo_t*);
+// nvmlDeviceSetMemoryLimits_v1 (newer drivers; root; not for MIG handles): the most memory
+// the processes of one cgroup may allocate on the device. nameSpace is the cgroup's full
+// sysfs path; soft 0 and hard ULLONG_MAX clear the limits (removing the cgroup does too).
+typedef struct {
+  const char* nameSpace;
+  unsigned long long softLimit;
+  unsigned long long hardLimit;
+} nvmlSetMemoryLimits_v1_t;
+typedef nvmlReturn_t (*nvmlDeviceSetMemoryLimits_v1_fn)(nvmlDevice_t, nvmlSetMemoryLimits_v1_t*);
 // nvmlDeviceGetNumGpuCores(device, unsigned int* numCores) and
 // nvmlDeviceGetMemoryBusWidth(device, unsigned int* busWidth): the uint shape
 // (nvmlDeviceGetUInt_fn) above.

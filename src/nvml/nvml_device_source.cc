@@ -832,3 +832,37 @@ Result<model::MachineSnapshot> NvmlDeviceSource::Snapshot(const devices::Snapsho
 }
 
 }  // namespace gpuman::nvml
+
+namespace gpuman::nvml {
+
+Status NvmlDeviceSource::LimitCgroupMemory(const std::string& uuid, const std::string& cgroup, int64_t bytes) {
+  auto set = lib_.Get<nvmlDeviceSetMemoryLimits_v1_fn>(Sym::kDeviceSetMemoryLimits);
+  if (!set) return MakeError(ErrorCode::kUnavailable, "this driver has no nvmlDeviceSetMemoryLimits_v1");
+  if (bytes <= 0) return MakeError(ErrorCode::kInvalidArgument, "a memory limit must be more than 0 bytes");
+  // The handle of the GPU with this UUID: the one a snapshot found, or looked up now.
+  nvmlDevice_t handle = nullptr;
+  for (const Slot& slot : slots_) {
+    if (slot.uuid == uuid && slot.handle != nullptr) handle = slot.handle;
+  }
+  auto get_uuid = lib_.Get<nvmlDeviceGetString_fn>(Sym::kDeviceGetUuid);
+  unsigned count = 0;
+  if (handle == nullptr && get_uuid && lib_.Get<nvmlDeviceGetCount_fn>(Sym::kDeviceGetCount)(&count) == NVML_SUCCESS) {
+    auto get_handle = lib_.Get<nvmlDeviceGetHandleByIndex_fn>(Sym::kDeviceGetHandleByIndex);
+    for (unsigned i = 0; i < count && handle == nullptr; ++i) {
+      nvmlDevice_t h = nullptr;
+      char text[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = {};
+      if (get_handle(i, &h) == NVML_SUCCESS && get_uuid(h, text, sizeof text) == NVML_SUCCESS && uuid == text) handle = h;
+    }
+  }
+  if (handle == nullptr) return MakeError(ErrorCode::kNotFound, "no GPU " + uuid);
+  nvmlSetMemoryLimits_v1_t limits{};
+  limits.nameSpace = cgroup.c_str();
+  limits.softLimit = 0;
+  limits.hardLimit = static_cast<unsigned long long>(bytes);
+  if (nvmlReturn_t rc = set(handle, &limits); rc != NVML_SUCCESS) {
+    return MakeError(ErrorCode::kUnavailable, "nvmlDeviceSetMemoryLimits_v1 on " + uuid + ": " + lib_.ErrorString(rc));
+  }
+  return {};
+}
+
+}  // namespace gpuman::nvml

@@ -31,6 +31,7 @@ class NvmlDeviceSource final : public devices::DeviceSource {
   /// Errors: kUnavailable when the device count cannot be read.
   Result<model::MachineSnapshot> Snapshot(const devices::SnapshotOptions& options) override;
   using devices::DeviceSource::Snapshot;
+  Status LimitCgroupMemory(const std::string& uuid, const std::string& cgroup, int64_t bytes) override;
 
   /// A warning with the position of the call that gave it (warnings stay in call order
   /// when some come from the cache).

@@ -531,6 +531,20 @@ FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetGpuFabricInfo(nvmlDevice_t device, nv
     return NVML_SUCCESS;
   });
 }
+// A cgroup's memory limit: accepted for whole GPUs (MIG handles are not, as NVML's), and
+// written as "UUID CGROUP SOFT HARD" to $GPUMAN_FAKE_NVML_LIMITS_LOG when set, for tests.
+FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceSetMemoryLimits_v1(nvmlDevice_t device, nvmlSetMemoryLimits_v1_t* limits) {
+  return DeviceCall(__func__, device, [&](const Gpu& g) -> nvmlReturn_t {
+    if (!limits || !limits->nameSpace || limits->nameSpace[0] != '/') return NVML_ERROR_INVALID_ARGUMENT;
+    if (const char* log = std::getenv("GPUMAN_FAKE_NVML_LIMITS_LOG"); log && *log) {
+      if (FILE* f = std::fopen(log, "a")) {
+        std::fprintf(f, "%s %s %llu %llu\n", g.uuid.c_str(), limits->nameSpace, limits->softLimit, limits->hardLimit);
+        std::fclose(f);
+      }
+    }
+    return NVML_SUCCESS;
+  });
+}
 FAKE_NVML_EXPORT nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device,
                                                        nvmlComputeMode_t* mode) {
   return DeviceCall(__func__, device, [&](const Gpu& g) { return Put(g.compute_mode, mode); });

@@ -6,6 +6,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <sstream>
 #include <thread>
 
 #include <gmock/gmock.h>
@@ -33,7 +35,9 @@ class ShareE2E : public ::testing::TestWithParam<bool> {  // true: through a dae
       socket_ = dir_.Join("gpuman.sock");
       auto env = Env();
       env["GPUMAN_SIMULATE"] = "";
-      ASSERT_TRUE(daemon_.Start({.scenario = scenario_, .socket = socket_, .state_dir = dir_.Join("state"), .env = env}));
+      env["GPUMAN_FAKE_NVML_LIMITS_LOG"] = dir_.Join("limits.log");  // the stand-in's record
+      ASSERT_TRUE(daemon_.Start({.scenario = scenario_, .socket = socket_, .state_dir = dir_.Join("state"), .env = env,
+                                 .stderr_path = dir_.Join("daemon.err")}));
     }
   }
   void TearDown() override {
@@ -167,6 +171,27 @@ TEST_P(ShareE2E, TheQueuePacksSliceJobsAndSaysWhatMemoryIsMissing) {
   json leases = WaitForLeases(2);
   ASSERT_EQ(leases.size(), 2u);
   for (const auto& l : leases) EXPECT_EQ(l["gpu_memory_bytes"], 30 * kGiB);
+  // Confined (a root daemon where the kernel allows), each job's cgroup is held to its slice
+  // by the driver too: nvmlDeviceSetMemoryLimits_v1 with the cgroup's path, hard = 30 GiB.
+  if (Slurp(dir_.Join("daemon.err")).find("device confinement cgroup") != std::string::npos) {
+    std::string limits;
+    for (int i = 0; i < 200 && std::count(limits.begin(), limits.end(), '\n') < 2; ++i) {
+      limits = Slurp(dir_.Join("limits.log"));
+      usleep(20000);
+    }
+    ASSERT_EQ(std::count(limits.begin(), limits.end(), '\n'), 2) << limits;
+    std::istringstream lines(limits);
+    std::string uuid, cgroup;
+    unsigned long long soft = 1, hard = 0;
+    while (lines >> uuid >> cgroup >> soft >> hard) {
+      EXPECT_EQ(uuid, leases[0]["gpus"][0]["uuid"].get<std::string>()) << limits;
+      EXPECT_THAT(cgroup, ::testing::MatchesRegex("/sys/fs/cgroup/.*/lease-[0-9]+")) << limits;
+      EXPECT_EQ(soft, 0u);
+      EXPECT_EQ(hard, static_cast<unsigned long long>(30 * kGiB));
+    }
+    EXPECT_THAT(Slurp(dir_.Join("daemon.err")),
+                ::testing::HasSubstr("memory slices are held by the driver (nvmlDeviceSetMemoryLimits_v1) as well"));
+  }
   // Refused at submit: bigger than any GPU.
   auto huge = Gpuman({"submit", "--gpu-memory", "81GiB", "--", "/bin/true"});
   EXPECT_NE(huge.exit_code, 0);
