@@ -192,6 +192,8 @@ CLI::App* AddReleaseCommand(CLI::App& app, ReleaseArgs& args) {
 CLI::App* AddTopoCommand(CLI::App& app, TopoArgs& args) {
   CLI::App* cmd = app.add_subcommand("topo", "GPU connection matrix (NVLink, PCIe) with CPU affinity and NUMA node");
   cmd->add_flag("--json", args.json, "Print JSON");
+  cmd->add_flag("-l,--long", args.long_form,
+                "Also each GPU's peak throughput (SMs, FP32 and tensor TFLOPS, memory GB/s) and what `gpuman bench` measured");
   cmd->add_flag("--no-color", args.no_color, "Never use colour");
   return cmd;
 }

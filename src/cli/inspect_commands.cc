@@ -8,6 +8,7 @@
 
 #include "base/strings.h"
 #include "cli/acquire.h"
+#include "cli/bench_store.h"
 #include "cli/daemon_sample.h"
 #include "cli/exit_codes.h"
 #include "cli/slurm_node.h"
@@ -36,6 +37,12 @@ int RunTopo(const TopoArgs& args, Context& ctx) {
     ctx.out() << render::TopoToJson(*snap, opts).dump(2) << "\n";
   } else {
     ctx.out() << render::RenderTopoText(*snap, opts, ctx.Terminal(args.no_color));
+    if (args.long_form) {
+      std::vector<std::string> warnings;
+      const auto measured = MeasuredFp32(BenchFilePaths(ctx.env(), getuid()), warnings);
+      for (const auto& w : warnings) ctx.err() << "gpuman: warning: " << w << "\n";
+      ctx.out() << render::RenderPeakTable(*snap, measured);
+    }
   }
   return kExitOk;
 }

@@ -11,6 +11,7 @@ namespace gpuman::cli {
 
 struct TopoArgs {
   bool json = false;
+  bool long_form = false;  // --long: each GPU's peak throughput too
   bool no_color = false;
 };
 int RunTopo(const TopoArgs& args, Context& ctx);

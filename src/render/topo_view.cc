@@ -1,12 +1,16 @@
 #include "render/topo_view.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "model/peak.h"
 #include "render/format.h"
 
 namespace gpuman::render {
@@ -125,6 +129,37 @@ std::string RenderTopoText(const model::MachineSnapshot& snap, const StatusOptio
   if (any_mig) {
     out += "  MIG  = the GPU is in MIG mode: its MIG devices by profile (gpuman status lists them)\n";
   }
+  return out;
+}
+
+std::string RenderPeakTable(const model::MachineSnapshot& snap, const std::map<std::string, double>& measured_fp32) {
+  auto fixed = [](std::optional<double> v) {
+    if (!v) return std::string("-");
+    char text[32];
+    std::snprintf(text, sizeof text, "%.1f", *v);
+    return std::string(text);
+  };
+  bool any_measured = false;
+  for (const auto& g : snap.gpus) any_measured = any_measured || (g.uuid && measured_fp32.count(*g.uuid));
+  int name_width = 4;
+  for (const auto& g : snap.gpus) name_width = std::max(name_width, DisplayWidth(g.name.value_or("-")));
+  std::string out = "\nPeak throughput, computed from NVML (docs/selection.md, \"The fastest GPU\"):\n";
+  out += PadRight("GPU", 5) + PadRight("NAME", name_width + 2) + PadRight("SMS", 6) +
+         PadRight("FP32 TFLOPS", 13) + PadRight("TENSOR TFLOPS", 15) + (any_measured ? PadRight("MEMORY GB/s", 13) + "MEASURED FP32\n" : "MEMORY GB/s\n");
+  for (const auto& g : snap.gpus) {
+    const model::PeakFigures peak = model::PeakOf(g);
+    std::string row = PadRight(std::to_string(g.index), 5) + PadRight(g.name.value_or("-"), name_width + 2) +
+                      PadRight(peak.sms ? std::to_string(*peak.sms) : "-", 6) + PadRight(fixed(peak.fp32_tflops), 13) +
+                      PadRight(fixed(peak.tensor_tflops), 15);
+    if (any_measured) {
+      auto m = g.uuid ? measured_fp32.find(*g.uuid) : measured_fp32.end();
+      row += PadRight(fixed(peak.memory_gbps), 13) + (m == measured_fp32.end() ? "-" : fixed(m->second) + " (gpuman bench)");
+    } else {
+      row += fixed(peak.memory_gbps);
+    }
+    out += row + "\n";
+  }
+  out += "TENSOR = dense FP16/BF16. Peaks are what the silicon can do; `gpuman bench` measures.\n";
   return out;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
+#include <map>
 #include <string>
 
 #include "model/device_snapshot.h"
@@ -18,5 +19,10 @@ nlohmann::ordered_json TopoToJson(const model::MachineSnapshot& snap, const Stat
 /// The matrix, one row per GPU, then a legend.
 std::string RenderTopoText(const model::MachineSnapshot& snap, const StatusOptions& opts,
                            const TerminalInfo& term);
+
+/// `topo --long`'s table of each GPU's peak throughput (model/peak.h: SMs, FP32 and dense
+/// FP16/BF16 tensor TFLOPS, memory GB/s; "-" where an input is unknown), with a MEASURED
+/// FP32 column when `gpuman bench` stored figures for any of them (`measured_fp32`, by UUID).
+std::string RenderPeakTable(const model::MachineSnapshot& snap, const std::map<std::string, double>& measured_fp32);
 
 }  // namespace gpuman::render

@@ -72,3 +72,38 @@ TEST(TopoJsonTest, EveryGpuSaysItsMigModeAndDevices) {
 
 }  // namespace
 }  // namespace gpuman::render
+
+namespace gpuman::render {
+namespace {
+
+// `topo --long`: each GPU's computed peaks, "-" where NVML gave no input, and a MEASURED
+// column only when `gpuman bench` stored a figure for one of them.
+TEST(TopoPeakTableTest, ComputedPeaksAndMeasuredFiguresWhereStored) {
+  model::MachineSnapshot snap;
+  model::DeviceSnapshot h100;
+  h100.index = 0;
+  h100.uuid = "GPU-h100";
+  h100.name = "NVIDIA H100 80GB HBM3";
+  h100.compute_capability = "9.0";
+  h100.cuda_cores = 16896;
+  h100.clocks.sm_max_mhz = 1830;
+  h100.memory_bus_width_bits = 5120;
+  h100.clocks.memory_max_mhz = 2619;
+  model::DeviceSnapshot unknown;
+  unknown.index = 1;
+  unknown.uuid = "GPU-old";
+  unknown.name = "Tesla K80";
+  snap.gpus = {h100, unknown};
+  const std::string plain = RenderPeakTable(snap, {});
+  EXPECT_NE(plain.find("GPU  NAME                   SMS   FP32 TFLOPS  TENSOR TFLOPS  MEMORY GB/s\n"), std::string::npos) << plain;
+  EXPECT_NE(plain.find("0    NVIDIA H100 80GB HBM3  132   61.8         989."), std::string::npos) << plain;
+  EXPECT_NE(plain.find("1    Tesla K80              -     -            -              -\n"), std::string::npos) << plain;
+  EXPECT_EQ(plain.find("MEASURED"), std::string::npos);
+  const std::string measured = RenderPeakTable(snap, {{"GPU-old", 4.25}});
+  EXPECT_NE(measured.find("MEMORY GB/s  MEASURED FP32\n"), std::string::npos) << measured;
+  EXPECT_NE(measured.find("3352.3       -\n"), std::string::npos) << measured;
+  EXPECT_NE(measured.find("-            4.2 (gpuman bench)\n"), std::string::npos) << measured;
+}
+
+}  // namespace
+}  // namespace gpuman::render
