@@ -336,8 +336,9 @@ def acquire(n=1, gpus=None, wait=False, timeout=None, min_free_memory=None, mode
 
 # Variables through which the CLI narrows or joins a lease (an enclosing lease, a
 # container's or Slurm's allocation, a CUDA_VISIBLE_DEVICES left in the environment): with
-# any of them set, the CLI builds the request (docs/python.md, "Costs").
-_CLI_VARIABLES = ("GPUMAN_LEASE_ID", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+# any of them set, the CLI builds the request (docs/python.md, "Costs"). CUDA_DEVICE_ORDER
+# matters to it only beside CUDA_VISIBLE_DEVICES (visibility/allocation.cc).
+_CLI_VARIABLES = ("GPUMAN_LEASE_ID", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
 
 
 def _plain(n, gpus, wait, timeout, min_free_memory, model, exclude, prefer, require, gpu_memory, mps, gpu_share):

@@ -394,11 +394,11 @@ class WithDaemon(Base):
         self.assertEqual(native.env["CUDA_VISIBLE_DEVICES"], ",".join(native.uuids))
         # The same request through the CLI (a variable the CLI reads sends it there) gets
         # the same shape of answer and environment, from the same builder.
-        os.environ["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"
+        os.environ["NVIDIA_VISIBLE_DEVICES"] = "all"  # a container's "every GPU": no limit
         try:
             via_cli = gpuman.acquire(n=2)
         finally:
-            del os.environ["CUDA_DEVICE_ORDER"]
+            del os.environ["NVIDIA_VISIBLE_DEVICES"]
         self.assertNotIn("(gpuman.acquire)", [x["command"] for x in gpuman.leases()["leases"] if x["id"] == via_cli.id][0])
         self.assertEqual(sorted(native.env), sorted(via_cli.env))
         for k in native.env:
