@@ -153,9 +153,11 @@ TEST_P(ShareE2E, TwoUsersSlicesShareOneGpuAndAThirdAndAWholeRequestWait) {
 TEST_P(ShareE2E, TheQueuePacksSliceJobsAndSaysWhatMemoryIsMissing) {
   if (!GetParam()) GTEST_SKIP() << "the queue needs the daemon";
   const std::string out = dir_.Join("job-%j.log");
+  // Each job waits for the gate, or ends when the test's directory is gone (a job the
+  // daemon's stop leaves running must not outlive the test).
   for (int i = 0; i < 3; ++i) {
     auto r = Gpuman({"submit", "--gpu-memory", "30GiB", "-i", "5", "--output", out, "--", "/bin/sh", "-c",
-                     "echo $CUDA_VISIBLE_DEVICES $GPUMAN_GPU_MEMORY; while [ ! -e \"$0\" ]; do sleep 0.05; done", gate_});
+                     "echo $CUDA_VISIBLE_DEVICES $GPUMAN_GPU_MEMORY; while [ ! -e \"$0\" ] && [ -d \"${0%/*}\" ]; do sleep 0.05; done", gate_});
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
   std::string reason;
