@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file.h"
+#include "base/posix_error.h"
 #include "base/unique_fd.h"
 
 namespace gpuman::cli {
@@ -48,7 +49,7 @@ Result<std::map<std::string, BenchRecord>> ReadBenchFile(const std::string& path
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return records;
   auto text = ReadWholeFile(path);
-  if (!text) return MakeError(ErrorCode::kIo, "bench file " + path + ": cannot read it: " + std::strerror(errno));
+  if (!text) return MakeError(ErrorCode::kIo, "bench file " + path + ": cannot read it: " + PosixErrorText(errno));
   json j = json::parse(*text, nullptr, false);
   auto bad = [&](const std::string& why) { return MakeError(ErrorCode::kIo, "bench file " + path + ": " + why); };
   if (j.is_discarded() || !j.is_object() || !j.contains("gpus") || !j["gpus"].is_object()) {
@@ -86,7 +87,7 @@ Status WriteBenchFile(const std::string& path, const std::map<std::string, Bench
   }
   const std::string text = json{{"version", 1}, {"gpus", gpus}}.dump(2) + "\n";
   auto fail = [&](const std::string& what) {
-    return MakeError(ErrorCode::kIo, "bench file " + path + ": " + what + ": " + std::strerror(errno));
+    return MakeError(ErrorCode::kIo, "bench file " + path + ": " + what + ": " + PosixErrorText(errno));
   };
   const std::filesystem::path dir = std::filesystem::path(path).parent_path();
   if (!dir.empty()) {
