@@ -11,7 +11,7 @@ forks=$(grep -rn 'fork()' "$src" || true)
 check "fork() only in base/spawn.cc" 1 "$(printf '%s' "$forks" | grep -c . || true)" "$forks"
 errno_text=$(grep -rln strerror "$src" || true)
 check "strerror only in base/posix_error.h" "$src/base/posix_error.h" "$errno_text" "$errno_text"
-raw_close=$(grep -rnE '(^|[^_a-zA-Z0-9.>:])close\(' "$src" --include=*.cc --include=*.h | grep -v "^$src/base/" || true)
+raw_close=$(grep -rnE '(^|[^_a-zA-Z0-9.>])close\(' "$src" --include=*.cc --include=*.h | grep -v "^$src/base/" || true)
 check "no raw close( outside base/" 0 "$(printf '%s' "$raw_close" | grep -c . || true)" "$raw_close"
 cli11=$(grep -rln 'CLI/CLI.hpp' "$src" || true)
 check "CLI/CLI.hpp in one file" "$src/cli/cli_options.cc" "$cli11" "$cli11"
