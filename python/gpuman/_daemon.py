@@ -99,9 +99,9 @@ class _Conn(object):
         return reply
 
 
-def try_release(lease_id):
-    """Releases through the daemon. Returns "ok", "not_found", or None (no daemon, not
-    trusted, refused or any failure: the caller runs `gpuman release`)."""
+def _greeted():
+    """A connection to the trusted daemon that said hello to us as our own uid, or None (no
+    daemon, not trusted, or any failure: the caller runs the CLI)."""
     path = socket_path()
     if path is None or not _trusted_path(path):
         return None
@@ -111,8 +111,21 @@ def try_release(lease_id):
         return None
     try:
         hello = conn.call("hello", {"client": "gpuman-python", "protocol": 1})
-        if not hello.get("ok") or hello.get("result", {}).get("uid") != os.getuid():
-            return None
+        if hello.get("ok") and hello.get("result", {}).get("uid") == os.getuid():
+            return conn
+    except Exception:
+        pass
+    conn.close()
+    return None
+
+
+def try_release(lease_id):
+    """Releases through the daemon. Returns "ok", "not_found", or None (no daemon, not
+    trusted, refused or any failure: the caller runs `gpuman release`)."""
+    conn = _greeted()
+    if conn is None:
+        return None
+    try:
         r = conn.call("release", {"lease_id": int(lease_id)})
         if r.get("ok"):
             if r.get("result") not in ({}, None):
@@ -142,18 +155,11 @@ def try_acquire(n, command):
     trusted daemon or it did not grant one: the caller then runs the CLI, which decides
     and words every refusal. Only for a request the CLI would send as ``{"count": n}``
     (the caller checks)."""
-    path = socket_path()
-    if path is None or not _trusted_path(path):
-        return None
-    try:
-        conn = _Conn(path)
-    except Exception:
+    conn = _greeted()
+    if conn is None:
         return None
     granted = None
     try:
-        hello = conn.call("hello", {"client": "gpuman-python", "protocol": 1})
-        if not hello.get("ok") or hello.get("result", {}).get("uid") != os.getuid():
-            return None
         r = conn.call("acquire", {"request": {"count": int(n)}, "command": command, "pid": os.getpid(),
                                   "start_time_ticks": _start_ticks(), "kind": "select", "describe": True})
         if not r.get("ok"):
