@@ -66,6 +66,15 @@ bool IsSameLiveProcess(std::optional<int32_t> pid, std::optional<int64_t> ticks)
 
 namespace {
 
+// The GPU a lease's unit is on: the GPU with this UUID, or the parent of the MIG device
+// with it (docs/share.md, "MIG"); nullptr when `snap` has neither.
+const model::DeviceSnapshot* GpuOfUnit(const model::MachineSnapshot& snap, const std::string& uuid) {
+  const model::DeviceSnapshot* parent = nullptr;
+  if (model::FindMigDevice(snap, uuid, &parent)) return parent;
+  auto whole = std::find_if(snap.gpus.begin(), snap.gpus.end(), [&](const model::DeviceSnapshot& g) { return g.uuid == uuid; });
+  return whole == snap.gpus.end() ? nullptr : &*whole;
+}
+
 // The reason of a job the daemon adopted starts with this (a restarted daemon sees it).
 constexpr std::string_view kSupervisorDied = "its supervisor died";
 
@@ -691,11 +700,7 @@ Result<std::string> Daemon::ConfineLease(int64_t lease_id, const std::vector<std
     // A MIG device (docs/share.md, "MIG") opens through its parent GPU's node; the
     // nvidia-caps nodes that tell MIG instances apart stay open, as for every lease
     // (confine/device_rule.h), so the cgroup holds a MIG lease to its parent GPU.
-    const model::DeviceSnapshot* g = nullptr;
-    if (!model::FindMigDevice(*snap, uuid, &g)) {
-      auto whole = std::find_if(snap->gpus.begin(), snap->gpus.end(), [&](const model::DeviceSnapshot& x) { return x.uuid == uuid; });
-      g = whole == snap->gpus.end() ? nullptr : &*whole;
-    }
+    const model::DeviceSnapshot* g = GpuOfUnit(*snap, uuid);
     if (!g || !g->minor_number) {
       return MakeError(ErrorCode::kUnavailable, "the device node of GPU " + uuid + " is not known (NVML gave no minor number)");
     }
@@ -1094,12 +1099,7 @@ void Daemon::DescribeAcquired(protocol::AcquireResult& result, const model::GpuR
     protocol::AcquiredGpu gpu;
     gpu.uuid = uuid;
     if (snap) {
-      const model::DeviceSnapshot* g = nullptr;
-      if (!model::FindMigDevice(*snap, uuid, &g)) {
-        auto whole = std::find_if(snap->gpus.begin(), snap->gpus.end(), [&](const model::DeviceSnapshot& x) { return x.uuid == uuid; });
-        g = whole == snap->gpus.end() ? nullptr : &*whole;
-      }
-      if (g) {
+      if (const model::DeviceSnapshot* g = GpuOfUnit(*snap, uuid)) {
         gpu.index = static_cast<int>(g->index);
         gpu.name = g->name;
       }
