@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -180,8 +181,13 @@ TEST_F(SlurmNodeE2E, EpilogDrainsOnALeftBehindProcessAndCompletesTheRecord) {
   std::string state;
   for (int i = 0; i < 100 && (state = JobState(job)) != "RUNNING"; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ASSERT_EQ(state, "RUNNING");
-  // The prolog recorded the job's GPU.
-  const nlohmann::json started = nlohmann::json::parse(Slurp(kDir + "/records/" + job + ".json"));
+  // The prolog recorded the job's GPU. squeue says RUNNING once the job is allocated; the
+  // prolog runs on the node when the batch step starts, a moment later on a loaded machine,
+  // and the process below must not be on the GPU before the prolog has passed it.
+  const std::string record = kDir + "/records/" + job + ".json";
+  for (int i = 0; i < 100 && !std::filesystem::exists(record); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_TRUE(std::filesystem::exists(record)) << Slurp(kDir + "/prolog.log");
+  const nlohmann::json started = nlohmann::json::parse(Slurp(record));
   ASSERT_EQ(started["gpus"].size(), 1u) << started.dump();
   EXPECT_EQ(started["gpus"][0], Idle()["gpus"][0]["uuid"]);
   EXPECT_TRUE(started["ended_unix_ms"].is_null());
