@@ -82,15 +82,19 @@ Result<model::JobNotify> NotifyFromOption(const std::string& text, const std::st
   return notify;
 }
 
-// cancel, hold, resume, update: one line per job the daemon refused ("job 12_3: ..."); the
-// exit code of the last refusal, 0 when none.
+// cancel, hold, resume, update: one line per job the daemon refused; the exit code of the
+// last refusal, 0 when none. A message that names its job itself ("job 5 is already
+// cancelled", "no job 9") is printed as it is, the others get the job's name in front
+// ("job 12_3: no task of the array is queued").
 int ReportOutcomes(const Result<protocol::IdsResult>& r, Context& ctx) {
   if (!r) return ctx.Fail(r.error());
   int rc = kExitOk;
   for (const auto& o : r->results) {
     if (o.error) {
       const Error e = protocol::ToError(*o.error);
-      rc = ctx.Fail(MakeError(e.code, "job " + model::FormatJobRef(o.id) + ": " + EscapeControl(e.message)));
+      const std::string message = EscapeControl(e.message);
+      const bool named = message.starts_with("job ") || message.starts_with("no job ");
+      rc = ctx.Fail(MakeError(e.code, named ? message : "job " + model::FormatJobRef(o.id) + ": " + message));
     }
   }
   return rc;

@@ -370,6 +370,14 @@ struct Evaluation {
 struct MigView {
   model::MachineSnapshot snap;
   model::GpuRequest req;
+  std::vector<std::string> names;  // per unit: "MIG 1 on GPU 0", as `status` lists them
+};
+
+// How a selection's messages name its units: GPUs by index ("GPU 2,3 busy"), or MIG
+// devices by name ("MIG 1 on GPU 0 busy"), and what one unit is called in "need ...".
+struct UnitWords {
+  std::string need;                // "1 GPU", "2 MIG devices of profile 2g.20gb"
+  std::vector<std::string> names;  // empty: GPUs, by index
 };
 
 Result<MigView> MakeMigView(const model::MachineSnapshot& snap, const model::GpuRequest& req) {
@@ -399,6 +407,7 @@ Result<MigView> MakeMigView(const model::MachineSnapshot& snap, const model::Gpu
       unit.index = g.index;
       unit.uuid = m.uuid;
       unit.name = "MIG " + m.profile.value_or("?");
+      view.names.push_back("MIG " + std::to_string(m.index) + " on GPU " + std::to_string(g.index));
       unit.memory_total_bytes = m.memory_total_bytes;
       unit.memory_used_bytes = m.memory_used_bytes;
       if (m.memory_total_bytes) unit.memory_free_bytes = *m.memory_total_bytes - m.memory_used_bytes.value_or(0);
@@ -466,11 +475,12 @@ std::string FormatIndexList(std::vector<int> indices) {
 
 // "GPU 1 leased to alice (lease 3); GPU 2,3 busy: foreign processes": the first reason
 // of each GPU that `include` accepts, grouped by label in order of first appearance.
+// MIG devices are named one by one: "MIG 1 on GPU 0, MIG 2 on GPU 0 busy: ...".
 template <typename Pred>
 std::string Summarize(const model::MachineSnapshot& snap, const std::vector<GpuState>& states,
-                      Pred include) {
+                      const UnitWords& words, Pred include) {
   constexpr size_t kMaxGroups = 6;
-  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  std::vector<std::pair<std::string, std::vector<int>>> groups;  // label, positions
   for (size_t p = 0; p < states.size(); ++p) {
     if (!include(states[p])) continue;
     const Reason* reason = nullptr;
@@ -484,12 +494,18 @@ std::string Summarize(const model::MachineSnapshot& snap, const std::vector<GpuS
       groups.emplace_back(reason->label, std::vector<int>{});
       it = groups.end() - 1;
     }
-    it->second.push_back(snap.gpus[p].index);
+    it->second.push_back(static_cast<int>(p));
   }
   std::string text;
   for (size_t i = 0; i < groups.size() && i < kMaxGroups; ++i) {
     if (i > 0) text += "; ";
-    text += "GPU " + FormatIndexList(groups[i].second) + " " + groups[i].first;
+    std::vector<int> indices;
+    std::vector<std::string> names;
+    for (int p : groups[i].second) {
+      indices.push_back(snap.gpus[p].index);
+      if (static_cast<size_t>(p) < words.names.size()) names.push_back(words.names[p]);
+    }
+    text += (words.names.empty() ? "GPU " + FormatIndexList(indices) : Join(names, ", ")) + " " + groups[i].first;
   }
   if (groups.size() > kMaxGroups) {
     text += "; " + Plural(static_cast<int64_t>(groups.size() - kMaxGroups), "more reason",
@@ -508,7 +524,7 @@ Result<std::vector<GpuVerdict>> EvaluateUnits(const model::MachineSnapshot& snap
 
 Result<Selection> SelectUnits(const model::MachineSnapshot& snap,
                               const std::vector<model::Lease>& leases,
-                              const model::GpuRequest& req) {
+                              const model::GpuRequest& req, const UnitWords& words) {
   Result<Evaluation> eval = Evaluate(snap, leases, req);
   if (!eval) return eval.error();
   Selection selection;
@@ -524,11 +540,11 @@ Result<Selection> SelectUnits(const model::MachineSnapshot& snap,
   int64_t eligible = std::count_if(states.begin(), states.end(),
                                    [](const GpuState& s) { return s.is_eligible(); });
   std::string need = "need " + (req.gpu_memory_bytes ? FormatByteSize(*req.gpu_memory_bytes) + " on " : std::string()) +
-                     Plural(req.count, "GPU", "GPUs");
+                     (words.need.empty() ? Plural(req.count, "GPU", "GPUs") : words.need);
   if (possible < req.count) {
     std::string message = need + ", only " + std::to_string(possible) + " of " +
                           std::to_string(snap.gpus.size()) + " can ever be eligible";
-    std::string why = Summarize(snap, states, [](const GpuState& s) {
+    std::string why = Summarize(snap, states, words, [](const GpuState& s) {
       return !s.passes_permanent();
     });
     if (!why.empty()) message += ": " + why;
@@ -536,7 +552,7 @@ Result<Selection> SelectUnits(const model::MachineSnapshot& snap,
   }
   if (eligible < req.count) {
     std::string message = need + ", " + std::to_string(eligible) + " eligible";
-    std::string why = Summarize(snap, states, [](const GpuState& s) {
+    std::string why = Summarize(snap, states, words, [](const GpuState& s) {
       return s.passes_permanent() && !s.is_eligible();
     });
     if (!why.empty()) message += ": " + why;
@@ -615,10 +631,12 @@ Result<std::vector<GpuVerdict>> EvaluateGpus(const model::MachineSnapshot& snap,
 Result<Selection> Select(const model::MachineSnapshot& snap,
                          const std::vector<model::Lease>& leases,
                          const model::GpuRequest& req) {
-  if (!model::IsMigRequest(req)) return SelectUnits(snap, leases, req);
+  if (!model::IsMigRequest(req)) return SelectUnits(snap, leases, req, UnitWords{});
   auto view = MakeMigView(snap, req);
   if (!view) return view.error();
-  auto chosen = SelectUnits(view->snap, leases, view->req);
+  UnitWords words{Plural(req.count, "MIG device", "MIG devices"), std::move(view->names)};
+  if (req.mig_profile) words.need += " of profile " + *req.mig_profile;
+  auto chosen = SelectUnits(view->snap, leases, view->req, words);
   if (!chosen) return chosen.error();
   const size_t n = chosen->uuids.size();
   chosen->placement = n == 1 ? "single MIG device"

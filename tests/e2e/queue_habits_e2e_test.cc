@@ -57,7 +57,8 @@ TEST_F(QueueHabitsE2E, FiltersChooseJobsAndTheDaemonStillGuardsThem) {
     EXPECT_EQ(mine.err, "gpuman: cancel: no job matches\n");
     auto theirs = RunAsUser(*other, {kGpuman, "cancel", "--user", "root", "--name", "sweep"}, env);
     EXPECT_NE(theirs.exit_code, 0);
-    EXPECT_NE(theirs.err.find("job " + std::to_string(a) + ": "), std::string::npos) << theirs.err;
+    EXPECT_EQ(theirs.err, "gpuman: error: job " + std::to_string(a) + " belongs to another user\ngpuman: error: job " +
+                              std::to_string(b) + " belongs to another user\n");
     EXPECT_EQ(Queue({"--name", "sweep"}), (std::vector<int64_t>{a, b})) << "nothing of root's was cancelled";
   }
 
@@ -148,7 +149,11 @@ TEST_F(QueueHabitsE2E, UpdateChangesWaitingJobsWithinTheRules) {
     env["PATH"] = "/usr/bin:/bin";
     auto theirs = RunAsUser(*other, {kGpuman, "update", std::to_string(job), "--priority", "-9"}, env);
     EXPECT_EQ(theirs.exit_code, 5) << theirs.err;
-    EXPECT_NE(theirs.err.find("belongs to another user"), std::string::npos) << theirs.err;
+    // One line that names the job once (not "job 5: job 5 belongs ...").
+    EXPECT_EQ(theirs.err, "gpuman: error: job " + std::to_string(job) + " belongs to another user\n");
+    auto missing = Gpuman({"cancel", "999999"});
+    EXPECT_EQ(missing.exit_code, 2) << missing.err;
+    EXPECT_EQ(missing.err, "gpuman: error: no job 999999\n");
     const std::string dir = dir_.Join("as-user");
     ASSERT_EQ(mkdir(dir.c_str(), 0777), 0);
     chmod(dir.c_str(), 0777);

@@ -1002,6 +1002,9 @@ TEST(SelectionMigTest, MigDevicesOfTheProfileAreTheUnits) {
   auto none = Select(snap, {held}, Mig("2g.20gb"));
   ASSERT_FALSE(none.has_value());
   EXPECT_EQ(none.error().code, ErrorCode::kBusy);
+  // The message counts and names MIG devices, not their parent GPU twice.
+  EXPECT_EQ(none.error().message,
+            "need 1 MIG device of profile 2g.20gb, 0 eligible: MIG 1 on GPU 0, MIG 2 on GPU 0 leased to alice (lease 7)");
 }
 
 TEST(SelectionMigTest, AGpuInMigModeIsNeverLeasedWhole) {
