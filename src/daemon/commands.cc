@@ -102,10 +102,13 @@ std::optional<Reply> Daemon::Resolve(const Command& row, Call& call) {
   GPUMAN_CHECK(row.target == Target::kNone || row.target == Target::kJobs || ids.size() == 1);
   // The job a reference names: a task ("12_7"), or a job by id, which for an array's id
   // is the array's first task, with every task in `tasks` when given.
+  // Several jobs (cancel, hold, resume, update: `cancel --all` of a sweep names 10,000) are
+  // read as summaries: what their handlers need, without argv and env.
+  const store::JobFields fields = row.target == Target::kJobs ? store::JobFields::kSummary : store::JobFields::kAll;
   auto get_job = [&](const model::JobRef& ref, std::vector<model::Job>* tasks) -> Result<model::Job> {
     const std::string name = model::FormatJobRef(ref);
     if (ref.task) {
-      auto task = jobs_->GetTask(ref.id, *ref.task);
+      auto task = jobs_->GetTask(ref.id, *ref.task, fields);
       if (!task) return task.error();
       if (*task) return **task;
       auto job = jobs_->Get(ref.id);
@@ -115,7 +118,7 @@ std::optional<Reply> Daemon::Resolve(const Command& row, Call& call) {
       }
       return MakeError(ErrorCode::kNotFound, "no job " + name);
     }
-    auto job = jobs_->Get(ref.id);
+    auto job = jobs_->Get(ref.id, fields);
     if (!job) return job.error();
     if (!*job) return MakeError(ErrorCode::kNotFound, "no job " + name);
     if (tasks && model::IsArrayHead(**job)) {

@@ -1054,7 +1054,10 @@ Result<protocol::AcquireResult> Daemon::AcquireFor(const Peer& peer, const proto
   ask.within = a.within_lease_id;
   auto got = AcquireStepFor(peer, ask);
   if (!got) return got.error();
-  protocol::AcquireResult result{got->lease_id, got->selection.uuids, got->nested};
+  protocol::AcquireResult result;
+  result.lease_id = got->lease_id;
+  result.gpu_uuids = got->selection.uuids;
+  result.nested = got->nested;
   result.processes_added = true;
   result.master_port = got->master_port;
   if (WantsMps(a.request) || got->nested) {

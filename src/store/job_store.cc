@@ -35,12 +35,14 @@ namespace gpuman::store {
 // All SQL of the job store, prepared at open so a schema mismatch fails there.
 struct JobStore::Statements {
   Statement select_job;
+  Statement select_job_summary;
   Statement select_jobs;
   Statement select_job_summaries;
   Statement select_active;
   Statement select_active_summaries;
   Statement select_array;
   Statement select_task;
+  Statement select_task_summary;
   Statement array_unfinished;
   Statement array_unsuccessful;
   Statement array_last;
@@ -319,6 +321,7 @@ Result<std::unique_ptr<JobStore>> JobStore::Attach(std::shared_ptr<Database> db,
     const char* sql;
   } specs[] = {
       {&stmts->select_job, "read job", "SELECT " GPUMAN_JOB_COLUMNS " FROM jobs WHERE id = ?1"},
+      {&stmts->select_job_summary, "read job summary", "SELECT " GPUMAN_JOB_SUMMARY_COLUMNS " FROM jobs WHERE id = ?1"},
       {&stmts->select_jobs, "read jobs",
        "SELECT " GPUMAN_JOB_COLUMNS " FROM jobs "
        "WHERE (?1 OR " GPUMAN_JOB_ACTIVE ") AND (?2 IS NULL OR uid = ?2) AND id > ?3 ORDER BY id LIMIT ?4"},
@@ -333,6 +336,8 @@ Result<std::unique_ptr<JobStore>> JobStore::Attach(std::shared_ptr<Database> db,
        "SELECT " GPUMAN_JOB_SUMMARY_COLUMNS " FROM jobs WHERE array_id = ?1 ORDER BY array_task"},
       {&stmts->select_task, "read array task",
        "SELECT " GPUMAN_JOB_COLUMNS " FROM jobs WHERE array_id = ?1 AND array_task = ?2"},
+      {&stmts->select_task_summary, "read array task summary",
+       "SELECT " GPUMAN_JOB_SUMMARY_COLUMNS " FROM jobs WHERE array_id = ?1 AND array_task = ?2"},
       // In index order (jobs_array holds the state): no sort, and the rows are not read
       // until one is found.
       {&stmts->array_unfinished, "read an array's first unfinished task",
@@ -601,8 +606,8 @@ Result<std::optional<JobStore::ArrayStanding>> JobStore::ArrayOutcome(int64_t ar
   return out;
 }
 
-Result<std::optional<model::Job>> JobStore::GetTask(int64_t array_id, int64_t task) {
-  Statement& s = stmts_->select_task;
+Result<std::optional<model::Job>> JobStore::GetTask(int64_t array_id, int64_t task, JobFields fields) {
+  Statement& s = fields == JobFields::kAll ? stmts_->select_task : stmts_->select_task_summary;
   auto use = s.Use();
   s.Bind(1, array_id).Bind(2, task);
   auto jobs = ReadJobs(s);
@@ -611,8 +616,8 @@ Result<std::optional<model::Job>> JobStore::GetTask(int64_t array_id, int64_t ta
   return std::optional<model::Job>(std::move(jobs->front()));
 }
 
-Result<std::optional<model::Job>> JobStore::Get(int64_t id) {
-  Statement& s = stmts_->select_job;
+Result<std::optional<model::Job>> JobStore::Get(int64_t id, JobFields fields) {
+  Statement& s = fields == JobFields::kAll ? stmts_->select_job : stmts_->select_job_summary;
   auto use = s.Use();
   s.Bind(1, id);
   auto jobs = ReadJobs(s);
@@ -807,7 +812,7 @@ Result<model::Job> JobStore::Transition(int64_t id, model::JobState from_expecte
   // Whether the cached summaries saw every commit before this one (then this change is
   // applied to them; otherwise they are read again).
   const bool was_current = SummariesCurrentLocked();
-  auto job = TransitionLocked(id, from_expected, to, update);
+  auto job = TransitionLocked(id, from_expected, to, update, JobFields::kAll);
   if (!job) return job.error();
   if (auto s = tx->Commit(); !s) return s.error().WithContext(context);
   NoteOwnWrite(was_current, *job);
@@ -823,7 +828,8 @@ Result<std::vector<Result<model::Job>>> JobStore::TransitionAll(const std::vecto
   out.reserve(requests.size());
   std::vector<model::Job> changed;
   for (const TransitionRequest& r : requests) {
-    auto job = TransitionLocked(r.id, r.from_expected, r.to, r.update);
+    // Summaries: the update writes no argv or env, and a sweep's are megabytes.
+    auto job = TransitionLocked(r.id, r.from_expected, r.to, r.update, JobFields::kSummary);
     // Only a refusal of this one job is its own outcome; anything else fails the batch.
     if (!job && job.error().code != ErrorCode::kConflict && job.error().code != ErrorCode::kNotFound) {
       return job.error();
@@ -837,12 +843,12 @@ Result<std::vector<Result<model::Job>>> JobStore::TransitionAll(const std::vecto
 }
 
 Result<model::Job> JobStore::TransitionLocked(int64_t id, model::JobState from_expected, model::JobState to,
-                                              const Update& update) {
+                                              const Update& update, JobFields fields) {
   const std::string job_name = "job " + std::to_string(id);
   const std::string context = TransitionContext(id, from_expected, to);
   model::Job job;
   {
-    Statement& s = stmts_->select_job;
+    Statement& s = fields == JobFields::kAll ? stmts_->select_job : stmts_->select_job_summary;
     auto use = s.Use();
     s.Bind(1, id);
     auto jobs = ReadJobs(s);

@@ -89,10 +89,10 @@ class JobStore {
   };
   Result<std::optional<ArrayStanding>> ArrayOutcome(int64_t array_id);
   /// Task `task` of array `array_id`, or nullopt. Errors: kIo.
-  Result<std::optional<model::Job>> GetTask(int64_t array_id, int64_t task);
+  Result<std::optional<model::Job>> GetTask(int64_t array_id, int64_t task, JobFields fields = JobFields::kAll);
 
   /// The job with this id, or nullopt. Errors: kIo.
-  Result<std::optional<model::Job>> Get(int64_t id);
+  Result<std::optional<model::Job>> Get(int64_t id, JobFields fields = JobFields::kAll);
 
   /// Jobs in id order: the unfinished ones, plus the finished ones if `include_final`;
   /// only those of `only_uid` when given; only ids above `after_id`, at most `limit` of
@@ -158,7 +158,8 @@ class JobStore {
   /// Several Transitions in one write transaction (cancelling 10,000 tasks of an array at
   /// once): each request's outcome as Transition gives it, in order. A request refused
   /// (kConflict, kNotFound) is that request's outcome and the others still apply; any
-  /// other error undoes all of them and is returned. Errors: kBusy; kIo.
+  /// other error undoes all of them and is returned. The jobs returned are summaries
+  /// (JobFields::kSummary: no argv or env). Errors: kBusy; kIo.
   struct TransitionRequest {
     int64_t id = 0;
     model::JobState from_expected = model::JobState::kQueued;
@@ -220,9 +221,10 @@ class JobStore {
   void NoteOwnWrite(bool was_current, const model::Job& job);
   /// NoteOwnWrite for several jobs, in one pass over the list when there are many.
   void NoteOwnWrites(bool was_current, const std::vector<model::Job>& jobs);
-  /// Transition's work inside a write transaction this store holds.
+  /// Transition's work inside a write transaction this store holds; the job it returns
+  /// has `fields`.
   Result<model::Job> TransitionLocked(int64_t id, model::JobState from_expected, model::JobState to,
-                                      const Update& update);
+                                      const Update& update, JobFields fields);
   Status LogEventLocked(int64_t job_id, const char* kind, std::optional<model::JobState> from,
                         model::JobState to, const std::string& reason);
 

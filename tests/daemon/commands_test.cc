@@ -206,6 +206,49 @@ TEST(CommandTableTest, CancelAnswersEachIdOnItsOwn) {
   EXPECT_EQ(world.StateOf(bobs), "queued");
 }
 
+TEST(CommandTableTest, ManyWaitingJobsChangeTogetherAndEachRefusalKeepsItsPlace) {
+  // `hold --all` / `cancel --all` name every job: the waiting ones change in one
+  // transaction, and each outcome stays at its id's place, with its own refusal.
+  World world;
+  std::vector<int64_t> mine;
+  for (int i = 0; i < 5; ++i) mine.push_back(world.SubmitJob());
+  int64_t bobs = world.SubmitJob(PeerFor(Role::kOtherUser));
+  auto held = world.Call(PeerFor(Role::kOwner), protocol::HoldArgs{{mine[1]}});
+  ASSERT_TRUE(held.ok());
+  auto reply = world.Call(PeerFor(Role::kOwner), protocol::HoldArgs{{mine[0], mine[1], bobs, mine[2], 999}});
+  ASSERT_TRUE(reply.ok());
+  auto ids = protocol::ResultOf<protocol::IdsResult>(reply);
+  ASSERT_TRUE(ids);
+  ASSERT_EQ(ids->results.size(), 5u);
+  EXPECT_FALSE(ids->results[0].error.has_value());
+  ASSERT_TRUE(ids->results[1].error.has_value());
+  EXPECT_EQ(ids->results[1].error->code, WireCode::kConflict);
+  EXPECT_EQ(ids->results[1].error->message, "job " + std::to_string(mine[1]) + " is held, not queued");
+  ASSERT_TRUE(ids->results[2].error.has_value());
+  EXPECT_EQ(ids->results[2].error->code, WireCode::kPermissionDenied);
+  EXPECT_EQ(ids->results[2].id, bobs);
+  EXPECT_FALSE(ids->results[3].error.has_value());
+  EXPECT_EQ(ids->results[3].id, mine[2]);
+  ASSERT_TRUE(ids->results[4].error.has_value());
+  EXPECT_EQ(ids->results[4].error->code, WireCode::kNotFound);
+  EXPECT_EQ(world.StateOf(mine[0]), "held");
+  EXPECT_EQ(world.StateOf(mine[2]), "held");
+  EXPECT_EQ(world.StateOf(mine[3]), "queued");
+  EXPECT_EQ(world.StateOf(bobs), "queued");
+  // Cancel: held and queued alike, one already cancelled refused with its own line.
+  ASSERT_TRUE(world.Call(PeerFor(Role::kOwner), protocol::CancelArgs{{mine[4]}}).ok());
+  reply = world.Call(PeerFor(Role::kOwner), protocol::CancelArgs{{mine[0], mine[3], mine[4]}});
+  ids = protocol::ResultOf<protocol::IdsResult>(reply);
+  ASSERT_TRUE(ids);
+  ASSERT_EQ(ids->results.size(), 3u);
+  EXPECT_FALSE(ids->results[0].error.has_value());
+  EXPECT_FALSE(ids->results[1].error.has_value());
+  ASSERT_TRUE(ids->results[2].error.has_value());
+  EXPECT_EQ(ids->results[2].error->message, "job " + std::to_string(mine[4]) + " is already cancelled");
+  EXPECT_EQ(world.StateOf(mine[0]), "cancelled");
+  EXPECT_EQ(world.StateOf(mine[3]), "cancelled");
+}
+
 TEST(CommandTableTest, AMissingJobOrLeaseIsNotFoundForEveryone) {
   World world;
   for (Role role : kRoles) {

@@ -281,6 +281,34 @@ TEST_F(JobStoreTest, ListFiltersByFinalStateAndUser) {
 
 // ---- Transition
 
+TEST_F(JobStoreTest, ManyTransitionsReadSummariesAndKeepTheCommandAndEnvironment) {
+  Job a = Submit(FullDraft());
+  Job b = Submit(FullDraft());
+  ASSERT_FALSE(a.env.empty());
+  JobStore::Update hold;
+  hold.reason = "by ada";
+  auto changed = store_->TransitionAll({{a.id, JobState::kQueued, JobState::kHeld, hold},
+                                        {b.id, JobState::kHeld, JobState::kQueued, hold}});
+  ASSERT_TRUE(changed.has_value()) << changed.error().message;
+  ASSERT_EQ(changed->size(), 2u);
+  ASSERT_TRUE((*changed)[0].has_value());
+  EXPECT_EQ((*changed)[0]->state, JobState::kHeld);
+  EXPECT_TRUE((*changed)[0]->env.empty()) << "a summary";
+  EXPECT_TRUE((*changed)[0]->argv.empty());
+  ASSERT_FALSE((*changed)[1].has_value());
+  EXPECT_EQ((*changed)[1].error().message, "job " + std::to_string(b.id) + " is queued, not held");
+  // The stored job keeps what the summary left out.
+  auto stored = store_->Get(a.id);
+  ASSERT_TRUE(stored.has_value() && stored->has_value());
+  EXPECT_EQ((*stored)->argv, a.argv);
+  EXPECT_EQ((*stored)->env, a.env);
+  EXPECT_EQ((*stored)->state, JobState::kHeld);
+  auto summary = store_->Get(a.id, JobFields::kSummary);
+  ASSERT_TRUE(summary.has_value() && summary->has_value());
+  EXPECT_TRUE((*summary)->env.empty());
+  EXPECT_EQ((*summary)->name, a.name);
+}
+
 TEST_F(JobStoreTest, TransitionIsACompareAndSet) {
   Job job = Submit(Draft());
   JobStore::Update update;
