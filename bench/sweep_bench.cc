@@ -2,7 +2,8 @@
 // behind a running 8-GPU job on the idle 8-GPU scenario. Prints what the users of such a
 // queue see: the submit round trip (median, p99) as the queue grows, the time of all the
 // submits, the idle daemon's CPU with the queue full, and the wall time of `gpuman queue`
-// and of `gpuman submit` (a whole CLI process) at that depth.
+// and of `gpuman submit` (a whole CLI process) at that depth, of `submit --array` of as
+// many tasks (twice) and of `cancel --all` of everything.
 // Goals (issue 26, at 10,000 queued): idle daemon <= 0.5 % of a core; submit round trip
 // <= 10 ms median and <= 50 ms p99; 10,000 submits <= 60 s; `queue` <= 0.5 s.
 // Usage: sweep_bench [--jobs N] [--idle-seconds S]
@@ -180,6 +181,16 @@ int main(int argc, char** argv) {
   }
   std::printf("gpuman queue           %8.1f ms median of 5 (all %d rows; goal 500 ms)\n", bench::Median(queue_ms), jobs + 1);
   std::printf("gpuman submit -- true  %8.1f ms median of 20 (a whole CLI process)\n", bench::Median(cli_submit_ms));
+  // A sweep as one array, twice (the first large request of a daemon used to pay for the
+  // heap shrinking and growing again: docs/design.md), then the whole queue cancelled the
+  // way users do it, every job named by the filter.
+  const std::string tasks = "0-" + std::to_string(jobs - 1);
+  const std::vector<std::string> array = {GPUMAN_BENCH_GPUMAN, "submit", "--array", tasks, "--output", dir + "/a-%j.log", "--", "true"};
+  const double first_array = bench::RunOnceMs(array);
+  const double second_array = bench::RunOnceMs(array);
+  std::printf("gpuman submit --array  %8.1f ms the first, %.1f ms the second (%d tasks each)\n", first_array, second_array, jobs);
+  const double cancel_all = bench::RunOnceMs({GPUMAN_BENCH_GPUMAN, "cancel", "--all"});
+  std::printf("gpuman cancel --all    %8.1f ms (%d queued jobs and the running one)\n", cancel_all, 3 * jobs + 20);
 
   // The blocker's supervisor outlives the daemon: cancel it first.
   if (auto c = DaemonClient::Connect(daemon.socket)) {

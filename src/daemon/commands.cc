@@ -81,6 +81,8 @@ Reply Daemon::Handle(const Peer& peer, const protocol::Request& request) {
     }
   }
   if (!row) return MakeErrorReply(request.id, WireError{WireCode::kUnknownOp, "unknown op"});
+  heap_used_since_trim_ = true;
+  last_request_ms_ = clock_.NowUnixMs();
   Call call{peer, request, std::nullopt, false, {}, std::nullopt};
   if (auto refused = Resolve(*row, call)) return std::move(*refused);
   // New work while the state cannot be written (a full disk) would be lost or half-done.

@@ -1,6 +1,7 @@
 #include "daemon/daemon.h"
 
 #include <grp.h>
+#include <malloc.h>
 #include <poll.h>
 #include <pwd.h>
 #include <signal.h>
@@ -311,6 +312,14 @@ std::optional<Error> Daemon::RefusingNewWork() const {
 }
 
 Status Daemon::Start() {
+  // glibc gives free memory at the top of the heap back to the kernel as soon as it
+  // exceeds the trim threshold (128 KiB at first). A sweep's submit builds and frees tens of
+  // megabytes over and over, and each shrink of a threaded process's heap is a TLB
+  // shootdown on every CPU: the first `submit --array 0-9999` of a fresh daemon took 2.1 s,
+  // half of it in brk (perf), 0.35-0.45 s with this (docs/design.md). The memory goes back
+  // once requests stop instead (Tick).
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's own dynamic ceiling; fixed, as setting one turns that off
+  mallopt(M_TRIM_THRESHOLD, 64 << 20);  // twice the mmap threshold, as glibc's dynamic rule would set it
   if (auto opened = OpenState(); !opened) return opened.error();
   // Anyone may connect in system mode; every request is authorised by SO_PEERCRED.
   ServerLimits limits;
@@ -677,6 +686,10 @@ void Daemon::Tick(int64_t now) {
   }
   SweepLeaseCgroups(now);
   if (notifier_) notifier_->Tick(now);
+  if (heap_used_since_trim_ && (now - last_request_ms_ >= 10'000 || now < last_request_ms_)) {
+    malloc_trim(0);  // ten seconds without a request: give back what the last burst freed
+    heap_used_since_trim_ = false;
+  }
   if (mps_ && server_ && (now >= next_mps_check_ms_ || now < next_mps_check_ms_ - 1000)) {
     // A control whose last MPS lease ended is told to quit (within about a second).
     next_mps_check_ms_ = now + 1000;

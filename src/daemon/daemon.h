@@ -322,6 +322,9 @@ class Daemon {
   // MPS (docs/share.md): the control daemons of GPUs with MPS leases. OpenState makes it.
   std::unique_ptr<MpsControls> mps_;
   int64_t next_mps_check_ms_ = 0;
+  // Free heap memory goes back to the kernel once requests stop (Tick; Start says why).
+  bool heap_used_since_trim_ = false;
+  int64_t last_request_ms_ = 0;
   // Whether `request` will be an MPS lease here (--mps, or [share] mps = "on" for a slice).
   bool WantsMps(const model::GpuRequest& request) const;
   // The MPS control of `lease`'s GPU for its user, started when missing (Ensure).
