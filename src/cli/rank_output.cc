@@ -7,11 +7,22 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include <optional>
+
 #include "base/posix_error.h"
 #include "base/spawn.h"
 
 namespace gpuman::cli {
 namespace {
+
+// The size a rank's terminal gets: the real one's, less the prefix in width; nullopt when
+// the real one has none (or too narrow a one to take the prefix off).
+std::optional<winsize> RankSize(const winsize& real, size_t prefix_width) {
+  if (real.ws_col <= prefix_width + 20) return std::nullopt;
+  winsize size = real;
+  size.ws_col = static_cast<unsigned short>(size.ws_col - prefix_width);
+  return size;
+}
 
 // A pseudo-terminal whose slave a rank writes to: output as the real terminal's, except
 // that '\n' stays '\n' (no "\r\n" to undo), and the real one's width less the prefix.
@@ -28,10 +39,9 @@ Result<Pipe> MakeTerminal(int like_fd, size_t prefix_width) {
   t.c_oflag &= ~static_cast<tcflag_t>(ONLCR);
   t.c_lflag &= ~static_cast<tcflag_t>(ECHO);  // nothing is typed here: stdin is the real terminal
   tcsetattr(slave.get(), TCSANOW, &t);
-  winsize size{};
-  if (ioctl(like_fd, TIOCGWINSZ, &size) == 0 && size.ws_col > prefix_width + 20) {
-    size.ws_col = static_cast<unsigned short>(size.ws_col - prefix_width);
-    ioctl(slave.get(), TIOCSWINSZ, &size);
+  winsize real{};
+  if (ioctl(like_fd, TIOCGWINSZ, &real) == 0) {
+    if (auto size = RankSize(real, prefix_width)) ioctl(slave.get(), TIOCSWINSZ, &*size);
   }
   return Pipe{std::move(master), std::move(slave)};
 }
@@ -113,6 +123,7 @@ Status RankOutput::Open() {
     stream.target = target;
     streams_.push_back(std::move(stream));
   }
+  if (ioctl(target, TIOCGWINSZ, &last_size_) != 0) last_size_ = winsize{};
   return {};
 }
 
@@ -152,7 +163,25 @@ void RankOutput::Read(Stream& s) {
   }
 }
 
+void RankOutput::FollowResize() {
+  winsize real{};
+  if (ioctl(streams_.empty() ? -1 : streams_.front().target, TIOCGWINSZ, &real) != 0) return;
+  if (real.ws_col == last_size_.ws_col && real.ws_row == last_size_.ws_row) return;
+  last_size_ = real;
+  const auto size = RankSize(real, RankPrefix(0, ranks_).size());
+  if (!size) return;
+  // Set on the master side: the kernel tells the terminal's foreground process group
+  // (SIGWINCH), and a rank that asks its stdout for the size gets the new one. A pipe (no
+  // pseudo-terminals here) refuses with ENOTTY, which changes nothing.
+  for (auto& s : streams_) {
+    if (s.read) ioctl(s.read.get(), TIOCSWINSZ, &*size);
+  }
+}
+
 void RankOutput::Drain(int fd) {
+  // The real terminal resized since the ranks last wrote: theirs follow, before they
+  // write again (checked when they write: a rank that writes nothing needs no width).
+  FollowResize();
   for (auto& s : streams_) {
     if (s.read.get() == fd) Read(s);
   }

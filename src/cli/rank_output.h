@@ -6,6 +6,8 @@
 // Main thread only (the wait loop of sched::ChildProcess calls it).
 #pragma once
 
+#include <sys/ioctl.h>
+
 #include <string>
 #include <string_view>
 #include <utility>
@@ -67,7 +69,10 @@ class RankOutput : public sched::OutputPump {
     explicit Stream(std::string prefix) : lines(std::move(prefix)) {}
   };
   void Read(Stream& s);
+  // Gives the ranks' terminals the real terminal's new size, when it changed.
+  void FollowResize();
   int ranks_;
+  winsize last_size_{};  // the real terminal's, as the ranks' terminals last got it
   int stdout_fd_, stderr_fd_;
   bool routes_stdout_ = false, routes_stderr_ = false;  // which of a rank's streams go to its Stream
   std::vector<Stream> streams_;                 // one per rank, in rank order

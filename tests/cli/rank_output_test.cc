@@ -4,6 +4,7 @@
 #include "cli/rank_output.h"
 
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <poll.h>
 #include <unistd.h>
 
@@ -98,6 +99,38 @@ TEST(RankOutputTest, CopiesEachRanksLinesFromItsTerminal) {
     got.append(buf, static_cast<size_t>(n));
   }
   EXPECT_EQ(got, want);
+}
+
+TEST(RankOutputTest, TheRanksTerminalsFollowTheRealOneWhenItIsResized) {
+  UniqueFd master(posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+  if (!master || grantpt(master.get()) != 0 || unlockpt(master.get()) != 0) GTEST_SKIP() << "no pseudo-terminals here";
+  UniqueFd tty(open(ptsname(master.get()), O_RDWR | O_NOCTTY | O_CLOEXEC));
+  ASSERT_TRUE(tty);
+  winsize real{};
+  real.ws_col = 120;
+  real.ws_row = 40;
+  ASSERT_EQ(ioctl(tty.get(), TIOCSWINSZ, &real), 0);
+  RankOutput ranks(2, tty.get(), tty.get());
+  ASSERT_TRUE(ranks.Open().has_value());
+  const auto ends = ranks.ChildOutputs();
+  ASSERT_EQ(ends.size(), 2u);
+  auto cols = [&](int rank) {
+    winsize w{};
+    EXPECT_EQ(ioctl(ends[rank].first, TIOCGWINSZ, &w), 0);
+    return std::make_pair(static_cast<int>(w.ws_col), static_cast<int>(w.ws_row));
+  };
+  EXPECT_EQ(cols(0), std::make_pair(116, 40)) << "120 less \"[0] \"";
+  // The window shrinks; rank 1 writes: both ranks' terminals get the new size.
+  real.ws_col = 80;
+  real.ws_row = 24;
+  ASSERT_EQ(ioctl(tty.get(), TIOCSWINSZ, &real), 0);
+  EXPECT_EQ(cols(1), std::make_pair(116, 40)) << "not before a rank writes";
+  ASSERT_EQ(write(ends[1].first, "x\n", 2), 2);
+  ranks.Drain(ranks.Fds()[1]);
+  EXPECT_EQ(cols(0), std::make_pair(76, 24));
+  EXPECT_EQ(cols(1), std::make_pair(76, 24));
+  ranks.CloseChildEnds();
+  ranks.Finish();
 }
 
 }  // namespace
