@@ -8,6 +8,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <thread>
 
 #include "base/duration.h"
@@ -85,17 +86,42 @@ Result<model::JobNotify> NotifyFromOption(const std::string& text, const std::st
 // cancel, hold, resume, update: one line per job the daemon refused; the exit code of the
 // last refusal, 0 when none. A message that names its job itself ("job 5 is already
 // cancelled", "no job 9") is printed as it is, the others get the job's name in front
-// ("job 12_3: no task of the array is queued").
+// ("job 12_3: no task of the array is queued"). Refusals that differ only in the job
+// (`cancel --user bob` of bob's 10,000 tasks) take kSameRefusalLines lines, then one that
+// counts the rest.
 int ReportOutcomes(const Result<protocol::IdsResult>& r, Context& ctx) {
+  constexpr int kSameRefusalLines = 5;
   if (!r) return ctx.Fail(r.error());
   int rc = kExitOk;
+  struct Kind {
+    int count = 0;
+    ErrorCode code = ErrorCode::kInternal;
+    std::string last;  // the job refused last
+  };
+  std::map<std::string, Kind> kinds;  // by the line with its job's name taken out
+  std::vector<std::string> order;
   for (const auto& o : r->results) {
-    if (o.error) {
-      const Error e = protocol::ToError(*o.error);
-      const std::string message = EscapeControl(e.message);
-      const bool named = message.starts_with("job ") || message.starts_with("no job ");
-      rc = ctx.Fail(MakeError(e.code, named ? message : "job " + model::FormatJobRef(o.id) + ": " + message));
-    }
+    if (!o.error) continue;
+    const Error e = protocol::ToError(*o.error);
+    const std::string ref = model::FormatJobRef(o.id);
+    const std::string message = EscapeControl(e.message);
+    const bool named = message.starts_with("job ") || message.starts_with("no job ");
+    const std::string line = named ? message : "job " + ref + ": " + message;
+    std::string key = line;
+    if (const size_t at = key.find(ref); at != std::string::npos) key.replace(at, ref.size(), "#");
+    auto [it, fresh] = kinds.try_emplace(key);
+    if (fresh) order.push_back(key);
+    Kind& kind = it->second;
+    kind.code = e.code;
+    kind.last = ref;
+    if (++kind.count <= kSameRefusalLines) rc = ctx.Fail(MakeError(e.code, line));
+  }
+  for (const std::string& key : order) {
+    const Kind& kind = kinds[key];
+    if (kind.count <= kSameRefusalLines) continue;
+    const int rest = kind.count - kSameRefusalLines;
+    rc = ctx.Fail(MakeError(kind.code, "and " + std::to_string(rest) + (rest == 1 ? " more job" : " more jobs") +
+                                           " refused the same way (the last: job " + kind.last + ")"));
   }
   return rc;
 }

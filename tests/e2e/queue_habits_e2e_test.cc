@@ -77,6 +77,21 @@ TEST_F(QueueHabitsE2E, FiltersChooseJobsAndTheDaemonStillGuardsThem) {
   EXPECT_EQ(neither.exit_code, 2);
   EXPECT_NE(neither.err.find("name the jobs by ID, or choose them with --all"), std::string::npos);
   EXPECT_EQ(Gpuman({"cancel", std::to_string(a), "--all"}).exit_code, 2);
+
+  // Many refusals of one kind: five lines, then one that counts the rest.
+  if (getuid() == 0 && other) {
+    std::map<std::string, std::string> env = CleanEnv("");
+    env["GPUMAN_SOCKET"] = socket_;
+    env["PATH"] = "/usr/bin:/bin";
+    const int64_t wide = Submit({"--array", "0-7", "--name", "wide", "--", "sleep", "60"});
+    auto many = RunAsUser(*other, {kGpuman, "cancel", "--user", "root", "--name", "wide"}, env);
+    EXPECT_EQ(many.exit_code, 5) << many.err;
+    std::string want;
+    for (int t = 0; t < 5; ++t) want += "gpuman: error: job " + std::to_string(wide) + "_" + std::to_string(t) + " belongs to another user\n";
+    want += "gpuman: error: and 3 more jobs refused the same way (the last: job " + std::to_string(wide) + "_7)\n";
+    EXPECT_EQ(many.err, want);
+    EXPECT_EQ(Gpuman({"cancel", std::to_string(wide)}).exit_code, 0);
+  }
 }
 
 TEST_F(QueueHabitsE2E, WaitTakesSeveralJobsAndOutputPatternsAreFilledIn) {
