@@ -201,9 +201,10 @@ std::optional<store::JobStore::TransitionRequest> WaitingChange(protocol::Op op,
 
 }  // namespace
 
-// cancel, hold or resume one job. `in_array`: the job is a task of an array the request
-// named as a whole (the array path sends only its running tasks here), and a task that has
-// already ended is left as it is: nullopt.
+// cancel, hold or resume one job that WaitingChange does not take: a running job cancelled,
+// or the refusal of one the command does not apply to. `in_array`: the job is a task of an
+// array the request named as a whole (the array path sends only its running tasks here),
+// and a task that has already ended is left as it is: nullopt.
 std::optional<Result<model::Job>> Daemon::ChangeJob(protocol::Op op, const model::Job& job, const Peer& peer,
                                                     bool in_array) {
   store::JobStore::Update update;
@@ -214,11 +215,6 @@ std::optional<Result<model::Job>> Daemon::ChangeJob(protocol::Op op, const model
   }
   if (op == protocol::Op::kResume) {
     return jobs_->Transition(job_id, model::JobState::kHeld, model::JobState::kQueued, update);
-  }
-  if (job.state == model::JobState::kQueued || job.state == model::JobState::kHeld) {
-    update.ended_unix_ms = clock_.NowUnixMs();
-    update.reason = "cancelled by " + peer.user;
-    return jobs_->Transition(job_id, job.state, model::JobState::kCancelled, update);
   }
   if (job.state == model::JobState::kRunning || job.state == model::JobState::kStarting) {
     // The supervisor ends the job and records "cancelled"; without one, the daemon does.
